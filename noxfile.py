@@ -1,0 +1,87 @@
+"""Developer sessions. `nox` alone runs tests, lint and typecheck; the others are named explicitly.
+
+Every session runs on the interpreter nox itself runs on when no other is requested, so a machine
+with one Python can run them all (README, "Development").
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nox
+
+nox.needs_version = ">=2024.3.2"
+nox.options.sessions = ["tests", "lint", "typecheck"]
+nox.options.error_on_missing_interpreters = False
+# uv makes the session venvs in seconds; plain virtualenv when uv is not installed.
+nox.options.default_venv_backend = "uv|virtualenv"
+
+ROOT = Path(__file__).resolve().parent
+TEST_DEPS = ["pytest>=8", "pytest-cov>=5", "hypothesis>=6.100", "hatchling>=1.18", "jsonschema>=4"]
+
+
+def _install(session: nox.Session, *extra: str) -> None:
+    session.install("-e", ".", *TEST_DEPS, *extra)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The default suite: fast, offline, with a coverage report (~3 minutes at most)."""
+    _install(session)
+    session.run(
+        "pytest", "--cov=tfgpu", "--cov-report=term", "--cov-report=xml:coverage.xml",
+        *session.posargs,
+    )
+
+
+@nox.session
+def slow(session: nox.Session) -> None:
+    """Slower tests with real components that need no network: real venvs, the real nvcc here."""
+    _install(session, "uv")
+    session.run("pytest", "-m", "slow", *session.posargs)
+
+
+@nox.session
+def faults(session: nox.Session) -> None:
+    """Heavy fault-injection tests (CONTRIBUTING.md, "Faults covered")."""
+    _install(session, "uv")
+    session.run("pytest", "-m", "faults", *session.posargs)
+
+
+@nox.session
+def e2e(session: nox.Session) -> None:
+    """Real installers and a real TensorFlow from PyPI (needs the package registry)."""
+    _install(session, "uv", "conda-lock>=2.5")
+    session.run("pytest", "-m", "e2e", "-p", "no:randomly", *session.posargs,
+                env={"TFGPU_E2E": "1", **({"PIP_DEFAULT_TIMEOUT": "180"})})
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks against the alternatives; writes bench/results.md."""
+    _install(session, "uv")
+    bench_script = ROOT / "bench" / "run.py"
+    if bench_script.exists():
+        session.run("python", str(bench_script), *session.posargs)
+    else:
+        session.log("bench/run.py not written yet")
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", "src", "tests", "scripts", "noxfile.py")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    session.install("-e", ".", "mypy>=1.10")
+    session.run("mypy")
+
+
+@nox.session(default=False)
+def update_compat(session: nox.Session) -> None:
+    """Regenerate compat/ tables from their upstreams; prints diffs, writes only with `-- --force`."""
+    for script in sorted((ROOT / "scripts").glob("update_*.py")):
+        session.run("python", str(script), *session.posargs, env={"PYTHONPATH": os.fspath(ROOT / "src")})

@@ -1,0 +1,117 @@
+"""Command-line entry point: parse, call one library function, render, exit.
+
+Only this module turns errors into exit codes (errors.ExitCode). Commands live in
+tfgpu/commands/, one module each; they import their heavy machinery lazily so that
+`tfgpu --help` and `tfgpu doctor` start fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import typer
+
+from tfgpu import __version__
+from tfgpu.errors import ExitCode, TfgpuError
+
+app = typer.Typer(
+    name="tfgpu",
+    help="Environment doctor and installer for TensorFlow on NVIDIA GPUs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        from tfgpu.compat import data_version
+
+        typer.echo(f"tfgpu {__version__} (knowledge base {data_version()})")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Print the version and exit."
+    ),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for internal errors."),
+) -> None:
+    """Environment doctor and installer for TensorFlow on NVIDIA GPUs."""
+
+
+def _register() -> None:
+    from tfgpu.commands import register_all
+
+    register_all(app)
+
+
+def _debug_requested(argv: list[str]) -> bool:
+    return "--debug" in argv or os.environ.get("TFGPU_DEBUG", "") not in ("", "0")
+
+
+def _error(text: str) -> None:
+    sys.stderr.write(f"tfgpu: error: {text}\n")
+
+
+def _click_exceptions() -> Any:
+    """Click's exception classes: vendored inside newer typer, the click package for older ones."""
+    try:
+        from typer._click import exceptions  # typer >= 0.26 on Python >= 3.11
+    except ImportError:  # pragma: no cover - depends on the installed typer
+        from click import exceptions  # type: ignore[no-redef,unused-ignore]
+    return exceptions
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns (and, as a console script, exits with) the exit code."""
+    cx = _click_exceptions()
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = _debug_requested(args)
+    _register()
+    code: int
+    try:
+        rv = app(args=args, prog_name="tfgpu", standalone_mode=False)
+        code = rv if isinstance(rv, int) else ExitCode.OK
+    except TfgpuError as exc:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        _error(exc.one_line())
+        code = int(exc.exit_code)
+    except cx.NoArgsIsHelpError as exc:  # `tfgpu` alone: help, exit 0
+        typer.echo(exc.ctx.get_help() if exc.ctx else "")
+        code = ExitCode.OK
+    except cx.UsageError as exc:
+        hint = f" (see 'tfgpu {exc.ctx.info_name if exc.ctx and exc.ctx.parent else ''} --help')"
+        hint = hint.replace("tfgpu tfgpu", "tfgpu").replace("tfgpu  --help", "tfgpu --help")
+        _error(" ".join(exc.format_message().split()) + hint)
+        code = ExitCode.USAGE
+    except typer.Abort:
+        _error("interrupted")
+        code = ExitCode.INTERRUPTED
+    except KeyboardInterrupt:
+        _error("interrupted")
+        code = ExitCode.INTERRUPTED
+    except cx.ClickException as exc:
+        _error(" ".join(exc.format_message().split()))
+        code = exc.exit_code
+    except BrokenPipeError:  # `tfgpu doctor | head`
+        code = ExitCode.OK
+    except Exception as exc:
+        if debug:
+            raise
+        _error(
+            f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
+            "(a bug in tfgpu: rerun with --debug and report it with `tfgpu doctor --json`)"
+        )
+        code = ExitCode.INTERNAL
+    if argv is None:
+        sys.stdout.flush()
+        raise SystemExit(code)
+    return code

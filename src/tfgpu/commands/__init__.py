@@ -1,0 +1,16 @@
+"""CLI commands, one module each. Importing them must stay cheap: heavy imports go inside functions."""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+#: Modules under tfgpu.commands, in the order `tfgpu --help` lists them.
+COMMANDS = ("doctor",)
+
+
+def register_all(app: typer.Typer) -> None:
+    for name in COMMANDS:
+        module = importlib.import_module(f"tfgpu.commands.{name}")
+        module.register(app)

@@ -1,0 +1,73 @@
+"""Typed errors with fixed exit codes; only the CLI layer turns them into an exit."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """Exit codes, fixed for the whole tool (README, "Exit codes")."""
+
+    OK = 0
+    NOT_READY = 1  # the check ran and found the target not ready / a step failed
+    USAGE = 2  # bad usage or bad input
+    INTERNAL = 3  # a bug in tfgpu
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), the shell convention
+
+
+class TfgpuError(Exception):
+    """Base of every error tfgpu raises on purpose.
+
+    ``message`` says what failed; ``hint`` says what to do next (a command where possible).
+    """
+
+    exit_code: ExitCode = ExitCode.INTERNAL
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def one_line(self) -> str:
+        text = " ".join(self.message.split())
+        if self.hint:
+            text += f" ({' '.join(self.hint.split())})"
+        return text
+
+
+class UsageError(TfgpuError):
+    """Bad command-line usage or a bad value given by the user."""
+
+    exit_code = ExitCode.USAGE
+
+
+class InputError(UsageError):
+    """A file the user gave (facts, lockfile, log) cannot be used."""
+
+
+class DataError(TfgpuError):
+    """The knowledge base in compat/ is malformed: a bug in tfgpu's data."""
+
+    exit_code = ExitCode.INTERNAL
+
+
+class NotReady(TfgpuError):
+    """The check ran and the target is not ready (exit 1)."""
+
+    exit_code = ExitCode.NOT_READY
+
+
+class StepFailed(TfgpuError):
+    """A step of a plan (an installer, a smoke test) failed."""
+
+    exit_code = ExitCode.NOT_READY
+
+
+class ProgramNotFound(StepFailed):
+    """A program a step needs is not installed."""
+
+
+class Interrupted(TfgpuError):
+    """The user pressed Ctrl-C; what was half-done has been cleaned up."""
+
+    exit_code = ExitCode.INTERRUPTED

@@ -1,0 +1,259 @@
+"""The one place that starts subprocesses: argv lists, timeouts, bounded output, log capture.
+
+Two entry points share one spawner (``_spawn``), which the test-suite replaces:
+- ``capture()`` for probes: never raises because a program is missing, hangs or crashes;
+  the result says what happened.
+- ``run_step()`` for plans: echoes ``+ cmd``, streams the output to a log file, raises typed
+  errors on failure and keeps the last lines that matter.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from tfgpu.errors import Interrupted, ProgramNotFound, StepFailed
+
+#: The spawner. Tests replace this (tests/conftest.py) so unit tests cannot touch the world.
+_spawn: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen
+
+#: Probes never keep more than this much of a program's output (a broken tool may print forever).
+MAX_CAPTURE_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a finished (or failed-to-start) program did."""
+
+    argv: tuple[str, ...]
+    returncode: int | None  # None: it did not start, or was killed on timeout
+    stdout: str = ""
+    stderr: str = ""
+    duration: float = 0.0
+    timed_out: bool = False
+    error: str | None = None  # why it did not run or did not finish, in one line
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and self.error is None
+
+    def describe(self) -> str:
+        """One line: what happened, for a report."""
+        if self.error:
+            return self.error
+        if self.returncode != 0:
+            last = (self.stderr.strip() or self.stdout.strip()).splitlines()
+            tail = f": {last[-1][:200]}" if last else ""
+            return f"{quote(self.argv)} exited with {self.returncode}{tail}"
+        return f"{quote(self.argv)} succeeded"
+
+
+def quote(argv: Sequence[str]) -> str:
+    """Shell-quoted rendering of an argv, for display only (never executed by a shell)."""
+    if sys.platform == "win32":  # pragma: no cover - display only
+        return subprocess.list2cmdline(list(argv))
+    return shlex.join(argv)
+
+
+def which(program: str, env: Mapping[str, str] | None = None) -> str | None:
+    """Resolve a program the way the child will (PATH from ``env`` when given)."""
+    if Path(program).is_absolute():
+        return program if Path(program).exists() else None
+    path = (env or os.environ).get("PATH")
+    return shutil.which(program, path=path)
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def _popen_kwargs() -> dict[str, Any]:
+    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+        return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
+    return {"start_new_session": True}
+
+
+def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    """Kill a child and everything it started (it runs in its own session / group)."""
+    try:
+        if sys.platform != "win32":
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:  # pragma: no cover - Windows only
+            proc.kill()
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+
+
+def _read_bounded(stream: IO[bytes], sink: bytearray, flags: list[bool]) -> None:
+    while True:
+        chunk = stream.read(65536)
+        if not chunk:
+            return
+        room = MAX_CAPTURE_BYTES - len(sink)
+        if room > 0:
+            sink.extend(chunk[:room])
+        if len(chunk) > room:
+            flags[0] = True  # keep draining so the child never blocks on a full pipe
+
+
+def capture(
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> Result:
+    """Run a program and capture its output. Never raises for a missing, hung or crashing program."""
+    argv = tuple(str(a) for a in argv)
+    start = time.monotonic()
+    exe = which(argv[0], env)
+    if exe is None:
+        return Result(argv, None, error=f"{argv[0]}: not found")
+    try:
+        proc = _spawn(
+            [exe, *argv[1:]],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            **_popen_kwargs(),
+        )
+    except OSError as exc:  # permission denied, exec format error, ...
+        return Result(argv, None, error=f"{argv[0]}: cannot run: {exc.strerror or exc}")
+    out, err = bytearray(), bytearray()
+    flags = [False]
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    readers = [
+        threading.Thread(target=_read_bounded, args=(proc.stdout, out, flags), daemon=True),
+        threading.Thread(target=_read_bounded, args=(proc.stderr, err, flags), daemon=True),
+    ]
+    for t in readers:
+        t.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_tree(proc)
+        proc.wait()
+    for t in readers:
+        t.join(timeout=1.0)
+    for s in (proc.stdout, proc.stderr):
+        s.close()
+    duration = time.monotonic() - start
+    if timed_out:
+        return Result(
+            argv, None, _decode(bytes(out)), _decode(bytes(err)), duration, True,
+            error=f"{argv[0]}: timed out after {timeout:g} s", truncated=flags[0],
+        )
+    return Result(argv, proc.returncode, _decode(bytes(out)), _decode(bytes(err)), duration,
+                  truncated=flags[0])
+
+
+@dataclass
+class StepLog:
+    """Where a plan's full output goes; keeps the last lines in memory for error messages."""
+
+    path: Path
+    echo: Callable[[str], None] | None = None
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=40))
+
+    def write(self, line: str) -> None:
+        self.tail.append(line)
+        with self.path.open("a", encoding="utf-8", errors="replace") as fh:
+            fh.write(line if line.endswith("\n") else line + "\n")
+
+
+def run_step(
+    argv: Sequence[str],
+    *,
+    log: StepLog,
+    timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    on_line: Callable[[str], None] | None = None,
+) -> Result:
+    """Run one step of a plan. Echo ``+ cmd``, stream output to the log, raise on failure.
+
+    Ctrl-C kills the child's whole process group and raises :class:`Interrupted`.
+    """
+    argv = tuple(str(a) for a in argv)
+    exe = which(argv[0], env)
+    if exe is None:
+        msg = f"{argv[0]} is not installed or not on PATH"
+        raise ProgramNotFound(msg, hint=f"install {argv[0]}, or choose another backend with --backend")
+    log.write(f"+ {quote(argv)}")
+    if log.echo:
+        log.echo(f"+ {quote(argv)}")
+    start = time.monotonic()
+    try:
+        proc = _spawn(
+            [exe, *argv[1:]],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            **_popen_kwargs(),
+        )
+    except OSError as exc:
+        msg = f"{argv[0]}: cannot run: {exc.strerror or exc}"
+        raise StepFailed(msg) from exc
+    assert proc.stdout is not None
+    lines: deque[str] = deque(maxlen=200)
+    deadline = None if timeout is None else start + timeout
+    timed_out = False
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for raw in iter(proc.stdout.readline, b""):
+            line = _decode(raw).rstrip("\r\n")
+            lines.append(line)
+            log.write(line)
+            if on_line:
+                on_line(line)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        while True:
+            try:
+                proc.wait(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                if deadline is not None and time.monotonic() > deadline:
+                    timed_out = True
+                    _kill_tree(proc)
+                    proc.wait()
+                    break
+    except KeyboardInterrupt:
+        _kill_tree(proc)
+        proc.wait()
+        reader.join(timeout=2.0)
+        log.write(f"! interrupted: {quote(argv)}")
+        msg = f"interrupted while running {quote(argv)}"
+        raise Interrupted(msg) from None
+    reader.join(timeout=5.0)
+    proc.stdout.close()
+    result = Result(argv, None if timed_out else proc.returncode, "\n".join(lines), "",
+                    time.monotonic() - start, timed_out,
+                    error=f"{argv[0]}: timed out after {timeout:g} s" if timed_out else None)
+    log.write(f"= exit {result.returncode} after {result.duration:.1f} s")
+    if not result.ok:
+        msg = result.describe()
+        raise StepFailed(msg, hint=f"full log: {log.path}")
+    return result
