@@ -1,18 +1,43 @@
-"""Load the knowledge base in compat/ (TOML data files shipped inside the package)."""
+"""Load and validate the knowledge base in compat/ into typed, cached records.
+
+The data lives in TOML files (one row per line, every row with a ``source``) shipped inside the
+package; this module only parses, checks and indexes them. Nothing here touches the machine.
+"""
 
 from __future__ import annotations
 
 import functools
+import re
 import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfgpu.errors import DataError
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from tfgpu.errors import DataError, UsageError
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python < 3.11
     import tomli as tomllib
+
+#: Files of the knowledge base and the schema each must declare.
+SCHEMAS = {
+    "meta": "tfgpu.compat.meta/1",
+    "tensorflow": "tfgpu.compat.tensorflow/1",
+    "releases": "tfgpu.compat.releases/1",
+    "tf_archs": "tfgpu.compat.tf_archs/1",
+    "cuda": "tfgpu.compat.cuda/1",
+    "gpus": "tfgpu.compat.gpus/1",
+    "recipes": "tfgpu.compat.recipes/1",
+    "conda": "tfgpu.compat.conda/1",
+    "explain": "tfgpu.compat.explain/1",
+}
+
+OSES = ("linux", "windows", "macos")
 
 
 @functools.lru_cache(maxsize=1)
@@ -33,14 +58,596 @@ def load_toml(name: str) -> dict[str, Any]:
     try:
         with path.open("rb") as fh:
             data: dict[str, Any] = tomllib.load(fh)
-            return data
     except FileNotFoundError as exc:
         msg = f"knowledge-base file {path} is missing"
         raise DataError(msg) from exc
     except tomllib.TOMLDecodeError as exc:
         msg = f"knowledge-base file {path} is malformed: {exc}"
         raise DataError(msg) from exc
+    expected = SCHEMAS.get(name)
+    if expected and data.get("schema") != expected:
+        msg = f"{path}: schema is {data.get('schema')!r}, expected {expected!r}"
+        raise DataError(msg)
+    return data
 
 
 def data_version() -> str:
     return str(load_toml("meta")["data_version"])
+
+
+# --------------------------------------------------------------------------- parsing helpers
+
+
+def _where(name: str, row: dict[str, Any]) -> str:
+    """``compat/x.toml:LINE`` of a row, found by its first field (rows are one per line)."""
+    path = compat_dir() / f"{name}.toml"
+    if row:
+        key, value = next(iter(row.items()))
+        needle = f"{key} = {value!r}".replace("'", '"') if isinstance(value, str) else f"{key} = {value}"
+        try:
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if needle in line and line.lstrip().startswith("{"):
+                    return f"{path}:{number}"
+        except OSError:
+            pass
+    return str(path)
+
+
+def _bad(name: str, row: dict[str, Any], problem: str) -> DataError:
+    return DataError(f"{_where(name, row)}: {problem}")
+
+
+def version(text: str) -> Version:
+    """Parse a version such as "12.4" or "550.54.15" (raises InvalidVersion)."""
+    return Version(str(text).strip())
+
+
+def _opt_version(name: str, row: dict[str, Any], key: str) -> Version | None:
+    value = str(row.get(key, "") or "").strip()
+    if not value:
+        return None
+    try:
+        return version(value)
+    except InvalidVersion:
+        raise _bad(name, row, f"{key} {value!r} is not a version") from None
+
+
+def _split(value: Any) -> tuple[str, ...]:
+    if isinstance(value, list):
+        return tuple(str(v).strip() for v in value if str(v).strip())
+    return tuple(p.strip() for p in str(value or "").split(",") if p.strip())
+
+
+def series_of(v: Version) -> str:
+    return f"{v.major}.{v.minor}"
+
+
+def normalize_cuda(text: str) -> str:
+    """TensorFlow's table writes CUDA "8", "9", "10.0": make it MAJOR.MINOR."""
+    text = str(text).strip()
+    return text if "." in text else f"{text}.0"
+
+
+@dataclass(frozen=True)
+class PyRange:
+    """A Python range as the official tables write it, e.g. "2.7,3.3-3.7"."""
+
+    text: str
+    parts: tuple[tuple[Version, Version], ...]
+
+    @classmethod
+    def parse(cls, text: str) -> PyRange:
+        parts = []
+        for piece in _split(text):
+            lo, _, hi = piece.partition("-")
+            parts.append((version(lo), version(hi or lo)))
+        if not parts:
+            msg = f"empty Python range {text!r}"
+            raise ValueError(msg)
+        return cls(text, tuple(parts))
+
+    @property
+    def min(self) -> Version:
+        return min(lo for lo, _ in self.parts)
+
+    @property
+    def max(self) -> Version:
+        return max(hi for _, hi in self.parts)
+
+    def contains(self, v: Version | str) -> bool:
+        vv = version(str(v))
+        key = Version(f"{vv.major}.{vv.minor}")
+        return any(lo <= key <= hi for lo, hi in self.parts)
+
+    def versions(self) -> list[str]:
+        out: list[str] = []
+        for lo, hi in self.parts:
+            if lo.major != hi.major:
+                msg = f"Python range {self.text!r} spans majors"
+                raise ValueError(msg)
+            out.extend(f"{lo.major}.{m}" for m in range(lo.minor, hi.minor + 1))
+        return out
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class Build:
+    """One row of TensorFlow's "Tested build configurations" (GPU) tables."""
+
+    tf: Version
+    os: str
+    python: PyRange
+    cuda: str
+    cudnn: str
+    compiler: str
+    bazel: str
+    dist: str
+    source: str
+    note: str = ""
+
+    @property
+    def series(self) -> str:
+        return series_of(self.tf)
+
+
+@dataclass(frozen=True)
+class Release:
+    """One final release of a TensorFlow distribution on PyPI."""
+
+    dist: str
+    version: Version
+    requires_python: str
+    linux_pythons: tuple[str, ...]
+    windows_pythons: tuple[str, ...]
+    linux_platform: str
+    glibc: Version | None
+    and_cuda: tuple[str, ...]
+    placeholder: bool
+    yanked: bool
+    uploaded: str
+    source: str
+
+    def pythons(self, os: str) -> tuple[str, ...]:
+        return self.windows_pythons if os == "windows" else self.linux_pythons
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    cuda: Version
+    linux_min_driver: Version | None
+    windows_min_driver: Version | None
+    cc_min: str
+    cc_max: str
+    source: str
+    raw: dict[str, Any] = field(compare=False, repr=False, default_factory=dict)
+
+    def min_driver(self, os: str) -> Version | None:
+        return self.windows_min_driver if os == "windows" else self.linux_min_driver
+
+
+@dataclass(frozen=True)
+class MinorCompat:
+    major: int
+    linux_min_driver: Version | None
+    windows_min_driver: Version | None
+    not_covered: str
+    source: str
+
+    def min_driver(self, os: str) -> Version | None:
+        return self.windows_min_driver if os == "windows" else self.linux_min_driver
+
+
+@dataclass(frozen=True)
+class ArchTargets:
+    """GPU code an official TensorFlow wheel carries: SASS per compute capability, and a PTX target."""
+
+    tf: SpecifierSet
+    os: str
+    sass: tuple[str, ...]
+    ptx: str | None
+    source: str
+    confidence: str = "sourced"
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    id: str
+    backend: str
+    os: frozenset[str]
+    tf: SpecifierSet
+    channels: tuple[str, ...]
+    packages: str
+    pins: str
+    python: str
+    provides_cuda: bool
+    activation: tuple[str, ...]
+    activation_file: str
+    note: str
+    source: str
+    gpu: bool = True
+    confidence: str = "sourced"
+    raw: dict[str, Any] = field(compare=False, repr=False, default_factory=dict)
+
+    def applies(self, v: Version, os: str) -> bool:
+        return v in self.tf and os in self.os
+
+
+@dataclass(frozen=True)
+class CondaPackage:
+    channel: str
+    name: str
+    version: Version
+    os: str
+    python: tuple[str, ...]
+    cudatoolkit: str
+    cudnn: str
+    cuda: str
+    build: str
+    source: str
+    confidence: str = "sourced"
+    raw: dict[str, Any] = field(compare=False, repr=False, default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    name: str
+    cc: str
+    aliases: tuple[str, ...]
+    source: str
+
+
+_ACTIVATION_SPLIT = re.compile(r";(?=\s*[A-Za-z_][A-Za-z0-9_]*=)")
+
+
+def _rows(name: str, data: dict[str, Any], key: str, *, required: bool = True) -> list[dict[str, Any]]:
+    rows = data.get(key)
+    if rows is None and isinstance(data.get("sources"), dict) and key in data["sources"]:
+        msg = f"{compat_dir() / (name + '.toml')}: `{key}` sits inside [sources]; put arrays before [sources]"
+        raise DataError(msg)
+    if rows is None:
+        if required:
+            msg = f"{compat_dir() / (name + '.toml')}: no `{key}` array"
+            raise DataError(msg)
+        return []
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        msg = f"{compat_dir() / (name + '.toml')}: `{key}` must be an array of inline tables"
+        raise DataError(msg)
+    sources = data.get("sources", {})
+    for row in rows:
+        for skey in ("source", "source2", "arch_source", "compat_source"):
+            if skey in row and row[skey] not in sources:
+                raise _bad(name, row, f"{skey} {row[skey]!r} is not in [sources]")
+        if "source" not in row:
+            raise _bad(name, row, "row has no source")
+    return rows
+
+
+def _parse_builds(name: str, data: dict[str, Any]) -> tuple[Build, ...]:
+    out = []
+    for row in _rows(name, data, "builds"):
+        try:
+            out.append(Build(
+                tf=version(row["tf"]), os=row["os"], python=PyRange.parse(row["python"]),
+                cuda=str(row["cuda"]), cudnn=str(row["cudnn"]), compiler=str(row.get("compiler", "")),
+                bazel=str(row.get("bazel", "")), dist=str(row.get("dist", "")), source=row["source"],
+                note=str(row.get("note", "")),
+            ))
+        except (KeyError, ValueError, InvalidVersion) as exc:
+            raise _bad(name, row, f"bad build row: {exc}") from None
+        if row["os"] not in OSES:
+            raise _bad(name, row, f"os {row['os']!r} is not one of {OSES}")
+    return tuple(out)
+
+
+def _pythons(tags: str) -> tuple[str, ...]:
+    out = []
+    for tag in _split(tags):
+        m = re.fullmatch(r"cp(\d)(\d+)", tag)
+        if m:
+            out.append(f"{m.group(1)}.{m.group(2)}")
+    return tuple(out)
+
+
+def _parse_releases(name: str, data: dict[str, Any]) -> tuple[Release, ...]:
+    out = []
+    for row in _rows(name, data, "releases"):
+        try:
+            out.append(Release(
+                dist=row["dist"], version=version(row["version"]),
+                requires_python=str(row.get("requires_python", "")),
+                linux_pythons=_pythons(row.get("linux", "")), windows_pythons=_pythons(row.get("windows", "")),
+                linux_platform=str(row.get("linux_platform", "")),
+                glibc=_opt_version(name, row, "linux_glibc"),
+                and_cuda=_split_and_cuda(row.get("and_cuda", "")),
+                placeholder=bool(row.get("placeholder", False)), yanked=bool(row.get("yanked", False)),
+                uploaded=str(row.get("uploaded", "")), source=row["source"],
+            ))
+        except (KeyError, InvalidVersion) as exc:
+            raise _bad(name, row, f"bad release row: {exc}") from None
+    return tuple(out)
+
+
+def _split_and_cuda(text: str) -> tuple[str, ...]:
+    """and_cuda pins: requirements joined by ";" (or by "," although specifiers contain commas)."""
+    if ";" in str(text):
+        return tuple(p.strip() for p in str(text).split(";") if p.strip())
+    parts: list[str] = []
+    for piece in str(text or "").split(","):
+        piece = piece.strip()
+        if not piece:
+            continue
+        if parts and re.match(r"^[<>=!~]", piece):
+            parts[-1] += "," + piece
+        else:
+            parts.append(piece)
+    return tuple(parts)
+
+
+def _spec(name: str, row: dict[str, Any], key: str = "tf") -> SpecifierSet:
+    try:
+        return SpecifierSet(str(row[key]))
+    except (KeyError, InvalidSpecifier):
+        raise _bad(name, row, f"{key} {row.get(key)!r} is not a version specifier") from None
+
+
+# --------------------------------------------------------------------------- the knowledge base
+
+
+@dataclass(frozen=True)
+class KnowledgeBase:
+    data_version: str
+    date: str
+    builds: tuple[Build, ...]
+    releases: tuple[Release, ...]
+    archs: tuple[ArchTargets, ...]
+    toolkits: tuple[Toolkit, ...]
+    minor_compats: tuple[MinorCompat, ...]
+    recipes: tuple[Recipe, ...]
+    conda: tuple[CondaPackage, ...]
+    arch_names: tuple[tuple[str, str], ...]
+    models: tuple[GpuModel, ...]
+
+    # -- TensorFlow -----------------------------------------------------------------------
+    def series(self, os: str = "linux") -> list[str]:
+        """GPU minor series on ``os``, newest first (from the tested build configurations)."""
+        os = "linux" if os == "wsl2" else os
+        seen = {series_of(b.tf): b.tf for b in self.builds if b.os == os}
+        return sorted(seen, key=lambda s: version(s), reverse=True)
+
+    def build_for(self, v: Version | str, os: str = "linux") -> Build | None:
+        vv = version(str(v))
+        os = "linux" if os == "wsl2" else os
+        rows = [b for b in self.builds if b.os == os and series_of(b.tf) == series_of(vv)]
+        if not rows:
+            return None
+        older = [b for b in rows if b.tf <= vv]
+        return max(older, key=lambda b: b.tf) if older else min(rows, key=lambda b: b.tf)
+
+    def gpu_dist(self, v: Version | str) -> str:
+        """The PyPI distribution that carries GPU support for a release."""
+        vv = version(str(v))
+        return "tensorflow-gpu" if vv < Version("2.1") else "tensorflow"
+
+    def release(self, dist: str, v: Version | str) -> Release | None:
+        vv = version(str(v))
+        for r in self.releases:
+            if r.dist == dist and r.version == vv:
+                return r
+        return None
+
+    def gpu_release(self, v: Version | str, os: str = "linux") -> Release | None:
+        rel = self.release(self.gpu_dist(v), v)
+        if rel is None or rel.placeholder:
+            return None
+        return rel
+
+    def gpu_releases(self, os: str = "linux") -> list[Release]:
+        """Every final, non-placeholder release with GPU support on ``os``, newest first."""
+        series = set(self.series(os))
+        os_key = "linux" if os == "wsl2" else os
+        out = [
+            r for r in self.releases
+            if not r.placeholder and not r.yanked and r.dist == self.gpu_dist(r.version)
+            and series_of(r.version) in series and r.pythons(os_key)
+        ]
+        return sorted(out, key=lambda r: r.version, reverse=True)
+
+    def resolve_tf(self, text: str, os: str = "linux") -> Version:
+        """A release ("2.2.0") or a series ("2.2" -> its newest release) -> an exact version."""
+        raw = str(text).strip()
+        known = self.gpu_releases(os)
+        try:
+            wanted = version(raw)
+        except InvalidVersion:
+            msg = f"--tf {raw!r} is not a TensorFlow version"
+            raise UsageError(
+                msg,
+                hint=f"use a release or a series, e.g. --tf {known[0].version if known else '2.15'} "
+                f"or --tf {series_of(known[0].version) if known else '2.15'}; see `tfgpu compat`",
+            ) from None
+        parts = raw.split(".")
+        if len(parts) == 2:
+            matches = [r.version for r in known if series_of(r.version) == raw]
+            if matches:
+                return max(matches)
+        else:
+            for r in known:
+                if r.version == wanted:
+                    return r.version
+        if len(parts) == 2:
+            close = _nearest(wanted, [version(s) for s in self.series(os)])
+        else:
+            close = _nearest(wanted, [r.version for r in known])
+        where = {"linux": "Linux", "windows": "native Windows", "macos": "macOS", "wsl2": "WSL2"}.get(os, os)
+        msg = f"TensorFlow {raw} has no GPU release on {where} in tfgpu's knowledge base"
+        raise UsageError(
+            msg,
+            hint=f"closest known: {', '.join(close) if close else 'none'}; see `tfgpu compat`",
+        )
+
+    def pythons_for(self, v: Version | str, os: str = "linux") -> list[str]:
+        """Python X.Y that both the tested configuration and PyPI's wheels support."""
+        build = self.build_for(v, os)
+        rel = self.gpu_release(v, os)
+        table = build.python.versions() if build else []
+        wheels = list(rel.pythons("windows" if os == "windows" else "linux")) if rel else []
+        if table and wheels:
+            both = [p for p in table if p in wheels]
+            return both or wheels
+        return table or wheels
+
+    def archs_for(self, v: Version | str, os: str = "linux") -> ArchTargets | None:
+        vv = version(str(v))
+        os = "linux" if os == "wsl2" else os
+        rows = [a for a in self.archs if vv in a.tf and a.os in (os, "any")]
+        return rows[0] if rows else None
+
+    # -- install recipes --------------------------------------------------------------------
+    def recipes_for(self, v: Version | str, os: str = "linux", backend: str | None = None) -> list[Recipe]:
+        vv = version(str(v))
+        return [
+            r for r in self.recipes
+            if r.applies(vv, os) and (backend is None or r.backend == backend)
+        ]
+
+    def conda_packages(
+        self, name: str | None = None, v: Version | str | None = None, os: str | None = None
+    ) -> list[CondaPackage]:
+        vv = version(str(v)) if v is not None else None
+        os = "linux" if os == "wsl2" else os
+        return [
+            p for p in self.conda
+            if (name is None or p.name == name) and (vv is None or p.version == vv) and (os is None or p.os == os)
+        ]
+
+    # -- CUDA and GPUs ------------------------------------------------------------------------
+    def toolkit(self, cuda: str) -> Toolkit | None:
+        key = version(normalize_cuda(cuda))
+        for t in self.toolkits:
+            if t.cuda == key:
+                return t
+        return None
+
+    def minor_compat(self, major: int) -> MinorCompat | None:
+        for m in self.minor_compats:
+            if m.major == major:
+                return m
+        return None
+
+    def arch_name(self, cc: str) -> str | None:
+        for key, name in self.arch_names:
+            if key == str(cc):
+                return name
+        return None
+
+    def gpu_cc(self, name: str) -> str | None:
+        """Compute capability of a GPU model by name (normalized substring; longest match wins)."""
+        wanted = _norm_gpu(name)
+        best: tuple[int, str] | None = None
+        for m in self.models:
+            for candidate in (m.name, *m.aliases):
+                key = _norm_gpu(candidate)
+                if key and (key == wanted or key in wanted) and (best is None or len(key) > best[0]):
+                    best = (len(key), m.cc)
+        return best[1] if best else None
+
+    def sources(self, file: str) -> dict[str, dict[str, Any]]:
+        return dict(load_toml(file).get("sources", {}))
+
+
+def _nearest(wanted: Version, candidates: Iterable[Version]) -> list[str]:
+    def distance(v: Version) -> tuple[int, int, int]:
+        return (abs(v.major - wanted.major), abs(v.minor - wanted.minor), abs(v.micro - wanted.micro))
+
+    return [str(v) for v in sorted(candidates, key=distance)[:3]]
+
+
+def _norm_gpu(name: str) -> str:
+    text = re.sub(r"\s+", " ", str(name).lower()).strip()
+    for prefix in ("nvidia ",):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    return text
+
+
+def _parse_kb() -> KnowledgeBase:
+    meta = load_toml("meta")
+    tf = load_toml("tensorflow")
+    rel = load_toml("releases")
+    cuda = load_toml("cuda")
+    gpus = load_toml("gpus")
+    recipes = load_toml("recipes")
+    conda = load_toml("conda")
+    try:
+        archs_data = load_toml("tf_archs")
+    except DataError:
+        archs_data = {"archs": [], "sources": {}}
+
+    toolkits = []
+    for row in _rows("cuda", cuda, "toolkits"):
+        try:
+            toolkits.append(Toolkit(
+                cuda=version(row["cuda"]), linux_min_driver=_opt_version("cuda", row, "linux_min_driver"),
+                windows_min_driver=_opt_version("cuda", row, "windows_min_driver"),
+                cc_min=str(row.get("cc_min", "")), cc_max=str(row.get("cc_max", "")), source=row["source"], raw=row,
+            ))
+        except (KeyError, InvalidVersion) as exc:
+            raise _bad("cuda", row, f"bad toolkit row: {exc}") from None  # noqa: EM101
+    minor = [
+        MinorCompat(
+            major=int(row["major"]), linux_min_driver=_opt_version("cuda", row, "linux_min_driver"),
+            windows_min_driver=_opt_version("cuda", row, "windows_min_driver"),
+            not_covered=str(row.get("not_covered", "")), source=row["source"],
+        )
+        for row in _rows("cuda", cuda, "minor_version_compat")
+    ]
+    archs = []
+    for row in _rows("tf_archs", archs_data, "archs", required=False):
+        archs.append(ArchTargets(
+            tf=_spec("tf_archs", row), os=str(row.get("os", "linux")), sass=_split(row.get("sass", "")),
+            ptx=str(row.get("ptx") or "") or None, source=row["source"],
+            confidence=str(row.get("confidence", "sourced")), note=str(row.get("note", "")),
+        ))
+    recs = []
+    for row in _rows("recipes", recipes, "recipes"):
+        recs.append(Recipe(
+            id=row["id"], backend=row["backend"], os=frozenset(_split(row.get("os", ""))), tf=_spec("recipes", row),
+            channels=_split(row.get("channels", "")), packages=str(row.get("packages", "")),
+            pins=str(row.get("pins", "")), python=str(row.get("python", "")),
+            provides_cuda=bool(row.get("provides_cuda", False)),
+            activation=tuple(a.strip() for a in _ACTIVATION_SPLIT.split(str(row.get("activation", ""))) if a.strip()),
+            activation_file=str(row.get("activation_file", "")), note=str(row.get("note", "")),
+            source=row["source"], gpu=bool(row.get("gpu", True)),
+            confidence=str(row.get("confidence", "sourced")), raw=row,
+        ))
+    packages = []
+    for row in _rows("conda", conda, "packages"):
+        try:
+            packages.append(CondaPackage(
+                channel=row["channel"], name=row["name"], version=version(row["version"]), os=row["os"],
+                python=_split(row.get("python", "")), cudatoolkit=str(row.get("cudatoolkit", "")),
+                cudnn=str(row.get("cudnn", "")), cuda=str(row.get("cuda", "")), build=str(row.get("build", "")),
+                source=row["source"], confidence=str(row.get("confidence", "sourced")), raw=row,
+            ))
+        except (KeyError, InvalidVersion) as exc:
+            raise _bad("conda", row, f"bad conda package row: {exc}") from None  # noqa: EM101
+    releases = _parse_releases("releases", rel)
+    return KnowledgeBase(
+        data_version=str(meta["data_version"]), date=str(meta.get("date", "")),
+        builds=_parse_builds("tensorflow", tf), releases=releases, archs=tuple(archs),
+        toolkits=tuple(toolkits), minor_compats=tuple(minor), recipes=tuple(recs), conda=tuple(packages),
+        arch_names=tuple((str(r["cc"]), str(r["arch"])) for r in _rows("gpus", gpus, "archs")),
+        models=tuple(
+            GpuModel(name=str(r["name"]), cc=str(r["cc"]), aliases=_split(r.get("aliases", "")), source=r["source"])
+            for r in _rows("gpus", gpus, "models")
+        ),
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def load_kb() -> KnowledgeBase:
+    """The whole knowledge base, parsed and checked once per process."""
+    return _parse_kb()
