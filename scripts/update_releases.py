@@ -189,7 +189,7 @@ def wheel_metadata(url: str) -> str:
     pos = 0
     while pos < len(cd) and cd[pos : pos + 4] == b"PK\x01\x02":
         method, = struct.unpack("<H", cd[pos + 10 : pos + 12])
-        csize, usize = struct.unpack("<II", cd[pos + 20 : pos + 28])
+        csize, _usize = struct.unpack("<II", cd[pos + 20 : pos + 28])
         nlen, xlen, clen = struct.unpack("<HHH", cd[pos + 28 : pos + 34])
         (local_off,) = struct.unpack("<I", cd[pos + 42 : pos + 46])
         name = cd[pos + 46 : pos + 46 + nlen].decode("utf-8")
