@@ -226,6 +226,10 @@ class Toolkit:
     def min_driver(self, os: str) -> Version | None:
         return self.windows_min_driver if os == "windows" else self.linux_min_driver
 
+    def min_driver_text(self, os: str) -> str:
+        """The floor as NVIDIA writes it (Version() would print 535.54.03 as 535.54.3)."""
+        return str(self.raw.get("windows_min_driver" if os == "windows" else "linux_min_driver") or "")
+
 
 @dataclass(frozen=True)
 class MinorCompat:

@@ -1,0 +1,234 @@
+"""Render a doctor result: the versioned JSON document, the human report, CI annotations."""
+
+from __future__ import annotations
+
+import getpass
+import re
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from tfgpu import __version__
+from tfgpu.verdict import BLOCKED, CAVEATS, ERROR, FAIL, PASS, READY, SKIP, WARN, DoctorResult
+
+DOCTOR_SCHEMA = "tfgpu.doctor/1"
+
+MARKS = {PASS: "✓", WARN: "!", FAIL: "✗", SKIP: "-", ERROR: "?"}
+STYLES = {PASS: "green", WARN: "yellow", FAIL: "red", SKIP: "dim", ERROR: "magenta",
+          READY: "green", CAVEATS: "yellow", BLOCKED: "red"}
+
+GROUPS = (
+    ("Platform", ("os.", "cpu.", "glibc.")),
+    ("NVIDIA driver", ("driver.",)),
+    ("GPUs", ("gpu.",)),
+    ("CUDA", ("cuda.",)),
+    ("cuDNN", ("cudnn.",)),
+    ("Python", ("python.",)),
+    ("Environment", ("env.",)),
+    ("TensorFlow in this environment", ("tf.",)),
+)
+
+
+def doctor_document(facts: Mapping[str, Any], result: DoctorResult, *, data_version: str,
+                    overrides: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "schema": DOCTOR_SCHEMA,
+        "tfgpu_version": __version__,
+        "data_version": data_version,
+        "facts": dict(facts),
+        "overrides": list(overrides or []),
+        "checks": [c.to_json() for c in result.checks],
+        "targets": [t.to_json() for t in result.targets],
+        "recommendation": result.recommendation,
+    }
+
+
+# --------------------------------------------------------------------------- redaction
+
+_TOKEN = re.compile(
+    r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}|"
+    r"xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|"
+    r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}|"
+    r"(?i:(?:token|secret|password|passwd|api[_-]?key)\s*[=:]\s*)\S+)"
+)
+_HOME = re.compile(r"(/home/|/Users/|\\Users\\|/export/home/)([^/\\\s:;,'\"]+)")
+
+
+def redactor(user: str | None = None, host: str | None = None, home: str | None = None) -> Any:
+    """A function that removes user names, the host name and token-like strings from text."""
+    try:
+        user = user if user is not None else getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (containers)
+        user = ""
+    host = host if host is not None else socket.gethostname()
+    home = home if home is not None else str(Path.home())
+
+    def clean(text: str) -> str:
+        if home and home not in ("/", "~") and len(home) > 1:
+            text = text.replace(home, "~")
+        text = _HOME.sub(lambda m: m.group(1) + "<user>", text)
+        text = _TOKEN.sub("<redacted>", text)
+        if user and len(user) > 2:
+            text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(user)}(?![A-Za-z0-9])", "<user>", text)
+        if host and len(host) > 2:
+            text = re.sub(rf"(?<![A-Za-z0-9.-]){re.escape(host)}(?![A-Za-z0-9-])", "<host>", text)
+        return text
+
+    return clean
+
+
+def redact(obj: Any, clean: Any = None) -> Any:
+    """Redact every string inside a JSON-like value."""
+    clean = clean or redactor()
+    if isinstance(obj, str):
+        return clean(obj)
+    if isinstance(obj, dict):
+        return {clean(str(k)) if isinstance(k, str) else k: redact(v, clean) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [redact(v, clean) for v in obj]
+    return obj
+
+
+# --------------------------------------------------------------------------- human report
+
+
+def _group(check_id: str) -> str:
+    for title, prefixes in GROUPS:
+        if check_id.startswith(prefixes):
+            return title
+    return "Other"
+
+
+def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(file=out, force_terminal=color, no_color=color is False, highlight=False,
+                      width=max(100, Console(file=out).width if color else 100), soft_wrap=False)
+    facts = doc.get("facts", {})
+    plat = facts.get("platform") or {}
+    console.print(Text(f"tfgpu {doc['tfgpu_version']} doctor · knowledge base {doc['data_version']}", style="bold"))
+    if plat:
+        where = " ".join(str(x) for x in (plat.get("os"), plat.get("distro"), plat.get("arch")) if x)
+        console.print(Text(f"machine: {where}", style="dim"))
+    if doc.get("overrides"):
+        console.print(Text("overrides active: " + ", ".join(doc["overrides"]), style="yellow"))
+    current = None
+    for check in doc["checks"]:
+        group = _group(check["id"])
+        if group != current:
+            current = group
+            console.print(Text(f"\n{group}", style="bold"))
+        mark = MARKS.get(check["status"], "?")
+        line = Text(f"  [{mark}] ", style=STYLES.get(check["status"], ""))
+        line.append(check["summary"])
+        if check.get("source") and check["status"] != SKIP:
+            line.append(f"  ({check['source']})", style="dim")
+        console.print(line)
+        if check.get("evidence") and check["status"] in (WARN, FAIL, ERROR):
+            console.print(Text(f"      evidence: {check['evidence']}", style="dim"))
+        if check.get("fix") and check["status"] in (WARN, FAIL, ERROR):
+            console.print(Text(f"      fix: {check['fix']}", style="cyan"))
+    targets = doc.get("targets", [])
+    if len(targets) == 1:
+        t = targets[0]
+        console.print(Text(f"\nTensorFlow {t['tf']}: {t['verdict'].upper()}"
+                           + (f" via {t['backend']} ({t['recipe']})" if t.get("backend") and t["verdict"] != BLOCKED else ""),
+                           style="bold " + STYLES.get(t["verdict"], "")))
+        for b in t["blockers"]:
+            console.print(Text(f"  ✗ {b['summary']}", style="red"))
+            if b.get("fix"):
+                console.print(Text(f"      fix: {b['fix']}", style="cyan"))
+        for c in t["caveats"]:
+            style = "dim" if c.get("mitigated_by") else "yellow"
+            console.print(Text(f"  ! {c['summary']}", style=style))
+            if c.get("mitigated_by"):
+                console.print(Text(f"      handled: {c['mitigated_by']}", style="dim"))
+            elif c.get("fix"):
+                console.print(Text(f"      fix: {c['fix']}", style="cyan"))
+    elif targets:
+        console.print(Text("\nTensorFlow releases on this machine (newest of each series)", style="bold"))
+        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+        for col in ("release", "verdict", "backend", "why"):
+            table.add_column(col, overflow="fold")
+        for t in targets:
+            why = ""
+            if t["blockers"]:
+                why = t["blockers"][0]["summary"]
+            else:
+                open_caveats = [c for c in t["caveats"] if not c.get("mitigated_by")]
+                if open_caveats:
+                    why = open_caveats[0]["summary"]
+            table.add_row(t["tf"], Text(t["verdict"], style=STYLES.get(t["verdict"], "")), t.get("backend") or "",
+                          why[:160])
+        console.print(table)
+    rec = doc.get("recommendation")
+    console.print()
+    if rec:
+        console.print(Text(f"Recommendation: TensorFlow {rec['tf']} with the {rec['backend']} backend ({rec['verdict']})",
+                           style="bold green"))
+        console.print(Text(f"  {rec['command']}", style="bold"))
+    else:
+        console.print(Text("Recommendation: none — no TensorFlow release can use a GPU here as the machine is; "
+                           "fix the ✗ items above first.", style="bold red"))
+
+
+# --------------------------------------------------------------------------- CI
+
+
+def ci_annotations(doc: Mapping[str, Any]) -> list[str]:
+    """GitHub Actions workflow commands for failing and warning checks and blocked targets."""
+    lines = []
+    for c in doc["checks"]:
+        if c["status"] in (FAIL, ERROR, WARN):
+            level = "warning" if c["status"] == WARN else "error"
+            msg = c["summary"] + (f" — fix: {c['fix']}" if c.get("fix") else "")
+            lines.append(f"::{level} title=tfgpu {c['id']}::{_escape(msg)}")
+    for t in doc["targets"]:
+        if t["verdict"] == BLOCKED and len(doc["targets"]) == 1:
+            for b in t["blockers"]:
+                lines.append(f"::error title=tfgpu TensorFlow {t['tf']} blocked::{_escape(b['summary'] + ' — fix: ' + b['fix'])}")
+    return lines
+
+
+def _escape(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def step_summary(doc: Mapping[str, Any]) -> str:
+    """A Markdown summary for $GITHUB_STEP_SUMMARY."""
+    out = [f"## tfgpu doctor ({doc['tfgpu_version']}, knowledge base {doc['data_version']})", "",
+           "| check | status | summary |", "|---|---|---|"]
+    for c in doc["checks"]:
+        out.append(f"| `{c['id']}` | {MARKS.get(c['status'], '?')} {c['status']} | {_md(c['summary'])} |")
+    out += ["", "| TensorFlow | verdict | backend | why |", "|---|---|---|---|"]
+    for t in doc["targets"]:
+        why = t["blockers"][0]["summary"] if t["blockers"] else ""
+        out.append(f"| {t['tf']} | {t['verdict']} | {t.get('backend') or ''} | {_md(why)} |")
+    rec = doc.get("recommendation")
+    out += ["", f"**Recommendation:** `{rec['command']}`" if rec else "**Recommendation:** none", ""]
+    return "\n".join(out)
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def plain_log(doc: Mapping[str, Any]) -> str:
+    lines = []
+    for c in doc["checks"]:
+        lines.append(f"[{MARKS.get(c['status'], '?')}] {c['id']}: {c['summary']}")
+    for t in doc["targets"]:
+        lines.append(f"TensorFlow {t['tf']}: {t['verdict']}" + (f" ({t['backend']})" if t.get("backend") else ""))
+    rec = doc.get("recommendation")
+    lines.append(f"recommendation: {rec['command']}" if rec else "recommendation: none")
+    return "\n".join(lines) + "\n"
+
+
+def write_step_summary(doc: Mapping[str, Any], env: Mapping[str, str]) -> None:
+    path = env.get("GITHUB_STEP_SUMMARY")
+    if path:
+        with Path(path).open("a", encoding="utf-8") as fh:
+            fh.write(step_summary(doc))

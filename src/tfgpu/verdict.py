@@ -1,0 +1,862 @@
+"""Pure verdicts: facts + knowledge base + request -> checks, per-target verdicts, a recommendation.
+
+Nothing here touches the machine. ``facts`` is the probe document (schema tfgpu.facts/1); a
+missing section means "unknown", never "absent". Every decision names the check it comes from,
+the evidence and the fix, so the renderer only has to print.
+
+Vocabulary (README, "Verdicts"):
+- ready: tfgpu can build a working GPU environment for this release here, as the machine is;
+- caveats: it will run, with named risks (minor-version compatibility, PTX JIT, ...);
+- blocked: the machine must change (driver, OS, GPU, CPU), or no backend can provide it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from tfgpu.compat import KnowledgeBase, Recipe, normalize_cuda, series_of
+
+PASS, WARN, FAIL, SKIP, ERROR = "pass", "warn", "fail", "skip", "error"
+READY, CAVEATS, BLOCKED = "ready", "caveats", "blocked"
+
+#: GPUs with at most this much memory get the memory-growth advice (seed 000: MX150 2 GB,
+#: seed 002: CUDNN_STATUS_INTERNAL_ERROR / "Failed to get convolution algorithm" from TF
+#: mapping nearly all GPU memory). tfgpu create sets TF_FORCE_GPU_ALLOW_GROWTH=true for them.
+SMALL_GPU_MIB = 4096
+
+#: Official x86_64 wheels use AVX from TF 1.6 (TF 1.6.0 release notes: "Prebuilt binaries will
+#: use AVX instructions. This may break TF on older CPUs.").
+AVX_FROM = Version("1.6")
+
+ALLOW_GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH=true"
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    status: str
+    summary: str
+    evidence: str = ""
+    source: str = ""
+    fix: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "status": self.status, "summary": self.summary,
+                "evidence": self.evidence, "source": self.source, "fix": self.fix}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A blocker or caveat of one target."""
+
+    check: str
+    summary: str
+    fix: str = ""
+    mitigated_by: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"check": self.check, "summary": self.summary, "fix": self.fix}
+        if self.mitigated_by:
+            out["mitigated_by"] = self.mitigated_by
+        return out
+
+
+@dataclass(frozen=True)
+class BackendVerdict:
+    backend: str  # "pip" | "conda"
+    recipe: str
+    viable: bool
+    blockers: tuple[Finding, ...] = ()
+    caveats: tuple[Finding, ...] = ()
+    cuda: str = ""
+    cudnn: str = ""
+    python: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"backend": self.backend, "recipe": self.recipe, "viable": self.viable,
+                "cuda": self.cuda, "cudnn": self.cudnn, "python": list(self.python),
+                "blockers": [b.to_json() for b in self.blockers],
+                "caveats": [c.to_json() for c in self.caveats]}
+
+
+@dataclass(frozen=True)
+class TargetVerdict:
+    tf: str
+    verdict: str
+    backend: str | None
+    recipe: str | None
+    blockers: tuple[Finding, ...]
+    caveats: tuple[Finding, ...]
+    backends: tuple[BackendVerdict, ...] = ()
+    requested: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tf": self.tf, "series": series_of(Version(self.tf)), "verdict": self.verdict,
+                "backend": self.backend, "recipe": self.recipe,
+                "blockers": [b.to_json() for b in self.blockers],
+                "caveats": [c.to_json() for c in self.caveats],
+                "backends": [b.to_json() for b in self.backends]}
+
+
+# --------------------------------------------------------------------------- facts accessors
+
+
+def _v(text: Any) -> Version | None:
+    if text is None or text == "":
+        return None
+    try:
+        return Version(str(text).strip())
+    except InvalidVersion:
+        return None
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The facts a verdict needs, read once from the facts document. None = unknown."""
+
+    os: str | None  # linux | windows | macos | wsl2
+    wsl: int | None
+    glibc: Version | None
+    avx: bool | None
+    driver: Version | None
+    driver_text: str
+    driver_cuda: Version | None
+    driver_known: bool
+    driver_error: str
+    kernel_module: Version | None
+    user_library: Version | None
+    gpus: tuple[dict[str, Any], ...] | None  # visible GPUs
+    all_gpus: tuple[dict[str, Any], ...] | None
+    nvidia_pci: int | None  # NVIDIA devices lspci saw, when known
+    cuda_visible: str | None
+    ld_library_path: str | None
+    toolkits: tuple[dict[str, Any], ...]
+    cudnns: tuple[dict[str, Any], ...]
+    pythons: tuple[str, ...] | None  # X.Y available on the machine
+    conda: dict[str, Any] | None
+    tensorflow: tuple[dict[str, Any], ...] | None
+
+    @classmethod
+    def from_facts(cls, facts: Mapping[str, Any]) -> Machine:
+        plat = facts.get("platform") or {}
+        raw_os = str(plat.get("os") or "").lower() or None
+        wsl = plat.get("wsl")
+        os_name: str | None
+        if raw_os in ("darwin", "macos", "mac"):
+            os_name = "macos"
+        elif raw_os == "linux" and wsl == 2:
+            os_name = "wsl2"
+        else:
+            os_name = raw_os
+        cpu = facts.get("cpu") or {}
+        drv = facts.get("driver") if "driver" in facts else None
+        drv = drv or {}
+        gpus_raw = facts.get("gpus") if "gpus" in facts else None
+        env = facts.get("env") or {}
+        cvd = env.get("CUDA_VISIBLE_DEVICES")
+        all_gpus = tuple(gpus_raw) if isinstance(gpus_raw, list) else None
+        visible = None
+        if all_gpus is not None:
+            visible = tuple(g for g in all_gpus if g.get("visible", True) is not False)
+            if cvd is not None and all(g.get("visible") is None for g in all_gpus):
+                visible = _apply_cvd(all_gpus, str(cvd))
+        py = facts.get("python") if "python" in facts else None
+        pythons: tuple[str, ...] | None = None
+        if isinstance(py, dict):
+            found = []
+            for entry in [{"version": py.get("current")}, *(py.get("interpreters") or [])]:
+                vv = _v((entry or {}).get("version"))
+                if vv is not None:
+                    found.append(f"{vv.major}.{vv.minor}")
+            pythons = tuple(dict.fromkeys(found))
+        lspci = facts.get("lspci_nvidia")
+        tf = facts.get("tensorflow") if "tensorflow" in facts else None
+        return cls(
+            os=os_name, wsl=wsl if isinstance(wsl, int) else None, glibc=_v(plat.get("glibc")),
+            avx=cpu.get("avx") if isinstance(cpu.get("avx"), bool) else None,
+            driver=_v(drv.get("version")), driver_text=str(drv.get("version") or ""), driver_cuda=_v(drv.get("cuda")),
+            driver_known="driver" in facts, driver_error=str(drv.get("error") or ""),
+            kernel_module=_v(drv.get("kernel_module")),
+            user_library=_v(drv.get("user_library") or drv.get("library_version")),
+            gpus=visible, all_gpus=all_gpus,
+            nvidia_pci=len(lspci) if isinstance(lspci, list) else None,
+            cuda_visible=None if cvd is None else str(cvd),
+            ld_library_path=env.get("LD_LIBRARY_PATH"),
+            toolkits=tuple(facts.get("cuda_toolkits") or ()), cudnns=tuple(facts.get("cudnn") or ()),
+            pythons=pythons,
+            conda=facts["conda"] if isinstance(facts.get("conda"), dict) and facts["conda"].get("kind") else None,
+            tensorflow=tuple(tf) if isinstance(tf, list) else None,
+        )
+
+    @property
+    def tf_os(self) -> str:
+        """The OS key of the knowledge base (WSL2 installs Linux wheels)."""
+        return "linux" if self.os in (None, "linux", "wsl2") else self.os
+
+    def has_gpu(self) -> bool | None:
+        return None if self.gpus is None else bool(self.gpus)
+
+    def ccs(self) -> list[str]:
+        return [str(g["compute_capability"]) for g in (self.gpus or []) if g.get("compute_capability")]
+
+    def driver_cuda_version(self, kb: KnowledgeBase) -> Version | None:
+        """The newest CUDA the driver supports: reported, or derived from the driver table."""
+        if self.driver_cuda is not None:
+            return self.driver_cuda
+        if self.driver is None:
+            return None
+        os_key = "windows" if self.os == "windows" else "linux"
+        best = None
+        for t in kb.toolkits:
+            floor = t.min_driver(os_key)
+            if floor is not None and floor <= self.driver and (best is None or t.cuda > best):
+                best = t.cuda
+        return best
+
+
+def _apply_cvd(gpus: Iterable[dict[str, Any]], cvd: str) -> tuple[dict[str, Any], ...]:
+    """CUDA_VISIBLE_DEVICES semantics: indices or UUIDs, in order; an empty value hides all;
+    parsing stops at the first invalid entry (CUDA C Programming Guide, "CUDA Environment Variables")."""
+    gpus = list(gpus)
+    out = []
+    for raw in cvd.split(","):
+        item = raw.strip()
+        if not item:
+            break
+        match = None
+        if item.isdigit():
+            match = next((g for g in gpus if g.get("index") == int(item)), None)
+        else:
+            match = next((g for g in gpus if str(g.get("uuid", "")).startswith(item)), None)
+        if match is None:
+            break
+        out.append(match)
+    return tuple(out)
+
+
+def _cc(text: str) -> Version:
+    return Version(str(text))
+
+
+# --------------------------------------------------------------------------- environment checks
+
+
+def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
+    """Checks that do not depend on a target release, in report order."""
+    out: list[Check] = []
+    add = out.append
+    # -- platform
+    if m.os is None:
+        add(Check("os.supported", SKIP, "operating system unknown", fix="run tfgpu doctor on the machine"))
+    elif m.os == "macos":
+        add(Check("os.supported", FAIL, "macOS has no CUDA GPU support in TensorFlow (none since TF 1.1)",
+                  source="tensorflow.toml (macOS GPU table ends at 1.1.0)",
+                  fix="use a Linux machine or WSL2 with an NVIDIA GPU; on Apple silicon see tensorflow-metal"))
+    elif m.os == "windows":
+        add(Check("os.supported", WARN, "native Windows: TensorFlow's GPU builds end at 2.10",
+                  source="tensorflow.toml (Windows GPU table ends at 2.10.0)",
+                  fix="for TF >= 2.11 run tfgpu inside WSL2 (wsl --install), or use --tf 2.10"))
+    elif m.os == "wsl2":
+        add(Check("os.wsl", PASS, "WSL2: the Windows NVIDIA driver provides CUDA inside Linux",
+                  source="platform probe",
+                  fix="never install a Linux NVIDIA driver inside the WSL2 distribution"))
+    elif m.wsl == 1:
+        add(Check("os.wsl", FAIL, "WSL1 has no GPU access", fix="convert the distribution: wsl --set-version <distro> 2"))
+    else:
+        add(Check("os.supported", PASS, f"{m.os}"))
+    # -- CPU
+    if m.avx is False:
+        add(Check("cpu.avx", FAIL, "this CPU has no AVX: official TensorFlow >= 1.6 wheels die with 'Illegal instruction'",
+                  source="cpu flags", fix="use a CPU with AVX, TF <= 1.5, or a TensorFlow built from source without AVX"))
+    elif m.avx is True:
+        add(Check("cpu.avx", PASS, "CPU supports AVX", source="cpu flags"))
+    else:
+        add(Check("cpu.avx", SKIP, "CPU flags unknown"))
+    if m.glibc is not None:
+        add(Check("glibc.version", PASS, f"glibc {m.glibc}", source="platform probe"))
+    # -- driver and GPUs
+    out.extend(_driver_checks(m, kb))
+    out.extend(_gpu_checks(m, kb))
+    # -- CUDA and cuDNN on the system (only pip recipes up to 2.13 use them)
+    if m.toolkits:
+        versions = ", ".join(f"{t.get('version')} ({t.get('path')})" for t in m.toolkits)
+        add(Check("cuda.toolkit", PASS, f"CUDA toolkit(s): {versions}",
+                  source=", ".join(sorted({str(t.get('source')) for t in m.toolkits})),
+                  fix="only pip installs of TF <= 2.13 use a system CUDA; conda and TF >= 2.14 bring their own"))
+    else:
+        add(Check("cuda.toolkit", PASS if m.driver_known else SKIP, "no system CUDA toolkit (fine: conda recipes and "
+                  "TF >= 2.14 pip wheels bring their own)"))
+    if m.cudnns:
+        versions = ", ".join(f"{c.get('version')} ({c.get('path')})" for c in m.cudnns)
+        add(Check("cudnn.system", PASS, f"cuDNN: {versions}", source=", ".join(sorted({str(c.get('source')) for c in m.cudnns}))))
+    # -- environment hazards
+    out.extend(_env_checks(m))
+    # -- Python and conda
+    if m.pythons is not None:
+        add(Check("python.interpreters", PASS, f"Python interpreters: {', '.join(m.pythons) or 'none'}",
+                  source="python probe"))
+    if m.conda:
+        add(Check("env.conda", PASS, f"{m.conda.get('kind')} {m.conda.get('version') or ''}".strip(),
+                  evidence=str(m.conda.get("path") or "")))
+    else:
+        add(Check("env.conda", PASS, "no conda/mamba/micromamba: tfgpu's embedded conda engine (rattler) will be used",
+                  source="conda probe"))
+    out.extend(_tf_checks(m))
+    return out
+
+
+def _driver_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
+    if not m.driver_known:
+        return [Check("driver.installed", SKIP, "driver unknown (not in the facts)")]
+    out = []
+    if m.driver is None:
+        if m.nvidia_pci:
+            summary = f"an NVIDIA GPU is present ({m.nvidia_pci} device(s) on PCI) but no NVIDIA driver is loaded"
+            fix = ("install the NVIDIA driver with your distribution's tools (e.g. `sudo ubuntu-drivers install`), "
+                   "then reboot")
+        elif m.os == "wsl2":
+            summary = "no NVIDIA driver visible inside WSL2"
+            fix = "install or update the NVIDIA driver on Windows (not inside WSL2), then `wsl --shutdown`"
+        else:
+            summary = "no NVIDIA driver"
+            fix = "if this machine has an NVIDIA GPU, install the NVIDIA driver; otherwise TensorFlow can only use the CPU"
+        out.append(Check("driver.installed", FAIL, summary, evidence=m.driver_error, source="driver probe", fix=fix))
+        return out
+    cuda = m.driver_cuda_version(kb)
+    out.append(Check("driver.installed", PASS, f"NVIDIA driver {m.driver_text}" + (f" (CUDA {cuda})" if cuda else ""),
+                     source="driver probe"))
+    if m.kernel_module and m.user_library and m.kernel_module != m.user_library:
+        out.append(Check(
+            "driver.kernel_match", FAIL,
+            f"kernel module {m.kernel_module} does not match the user-space driver {m.user_library}",
+            evidence="NVML: Driver/library version mismatch", source="driver probe",
+            fix="reboot (or unload and reload the nvidia kernel modules) after the driver upgrade",
+        ))
+    return out
+
+
+def _gpu_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
+    if m.all_gpus is None:
+        return [Check("gpu.present", SKIP, "GPUs unknown (not in the facts)")]
+    out: list[Check] = []
+    if not m.all_gpus:
+        if m.driver is None:
+            return out  # driver.installed already explains it
+        return [Check("gpu.present", FAIL, "the driver reports no GPU", source="driver probe",
+                      fix="check `nvidia-smi`; in a container run with --gpus all")]
+    for g in m.all_gpus:
+        cc = g.get("compute_capability") or kb.gpu_cc(str(g.get("name", ""))) or ""
+        arch = kb.arch_name(cc) if cc else None
+        mem = g.get("memory_mib")
+        desc = f"GPU {g.get('index')}: {g.get('name')}" + (f", compute capability {cc}" if cc else "") + (
+            f" ({arch})" if arch else "") + (f", {mem} MiB" if mem else "")
+        out.append(Check(f"gpu.{g.get('index')}", PASS, desc, source=str(g.get("source") or "gpu probe")))
+        if mem and int(mem) <= SMALL_GPU_MIB:
+            out.append(Check(
+                "gpu.memory", WARN,
+                f"GPU {g.get('index')} has {mem} MiB: TensorFlow maps nearly all GPU memory by default, which ends in "
+                "CUDNN_STATUS_INTERNAL_ERROR / 'Failed to get convolution algorithm' on small GPUs",
+                fix=f"export {ALLOW_GROWTH} (tfgpu create sets it in the environment)",
+            ))
+    if m.cuda_visible is not None and m.gpus is not None and len(m.gpus) < len(m.all_gpus):
+        status = FAIL if not m.gpus else WARN
+        out.append(Check(
+            "env.cuda_visible_devices", status,
+            f"CUDA_VISIBLE_DEVICES={m.cuda_visible!r} hides {len(m.all_gpus) - len(m.gpus)} of {len(m.all_gpus)} GPU(s)",
+            source="environment", fix="unset CUDA_VISIBLE_DEVICES (or list the GPUs you want, e.g. 0,1)",
+        ))
+    return out
+
+
+def _env_checks(m: Machine) -> list[Check]:
+    out = []
+    if m.ld_library_path:
+        hits = [p for p in m.ld_library_path.split(":") if p and any(
+            k in p.lower() for k in ("cuda", "cudnn"))]
+        if hits:
+            out.append(Check(
+                "env.ld_library_path", WARN,
+                "LD_LIBRARY_PATH puts a system CUDA/cuDNN first; it can shadow an environment's own libraries",
+                evidence=":".join(hits), source="environment",
+                fix="unset LD_LIBRARY_PATH inside tfgpu environments (their activation scripts set what they need)",
+            ))
+    return out
+
+
+def _tf_checks(m: Machine) -> list[Check]:
+    if m.tensorflow is None:
+        return []
+    dists = {str(t.get("distribution")): str(t.get("version")) for t in m.tensorflow}
+    if not dists:
+        return [Check("tf.installed", PASS, "no TensorFlow in this environment (tfgpu create makes a separate one)")]
+    out = [Check("tf.installed", PASS, "TensorFlow here: " + ", ".join(f"{k} {v}" for k, v in dists.items()),
+                 source="installed distributions")]
+    cpu_and_gpu = {"tensorflow", "tensorflow-gpu"} <= set(dists) or {"tensorflow-cpu", "tensorflow-gpu"} <= set(dists)
+    if cpu_and_gpu:
+        out.append(Check(
+            "tf.conflict", FAIL, "tensorflow and tensorflow-gpu are installed together: whichever was installed last "
+            "wins the shared files, and the GPU build may be gone",
+            evidence=", ".join(f"{k}=={v}" for k, v in dists.items()),
+            fix="use a fresh environment: tfgpu create --tf VERSION",
+        ))
+    gpu = _v(dists.get("tensorflow-gpu"))
+    if gpu is not None and gpu >= Version("2.12"):
+        out.append(Check("tf.placeholder", FAIL, f"tensorflow-gpu {gpu} is an empty placeholder that raises an error",
+                         fix="pip uninstall tensorflow-gpu && pip install 'tensorflow[and-cuda]'"))
+    return out
+
+
+# --------------------------------------------------------------------------- per-target verdicts
+
+
+def _system_cuda_matches(m: Machine, cuda: str) -> dict[str, Any] | None:
+    want = _v(normalize_cuda(cuda))
+    for t in m.toolkits:
+        have = _v(t.get("version"))
+        if have is not None and want is not None and (have.major, have.minor) == (want.major, want.minor):
+            return t
+    return None
+
+
+def _system_cudnn_matches(m: Machine, cudnn: str) -> dict[str, Any] | None:
+    want = _v(cudnn)
+    for c in m.cudnns:
+        have = _v(c.get("version"))
+        if have is not None and want is not None and have.major == want.major and have.release >= want.release[:2]:
+            return c
+    return None
+
+
+def _driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bool) -> tuple[list[Finding], list[Finding]]:
+    """Can this driver run a CUDA ``cuda`` runtime? Returns (blockers, caveats)."""
+    blockers: list[Finding] = []
+    caveats: list[Finding] = []
+    if m.driver is None:
+        return blockers, caveats  # the machine-level blocker covers it
+    want = _v(normalize_cuda(cuda))
+    have = m.driver_cuda_version(kb)
+    if want is None or have is None:
+        return blockers, caveats
+    os_key = "windows" if m.os == "windows" else "linux"
+    toolkit = kb.toolkit(cuda)
+    floor = toolkit.min_driver_text(os_key) if toolkit else None
+    if (have.major, have.minor) >= (want.major, want.minor):
+        return blockers, caveats
+    mc = kb.minor_compat(want.major)
+    mc_floor = mc.min_driver(os_key) if mc else None
+    upgrade = f"upgrade the NVIDIA driver to >= {floor}" if floor else f"upgrade the NVIDIA driver to one supporting CUDA {want}"
+    if want.major >= 11 and have.major == want.major and mc_floor is not None and m.driver >= mc_floor:
+        if needs_ptx_jit:
+            blockers.append(Finding(
+                "driver.cuda",
+                f"needs CUDA {want}; driver {m.driver_text} supports CUDA {have} and would run it only through minor-version "
+                f"compatibility, which does not cover the PTX JIT this GPU needs",
+                fix=upgrade,
+            ))
+        else:
+            caveats.append(Finding(
+                "driver.cuda",
+                f"runs CUDA {want} on driver {m.driver_text} (CUDA {have}) through CUDA minor-version compatibility "
+                f"(driver >= {mc_floor}); not covered: {mc.not_covered if mc else 'PTX JIT'}",
+                fix=upgrade,
+            ))
+        return blockers, caveats
+    blockers.append(Finding(
+        "driver.cuda",
+        f"needs CUDA {want}, which needs driver >= {floor or '?'}; this driver {m.driver_text} supports CUDA {have}",
+        fix=upgrade,
+    ))
+    return blockers, caveats
+
+
+def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str) -> tuple[list[Finding], list[Finding], bool]:
+    """Compute capability of each visible GPU against the build's code and its CUDA. Returns
+    (blockers, caveats, needs_ptx_jit)."""
+    blockers: list[Finding] = []
+    caveats: list[Finding] = []
+    jit = False
+    archs = kb.archs_for(v, m.tf_os)
+    toolkit = kb.toolkit(_libs_cuda(kb, v, cuda, m.tf_os))
+    for g in m.gpus or ():
+        cc_text = str(g.get("compute_capability") or kb.gpu_cc(str(g.get("name", ""))) or "")
+        if not cc_text:
+            continue
+        cc = _cc(cc_text)
+        name = f"{g.get('name')} (compute capability {cc_text}, {kb.arch_name(cc_text) or 'unknown arch'})"
+        if toolkit and toolkit.cc_max and cc.major > _cc(toolkit.cc_max).major:
+            newer = _first_series_supporting(kb, cc, m.tf_os)
+            blockers.append(Finding(
+                "gpu.arch",
+                f"{name} is newer than CUDA {cuda} (up to compute capability {toolkit.cc_max}): its cuDNN/cuBLAS carry no "
+                "kernels for this GPU ('no kernel image is available', CUDNN_STATUS_ARCH_MISMATCH, or minutes of PTX JIT)",
+                fix=f"use TensorFlow >= {newer}" if newer else "use a newer TensorFlow",
+            ))
+            continue
+        if toolkit and toolkit.cc_min and cc < _cc(toolkit.cc_min):
+            blockers.append(Finding(
+                "gpu.arch",
+                f"{name} is older than CUDA {cuda} supports (compute capability >= {toolkit.cc_min})",
+                fix=f"use an older TensorFlow whose CUDA supports compute capability {cc_text}",
+            ))
+            continue
+        if archs is None:
+            continue
+        sass = [_cc(s) for s in archs.sass]
+        ptx = _cc(archs.ptx) if archs.ptx else None
+        if sass and cc < min(sass) and (ptx is None or cc < ptx):
+            blockers.append(Finding(
+                "gpu.arch",
+                f"{name}: TensorFlow {v}'s official wheels carry code for compute capability >= {min(sass)} only "
+                f"(SASS {', '.join(archs.sass)})",
+                fix="use an older TensorFlow that still supports this GPU, or build TensorFlow from source",
+            ))
+            continue
+        if any(s.major == cc.major and s <= cc for s in sass):
+            continue  # SASS runs on later minors of the same major
+        if ptx is not None and ptx <= cc:
+            jit = True
+            caveats.append(Finding(
+                "gpu.ptx_jit",
+                f"{name}: no SASS for it in TensorFlow {v} (SASS {', '.join(archs.sass)}); kernels will be JIT-compiled "
+                f"from compute_{str(ptx).replace('.', '')} PTX at start-up (minutes on first run)",
+                fix="export CUDA_CACHE_MAXSIZE=4294967296 to keep the JIT cache, or use a newer TensorFlow",
+            ))
+            continue
+        blockers.append(Finding(
+            "gpu.arch", f"{name}: TensorFlow {v} carries no code that can run on it (SASS {', '.join(archs.sass)}, PTX "
+            f"{archs.ptx or 'none'})", fix="use a newer TensorFlow",
+        ))
+    return blockers, caveats, jit
+
+
+def _libs_cuda(kb: KnowledgeBase, v: Version, cuda: str, os: str) -> str:
+    """The newest CUDA whose libraries a pip install may bring: `tensorflow[and-cuda]` from 2.20 pins
+    ranges such as nvidia-cublas-cu12<13.0,>=12.5.3.2 (PyPI metadata), so pip takes the newest 12.x."""
+    rel = kb.gpu_release(v, os)
+    if rel is None or not rel.and_cuda or any("==" in req for req in rel.and_cuda):
+        return cuda
+    major = Version(normalize_cuda(cuda)).major
+    same = [t.cuda for t in kb.toolkits if t.cuda.major == major]
+    return str(max(same)) if same else cuda
+
+
+def _first_series_supporting(kb: KnowledgeBase, cc: Version, os: str) -> str | None:
+    for series in reversed(kb.series(os)):
+        build = kb.build_for(series + ".0", os)
+        if build is None:
+            continue
+        newest = kb.resolve_tf(series, os)
+        t = kb.toolkit(_libs_cuda(kb, newest, build.cuda, os))
+        if t and t.cc_max and _cc(t.cc_max).major >= cc.major:
+            return series
+    return None
+
+
+def _recipe_cuda(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str, default_cuda: str, default_cudnn: str) -> tuple[str, str]:
+    """The CUDA/cuDNN a recipe really brings (Anaconda's builds do not always use upstream's)."""
+    if recipe.backend == "conda":
+        rows = kb.conda_packages(v=v, os="windows" if os == "windows" else "linux")
+        rows = [r for r in rows if r.name in ("tensorflow-gpu", "tensorflow") and (r.cudatoolkit or r.cuda)]
+        if rows:
+            r = rows[0]
+            return (r.cudatoolkit or r.cuda or default_cuda), (r.cudnn or default_cudnn)
+    return default_cuda, default_cudnn
+
+
+def _backend_name(recipe: Recipe) -> str:
+    return "pip" if recipe.backend == "pip" else "conda"
+
+
+def _recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) -> bool:
+    """Conda metapackages exist only for the versions the channel has."""
+    if recipe.backend != "conda":
+        return True
+    names = {"conda-anaconda-tensorflow-gpu": ("tensorflow-gpu", "anaconda"),
+             "conda-anaconda-tensorflow-gpu-build": ("tensorflow", "anaconda"),
+             "conda-forge-tensorflow-cuda": ("tensorflow", "conda-forge")}
+    want = names.get(recipe.id)
+    if want is None:
+        return True
+    rows = kb.conda_packages(name=want[0], v=v, os="windows" if os == "windows" else "linux")
+    return any(r.channel in (want[1], "defaults", "anaconda", "main") or want[1] == r.channel for r in rows)
+
+
+def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, backend: str = "auto",
+                  machine: Machine | None = None) -> TargetVerdict:
+    """The verdict for one exact release on this machine."""
+    m = machine or Machine.from_facts(facts)
+    os = m.os or "linux"
+    blockers: list[Finding] = []
+    caveats: list[Finding] = []
+    # -- machine-level blockers (no backend can help)
+    if m.os == "macos":
+        blockers.append(Finding("os.supported", "macOS has no CUDA GPU build of TensorFlow",
+                                fix="use Linux or WSL2 with an NVIDIA GPU"))
+    if m.os == "windows" and v >= Version("2.11"):
+        blockers.append(Finding(
+            "os.windows_gpu", f"TensorFlow {v} has no GPU support on native Windows (GPU builds end at 2.10)",
+            fix=f"run tfgpu inside WSL2 for {v}, or use native Windows with --tf 2.10",
+        ))
+    if m.wsl == 1:
+        blockers.append(Finding("os.wsl", "WSL1 has no GPU access", fix="wsl --set-version <distro> 2"))
+    if m.avx is False and v >= AVX_FROM:
+        blockers.append(Finding("cpu.avx", f"TensorFlow {v}'s official wheels need AVX; this CPU has none ('Illegal instruction')",
+                                fix="use TF <= 1.5 or a build without AVX"))
+    if m.driver_known and m.driver is None:
+        if m.nvidia_pci:
+            blockers.append(Finding("driver.installed", "an NVIDIA GPU is present but no driver is loaded",
+                                    fix="install the NVIDIA driver, then reboot"))
+        else:
+            blockers.append(Finding("driver.installed", "no NVIDIA driver (and no NVIDIA GPU found)",
+                                    fix="install an NVIDIA GPU and its driver; without one TensorFlow uses the CPU"))
+    if m.kernel_module and m.user_library and m.kernel_module != m.user_library:
+        blockers.append(Finding("driver.kernel_match", "the driver's kernel module and user-space library differ",
+                                fix="reboot (or reload the nvidia kernel modules)"))
+    if m.driver is not None and m.all_gpus is not None and not m.all_gpus:
+        blockers.append(Finding("gpu.present", "the driver reports no GPU", fix="check nvidia-smi"))
+    elif m.gpus is not None and m.all_gpus and not m.gpus:
+        blockers.append(Finding("env.cuda_visible_devices", f"CUDA_VISIBLE_DEVICES={m.cuda_visible!r} hides every GPU",
+                                fix="unset CUDA_VISIBLE_DEVICES"))
+    build = kb.build_for(v, m.tf_os)
+    if build is None:
+        blockers.append(Finding("tf.gpu_build", f"TensorFlow {v} has no GPU build for {m.tf_os}",
+                                fix="choose another release: tfgpu compat"))
+        return TargetVerdict(str(v), BLOCKED, None, None, tuple(blockers), tuple(caveats), (), str(v))
+    # -- per backend
+    rel = kb.gpu_release(v, m.tf_os)
+    recipes = [r for r in kb.recipes_for(v, os) if r.gpu]
+    if os == "wsl2" and not recipes:
+        recipes = [r for r in kb.recipes_for(v, "linux") if r.gpu]
+    verdicts: list[BackendVerdict] = []
+    for recipe in recipes:
+        name = _backend_name(recipe)
+        if backend not in ("auto", name) and not (backend == "rattler" and name == "conda"):
+            continue
+        if not _recipe_available(kb, recipe, v, os):
+            continue
+        b_block: list[Finding] = []
+        b_cav: list[Finding] = []
+        cuda, cudnn = _recipe_cuda(kb, recipe, v, os, build.cuda, build.cudnn)
+        g_block, g_cav, jit = _gpu_findings(m, kb, v, cuda)
+        d_block, d_cav = _driver_findings(m, kb, cuda, jit)
+        b_block += g_block + d_block
+        b_cav += g_cav + d_cav
+        pythons = tuple(kb.pythons_for(v, m.tf_os))
+        if name == "pip":
+            if m.pythons is not None and pythons and not set(pythons) & set(m.pythons):
+                b_block.append(Finding(
+                    "python.range",
+                    f"pip needs Python {pythons[0]}-{pythons[-1]} for TensorFlow {v}; this machine has "
+                    f"{', '.join(m.pythons) or 'none'}",
+                    fix=f"install Python {pythons[-1]} (e.g. uv python install {pythons[-1]}), or use the conda backend, "
+                    "which brings its own Python",
+                ))
+            if rel is None:
+                b_block.append(Finding("tf.wheel", f"no {kb.gpu_dist(v)} {v} wheels on PyPI",
+                                       fix="use the conda backend"))
+            elif m.tf_os == "linux" and rel.glibc and m.glibc and m.glibc < rel.glibc:
+                b_block.append(Finding(
+                    "glibc.manylinux", f"{rel.dist} {v} wheels need glibc >= {rel.glibc} ({rel.linux_platform}); "
+                    f"this machine has {m.glibc}, so pip cannot install them",
+                    fix="use the conda backend, or a newer Linux distribution",
+                ))
+            if not recipe.provides_cuda:
+                b_block += _system_library_findings(m, kb, v, build.cuda, build.cudnn)
+        verdicts.append(BackendVerdict(
+            name, recipe.id, not b_block, tuple(b_block), tuple(b_cav), cuda, cudnn, pythons,
+        ))
+    # small GPUs: mitigated by the environment tfgpu makes, so it does not downgrade the verdict
+    small = [g for g in (m.gpus or ()) if g.get("memory_mib") and int(g["memory_mib"]) <= SMALL_GPU_MIB]
+    if small:
+        caveats.append(Finding(
+            "gpu.memory", f"small GPU ({small[0].get('memory_mib')} MiB): TensorFlow's default allocation of nearly all "
+            "memory ends in CUDNN_STATUS_INTERNAL_ERROR", fix=f"export {ALLOW_GROWTH}",
+            mitigated_by=f"{ALLOW_GROWTH} in the environment tfgpu creates",
+        ))
+    if not verdicts:
+        blockers.append(Finding(
+            "tf.recipe", f"no {backend if backend != 'auto' else ''} recipe installs TensorFlow {v} with GPU support on {os}".replace("  ", " "),
+            fix="try --backend auto, or another release: tfgpu compat --tf " + series_of(v),
+        ))
+        return TargetVerdict(str(v), BLOCKED, None, None, tuple(blockers), tuple(caveats), (), str(v))
+    viable = [b for b in verdicts if b.viable]
+    if blockers or not viable:
+        # every backend's blockers are the target's, deduplicated; the first backend's fix first
+        seen: set[str] = set()
+        merged = list(blockers)
+        for b in verdicts:
+            for f in b.blockers:
+                key = f.check + f.summary
+                if key not in seen:
+                    seen.add(key)
+                    merged.append(Finding(f.check, f"[{b.backend}: {b.recipe}] {f.summary}", f.fix))
+        return TargetVerdict(str(v), BLOCKED, verdicts[0].backend, verdicts[0].recipe, tuple(merged),
+                             tuple(caveats), tuple(verdicts), str(v))
+    best = min(viable, key=lambda b: (len(b.caveats), 0 if b.backend == "pip" else 1))
+    all_cav = list(best.caveats) + caveats
+    for b in verdicts:
+        if not b.viable and b.backend != best.backend:
+            all_cav.append(Finding(
+                b.blockers[0].check, f"the {b.backend} way ({b.recipe}) would not work: {b.blockers[0].summary}",
+                fix=f"use the {best.backend} backend (as recommended)",
+                mitigated_by=f"tfgpu uses the {best.backend} backend",
+            ))
+    unmitigated = [c for c in all_cav if not c.mitigated_by]
+    return TargetVerdict(str(v), CAVEATS if unmitigated else READY, best.backend, best.recipe, (),
+                         tuple(all_cav), tuple(verdicts), str(v))
+
+
+def _system_library_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str, cudnn: str) -> list[Finding]:
+    """pip installs up to 2.13 load the system CUDA and cuDNN of exactly the built major.minor."""
+    out = []
+    cuda_n = normalize_cuda(cuda)
+    so = "cudart64_" + cuda_n.replace(".", "") + ".dll" if m.os == "windows" else f"libcudart.so.{cuda_n}"
+    if Version(cuda_n) >= Version("11.0") and m.os != "windows":
+        so = f"libcudart.so.{Version(cuda_n).major}.0"  # CUDA 11+ sonames carry the major only
+    if _system_cuda_matches(m, cuda) is None:
+        have = ", ".join(str(t.get("version")) for t in m.toolkits) or "none"
+        out.append(Finding(
+            "cuda.system_toolkit",
+            f"pip's {kb.gpu_dist(v)} {v} loads the system CUDA {cuda_n} ({so}); installed here: {have} — TensorFlow "
+            "would print \"Could not dlopen library\" and silently skip the GPU",
+            fix=f"use the conda backend (brings CUDA {cuda_n} into the environment): tfgpu create --tf {v} --backend conda",
+        ))
+    if _system_cudnn_matches(m, cudnn) is None:
+        have = ", ".join(str(c.get("version")) for c in m.cudnns) or "none"
+        out.append(Finding(
+            "cudnn.system",
+            f"pip's {kb.gpu_dist(v)} {v} loads the system cuDNN {cudnn}; installed here: {have}",
+            fix=f"use the conda backend: tfgpu create --tf {v} --backend conda",
+        ))
+    return out
+
+
+def resolve_version(kb: KnowledgeBase, tf: str, m: Machine) -> Version:
+    """Resolve on the machine's OS; a release that exists only elsewhere (TF >= 2.11 on native
+    Windows, anything on macOS) still resolves, so that the verdict can say why it is blocked."""
+    from tfgpu.errors import UsageError
+
+    try:
+        return kb.resolve_tf(tf, m.tf_os)
+    except UsageError:
+        if m.tf_os == "linux":
+            raise
+        return kb.resolve_tf(tf, "linux")
+
+
+def judge_requested(facts: Mapping[str, Any], kb: KnowledgeBase, tf: str, *, backend: str = "auto",
+                    machine: Machine | None = None) -> TargetVerdict:
+    """A release is judged as is; a series ("2.2") by its newest release that can work here."""
+    m = machine or Machine.from_facts(facts)
+    v = resolve_version(kb, tf, m)
+    if len(tf.strip().split(".")) == 2:
+        releases = [r.version for r in kb.gpu_releases("linux") if series_of(r.version) == series_of(v)]
+        return judge_newest_workable(facts, kb, sorted(releases, reverse=True) or [v], backend=backend, machine=m)
+    return judge_release(facts, kb, v, backend=backend, machine=m)
+
+
+def judge_target(facts: Mapping[str, Any], kb: KnowledgeBase, tf: str, *, backend: str = "auto") -> dict[str, Any]:
+    """A release, a series or ``latest`` -> the target's verdict as a JSON-ready dict."""
+    m = Machine.from_facts(facts)
+    if tf == "latest":
+        rec = recommend(facts, kb)
+        tf = rec["tf"] if rec else kb.series(m.os or "linux")[0]
+    out = judge_requested(facts, kb, tf, backend=backend, machine=m).to_json()
+    out["requested"] = tf
+    return out
+
+
+def judge_series(facts: Mapping[str, Any], kb: KnowledgeBase, *, backend: str = "auto") -> list[TargetVerdict]:
+    """A verdict for the newest release of every 2.x series and the last 1.x, newest first."""
+    m = Machine.from_facts(facts)
+    out = []
+    last_1x_done = False
+    for series in kb.series(m.tf_os):
+        if series.startswith("1."):
+            if last_1x_done:
+                continue
+            last_1x_done = True
+        releases = [r.version for r in kb.gpu_releases(m.tf_os) if series_of(r.version) == series]
+        if not releases:
+            releases = [r.version for r in kb.gpu_releases("linux") if series_of(r.version) == series]
+        if not releases:
+            continue
+        out.append(judge_newest_workable(facts, kb, sorted(releases, reverse=True), backend=backend, machine=m))
+    return out
+
+
+def judge_newest_workable(facts: Mapping[str, Any], kb: KnowledgeBase, releases: list[Version], *,
+                          backend: str = "auto", machine: Machine | None = None) -> TargetVerdict:
+    """The newest release of a series that is not blocked (conda channels may only have an older
+    patch release, e.g. Anaconda's tensorflow-gpu 2.2.0 but no 2.2.3); else the newest's verdict."""
+    first = None
+    for v in releases:
+        tv = judge_release(facts, kb, v, backend=backend, machine=machine)
+        if tv.verdict != BLOCKED:
+            return tv
+        first = first or tv
+    assert first is not None
+    return first
+
+
+def create_command(tv: TargetVerdict) -> str:
+    cmd = f"tfgpu create --tf {tv.tf}"
+    if tv.backend:
+        cmd += f" --backend {tv.backend}"
+    return cmd
+
+
+def recommend(facts: Mapping[str, Any], kb: KnowledgeBase, verdicts: list[TargetVerdict] | None = None) -> dict[str, Any] | None:
+    """The newest release that will use the GPU here: ready first, else the newest with caveats."""
+    verdicts = verdicts if verdicts is not None else judge_series(facts, kb)
+    for wanted in (READY, CAVEATS):
+        for tv in verdicts:
+            if tv.verdict == wanted:
+                return {"tf": tv.tf, "backend": tv.backend, "recipe": tv.recipe, "verdict": tv.verdict,
+                        "command": create_command(tv)}
+    return None
+
+
+@dataclass
+class DoctorResult:
+    checks: list[Check]
+    targets: list[TargetVerdict]
+    recommendation: dict[str, Any] | None
+    target_requested: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def exit_code(self, *, require_gpu: bool, strict: bool, machine: Machine) -> int:
+        if require_gpu and not (machine.has_gpu() and machine.driver is not None):
+            return 1
+        if self.target_requested is not None and any(t.verdict == BLOCKED for t in self.targets):
+            return 1
+        if strict:
+            if any(c.status in (FAIL, WARN, ERROR) for c in self.checks):
+                return 1
+            if self.target_requested is not None and any(t.verdict != READY for t in self.targets):
+                return 1
+        return 0
+
+
+def diagnose(facts: Mapping[str, Any], kb: KnowledgeBase, *, tf: str | None = None, backend: str = "auto") -> DoctorResult:
+    """Everything `tfgpu doctor` says, as data."""
+    m = Machine.from_facts(facts)
+    checks = machine_checks(m, kb)
+    if tf is None:
+        targets = judge_series(facts, kb, backend=backend)
+        return DoctorResult(checks, targets, recommend(facts, kb, targets))
+    if tf == "latest":
+        rec = recommend(facts, kb)
+        tf_resolved = rec["tf"] if rec else kb.series(m.tf_os)[0]
+    else:
+        tf_resolved = tf
+    target = judge_requested(facts, kb, tf_resolved, backend=backend, machine=m)
+    rec = None
+    if target.verdict != BLOCKED:
+        rec = {"tf": target.tf, "backend": target.backend, "recipe": target.recipe, "verdict": target.verdict,
+               "command": create_command(target)}
+    return DoctorResult(checks, [target], rec, target_requested=tf)
