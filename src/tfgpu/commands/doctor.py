@@ -15,11 +15,11 @@ BACKENDS = ("auto", "pip", "conda", "rattler")
 
 
 def doctor(
-    tf: Optional[str] = typer.Option(  # noqa: UP045 - typer evaluates annotations at runtime on 3.9
+    tf: Optional[str] = typer.Option(
         None, "--tf", help="Judge one target: a release (2.2.0), a series (2.2) or 'latest'. Exit 1 if not ready."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the versioned JSON document (tfgpu.doctor/1)."),
-    facts_file: Optional[str] = typer.Option(  # noqa: UP045
+    facts_file: Optional[str] = typer.Option(
         None, "--facts", metavar="PATH",
         help="Read facts (or an earlier `tfgpu doctor --json` report) from a file instead of probing.",
     ),
@@ -30,13 +30,13 @@ def doctor(
         False, "--ci", help="JSON on stdout, a plain log on stderr, GitHub annotations and step summary when available."
     ),
     redact_out: bool = typer.Option(False, "--redact", help="Remove user names, the host name and tokens from the output."),
-    driver: Optional[str] = typer.Option(  # noqa: UP045
+    driver: Optional[str] = typer.Option(
         None, "--driver", help="Override the NVIDIA driver version (env TFGPU_DRIVER_VERSION)."),
-    gpu_cc: Optional[str] = typer.Option(  # noqa: UP045
+    gpu_cc: Optional[str] = typer.Option(
         None, "--gpu-cc", help='Override GPU compute capabilities, e.g. "8.6" or "8.6,7.5" (env TFGPU_GPU_CC).'),
-    os_name: Optional[str] = typer.Option(  # noqa: UP045
+    os_name: Optional[str] = typer.Option(
         None, "--os", help="Override the OS: linux, windows, macos or wsl2 (env TFGPU_OS)."),
-    timeout: Optional[float] = typer.Option(  # noqa: UP045
+    timeout: Optional[float] = typer.Option(
         None, "--timeout", help="Seconds each probe may take (env TFGPU_PROBE_TIMEOUT; default 2)."),
 ) -> int:
     """Probe driver, GPUs, CUDA, cuDNN, Python and OS; say which TensorFlow versions will use the GPU."""
