@@ -1,0 +1,251 @@
+"""Facts documents from files, single-fact overrides, and schema validation (no jsonschema at runtime).
+
+A facts file is how tfgpu analyses a machine it is not on (a user's bug report) and how CI on a
+GPU-less runner plans for a GPU target. Overrides (flags, then TFGPU_* environment variables) apply on
+top of probing or a file, and the document records which are active (``facts["overrides"]``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from tfgpu.errors import InputError, UsageError
+
+SCHEMA = "tfgpu.facts/1"
+
+#: Override keys (as given by flags) and their environment variables.
+OVERRIDE_ENV = {
+    "driver": "TFGPU_DRIVER_VERSION",
+    "cuda_driver": "TFGPU_CUDA_DRIVER",
+    "gpu_cc": "TFGPU_GPU_CC",
+    "gpu_name": "TFGPU_GPU_NAME",
+    "gpu_memory_mib": "TFGPU_GPU_MEMORY_MIB",
+    "os": "TFGPU_OS",
+    "glibc": "TFGPU_GLIBC",
+    "pythons": "TFGPU_PYTHONS",
+    "no_avx": "TFGPU_NO_AVX",
+    "cuda_toolkit": "TFGPU_CUDA_TOOLKIT",
+    "cudnn": "TFGPU_CUDNN",
+}
+#: conda's own variable for the __cuda virtual package: "12.4" = driver supports CUDA 12.4, "" = no CUDA.
+CONDA_OVERRIDE_CUDA = "CONDA_OVERRIDE_CUDA"
+
+_VERSION = re.compile(r"^\d+(\.\d+)*$")
+_MAJOR_MINOR = re.compile(r"^\d+\.\d+$")
+
+
+@lru_cache(maxsize=1)
+def facts_schema() -> dict[str, Any]:
+    """The shipped JSON Schema (src/tfgpu/schemas/facts.schema.json)."""
+    text = (Path(__file__).parent / "schemas" / "facts.schema.json").read_text(encoding="utf-8")
+    doc: dict[str, Any] = json.loads(text)
+    return doc
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,), "array": (list,), "string": (str,), "boolean": (bool,), "null": (type(None),),
+    "number": (int, float), "integer": (int,),
+}
+
+
+def _type_ok(value: Any, name: str) -> bool:
+    if name in ("integer", "number") and isinstance(value, bool):
+        return False
+    return isinstance(value, _TYPES[name])
+
+
+def _validate(value: Any, schema: Mapping[str, Any], where: str) -> str | None:
+    """The subset of JSON Schema the facts schema uses: type, const, enum, pattern, minimum, required,
+    properties, additionalProperties, items. Returns the first problem or None."""
+    if "const" in schema and value != schema["const"]:
+        return f"{where}: expected {json.dumps(schema['const'])}, got {json.dumps(value)}"
+    if "enum" in schema and value not in schema["enum"]:
+        return f"{where}: {json.dumps(value)} is not one of {json.dumps(schema['enum'])}"
+    if "type" in schema:
+        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        if not any(_type_ok(value, t) for t in types):
+            return f"{where}: expected {' or '.join(types)}, got {type(value).__name__} {json.dumps(value)[:60]}"
+    if isinstance(value, str) and "pattern" in schema and not re.search(schema["pattern"], value):
+        return f"{where}: {value!r} does not look like {schema['pattern']}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and "minimum" in schema \
+            and value < schema["minimum"]:
+        return f"{where}: {value} is below {schema['minimum']}"
+    if isinstance(value, dict):
+        for key in schema.get("required", []):
+            if key not in value:
+                return f"{where}: missing {key!r}"
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties", True)
+        for key, sub in value.items():
+            if key in props:
+                problem = _validate(sub, props[key], f"{where}.{key}")
+            elif isinstance(extra, dict):
+                problem = _validate(sub, extra, f"{where}.{key}")
+            elif extra is False:
+                problem = f"{where}: unexpected field {key!r}"
+            else:
+                problem = None
+            if problem:
+                return problem
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            if problem := _validate(item, schema["items"], f"{where}[{i}]"):
+                return problem
+    return None
+
+
+def validate_facts(doc: Any) -> list[str]:
+    """Problems with a facts document against facts.schema.json (empty list = valid)."""
+    problem = _validate(doc, facts_schema(), "facts")
+    return [problem] if problem else []
+
+
+def load_facts_file(path: str | Path) -> dict[str, Any]:
+    """Read a facts document, or a whole `tfgpu doctor --json` report (its "facts" are taken).
+
+    A missing section means "unknown". Raises InputError (exit 2) naming the file and the problem.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        msg = f"facts file {p} does not exist"
+        raise InputError(msg, hint="give the path of a facts document or a `tfgpu doctor --json` report") from None
+    except UnicodeDecodeError:
+        msg = f"facts file {p} is not UTF-8 text"
+        raise InputError(msg) from None
+    except OSError as exc:
+        msg = f"cannot read facts file {p}: {exc.strerror or exc}"
+        raise InputError(msg) from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        msg = f"facts file {p} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        raise InputError(msg) from None
+    if isinstance(doc, dict) and (("schema" not in doc and isinstance(doc.get("facts"), dict))
+                                  or str(doc.get("schema", "")).startswith("tfgpu.doctor/")):
+        doc = doc.get("facts")
+    if not isinstance(doc, dict):
+        msg = f"facts file {p} does not hold a JSON object with facts"
+        raise InputError(msg)
+    doc = dict(doc)
+    doc.setdefault("schema", SCHEMA)
+    if doc["schema"] != SCHEMA:
+        msg = f"facts file {p} has schema {doc['schema']!r}; tfgpu reads {SCHEMA!r}"
+        raise InputError(msg)
+    problems = validate_facts(doc)
+    if problems:
+        msg = f"facts file {p}: {problems[0]}"
+        raise InputError(msg)
+    doc.setdefault("provenance", {})
+    doc["provenance"]["file"] = str(p)
+    return doc
+
+
+def overrides_from_env(env: Mapping[str, str]) -> dict[str, str]:
+    """TFGPU_* variables (and CONDA_OVERRIDE_CUDA) that are set -> override keys."""
+    out = {key: env[var] for key, var in OVERRIDE_ENV.items() if env.get(var) not in (None, "")}
+    if CONDA_OVERRIDE_CUDA in env and "cuda_driver" not in out:
+        out["cuda_driver"] = env[CONDA_OVERRIDE_CUDA]  # "" is meaningful: no CUDA driver (conda's rule)
+        out["_conda"] = "1"
+    return out
+
+
+def _bad(key: str, value: str, want: str) -> UsageError:
+    var = OVERRIDE_ENV.get(key, key)
+    return UsageError(f"override {key} ({var}) = {value!r} is not {want}")
+
+
+def apply_overrides(facts: Mapping[str, Any], overrides: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """Apply single-fact overrides on a copy of ``facts``. Returns (facts, active) where ``active`` lists
+    "key=value (source)" and is also stored as facts["overrides"]. Bad values raise UsageError (exit 2)."""
+    out = copy.deepcopy(dict(facts))
+    active: list[str] = list(out.get("overrides") or [])
+    from_conda = overrides.get("_conda") == "1"
+    for key, value in overrides.items():
+        if key == "_conda":
+            continue
+        value = value.strip()
+        if key == "driver":
+            if not _VERSION.match(value):
+                raise _bad(key, value, "a driver version like 550.54.15")
+            drv = out.setdefault("driver", {})
+            drv.update({"version": value, "source": "override", "error": None, "mismatch": False})
+        elif key == "cuda_driver":
+            drv = out.setdefault("driver", {})
+            if value == "" and from_conda:
+                drv.update({"cuda": None, "source": "override", "error": "CONDA_OVERRIDE_CUDA='' (no CUDA driver)"})
+            elif _MAJOR_MINOR.match(value) or re.fullmatch(r"\d+", value):
+                drv["cuda"] = value if "." in value else f"{value}.0"
+                drv.setdefault("source", "override")
+                drv["error"] = None
+            else:
+                raise _bad(key, value, "a CUDA version like 12.4")
+        elif key == "gpu_cc":
+            ccs = [c.strip() for c in value.split(",") if c.strip()]
+            if not ccs or not all(_MAJOR_MINOR.match(c) for c in ccs):
+                raise _bad(key, value, 'compute capabilities like "8.6" or "8.6,7.5"')
+            gpus = out.get("gpus") or []
+            new = []
+            for i, cc in enumerate(ccs):
+                g = dict(gpus[i]) if i < len(gpus) else {"index": i, "name": None, "memory_mib": None, "uuid": None}
+                g.update({"compute_capability": cc, "source": "override", "visible": True})
+                new.append(g)
+            out["gpus"] = new
+        elif key == "gpu_name":
+            for g in out.setdefault("gpus", []) or [{"index": 0}]:
+                g["name"] = value
+            if not out["gpus"]:
+                out["gpus"] = [{"index": 0, "name": value, "compute_capability": None, "memory_mib": None,
+                                "uuid": None, "source": "override", "visible": True}]
+        elif key == "gpu_memory_mib":
+            if not value.isdigit():
+                raise _bad(key, value, "a whole number of MiB")
+            if not out.get("gpus"):
+                out["gpus"] = [{"index": 0, "name": None, "compute_capability": None, "uuid": None,
+                                "source": "override", "visible": True}]
+            for g in out["gpus"]:
+                g["memory_mib"] = int(value)
+        elif key == "os":
+            if value not in ("linux", "windows", "macos", "wsl2"):
+                raise _bad(key, value, "one of linux, windows, macos, wsl2")
+            plat = out.setdefault("platform", {})
+            plat["os"] = "linux" if value == "wsl2" else value
+            plat["wsl"] = 2 if value == "wsl2" else None
+        elif key == "glibc":
+            if not _MAJOR_MINOR.match(value):
+                raise _bad(key, value, "a glibc version like 2.35")
+            out.setdefault("platform", {})["glibc"] = value
+        elif key == "pythons":
+            versions = [v.strip() for v in value.split(",") if v.strip()]
+            if not versions or not all(re.fullmatch(r"\d+\.\d+(\.\d+)?", v) for v in versions):
+                raise _bad(key, value, 'Python versions like "3.8,3.11"')
+            out.setdefault("python", {})["interpreters"] = [
+                {"version": v, "path": None, "source": "override"} for v in versions]
+        elif key == "no_avx":
+            if value.lower() in ("1", "true", "yes", "on"):
+                out["cpu"] = {**out.get("cpu", {}), "avx": False, "avx2": False, "source": "override"}
+            elif value.lower() not in ("0", "false", "no", "off"):
+                raise _bad(key, value, "1 or 0")
+        elif key == "cuda_toolkit":
+            if not _MAJOR_MINOR.match(value):
+                raise _bad(key, value, "a CUDA version like 11.8")
+            out["cuda_toolkits"] = [{"version": value, "path": None, "source": "override", "libcudart": []}]
+        elif key == "cudnn":
+            if not _VERSION.match(value):
+                raise _bad(key, value, "a cuDNN version like 8.9.7")
+            out["cudnn"] = [{"version": value, "path": None, "source": "override"}]
+        else:
+            msg = f"unknown override {key!r}"
+            raise UsageError(msg)
+        source = "CONDA_OVERRIDE_CUDA" if key == "cuda_driver" and from_conda else key
+        active.append(f"{key}={value} ({source})")
+        out.setdefault("provenance", {})[f"override.{key}"] = source
+    out["overrides"] = active
+    return out, active

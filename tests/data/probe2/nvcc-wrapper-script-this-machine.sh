@@ -1,0 +1,2 @@
+#!/bin/sh
+exec /usr/local/cuda-13.0/bin/nvcc "$@"

@@ -1,0 +1,247 @@
+"""Machine profiles: tmp_path trees + scripts on PATH that print recorded real outputs."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.probe_helpers import PROBE, PROBE2, FakeGpu, FakeNvmlLib, Profile, fake_nvml
+from tfgpu.facts import validate_facts
+from tfgpu.probe import detect_facts
+from tfgpu.probe._ctx import Ctx
+from tfgpu.probe.driver import find_nvidia_smi, parse_visible_devices
+
+SMI = PROBE / "nvidia-smi"
+pytestmark = pytest.mark.real_subprocess
+
+
+def _smi(p: Profile, csv: Path | None, table: Path | None, *, csv_rc: int = 0) -> None:
+    p.program("nvidia-smi", {"--query-gpu=*": (csv, csv_rc), "-q -x": (None, 9)}, default=(table, 0))
+
+
+def test_r740_four_tesla_m60_cuda101_tf114(tmp_path: Path) -> None:
+    """Seed 001 (tests/data/probe/machines/r740-4x-tesla-m60-tf114.toml): real lspci lines from the seed;
+    nvcc 10.1.243 and the cuDNN 7 header are the stand-ins that machine file names; LD_LIBRARY_PATH is
+    the seed's; the driver file is the 384.98 stand-in (the seed only has a screenshot)."""
+    p = Profile(tmp_path)
+    p.file("/etc/os-release", fixture=PROBE / "os" / "os-release-ubuntu-22.04.5.txt")
+    p.file("/proc/driver/nvidia/version", fixture=PROBE / "proc" / "driver-version-384.98-ubuntu.txt")
+    p.program("lspci", default=(PROBE / "lspci" / "lspci-grep-vga-dell-r740-4x-tesla-m60-seed001.txt", 0))
+    cuda = "/usr/local/cuda-10.1"
+    p.program("nvcc", default=(PROBE / "cuda" / "nvcc-version-10.1.243.txt", 0), where=tmp_path / cuda[1:] / "bin")
+    p.file(f"{cuda}/lib64/libcudart.so.10.1")
+    p.file(f"{cuda}/include/cudnn.h", fixture=PROBE / "cudnn" / "cudnn-7.2.1-cudnn.h-first80lines.h")
+    p.file(f"{cuda}/lib64/libcudnn.so.7")
+    p.dist("/home/dell2/anaconda3/envs/tf/lib/python3.6/site-packages", "tensorflow-gpu", "1.14.0")
+    p.file("/home/dell2/anaconda3/envs/tf/conda-meta/python-3.6.10-h0371630_0.json", "{}")
+    p.env.update({"PATH": f"{p.bin}:{tmp_path}{cuda}/bin", "HOME": "/home/dell2",
+                  "LD_LIBRARY_PATH": f"/home/dell2/.mujoco/mjpro150/bin:{cuda}/lib64:",
+                  "CONDA_PREFIX": "/home/dell2/anaconda3/envs/tf"})
+    facts = detect_facts(root=tmp_path, env=p.env, timeout=2.0)
+    assert validate_facts(json.loads(json.dumps(facts))) == []
+    assert facts["platform"]["os"] == "linux"
+    assert facts["platform"]["distro"] == "ubuntu 22.04"
+    assert facts["driver"]["version"] == "384.98"
+    assert facts["driver"]["source"] == "kernel_module"
+    assert [g["name"] for g in facts["gpus"]] == ["Tesla M60"] * 4
+    assert len(facts["lspci_nvidia"]) == 4
+    (tk,) = facts["cuda_toolkits"]
+    assert (tk["version"], tk["path"], tk["source"]) == ("10.1", cuda, "nvcc --version")
+    assert tk["libcudart"] == ["libcudart.so.10.1"]
+    assert {"kind": "cudart", "name": "libcudart.so.10.1", "version": "10.1", "path": f"{cuda}/lib64/libcudart.so.10.1",
+            "source": "LD_LIBRARY_PATH"} in facts["libraries"]["libcudart"]
+    assert [(c["version"], c["source"]) for c in facts["cudnn"]] == [("7.2.1", "cudnn.h")]
+    assert facts["tensorflow"][0]["distribution"] == "tensorflow-gpu"
+    assert facts["tensorflow"][0]["version"] == "1.14.0"
+    assert {"version": "3.6.10", "path": "/home/dell2/anaconda3/envs/tf/bin/python3.6", "source": "conda"} in \
+        facts["python"]["interpreters"]
+
+
+def test_mx150_laptop_conda_env(tmp_path: Path) -> None:
+    """Seed 000 (machines/mx150-laptop-ubuntu1804-tf22-conda.toml): GeForce MX150 2 GB (NVML faked with the
+    seed's GPU; CC 6.1 per NVIDIA's list), conda env with cudatoolkit 10.1 + cudnn 7.6.5 + tensorflow-gpu 2.2.0,
+    a system cuDNN on LD_LIBRARY_PATH that shadows the env's copy."""
+    p = Profile(tmp_path)
+    env_prefix = "/home/u/anaconda3/envs/tf-gpu"
+    p.file(f"{env_prefix}/conda-meta/cudnn-7.6.5-cuda10.1_0.json", "{}")
+    p.file(f"{env_prefix}/conda-meta/cudatoolkit-10.1.243-h6bb024c_0.json", "{}")
+    p.file(f"{env_prefix}/conda-meta/python-3.8.5-h7579374_1.json", "{}")
+    p.file(f"{env_prefix}/lib/libcudart.so.10.1")
+    p.file(f"{env_prefix}/lib/libcudnn.so.7")
+    p.file("/usr/local/cuda-10.0/lib64/libcudnn.so.7")
+    p.dist(f"{env_prefix}/lib/python3.8/site-packages", "tensorflow-gpu", "2.2.0")
+    p.file("/home/u/anaconda3/conda-meta/conda-4.8.3-py37_0.json", "{}")
+    p.program("conda", where=tmp_path / "home/u/anaconda3/bin")
+    p.env.update({"CONDA_PREFIX": env_prefix, "CONDA_EXE": "/home/u/anaconda3/bin/conda", "HOME": "/home/u",
+                  "LD_LIBRARY_PATH": "/usr/local/cuda-10.0/lib64", "TFGPU_PROBE_NVML": "1"})
+    with fake_nvml(FakeNvmlLib(driver="450.57", cuda=11000, gpus=[FakeGpu("GeForce MX150", "GPU-mx", 2048, (6, 1))])):
+        facts = detect_facts(root=tmp_path, env=p.env, timeout=2.0)
+    assert facts["gpus"][0]["name"] == "GeForce MX150"
+    assert facts["gpus"][0]["memory_mib"] == 2048
+    assert facts["conda"]["kind"] == "conda"
+    assert facts["conda"]["version"] == "4.8.3"
+    assert env_prefix in facts["conda"]["envs"]
+    assert facts["tensorflow"] == [{"distribution": "tensorflow-gpu", "version": "2.2.0",
+                                    "path": f"{env_prefix}/lib/python3.8/site-packages/tensorflow_gpu-2.2.0.dist-info"}]
+    conda_cudnn = next(c for c in facts["cudnn"] if c["source"] == "conda package")
+    assert conda_cudnn["version"] == "7.6.5"
+    assert conda_cudnn["shadowing"]["by"] == "/usr/local/cuda-10.0/lib64/libcudnn.so.7"
+    assert any("shadows" in n for n in facts["notes"])
+    assert validate_facts(json.loads(json.dumps(facts))) == []
+
+
+@pytest.mark.parametrize(
+    ("csv", "csv_rc", "table", "expect"),
+    [
+        (SMI / "fail-couldnt-communicate.txt", 9, None, "no NVIDIA GPU found"),
+        (SMI / "fail-driver-library-mismatch-nvml-550.144.txt", 18, None, "Driver/library version mismatch"),
+    ],
+)
+def test_nvidia_smi_failures(tmp_path: Path, csv: Path, csv_rc: int, table: Path | None, expect: str) -> None:
+    p = Profile(tmp_path)
+    _smi(p, csv, table, csv_rc=csv_rc)
+    p.program("lspci", default=(PROBE / "lspci" / "lspci-nn-no-nvidia-helper-vm.txt", 0))
+    facts = detect_facts(root=tmp_path, env=p.env, timeout=2.0)
+    assert expect in facts["driver"]["error"]
+    if "mismatch" in expect:
+        assert facts["driver"]["mismatch"]
+        assert facts["driver"]["user_library"] == "550.144"
+
+
+def test_gpu_present_but_no_driver(tmp_path: Path) -> None:
+    p = Profile(tmp_path)
+    _smi(p, SMI / "fail-couldnt-communicate.txt", None, csv_rc=9)
+    p.program("lspci", default=(PROBE / "lspci" / "lspci-nn-qemu-vm-1x-a10.txt", 0))
+    facts = detect_facts(root=tmp_path, env=p.env, timeout=2.0)
+    assert facts["driver"]["error"] == ("an NVIDIA GPU is present (1x NVIDIA Corporation GA102GL [A10]) "
+                                        "but no NVIDIA driver is loaded")
+    assert facts["gpus"] == []
+    assert facts["lspci_nvidia"][0]["device_id"] == "2236"
+
+
+def test_old_driver_without_compute_cap_falls_back(tmp_path: Path) -> None:
+    p = Profile(tmp_path)
+    p.program("nvidia-smi", {"--query-gpu=*compute_cap*": (SMI / "fail-compute-cap-not-valid-field.txt", 6),
+                             "--query-gpu=*": (None, 0)},
+              default=(SMI / "table-1gpu-titanxp-450.57-no-processes.txt", 0))
+    facts = detect_facts(root=tmp_path, env=p.env, timeout=2.0)
+    assert facts["driver"]["version"] == "450.57"
+    assert facts["driver"]["cuda"] == "11.0"
+    assert facts["gpus"][0]["name"] == "TITAN Xp"
+    assert facts["gpus"][0]["source"] == "nvidia-smi table"
+
+
+def test_several_gpus_from_csv_and_wsl2_note(tmp_path: Path) -> None:
+    p = Profile(tmp_path)
+    p.file("/proc/version", fixture=PROBE / "proc" / "version-wsl2-5.4.72-microsoft-standard-WSL2.txt")
+    p.file("/usr/lib/wsl/lib/libcuda.so.1")
+    _smi(p, SMI / "csv-2gpu-titanv-rtx5880ada-570.86.15.csv", SMI / "table-1gpu-wsl2-545.46-driver-546.80-cuda-ERR-TRUNCATED.txt")
+    facts = detect_facts(root=tmp_path, env=p.env, timeout=2.0)
+    assert facts["platform"]["wsl"] == 2
+    # the header row of the recorded csv is not a data row under our noheader field list: the table is used
+    assert facts["driver"]["version"] == "546.80"
+    assert facts["driver"]["cuda"] is None
+    assert any("never install a Linux NVIDIA driver" in n for n in facts["notes"])
+    assert facts["driver"]["mismatch"] is False
+
+
+def test_wsl2_without_passthrough(tmp_path: Path) -> None:
+    p = Profile(tmp_path)
+    p.file("/proc/version", fixture=PROBE / "proc" / "version-wsl2-4.19.128-microsoft-standard.txt")
+    facts = detect_facts(root=tmp_path, env=p.env, timeout=2.0)
+    assert "install or update the NVIDIA driver on Windows" in facts["driver"]["error"]
+
+
+def test_hung_nvidia_smi_is_bounded(tmp_path: Path) -> None:
+    p = Profile(tmp_path)
+    p.program("nvidia-smi", script="#!/bin/sh\nexec /bin/sleep 30\n")
+    t0 = time.monotonic()
+    facts = detect_facts(root=tmp_path, env=p.env, timeout=0.5)
+    assert time.monotonic() - t0 < 1.5
+    assert facts["driver"]["sources"]["nvidia_smi"]["error"] == "nvidia-smi: timed out after 0.5 s"
+
+
+def test_env_timeout_override_and_garbage_outputs(tmp_path: Path) -> None:
+    p = Profile(tmp_path)
+    p.program("nvidia-smi", script="#!/bin/sh\nprintf '\\377\\376 garbage \\000\\n'\n")
+    p.program("lspci", script="#!/bin/sh\nexit 0\n")
+    p.program("ldconfig", script="#!/bin/sh\nprintf '\\377\\376\\n'\n")
+    p.file("/proc/cpuinfo", b"\xff\xfe not cpuinfo")
+    p.file("/etc/os-release", b"\xff=\xfe")
+    p.env["TFGPU_PROBE_TIMEOUT"] = "1.5"
+    facts = detect_facts(root=tmp_path, env=p.env, timeout=9.0)
+    assert facts["probe"]["timeout"] == 1.5
+    assert facts["driver"]["sources"]["nvidia_smi"]["error"] == "nvidia-smi: output not understood"
+    assert facts["cpu"]["avx"] is None
+    assert facts["errors"] == {}
+
+
+def test_macos_profile(tmp_path: Path) -> None:
+    (tmp_path / "System/Library/CoreServices").mkdir(parents=True)
+    facts = detect_facts(root=tmp_path, env={"PATH": ""}, timeout=1.0)
+    assert facts["platform"]["os"] == "macos"
+    assert facts["driver"]["error"].startswith("macOS has no CUDA GPU support")
+
+
+def test_windows_nvidia_smi_locations(tmp_path: Path) -> None:
+    ctx = Ctx(root=tmp_path, env={"PATH": "", "SystemRoot": r"C:\Windows", "ProgramFiles": r"C:\Program Files"},
+              timeout=1.0)
+    assert find_nvidia_smi(ctx, "windows") is None
+    exe = tmp_path / "C" / "Program Files" / "NVIDIA Corporation" / "NVSMI" / "nvidia-smi.exe"
+    exe.parent.mkdir(parents=True)
+    exe.write_text("")
+    assert find_nvidia_smi(ctx, "windows") == str(exe)
+
+
+@pytest.mark.parametrize(
+    ("value", "visible", "hides_all"),
+    [(None, [0, 1], False), ("", [], True), ("1", [1], False), ("1,0", [1, 0], False), ("0,7,1", [0], False),
+     ("GPU-b", [1], False), ("-1", [], True)],
+)
+def test_cuda_visible_devices(value: str | None, visible: list[int], hides_all: bool) -> None:
+    gpus = [{"index": 0, "uuid": "GPU-aaaa"}, {"index": 1, "uuid": "GPU-bbbb"}]
+    out = parse_visible_devices(value, gpus)
+    assert (out["visible"], out["hides_all"]) == (visible, hides_all)
+
+
+def test_this_machine_cuda_13_toolkit_and_no_driver() -> None:
+    """The dev machine: CUDA 13.0 from pip wheels under /usr/local/cuda-13.0, /usr/local/bin/nvcc is a
+    wrapper script (tests/data/probe2/nvcc-wrapper-script-this-machine.sh), no driver, no GPU."""
+    if not Path("/usr/local/cuda-13.0/dist-info").is_dir():
+        pytest.skip("not the tfgpu development machine")
+    import os
+
+    t0 = time.monotonic()
+    facts = detect_facts()
+    elapsed = time.monotonic() - t0
+    tk = next(t for t in facts["cuda_toolkits"] if t["path"] == "/usr/local/cuda-13.0")
+    assert tk["version"] == "13.0"
+    assert tk["full_version"] == "13.0.96"
+    if "/usr/local/bin" in os.environ.get("PATH", "").split(":"):
+        assert "nvcc on PATH" in tk["found_via"]
+        assert tk["nvcc_version"] == "13.0"
+    assert "libcudart.so.13" in tk["libcudart"]
+    assert facts["driver"]["version"] is None
+    assert facts["driver"]["error"]
+    assert facts["gpus"] == []
+    assert validate_facts(json.loads(json.dumps(facts))) == []
+    assert elapsed < 1.0, facts["timings"]
+
+
+def test_this_machine_probe2_wrapper_fixture_is_followed(tmp_path: Path) -> None:
+    """A profile with this machine's recorded nvcc wrapper script on PATH: the toolkit it execs is found."""
+    p = Profile(tmp_path)
+    cuda = tmp_path / "usr/local/cuda-13.0"
+    p.program("nvcc", default=(PROBE2 / "nvcc-version-13.0.88-pip-wheels-this-machine.txt", 0), where=cuda / "bin")
+    p.file("/usr/local/cuda-13.0/dist-info/nvidia_cuda_runtime-13.0.96.dist-info/METADATA", "Name: nvidia-cuda-runtime\n")
+    wrapper = (PROBE2 / "nvcc-wrapper-script-this-machine.sh").read_text().replace("/usr/local/cuda-13.0", str(cuda))
+    p.program("nvcc", script=wrapper, where=tmp_path / "usr/local/bin")
+    p.env["PATH"] = f"{p.bin}:{tmp_path}/usr/local/bin"
+    facts = detect_facts(root=tmp_path, env=p.env, timeout=2.0)
+    (tk,) = facts["cuda_toolkits"]
+    assert (tk["path"], tk["version"], tk["source"]) == ("/usr/local/cuda-13.0", "13.0", "dist-info")
+    assert tk["nvcc_on_path"] == "/usr/local/bin/nvcc"
+    assert tk["nvcc_version"] == "13.0"

@@ -1,0 +1,102 @@
+"""NVML through the real pynvml bindings, faked at its ctypes library (pynvml.nvmlLib)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pynvml
+import pytest
+
+from tests.probe_helpers import FakeGpu, FakeNvmlLib, fake_nvml
+from tfgpu.probe import detect_facts
+from tfgpu.probe.driver import resolve_driver
+from tfgpu.probe.nvml import probe_nvml, query_nvml
+
+
+def test_library_not_found() -> None:
+    with fake_nvml(None, load_error=True):
+        out = query_nvml()
+    assert (out["ok"], out["error_kind"]) == (False, "library_not_found")
+    assert out["error"] == "NVML: NVML Shared Library Not Found"  # pynvml's own text for code 12
+
+
+@pytest.mark.parametrize(
+    ("code", "kind", "text"),
+    [
+        (pynvml.NVML_ERROR_DRIVER_NOT_LOADED, "driver_not_loaded", "Driver Not Loaded"),
+        (pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH, "mismatch", "RM has detected an NVML/RM version mismatch."),
+    ],
+)
+def test_init_errors(code: int, kind: str, text: str) -> None:
+    lib = FakeNvmlLib(init_rc=code)
+    with fake_nvml(lib):
+        out = query_nvml()
+    assert (out["ok"], out["error_kind"], out["error"]) == (False, kind, f"NVML: {text}")
+    assert lib.calls == ["nvmlInitWithFlags"]
+
+
+def test_one_gpu() -> None:
+    lib = FakeNvmlLib(driver="550.54.15", cuda=12040, gpus=[FakeGpu("NVIDIA GeForce RTX 4090", "GPU-1", 24564, (8, 9))])
+    with fake_nvml(lib):
+        out = query_nvml()
+    assert out["ok"]
+    assert (out["driver_version"], out["cuda"], out["nvml_version"]) == ("550.54.15", "12.4", "12.550.54.15")
+    assert out["gpus"] == [{"index": 0, "name": "NVIDIA GeForce RTX 4090", "uuid": "GPU-1",
+                            "compute_capability": "8.9", "memory_mib": 24564}]
+    assert "nvmlShutdown" in lib.calls
+
+
+def test_four_tesla_m60() -> None:
+    # seed 001: "StreamExecutor device (0): Tesla M60, Compute Capability 5.2", four of them
+    gpus = [FakeGpu("Tesla M60", f"GPU-m60-{i}", 8129, (5, 2)) for i in range(4)]
+    with fake_nvml(FakeNvmlLib(driver="418.87.00", cuda=10010, gpus=gpus)):
+        out = query_nvml()
+    assert [g["index"] for g in out["gpus"]] == [0, 1, 2, 3]
+    assert {g["compute_capability"] for g in out["gpus"]} == {"5.2"}
+    assert out["cuda"] == "10.1"
+
+
+def test_hung_nvml_is_bounded() -> None:
+    release = threading.Event()
+    lib = FakeNvmlLib()
+
+    class Hanging(FakeNvmlLib):
+        def __getattr__(self, name: str) -> Any:
+            if name == "nvmlInitWithFlags":
+                return lambda flags: release.wait(10) and 0
+            return FakeNvmlLib.__getattr__(lib, name)
+
+    with fake_nvml(Hanging()):
+        t0 = time.monotonic()
+        out = probe_nvml(0.3)
+        elapsed = time.monotonic() - t0
+        release.set()
+        time.sleep(0.05)
+    assert elapsed < 1.0
+    assert out["error"] == "NVML: timed out after 0.3 s"
+
+
+def test_mismatch_from_nvml_is_reported_with_kernel_and_library_versions() -> None:
+    with fake_nvml(FakeNvmlLib(init_rc=pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH)):
+        nvml = query_nvml()
+    kernel = {"sys_module": "550.120", "proc": "550.120", "user_library": "550.144",
+              "user_library_path": "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.144"}
+    drv, gpus, _ = resolve_driver(nvml, kernel, None, None, os_name="linux", wsl=None)
+    assert drv["mismatch"] is True
+    assert (drv["kernel_module"], drv["user_library"], drv["version"]) == ("550.120", "550.144", "550.120")
+    assert "reboot" in drv["error"]
+    assert gpus == []
+
+
+def test_detect_facts_with_fake_nvml_profile(tmp_path: Any) -> None:
+    gpus = [FakeGpu("NVIDIA A10", "GPU-a", 23028, (8, 6)), FakeGpu("NVIDIA A10", "GPU-b", 23028, (8, 6))]
+    env = {"PATH": str(tmp_path / "nobin"), "TFGPU_PROBE_NVML": "1", "CUDA_VISIBLE_DEVICES": "1"}
+    with fake_nvml(FakeNvmlLib(driver="535.104.05", cuda=12020, gpus=gpus)):
+        facts = detect_facts(root=tmp_path, env=env, timeout=1.0)
+    assert facts["driver"]["version"] == "535.104.05"
+    assert facts["driver"]["source"] == "nvml"
+    assert facts["provenance"]["driver.version"] == "nvml"
+    assert [(g["index"], g["visible"]) for g in facts["gpus"]] == [(0, False), (1, True)]
+    assert facts["cuda_visible_devices"]["visible"] == [1]
