@@ -445,3 +445,16 @@ def test_doctor_exit_codes_for_gating_flags():
     healthy = base_facts()
     ok = diagnose(healthy, KB, tf="2.17")
     assert ok.exit_code(require_gpu=True, strict=False, machine=Machine.from_facts(healthy)) == 0
+
+
+def test_wsl2_uses_the_windows_driver_floors_and_linux_recipes():
+    v = KB.resolve_tf("2.15")
+    build = KB.build_for(v)
+    toolkit = KB.toolkit(build.cuda)
+    win_floor = toolkit.min_driver_text("windows")
+    facts = base_facts(platform={"os": "linux", "wsl": 2, "glibc": "2.35"},
+                       driver={"version": win_floor, "cuda": None})
+    tv = judge_release(facts, KB, v, backend="pip")
+    assert "driver.cuda" not in findings_of(tv)
+    old = judge_release(facts, KB, KB.resolve_tf("2.2"))
+    assert old.recipe and old.recipe.startswith("conda-anaconda")

@@ -209,7 +209,7 @@ class Machine:
             return self.driver_cuda
         if self.driver is None:
             return None
-        os_key = "windows" if self.os == "windows" else "linux"
+        os_key = "windows" if self.os in ("windows", "wsl2") else "linux"  # WSL2 reports the Windows driver
         best = None
         for t in kb.toolkits:
             floor = t.min_driver(os_key)
@@ -441,7 +441,7 @@ def _driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bo
     have = m.driver_cuda_version(kb)
     if want is None or have is None:
         return blockers, caveats
-    os_key = "windows" if m.os == "windows" else "linux"
+    os_key = "windows" if m.os in ("windows", "wsl2") else "linux"  # WSL2 reports the Windows driver
     toolkit = kb.toolkit(cuda)
     floor = toolkit.min_driver_text(os_key) if toolkit else None
     if (have.major, have.minor) >= (want.major, want.minor):
@@ -629,8 +629,8 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
     # -- per backend
     rel = kb.gpu_release(v, m.tf_os)
     recipes = [r for r in kb.recipes_for(v, os) if r.gpu]
-    if os == "wsl2" and not recipes:
-        recipes = [r for r in kb.recipes_for(v, "linux") if r.gpu]
+    if os == "wsl2":  # Linux recipes work in WSL2 too; its own rows come first
+        recipes += [r for r in kb.recipes_for(v, "linux") if r.gpu and r not in recipes]
     verdicts: list[BackendVerdict] = []
     for recipe in recipes:
         name = _backend_name(recipe)
