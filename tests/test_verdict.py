@@ -456,5 +456,8 @@ def test_wsl2_uses_the_windows_driver_floors_and_linux_recipes():
                        driver={"version": win_floor, "cuda": None})
     tv = judge_release(facts, KB, v, backend="pip")
     assert "driver.cuda" not in findings_of(tv)
-    old = judge_release(facts, KB, KB.resolve_tf("2.2"))
-    assert old.recipe and old.recipe.startswith("conda-anaconda")
+    pascal = copy.deepcopy(facts)
+    pascal["gpus"] = [{"index": 0, "name": "NVIDIA GeForce GTX 1080", "compute_capability": "6.1", "memory_mib": 8192}]
+    old = judge_target(pascal, KB, "2.2")
+    assert old["verdict"] == READY
+    assert old["recipe"].startswith("conda-anaconda")

@@ -655,3 +655,38 @@ def _parse_kb() -> KnowledgeBase:
 def load_kb() -> KnowledgeBase:
     """The whole knowledge base, parsed and checked once per process."""
     return _parse_kb()
+
+
+# --------------------------------------------------------------------------- release notes (additive)
+
+
+@dataclass(frozen=True)
+class Note:
+    """A fact about installing some releases that the tested-build tables do not show
+    (compat/tensorflow.toml `notes`), with its source key."""
+
+    id: str
+    tf: SpecifierSet
+    os: frozenset[str]
+    text: str
+    source: str
+    confidence: str = "sourced"
+
+    def applies(self, v: Version | str, os: str) -> bool:
+        return version(str(v)) in self.tf and (os in self.os or "any" in self.os)
+
+
+@functools.lru_cache(maxsize=1)
+def load_notes() -> tuple[Note, ...]:
+    """The `notes` of compat/tensorflow.toml, checked like every other row (source, specifier, os)."""
+    data = load_toml("tensorflow")
+    out = []
+    for row in _rows("tensorflow", data, "notes", required=False):
+        oses = frozenset(_split(row.get("os", "any")))
+        if not oses <= {*OSES, "any"}:
+            raise _bad("tensorflow", row, f"os {row.get('os')!r} is not a list of {OSES} or 'any'")
+        if not str(row.get("text", "")).strip() or not str(row.get("id", "")).strip():
+            raise _bad("tensorflow", row, "a note needs an id and a text")
+        out.append(Note(id=str(row["id"]), tf=_spec("tensorflow", row), os=oses, text=str(row["text"]),
+                        source=row["source"], confidence=str(row.get("confidence", "sourced"))))
+    return tuple(out)
