@@ -1,0 +1,525 @@
+"""Embedded conda engine: solve and install conda packages with py-rattler, no conda executable needed.
+
+py-rattler (the Python bindings of rattler, the Rust conda implementation behind pixi) is imported
+lazily inside the functions that need it, so importing this module stays cheap.
+
+Run as ``python -m tfgpu.engine create|install-lock ...`` (engine/__main__.py) so plans stay printable
+argv lists; the same work is available as functions here (``solve``, ``install``, ``create_env``,
+``install_lockfile``).
+
+Safety: an install never touches an existing prefix. Packages are linked into a temporary sibling
+directory (``.NAME.tfgpu-partial-PID-XXXX``) with the final prefix patched into prefix-dependent files
+(rattler's ``alternative_target_prefix``), and the directory is renamed into place only when every
+package is linked. A failure or Ctrl-C removes the temporary directory; one left behind by a killed
+process (SIGKILL cannot be caught) is removed by the next install next to it once its PID is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tfgpu.errors import Interrupted, StepFailed, TfgpuError, UsageError
+
+if TYPE_CHECKING:
+    from rattler import RepoDataRecord
+
+#: Channel names conda resolves specially. ``defaults`` is Anaconda's repository, not an anaconda.org
+#: channel: conda's built-in default_channels on Linux/macOS are pkgs/main and pkgs/r
+#: (https://docs.conda.io/projects/conda/en/latest/user-guide/configuration/settings.html#default-channels).
+#: Packages from repo.anaconda.com are covered by Anaconda's Terms of Service (see compat/recipes.toml).
+CHANNEL_ALIASES: dict[str, tuple[str, ...]] = {
+    "defaults": ("https://repo.anaconda.com/pkgs/main", "https://repo.anaconda.com/pkgs/r"),
+}
+
+#: Machine-independent virtual packages per platform, used when solving for a platform that is not
+#: this machine (``tfgpu lock``). Same values as conda-lock's default-virtual-packages.yaml (v4.0),
+#: without ``__cuda``: the caller decides which CUDA the lock targets.
+DEFAULT_VIRTUAL_PACKAGES: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "linux-64": (("__unix", "0", "0"), ("__linux", "5.10", "0"), ("__glibc", "2.28", "0"),
+                 ("__archspec", "1", "x86_64")),
+    "linux-aarch64": (("__unix", "0", "0"), ("__linux", "5.10", "0"), ("__glibc", "2.28", "0"),
+                      ("__archspec", "1", "aarch64")),
+    "linux-ppc64le": (("__unix", "0", "0"), ("__linux", "5.10", "0"), ("__glibc", "2.28", "0"),
+                      ("__archspec", "1", "ppc64le")),
+    "osx-64": (("__unix", "0", "0"), ("__osx", "11.0", "0"), ("__archspec", "1", "x86_64")),
+    "osx-arm64": (("__unix", "0", "0"), ("__osx", "11.0", "0"), ("__archspec", "1", "arm64")),
+    "win-64": (("__win", "0", "0"), ("__archspec", "1", "x86_64")),
+}
+
+PARTIAL_MARK = ".tfgpu-partial-"
+
+
+@dataclass(frozen=True)
+class VirtualPkg:
+    """A virtual package the solver treats as installed (``__cuda=12.4=0``)."""
+
+    name: str
+    version: str
+    build: str = "0"
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.version}={self.build}"
+
+
+def parse_virtual_package(text: str) -> VirtualPkg:
+    """``__cuda=12.4`` or ``__cuda=12.4=0`` (conda's NAME=VERSION[=BUILD]) -> VirtualPkg."""
+    parts = text.strip().split("=")
+    if len(parts) not in (2, 3) or not parts[0].startswith("__") or not parts[1]:
+        msg = f"bad virtual package {text!r}"
+        raise UsageError(msg, hint="write NAME=VERSION[=BUILD], e.g. __cuda=12.4")
+    return VirtualPkg(parts[0], parts[1], parts[2] if len(parts) == 3 and parts[2] else "0")
+
+
+def resolve_virtual_packages(
+    detected: Sequence[VirtualPkg],
+    *,
+    driver_cuda: str | None,
+    env: Mapping[str, str],
+    explicit: Sequence[VirtualPkg] = (),
+) -> tuple[list[VirtualPkg], list[str]]:
+    """Pure: the virtual packages to solve with, and notes saying where overrides came from.
+
+    ``detected`` are the machine's (rattler's detection); ``driver_cuda`` the CUDA version the driver
+    supports (tfgpu's probe), which replaces a detected ``__cuda``. ``CONDA_OVERRIDE_CUDA`` and
+    ``CONDA_OVERRIDE_GLIBC`` act as in conda: a value replaces the detected one, an empty value
+    removes the package (https://docs.conda.io/projects/conda/en/latest/user-guide/tasks/manage-virtual.html).
+    ``explicit`` (``--virtual-package``) wins over everything.
+    """
+    notes: list[str] = []
+    by_name: dict[str, VirtualPkg] = {v.name: v for v in detected}
+    if driver_cuda:
+        by_name["__cuda"] = VirtualPkg("__cuda", driver_cuda)
+    for var, name in (("CONDA_OVERRIDE_CUDA", "__cuda"), ("CONDA_OVERRIDE_GLIBC", "__glibc")):
+        if var not in env:
+            continue
+        value = env[var].strip()
+        if value:
+            by_name[name] = VirtualPkg(name, value)
+            notes.append(f"{name}={value} from {var}")
+        else:
+            by_name.pop(name, None)
+            notes.append(f"no {name}: {var} is set and empty")
+    for v in explicit:
+        by_name[v.name] = v
+        notes.append(f"{v} from --virtual-package")
+    return sorted(by_name.values(), key=lambda v: v.name), notes
+
+
+def default_virtual_packages(platform: str) -> list[VirtualPkg]:
+    """Machine-independent virtual packages for solving ``platform`` anywhere (no ``__cuda``)."""
+    return [VirtualPkg(*row) for row in DEFAULT_VIRTUAL_PACKAGES.get(platform, ())]
+
+
+def _probe_driver_cuda() -> tuple[bool, str | None]:
+    """(probe available, CUDA version the driver supports) from tfgpu's driver probe, if it exists."""
+    try:
+        from tfgpu import probe
+    except ImportError:
+        return False, None
+    detect = getattr(probe, "detect_facts", None)
+    if detect is None:
+        return False, None
+    try:
+        facts = detect()
+        driver = facts["driver"] if isinstance(facts, Mapping) else getattr(facts, "driver", None)
+        cuda = driver.get("cuda") if isinstance(driver, Mapping) else getattr(driver, "cuda", None)
+    except Exception:  # a probe must never break a solve: fall back to rattler's own detection
+        return False, None
+    return True, (str(cuda) if cuda else None)
+
+
+def detect_virtual_packages(
+    platform: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    explicit: Sequence[VirtualPkg] = (),
+    detect: bool = True,
+) -> tuple[list[VirtualPkg], list[str]]:
+    """The virtual packages of this machine (or the defaults of another platform), with overrides."""
+    env = os.environ if env is None else env
+    platform = platform or current_platform()
+    detected: list[VirtualPkg] = []
+    driver_cuda: str | None = None
+    if not detect:
+        pass
+    elif platform != current_platform():
+        detected = default_virtual_packages(platform)
+    else:
+        from rattler import VirtualPackage, VirtualPackageOverrides
+
+        have_probe, driver_cuda = _probe_driver_cuda()
+        for vp in VirtualPackage.detect(VirtualPackageOverrides()):
+            g = vp.into_generic()
+            name = g.name.normalized
+            if name == "__cuda" and have_probe:
+                continue  # tfgpu's probe is the authority on the driver
+            detected.append(VirtualPkg(name, str(g.version), str(g.build_string)))
+    return resolve_virtual_packages(detected, driver_cuda=driver_cuda, env=env, explicit=explicit)
+
+
+def current_platform() -> str:
+    from rattler import Subdir
+
+    return str(Subdir.current())
+
+
+def expand_channels(channels: Sequence[str]) -> list[str]:
+    """Channel names and URLs as rattler takes them (``defaults`` -> Anaconda's pkgs/main + pkgs/r)."""
+    out: list[str] = []
+    for ch in channels:
+        for c in CHANNEL_ALIASES.get(ch, (ch,)):
+            if c not in out:
+                out.append(c)
+    return out
+
+
+def default_cache_dir() -> Path:
+    """rattler's own cache (shared with pixi): $RATTLER_CACHE_DIR, else <user cache>/rattler/cache."""
+    if os.environ.get("RATTLER_CACHE_DIR"):
+        return Path(os.environ["RATTLER_CACHE_DIR"])
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("rattler", appauthor=False)) / "cache"
+
+
+def _run(coro: Any) -> Any:
+    """Run a rattler coroutine in a worker thread; Ctrl-C cancels it and waits for it to stop.
+
+    Running it on the main thread would leave rattler's linker running in the background after a
+    KeyboardInterrupt while we delete its target directory.
+    """
+    result: dict[str, Any] = {}
+    loop = asyncio.new_event_loop()
+    task_box: list[asyncio.Task[Any]] = []
+
+    def work() -> None:
+        asyncio.set_event_loop(loop)
+        task = loop.create_task(coro)
+        task_box.append(task)
+        try:
+            result["value"] = loop.run_until_complete(task)
+        except BaseException as exc:  # handed to the main thread
+            result["error"] = exc
+        finally:
+            loop.close()
+
+    worker = threading.Thread(target=work, name="tfgpu-rattler", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.05)
+    except KeyboardInterrupt:
+        if task_box and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(task_box[0].cancel)
+            except RuntimeError:  # the loop closed in between
+                pass
+        worker.join(60)
+        raise
+    if "error" in result:
+        raise result["error"]
+    return result.get("value")
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.replace("└─", " ").replace("├─", " ").replace("│", " ").split())
+
+
+def _as_match_specs(specs: Sequence[str]) -> list[Any]:
+    from rattler import MatchSpec
+
+    out = []
+    for s in specs:
+        try:
+            out.append(MatchSpec(s, strict=False))
+        except Exception as exc:
+            msg = f"bad package spec {s!r}: {_flat(str(exc))}"
+            raise UsageError(msg, hint="use conda syntax, e.g. python=3.8 or 'tensorflow 2.16.1 cuda*'") from exc
+    return out
+
+
+_CUDA_REQ = re.compile(r"(\S+) (\S+) would require\s+(__cuda\s*[^,]*), for which no candidates were found")
+
+
+def _explain_solve_failure(message: str, records_by_name: Mapping[str, Sequence[Any]]) -> TfgpuError:
+    """A solver error as one line; a missing ``__cuda`` names the build and how to plan without a driver."""
+    m = _CUDA_REQ.search(_flat(message))
+    if m:
+        name, version, cuda_spec = m.group(1), m.group(2), m.group(3).strip()
+        build = ""
+        for rec in records_by_name.get(name, ()):
+            if str(rec.version) == version and any(d.replace(" ", "").startswith(cuda_spec.replace(" ", ""))
+                                                   for d in rec.depends):
+                build = f"-{rec.build}"
+                break
+        low = re.search(r"(\d+(?:\.\d+)?)", cuda_spec)
+        want = low.group(1) if low else "12"
+        if "." not in want:
+            want += ".0"
+        major = want.split(".")[0]
+        msg = f"nothing provides {cuda_spec} needed by {name}-{version}{build}"
+        hint = (f"this package needs an NVIDIA driver supporting CUDA >= {major}; on a machine without one "
+                f"set CONDA_OVERRIDE_CUDA={want} to plan for it")
+        return StepFailed(msg, hint=hint)
+    return StepFailed(f"cannot solve: {_flat(message)}")
+
+
+def solve(
+    specs: Sequence[str],
+    channels: Sequence[str],
+    platform: str | None = None,
+    virtual_packages: Sequence[VirtualPkg] | None = None,
+    *,
+    cache_dir: Path | None = None,
+    offline: bool = False,
+) -> list[RepoDataRecord]:
+    """Solve ``specs`` against ``channels`` for ``platform`` (+ noarch); returns the records to install.
+
+    ``virtual_packages=None`` means this machine's (``detect_virtual_packages``).
+    """
+    from rattler import BuildString, Gateway, GenericVirtualPackage, PackageName, Subdir, Version
+    from rattler import solve as r_solve
+    from rattler.repo_data.gateway import SourceConfig
+
+    if not channels:
+        msg = "no channel to solve from"
+        raise UsageError(msg, hint="pass --channel conda-forge (or the recipe's channel)")
+    platform = platform or current_platform()
+    if virtual_packages is None:
+        virtual_packages, _ = detect_virtual_packages(platform)
+    match_specs = _as_match_specs(specs)
+    cache = cache_dir or default_cache_dir()
+    gateway = Gateway(
+        cache_dir=cache / "repodata",
+        default_config=SourceConfig(cache_action="force-cache-only" if offline else "cache-or-fetch"),
+    )
+    vps = [GenericVirtualPackage(PackageName(v.name), Version(v.version), BuildString(v.build))
+           for v in virtual_packages]
+    chans = expand_channels(channels)
+    subdirs = [Subdir(platform), Subdir("noarch")] if platform != "noarch" else [Subdir("noarch")]
+    try:
+        records: list[RepoDataRecord] = _run(r_solve(
+            chans, match_specs, gateway=gateway, platforms=subdirs, virtual_packages=vps,
+        ))
+    except KeyboardInterrupt:
+        msg = "interrupted while solving"
+        raise Interrupted(msg) from None
+    except Exception as exc:
+        kind = type(exc).__name__
+        if kind == "SolverError":
+            by_name: dict[str, list[Any]] = {}
+            try:
+                names = {s.name.normalized for s in match_specs if s.name is not None}
+                rows = _run(gateway.query(chans, subdirs, list(names), recursive=True))
+                for group in rows:
+                    for rec in group:
+                        by_name.setdefault(rec.name.normalized, []).append(rec)
+            except Exception:
+                by_name = {}
+            raise _explain_solve_failure(str(exc), by_name) from None
+        msg = f"cannot read the channels {', '.join(chans)}: {kind}: {_flat(str(exc))[:300]}"
+        hint = ("the package cache has no copy of this repodata: run once with the network"
+                if offline else "check the channel name/URL and the network")
+        raise StepFailed(msg, hint=hint) from None
+    return sorted(records, key=lambda r: r.name.normalized)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def partial_dirs(prefix: Path) -> list[Path]:
+    """Temporary sibling directories of ``prefix`` that installs into it made (possibly stale)."""
+    parent = prefix.parent
+    if not parent.is_dir():
+        return []
+    head = f".{prefix.name}{PARTIAL_MARK}"
+    return sorted(p for p in parent.iterdir() if p.name.startswith(head))
+
+
+def cleanup_partial(prefix: Path, *, only_dead: bool = True) -> list[Path]:
+    """Remove temporary siblings left by an install into ``prefix`` that was killed; returns them."""
+    removed = []
+    head = f".{prefix.name}{PARTIAL_MARK}"
+    for p in partial_dirs(prefix):
+        pid_text = p.name[len(head):].split("-", 1)[0]
+        if only_dead and pid_text.isdigit() and _pid_alive(int(pid_text)):
+            continue
+        _remove_tree(p)
+        removed.append(p)
+    return removed
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove a directory even if a cancelled linker thread still writes into it for a moment."""
+    for _ in range(20):
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            time.sleep(0.02)
+            if not path.exists():
+                return
+        time.sleep(0.05)
+    shutil.rmtree(path)
+
+
+def _link(records: Sequence[Any], target: Path, final: Path, *, platform: str, cache_dir: Path,
+          requested: Sequence[str]) -> None:
+    """Link packages into ``target`` with ``final`` written into prefix-dependent files (the seam
+    fault-injection tests wrap)."""
+    from rattler import MatchSpec, Subdir
+    from rattler import install as r_install
+
+    _run(r_install(
+        list(records), target, cache_dir=cache_dir / "pkgs", platform=Subdir(platform),
+        show_progress=False, execute_link_scripts=False, alternative_target_prefix=final,
+        # py-rattler 0.28 hands requested_specs to the Rust side unconverted: pass the inner objects
+        requested_specs=[getattr(m, "_match_spec", m) for m in (MatchSpec(s, strict=False) for s in requested)],
+    ))
+
+
+def check_cached(records: Sequence[Any], cache_dir: Path) -> list[str]:
+    """Names (name-version-build) of records that are not in the package cache."""
+    from rattler import PackageCache
+
+    pkgs = cache_dir / "pkgs"
+    if not pkgs.is_dir():
+        return [f"{r.name.normalized}-{r.version}-{r.build}" for r in records]
+    index = _run(PackageCache(pkgs).index())
+    return [f"{r.name.normalized}-{r.version}-{r.build}" for r in records if not index.contains_record(r)]
+
+
+def install(
+    records: Sequence[RepoDataRecord],
+    prefix: Path,
+    *,
+    platform: str | None = None,
+    cache_dir: Path | None = None,
+    offline: bool = False,
+    requested: Sequence[str] = (),
+) -> Path:
+    """Install exactly ``records`` into the new directory ``prefix``; all or nothing.
+
+    Raises UsageError if ``prefix`` exists (it is never touched), StepFailed if a package cannot be
+    downloaded/extracted/linked, Interrupted on Ctrl-C; in every failure nothing is left at ``prefix``.
+    """
+    prefix = Path(prefix).absolute()
+    if prefix.exists() or prefix.is_symlink():
+        msg = f"{prefix} already exists; tfgpu never installs into an existing prefix"
+        raise UsageError(msg, hint="choose a new --prefix, or remove the old one first")
+    platform = platform or current_platform()
+    cache = cache_dir or default_cache_dir()
+    if offline:
+        missing = check_cached(records, cache)
+        if missing:
+            msg = f"--offline: {len(missing)} package(s) not in the package cache {cache / 'pkgs'}: " + ", ".join(
+                missing[:5]) + (" ..." if len(missing) > 5 else "")
+            raise StepFailed(msg, hint="run once without --offline (with the network) to fill the cache")
+    parent_created = not prefix.parent.exists()
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    cleanup_partial(prefix)
+    tmp = prefix.parent / f".{prefix.name}{PARTIAL_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        _link(records, tmp, prefix, platform=platform, cache_dir=cache, requested=requested)
+        if prefix.exists():  # someone created it while we were installing: keep theirs
+            msg = f"{prefix} appeared while installing; left untouched"
+            raise UsageError(msg)
+        tmp.rename(prefix)
+    except KeyboardInterrupt:
+        _remove_tree(tmp)
+        _remove_empty_parent(prefix.parent, parent_created)
+        msg = f"interrupted while installing into {prefix}; nothing was left behind"
+        raise Interrupted(msg) from None
+    except TfgpuError:
+        _remove_tree(tmp)
+        _remove_empty_parent(prefix.parent, parent_created)
+        raise
+    except Exception as exc:
+        _remove_tree(tmp)
+        _remove_empty_parent(prefix.parent, parent_created)
+        msg = f"installing into {prefix} failed: {type(exc).__name__}: {_flat(str(exc))[:400]}"
+        raise StepFailed(msg, hint="nothing was left behind; a corrupt download is refetched on the next try"
+                         ) from None
+    return prefix
+
+
+def _remove_empty_parent(parent: Path, created: bool) -> None:
+    if created:
+        try:
+            parent.rmdir()
+        except OSError:
+            pass
+
+
+@dataclass(frozen=True)
+class Created:
+    """What ``create_env`` did."""
+
+    prefix: Path
+    records: tuple[Any, ...]
+    virtual_packages: tuple[VirtualPkg, ...]
+    notes: tuple[str, ...]
+
+
+def create_env(
+    specs: Sequence[str],
+    prefix: Path,
+    channels: Sequence[str],
+    *,
+    platform: str | None = None,
+    virtual_packages: Sequence[VirtualPkg] = (),
+    detect: bool = True,
+    env: Mapping[str, str] | None = None,
+    cache_dir: Path | None = None,
+    offline: bool = False,
+) -> Created:
+    """Solve ``specs`` with this machine's virtual packages (plus overrides) and install into ``prefix``."""
+    prefix = Path(prefix).absolute()
+    if prefix.exists():
+        msg = f"{prefix} already exists; tfgpu never installs into an existing prefix"
+        raise UsageError(msg, hint="choose a new --prefix, or remove the old one first")
+    platform = platform or current_platform()
+    vps, notes = detect_virtual_packages(platform, env=env, explicit=virtual_packages, detect=detect)
+    records = solve(specs, channels, platform, vps, cache_dir=cache_dir, offline=offline)
+    install(records, prefix, platform=platform, cache_dir=cache_dir, offline=offline, requested=specs)
+    return Created(prefix, tuple(records), tuple(vps), tuple(notes))
+
+
+def install_lockfile(
+    lockfile: Path,
+    prefix: Path,
+    *,
+    platform: str | None = None,
+    cache_dir: Path | None = None,
+    offline: bool = False,
+) -> tuple[Any, ...]:
+    """Install exactly the conda packages a lockfile pins for ``platform`` (no solving)."""
+    from tfgpu.lockfile import read_lockfile
+
+    lock = read_lockfile(lockfile)
+    platform = platform or current_platform()
+    records = lock.conda_records(platform)
+    install(records, prefix, platform=platform, cache_dir=cache_dir, offline=offline)
+    return tuple(records)
+
+
+def describe(records: Sequence[Any]) -> list[str]:
+    """``name version build`` per record, for output."""
+    return [f"{r.name.normalized} {r.version} {r.build}" for r in records]
