@@ -135,3 +135,21 @@ def test_unit_tests_cannot_spawn(request):
 
     with pytest.raises(RealSubprocessBlocked):
         _blocked(["nvidia-smi"])
+
+
+def test_run_step_ctrl_c_lets_the_child_clean_up_first(tmp_path):
+    done = tmp_path / "cleaned"
+    exe = script(tmp_path, "tidy", f"""
+        import signal, sys, time
+        def bye(*_):
+            open({str(done)!r}, "w").write("yes")
+            sys.exit(130)
+        signal.signal(signal.SIGINT, bye)
+        print("started", flush=True)
+        time.sleep(30)
+    """)
+    log = run.StepLog(tmp_path / "l.log")
+    threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(Interrupted):
+        run.run_step([str(exe)], log=log, timeout=60)
+    assert done.read_text() == "yes"

@@ -112,6 +112,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         code = ExitCode.INTERNAL
     if argv is None:
-        sys.stdout.flush()
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (BrokenPipeError, OSError):
+            pass
+        if "rattler" in sys.modules:
+            # rattler's background threads can touch the GIL during interpreter shutdown
+            # ("Fatal Python error: PyGILState_Release"); everything is flushed, so leave now.
+            os._exit(code)
         raise SystemExit(code)
     return code

@@ -96,6 +96,26 @@ def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
         pass
 
 
+def _interrupt_tree(proc: subprocess.Popen[bytes], grace: float) -> None:
+    """Forward Ctrl-C to the child's process group (it runs in its own session, so the terminal's
+    SIGINT did not reach it), give it ``grace`` seconds to clean up after itself, then kill it."""
+    if sys.platform != "win32":
+        try:
+            os.killpg(proc.pid, signal.SIGINT)
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    _kill_tree(proc)
+
+
+#: Seconds a child gets to clean up after a forwarded Ctrl-C (the conda engine removes its partial prefix).
+INTERRUPT_GRACE = 10.0
+
+
 def _read_bounded(stream: IO[bytes], sink: bytearray, flags: list[bool]) -> None:
     while True:
         chunk = stream.read(65536)
@@ -241,7 +261,7 @@ def run_step(
                     proc.wait()
                     break
     except KeyboardInterrupt:
-        _kill_tree(proc)
+        _interrupt_tree(proc, INTERRUPT_GRACE)
         proc.wait()
         reader.join(timeout=2.0)
         log.write(f"! interrupted: {quote(argv)}")
