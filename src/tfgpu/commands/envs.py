@@ -1,0 +1,348 @@
+"""`tfgpu plan`, `tfgpu create`, `tfgpu envs`, `tfgpu remove`: build and manage TensorFlow GPU environments."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional  # typer needs Optional at runtime on 3.9
+
+import typer
+
+_BACKEND_HELP = "auto, pip (uv or python -m venv), conda (mamba/micromamba/conda) or rattler (embedded engine)."
+
+
+def _facts(facts_file: str | None) -> dict[str, Any]:
+    import os
+
+    if facts_file is not None:
+        from tfgpu.facts import load_facts_file
+
+        facts: dict[str, Any] = load_facts_file(facts_file)
+    else:
+        from tfgpu.probe import detect_facts
+
+        facts = detect_facts()
+    try:
+        from tfgpu.facts import apply_overrides, overrides_from_env
+
+        facts, _ = apply_overrides(facts, overrides_from_env(os.environ))
+    except ImportError:  # pragma: no cover - older facts module
+        pass
+    return facts
+
+
+def _resolve_latest(facts: dict[str, Any], kb: Any, notes: list[str]) -> str:
+    try:
+        from tfgpu.verdict import recommend
+    except ImportError:
+        from tfgpu.plan import target_os
+
+        notes.append("the verdict engine is not available: `latest` is the newest GPU series in the knowledge base")
+        return str(kb.series(target_os(facts))[0])
+    rec = recommend(facts, kb)
+    if rec is None:
+        from tfgpu.errors import NotReady
+
+        msg = "no TensorFlow release is ready to use a GPU on this machine"
+        raise NotReady(msg, hint="run `tfgpu doctor` to see why, or name a release with --tf")
+    notes.append(f"latest: TensorFlow {rec['tf']} is the newest release the verdict engine calls {rec.get('verdict', 'ready')}")
+    return str(rec["tf"])
+
+
+def build_plan(
+    *, tf: str, backend: str, name: str | None, prefix: str | None, python: str | None,
+    channels: list[str], facts: dict[str, Any], find_links: list[str], index_url: str | None, offline: bool,
+) -> Any:
+    """Detect the installed tools (effects), then plan (pure)."""
+    import os
+
+    from tfgpu.backends.base import detect_conda_envs_dir, detect_tools
+    from tfgpu.compat import load_kb
+    from tfgpu.envs import check_prefix, home
+    from tfgpu.plan import CONDA_TOOLS, plan_environment
+
+    kb = load_kb()
+    notes: list[str] = []
+    if tf == "latest":
+        tf = _resolve_latest(facts, kb, notes)
+    if name is not None and prefix is not None:
+        from tfgpu.errors import UsageError
+
+        msg = "--name and --prefix are exclusive"
+        raise UsageError(msg, hint="pass one of them")
+    if prefix is not None:
+        prefix = str(check_prefix(prefix))
+    tools = detect_tools(facts)
+    envs_dir = None
+    if backend in ("auto", "conda") and prefix is None:
+        tool = next((t for t in CONDA_TOOLS if tools.get(t)), None)
+        if tool:
+            envs_dir = detect_conda_envs_dir(tool, str(tools[tool]))
+    index_url = index_url or os.environ.get("TFGPU_PIP_INDEX_URL") or None
+    plan = plan_environment(
+        kb, facts, tf=tf, backend=backend, name=name, prefix=prefix, python=python, tools=tools,
+        channels=channels, home=str(home()), conda_envs_dir=envs_dir, index_url=index_url,
+        find_links=find_links, offline=offline, engine_python=sys.executable,
+    )
+    if notes:
+        import dataclasses
+
+        plan = dataclasses.replace(plan, notes=tuple(notes) + plan.notes)
+    return plan
+
+
+def _print_plan(plan: Any) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from tfgpu.run import quote
+
+    con = Console(highlight=False, soft_wrap=True)
+    con.print(f"[bold]TensorFlow {plan.tf}[/bold] with [bold]{plan.tool}[/bold] ({plan.backend}), recipe {plan.recipe_id}")
+    con.print(f"  why this backend: {escape(plan.backend_reason)}")
+    con.print(f"  environment: {escape(plan.prefix)}  (Python {plan.python})")
+    for i, step in enumerate(plan.steps, 1):
+        con.print(f"  {i}. {escape(step.why)}")
+        if step.kind == "run":
+            env = " ".join(f"{k}={v}" for k, v in step.env)
+            con.print(f"     [dim]$[/dim] {escape((env + ' ') if env else '')}{escape(quote(step.argv))}")
+        else:
+            con.print(f"     [dim]{'append to' if step.kind == 'append-file' else 'write'}[/dim] {escape(step.path or '')}")
+    for k, v in plan.env_vars.items():
+        con.print(f"  activation sets {k}={escape(v)}")
+    for n in plan.notes:
+        con.print(f"  [yellow]note[/yellow]: {escape(n)}")
+
+
+def plan_cmd(
+    tf: str = typer.Option(..., "--tf", help="A release (2.2.0), a series (2.2) or `latest`."),
+    backend: str = typer.Option("auto", "--backend", help=_BACKEND_HELP),
+    name: Optional[str] = typer.Option(None, "--name", "-n", help="Environment name."),
+    prefix: Optional[str] = typer.Option(None, "--prefix", "-p", help="Environment directory."),
+    python: Optional[str] = typer.Option(None, "--python", help="Python X.Y for the environment."),
+    channel: Optional[list[str]] = typer.Option(None, "--channel", "-c", help="conda channel (repeatable; replaces the recipe's)."),  # noqa: B008
+    json_out: bool = typer.Option(False, "--json", help='A versioned "tfgpu.plan/1" JSON document.'),
+    fmt: Optional[str] = typer.Option(None, "--format", help="sh or environment.yml"),
+    facts_file: Optional[str] = typer.Option(None, "--facts", metavar="PATH", help="Read facts from a file."),
+    find_links: Optional[list[str]] = typer.Option(None, "--find-links", help="Extra wheel directory/URL for pip (repeatable)."),  # noqa: B008
+    index_url: Optional[str] = typer.Option(None, "--index-url", help="Package index for pip (env TFGPU_PIP_INDEX_URL)."),
+    offline: bool = typer.Option(False, "--offline", help="pip/uv must not use the network."),
+) -> int:
+    """Print exactly what `tfgpu create` would run: argv, environment variables and why. Changes nothing."""
+    import json
+
+    from tfgpu.errors import UsageError
+    from tfgpu.plan import render_environment_yml, render_sh
+
+    if fmt not in (None, "sh", "environment.yml"):
+        msg = f"unknown --format {fmt!r}"
+        raise UsageError(msg, hint="use --format sh or --format environment.yml (or --json)")
+    if json_out and fmt:
+        msg = "--json and --format are exclusive"
+        raise UsageError(msg, hint="pass one of them")
+    plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel or [],
+                      facts=_facts(facts_file), find_links=find_links or [], index_url=index_url, offline=offline)
+    if json_out:
+        from tfgpu import __version__
+        from tfgpu.compat import data_version
+
+        doc = plan.to_json()
+        doc["tfgpu_version"] = __version__
+        doc["data_version"] = data_version()
+        typer.echo(json.dumps(doc, indent=2))
+    elif fmt == "sh":
+        from tfgpu import __version__
+
+        typer.echo(render_sh(plan, header=f"generated by tfgpu {__version__}"), nl=False)
+    elif fmt == "environment.yml":
+        typer.echo(render_environment_yml(plan), nl=False)
+    else:
+        _print_plan(plan)
+    return 0
+
+
+def create_cmd(
+    tf: str = typer.Option(..., "--tf", help="A release (2.2.0), a series (2.2) or `latest`."),
+    backend: str = typer.Option("auto", "--backend", help=_BACKEND_HELP),
+    name: Optional[str] = typer.Option(None, "--name", "-n", help="Environment name."),
+    prefix: Optional[str] = typer.Option(None, "--prefix", "-p", help="Environment directory."),
+    python: Optional[str] = typer.Option(None, "--python", help="Python X.Y for the environment."),
+    channel: Optional[list[str]] = typer.Option(None, "--channel", "-c", help="conda channel (repeatable)."),  # noqa: B008
+    dry_run: bool = typer.Option(False, "--dry-run", help="Judge and show the plan; change nothing."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing environment; build despite a blocked verdict."),
+    no_smoke: bool = typer.Option(False, "--no-smoke", help="Skip the smoke test."),
+    allow_cpu: bool = typer.Option(False, "--allow-cpu", help="A CPU-only smoke result is a success."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds each step may take."),
+    facts_file: Optional[str] = typer.Option(None, "--facts", metavar="PATH", help="Read facts from a file."),
+    find_links: Optional[list[str]] = typer.Option(None, "--find-links", help="Extra wheel directory/URL for pip (repeatable)."),  # noqa: B008
+    index_url: Optional[str] = typer.Option(None, "--index-url", help="Package index for pip (env TFGPU_PIP_INDEX_URL)."),
+    offline: bool = typer.Option(False, "--offline", help="pip/uv must not use the network."),
+) -> int:
+    """Judge the target, show the plan, build the environment, then run the smoke test in it."""
+    return run_create(
+        tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel, dry_run=dry_run,
+        yes=yes, force=force, no_smoke=no_smoke, allow_cpu=allow_cpu, timeout=timeout, facts_file=facts_file,
+        find_links=find_links, index_url=index_url, offline=offline,
+    )
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+
+
+def run_create(
+    *, tf: str, backend: str = "auto", name: str | None = None, prefix: str | None = None,
+    python: str | None = None, channels: list[str] | None = None, dry_run: bool = False, yes: bool = False,
+    force: bool = False, no_smoke: bool = False, allow_cpu: bool = False, timeout: float | None = None,
+    facts_file: str | None = None, find_links: list[str] | None = None, index_url: str | None = None,
+    offline: bool = False,
+) -> int:
+    from tfgpu.errors import NotReady, TfgpuError, UsageError
+
+    facts = _facts(facts_file)
+    # 1. judge
+    verdict: dict[str, Any] | None = None
+    try:
+        from tfgpu.compat import load_kb
+        from tfgpu.verdict import judge_target
+    except ImportError:
+        _err("tfgpu: note: the verdict engine is not available; skipping the pre-check")
+    else:
+        verdict = judge_target(facts, load_kb(), tf, backend=backend if backend != "auto" else "auto")
+    if verdict is not None and verdict.get("verdict") == "blocked":
+        reasons = "; ".join(f"{b.get('summary')}" + (f" (fix: {b['fix']})" if b.get("fix") else "")
+                            for b in verdict.get("blockers") or [])
+        if not (force or allow_cpu):
+            msg = f"TensorFlow {verdict.get('tf', tf)} is blocked on this machine: {reasons or 'see tfgpu doctor'}"
+            raise NotReady(msg, hint="fix the blockers, pass --allow-cpu to build a CPU-only environment, "
+                                     "or --force to build it anyway")
+        why = "--force" if force else "--allow-cpu: the smoke test will accept a CPU-only result"
+        _err(f"tfgpu: warning: TensorFlow will not use a GPU here ({reasons}); building anyway ({why})")
+    if verdict is not None and verdict.get("tf") and tf == "latest":
+        tf = str(verdict["tf"])
+    plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channels or [],
+                      facts=facts, find_links=find_links or [], index_url=index_url, offline=offline)
+    _print_plan(plan)
+    for c in (verdict or {}).get("caveats") or []:
+        _err(f"tfgpu: caveat: {c.get('summary') if isinstance(c, dict) else c}")
+    if dry_run:
+        typer.echo("dry run: nothing was changed")
+        return 0
+    if not yes:
+        if not sys.stdin.isatty():
+            msg = "create needs confirmation and there is no terminal to ask on"
+            raise UsageError(msg, hint="pass --yes")
+        if not typer.confirm(f"Create {plan.prefix}?", default=True):
+            typer.echo("cancelled")
+            return 1
+
+    # 2. build
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from tfgpu.create import run_plan
+
+    con = Console(stderr=True, highlight=False)
+    try:
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                      console=con, transient=False, disable=not con.is_terminal) as progress:
+            task = progress.add_task("starting", total=len(plan.steps))
+
+            def on_step(i: int, n: int, step: Any) -> None:
+                progress.update(task, completed=i - 1, description=f"[{i}/{n}] {step.why[:90]}")
+                if not con.is_terminal:
+                    _err(f"tfgpu: [{i}/{n}] {step.why}")
+
+            def on_line(line: str) -> None:
+                progress.update(task, description=f"{line.strip()[:100]}")
+
+            result = run_plan(plan, force=force, timeout=timeout, on_step=on_step, on_line=on_line)
+            progress.update(task, completed=len(plan.steps), description="done")
+    except TfgpuError as exc:
+        tail = getattr(exc, "log_tail", None)
+        if tail:
+            _err("tfgpu: last lines of the log:")
+            for line in tail:
+                _err(f"  | {line}")
+        raise
+    typer.echo(f"created {result.prefix} in {result.seconds:.0f} s (log: {result.log_path})")
+
+    # 3. smoke
+    if no_smoke:
+        typer.echo("smoke test skipped (--no-smoke)")
+        return 0
+    from tfgpu import envs
+    from tfgpu.create import activation_env
+    from tfgpu.smoke.runner import run_smoke
+
+    report = run_smoke(plan.env_python, timeout=timeout or 600, env=activation_env(plan), facts=facts)
+    passed = bool(report.passed(allow_cpu))
+    doc = report.to_json(allow_cpu=allow_cpu)
+    envs.update_smoke(str(result.prefix), {"passed": passed, "allow_cpu": allow_cpu, "mode": doc.get("mode"),
+                                           "summary": doc.get("summary")})
+    typer.echo(f"smoke test: {doc.get('summary')}")
+    for f in doc.get("findings") or []:
+        if f.get("severity") in ("fatal", "error", "warning"):
+            typer.echo(f"  - {f.get('meaning')}" + (f" (fix: {f.get('fix')})" if f.get("fix") else ""))
+    if passed:
+        return 0
+    if doc.get("mode") == "cpu" and not allow_cpu:
+        _err("tfgpu: the environment works but TensorFlow used no GPU here; pass --allow-cpu to accept that")
+    return 1
+
+
+def envs_cmd(json_out: bool = typer.Option(False, "--json", help="A JSON document.")) -> int:
+    """List the environments tfgpu made, with their TensorFlow and last smoke result."""
+    import json
+
+    from tfgpu import envs
+
+    items = envs.load()
+    if json_out:
+        typer.echo(json.dumps({"schema": envs.REGISTRY_SCHEMA, "envs": items}, indent=2))
+        return 0
+    if not items:
+        typer.echo("no environments yet: `tfgpu create --tf latest`")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("name", "TensorFlow", "backend", "python", "smoke", "prefix")
+    for e in items:
+        smoke = e.get("smoke") or {}
+        mark = "-" if not smoke else ("✓ " if smoke.get("passed") else "✗ ") + str(smoke.get("mode") or "")
+        table.add_row(str(e.get("name") or ""), str(e.get("tf")), f"{e.get('tool')} ({e.get('backend')})",
+                      str(e.get("python")), mark, str(e.get("prefix")))
+    Console(highlight=False, soft_wrap=True).print(table)
+    return 0
+
+
+def remove_cmd(
+    name: str = typer.Argument(..., help="Name (or prefix) of an environment tfgpu made."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+) -> int:
+    """Delete an environment tfgpu made (only those in its registry)."""
+    from tfgpu import envs
+    from tfgpu.errors import UsageError
+
+    entry = envs.find(name)
+    if entry is None:
+        msg = f"{name!r} is not an environment tfgpu made"
+        raise UsageError(msg, hint="`tfgpu envs` lists them")
+    if not yes:
+        if not sys.stdin.isatty():
+            msg = "remove needs confirmation and there is no terminal to ask on"
+            raise UsageError(msg, hint="pass --yes")
+        if not typer.confirm(f"Delete {entry['prefix']} (TensorFlow {entry.get('tf')})?", default=False):
+            typer.echo("cancelled")
+            return 1
+    envs.remove(name)
+    typer.echo(f"removed {entry['prefix']}")
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan_cmd)
+    app.command("create")(create_cmd)
+    app.command("envs")(envs_cmd)
+    app.command("remove")(remove_cmd)

@@ -1,0 +1,214 @@
+"""Run a Plan safely: lock, never touch an existing environment without --force, clean up on failure.
+
+With --force the old environment is moved aside (renamed, same filesystem) before the new one is
+built at the real prefix, and deleted only after the build succeeded; on failure the partial new
+one is removed and the old one renamed back. Building elsewhere and renaming the *new* one in would
+break it: venv scripts and conda's prefix-replaced files embed their absolute prefix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from tfgpu import envs, run
+from tfgpu.errors import Interrupted, NotReady, StepFailed, TfgpuError, UsageError
+from tfgpu.plan import Plan, Step
+
+#: Output lines worth showing when a step fails (the rest is in the log).
+_INTERESTING = ("error", "Error", "ERROR", "failed", "Failed", "not found", "No matching", "conflict",
+                "Could not", "Cannot", "cannot", "unsatisfiable", "Because", "hint", "×")
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    prefix: Path
+    log_path: Path
+    replaced: bool
+    seconds: float
+
+
+def log_dir() -> Path:
+    return envs.home() / "logs"
+
+
+def interesting_lines(lines: list[str], limit: int = 12) -> list[str]:
+    picked = [ln for ln in lines if any(k in ln for k in _INTERESTING)]
+    return (picked or lines)[-limit:]
+
+
+@contextlib.contextmanager
+def prefix_lock(prefix: Path) -> Iterator[Path]:
+    """Serialise tfgpu processes working on one prefix (an OS file lock: released if the process dies)."""
+    lock_dir = envs.home() / "locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    path = lock_dir / (hashlib.sha256(str(prefix).encode()).hexdigest()[:16] + ".lock")
+    fh: IO[str] = path.open("a+", encoding="utf-8")
+    try:
+        try:
+            if sys.platform == "win32":  # pragma: no cover - Windows only
+                import msvcrt
+
+                fh.seek(0)
+                msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)
+            else:
+                import fcntl
+
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another tfgpu process"
+            msg = f"{prefix} is being created by {holder}"
+            raise NotReady(msg, hint="wait for it to finish, or use another --name/--prefix") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"tfgpu pid {os.getpid()}")
+        fh.flush()
+        yield path
+    finally:
+        fh.close()
+
+
+def _rmtree(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path, ignore_errors=False)
+
+
+def _write(step: Step, log: run.StepLog) -> None:
+    assert step.path is not None
+    path = Path(step.path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = "a" if step.kind == "append-file" else "w"
+    with path.open(mode, encoding="utf-8", newline="") as fh:
+        fh.write(step.content or "")
+    log.write(f"+ {'append to' if mode == 'a' else 'write'} {path} ({len(step.content or '')} bytes)")
+
+
+def _step_env(step: Step) -> dict[str, str] | None:
+    if not step.env:
+        return None
+    env = dict(os.environ)
+    env.update(dict(step.env))
+    return env
+
+
+def run_plan(
+    plan: Plan,
+    *,
+    force: bool = False,
+    timeout: float | None = None,
+    echo: Callable[[str], None] | None = None,
+    on_step: Callable[[int, int, Step], None] | None = None,
+    on_line: Callable[[str], None] | None = None,
+) -> CreateResult:
+    """Build the environment a plan describes. Raises UsageError/NotReady/StepFailed/Interrupted."""
+    prefix = envs.check_prefix(plan.prefix)
+    logs = log_dir()
+    logs.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    log_path = logs / f"create-{plan.name or prefix.name}-{stamp}-{os.getpid()}.log"
+    log = run.StepLog(log_path, echo=echo)
+    log.write(f"# tfgpu create: TensorFlow {plan.tf}, {plan.tool} ({plan.backend}), recipe {plan.recipe_id}")
+    log.write(f"# prefix: {prefix}")
+    start = time.monotonic()
+    with prefix_lock(prefix):
+        aside: Path | None = None
+        if prefix.exists() and any(prefix.iterdir()):
+            if not force:
+                msg = f"{prefix} already exists"
+                raise UsageError(msg, hint="pass --force to replace it (the old one is kept until the new one "
+                                           "works), or choose another --name/--prefix")
+            if not envs.is_environment(prefix):
+                msg = f"{prefix} exists and is not an environment (no pyvenv.cfg or conda-meta/)"
+                raise UsageError(msg, hint="tfgpu only replaces environments; choose another --prefix")
+            aside = prefix.with_name(f".{prefix.name}.tfgpu-old-{os.getpid()}")
+            prefix.rename(aside)
+            log.write(f"# moved the old environment aside to {aside}")
+        elif prefix.exists():
+            prefix.rmdir()  # an empty directory: installers want to create it themselves
+        try:
+            total = len(plan.steps)
+            for i, step in enumerate(plan.steps, 1):
+                if on_step:
+                    on_step(i, total, step)
+                if step.kind == "run":
+                    run.run_step(step.argv, log=log, timeout=timeout, env=_step_env(step), on_line=on_line)
+                else:
+                    _write(step, log)
+            if not plan.conda_named and not envs.is_environment(prefix):
+                msg = f"the steps finished but {prefix} is not an environment"
+                raise StepFailed(msg, hint=f"full log: {log_path}")
+        except BaseException as exc:
+            _cleanup(prefix, aside, log)
+            tail = interesting_lines(list(log.tail))
+            if isinstance(exc, KeyboardInterrupt):
+                msg = f"interrupted; the partial environment {prefix} was removed"
+                new: TfgpuError = Interrupted(msg, hint=f"full log: {log_path}")
+            elif isinstance(exc, TfgpuError):
+                new = exc
+                new.hint = f"full log: {log_path}" + (f"; {exc.hint}" if exc.hint and str(log_path) not in exc.hint else "")
+                if aside is not None:
+                    new.message += f" (the previous environment at {prefix} was kept)"
+                    new.args = (new.message,)
+            else:
+                raise
+            new.log_path = log_path  # type: ignore[attr-defined]
+            new.log_tail = tail  # type: ignore[attr-defined]
+            raise new from None
+        if aside is not None:
+            _rmtree(aside)
+            log.write(f"# removed the old environment {aside}")
+    envs.record(name=plan.name, prefix=str(prefix), backend=plan.backend, tool=plan.tool, tf=plan.tf,
+                python=plan.python, recipe=plan.recipe_id, env_python=plan.env_python)
+    return CreateResult(prefix, log_path, aside is not None, time.monotonic() - start)
+
+
+def _cleanup(prefix: Path, aside: Path | None, log: run.StepLog) -> None:
+    try:
+        if prefix.exists() or prefix.is_symlink():
+            _rmtree(prefix)
+            log.write(f"# removed the partial environment {prefix}")
+        if aside is not None:
+            aside.rename(prefix)
+            log.write(f"# restored the previous environment to {prefix}")
+    except OSError as exc:  # pragma: no cover - e.g. a file held open on Windows
+        log.write(f"! cleanup failed: {exc}")
+        if aside is not None:
+            log.write(f"! the previous environment is at {aside}")
+
+
+def activation_env(plan: Plan, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment variables activation would set, made concrete (for the smoke test)."""
+    env = dict(os.environ if base is None else base)
+    prefix = plan.prefix
+    libdirs: list[str] = []
+    if plan.conda_specs:
+        env["CONDA_PREFIX"] = prefix
+        libdirs.append(str(Path(prefix) / "lib"))
+    if "LD_LIBRARY_PATH" in plan.env_vars or "CUDNN_PATH" in plan.env_vars:
+        site = Path(prefix) / "lib" / f"python{plan.python}" / "site-packages"
+        libdirs = sorted(str(d) for d in site.glob("nvidia/*/lib")) + libdirs
+    if libdirs and plan.os != "windows":
+        old = env.get("LD_LIBRARY_PATH", "")
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(libdirs + ([old] if old else []))
+    for key, value in plan.env_vars.items():
+        if key in ("LD_LIBRARY_PATH", "CUDNN_PATH"):
+            continue
+        env[key] = value.replace("$CONDA_PREFIX", prefix)
+    return env
+
+
+def smoke_summary(report: Any, allow_cpu: bool) -> dict[str, Any]:
+    passed = bool(report.passed(allow_cpu))
+    data = report.to_json() if hasattr(report, "to_json") else {}
+    return {"passed": passed, "allow_cpu": allow_cpu, "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "report": data}

@@ -1,0 +1,680 @@
+"""Pure planning: a resolved TensorFlow target + facts + installed tools -> a Plan (Steps of argv + why).
+
+Nothing here touches the filesystem or starts a process: ``tools`` (what is installed) and the
+default locations are handed in by the caller (``tfgpu.backends.base.detect_tools``), so plans are
+tested with plain values for every release x backend x OS of the knowledge base.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from tfgpu.errors import UsageError
+
+PLAN_SCHEMA = "tfgpu.plan/1"
+BACKENDS = ("auto", "pip", "conda", "rattler")
+
+#: conda executables in the order tfgpu prefers them (issue 7: mamba, micromamba or conda).
+CONDA_TOOLS = ("mamba", "micromamba", "conda")
+
+#: GPUs with at most this much memory get TF_FORCE_GPU_ALLOW_GROWTH=true: TensorFlow maps nearly all GPU
+#: memory by default and the seeds' 2 GB MX150 / GTX 1080 failed with cuDNN errors until memory growth
+#: was enabled (seed-000, seed-002; https://www.tensorflow.org/guide/gpu#limiting_gpu_memory_growth).
+SMALL_GPU_MIB = 4096
+
+
+@dataclass(frozen=True)
+class Pin:
+    """A requirement tfgpu adds next to TensorFlow because an unbounded dependency now breaks it."""
+
+    tf: SpecifierSet
+    requirement: str
+    why: str
+    source: str
+    confidence: str = "sourced"
+
+
+#: Pins, each with its evidence. Kept next to the planner because each is a fact about how pip resolves
+#: a TensorFlow release *today*; candidates to move into compat/recipes.toml.
+PINS: tuple[Pin, ...] = (
+    Pin(SpecifierSet("<2.18"), "numpy<2",
+        "TensorFlow before 2.18 was compiled against NumPy 1.x and fails to import with NumPy 2 "
+        "('A module that was compiled using NumPy 1.x cannot be run in NumPy 2'); several of these "
+        "releases leave numpy unbounded (2.8-2.11: numpy>=1.20, 2.14: numpy>=1.23.5)",
+        "https://pypi.org/pypi/tensorflow/2.14.0/json (Requires-Dist numpy>=1.23.5; 2.16.1: numpy<2.0.0); "
+        "TF 2.18.0 release notes: 'TensorFlow now supports NumPy 2.0'"),
+    Pin(SpecifierSet("<2.10"), "protobuf<3.20",
+        "protobuf 4.21 breaks TensorFlow releases that leave protobuf unbounded (protobuf>=3.9.2): "
+        "'TypeError: Descriptors cannot not be created directly'; TF 2.10 and 2.11 themselves pin protobuf<3.20",
+        "https://github.com/tensorflow/tensorflow/issues/56266; "
+        "https://pypi.org/pypi/tensorflow/2.10.0/json (Requires-Dist protobuf<3.20,>=3.9.2)"),
+    Pin(SpecifierSet(">=2.16,<2.17"), "keras>=3.0.0,<3.5",
+        "TF 2.16 requires keras>=3.0.0 with no upper bound, so pip installs today's Keras 3 which was "
+        "written against newer TensorFlow; tfgpu keeps the Keras 3 releases published while 2.16 was "
+        "current (3.0.0-3.4.1; 3.5.0 came after TF 2.17.0 of 2024-07-11)",
+        "https://pypi.org/pypi/tensorflow/2.16.1/json (Requires-Dist keras>=3.0.0); "
+        "https://pypi.org/simple/keras/ (upload dates)", "inferred"),
+)
+
+#: TF 2.16/2.17 wheels do not find the CUDA libraries of their own nvidia-* wheels unless their lib
+#: directories are on LD_LIBRARY_PATH (tensorflow/tensorflow#63362, "TF 2.17.0 RC0 fails to work with
+#: GPUs (and TF 2.16 too)"; the workaround there is an activation script).
+NVIDIA_LIBPATH_TF = SpecifierSet(">=2.16,<2.18")
+NVIDIA_LIBPATH_SOURCE = "https://github.com/tensorflow/tensorflow/issues/63362"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: a program to run (argv) or a file to write, and why it is there."""
+
+    argv: tuple[str, ...]
+    why: str
+    env: tuple[tuple[str, str], ...] = ()
+    kind: str = "run"  # "run" | "write-file" | "append-file"
+    path: str | None = None
+    content: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "why": self.why}
+        if self.kind == "run":
+            out["argv"] = list(self.argv)
+            out["env"] = dict(self.env)
+        else:
+            out["path"] = self.path
+            out["content"] = self.content
+        return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    tf: str
+    backend: str  # pip | conda | rattler
+    backend_reason: str
+    prefix: str
+    name: str | None
+    python: str
+    steps: tuple[Step, ...]
+    env_vars: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    recipe_id: str = ""
+    sources: tuple[str, ...] = ()
+    tool: str = ""  # uv | venv | mamba | micromamba | conda | rattler
+    os: str = "linux"
+    channels: tuple[str, ...] = ()
+    conda_specs: tuple[str, ...] = ()
+    pip_requirements: tuple[str, ...] = ()
+    env_python: str = ""  # the new environment's interpreter
+    conda_named: bool = False  # created with `-n NAME` in conda's envs directory
+
+    @property
+    def is_conda(self) -> bool:
+        return bool(self.conda_specs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": PLAN_SCHEMA,
+            "tf": self.tf,
+            "backend": self.backend,
+            "tool": self.tool,
+            "backend_reason": self.backend_reason,
+            "os": self.os,
+            "name": self.name,
+            "prefix": self.prefix,
+            "python": self.python,
+            "env_python": self.env_python,
+            "recipe_id": self.recipe_id,
+            "channels": list(self.channels),
+            "conda_specs": list(self.conda_specs),
+            "pip_requirements": list(self.pip_requirements),
+            "steps": [s.to_json() for s in self.steps],
+            "env_vars": dict(self.env_vars),
+            "notes": list(self.notes),
+            "sources": list(self.sources),
+        }
+
+
+# --------------------------------------------------------------------------- small pure helpers
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def check_name(name: str) -> str:
+    """An environment name: safe as a directory name and as a conda `-n` value."""
+    if not _NAME_RE.match(name) or ".." in name:
+        msg = f"invalid environment name {name!r}"
+        raise UsageError(msg, hint="use letters, digits, '.', '_' or '-', starting with a letter or digit, "
+                                   "at most 64 characters, no '..'")
+    return name
+
+
+def target_os(facts: Mapping[str, Any]) -> str:
+    """linux | wsl2 | windows | macos, from the facts' platform section (unknown -> this host)."""
+    plat = facts.get("platform") or {}
+    os_name = str(plat.get("os") or ("windows" if sys.platform == "win32" else
+                                     "macos" if sys.platform == "darwin" else "linux"))
+    if os_name == "linux" and plat.get("wsl") == 2:
+        return "wsl2"
+    return os_name
+
+
+def _xy(text: str) -> str:
+    v = Version(str(text))
+    return f"{v.major}.{v.minor}"
+
+
+def _join(os_name: str, *parts: str) -> str:
+    if os_name == "windows":
+        return "\\".join(p.rstrip("\\/") for p in parts)
+    return posixpath.join(*parts)
+
+
+def env_python(prefix: str, os_name: str, *, conda: bool) -> str:
+    """The interpreter inside an environment (venv: bin/python or Scripts\\python.exe; conda: python.exe at the root)."""
+    if os_name == "windows":
+        return _join(os_name, prefix, "python.exe" if conda else "Scripts\\python.exe")
+    return _join(os_name, prefix, "bin", "python")
+
+
+def series_of_str(text: str) -> str:
+    return _xy(text)
+
+
+def pins_for(tf: Version) -> list[Pin]:
+    return [p for p in PINS if tf in p.tf]
+
+
+def small_gpu(facts: Mapping[str, Any]) -> bool:
+    for gpu in facts.get("gpus") or []:
+        mem = gpu.get("memory_mib") if isinstance(gpu, Mapping) else None
+        if isinstance(mem, (int, float)) and 0 < mem <= SMALL_GPU_MIB:
+            return True
+    return False
+
+
+def _split_specs(text: str, python: str, tf: str) -> list[str]:
+    return [s.strip().format(python=python, tf=tf) for s in text.split(",") if s.strip()]
+
+
+def _recipe_parts(packages: str) -> tuple[str, str]:
+    conda_part, _, pip_part = packages.partition("; pip:")
+    return conda_part.strip(), pip_part.strip()
+
+
+def _interpreters(facts: Mapping[str, Any], tools: Mapping[str, str | None]) -> dict[str, str]:
+    """Python X.Y -> path, from tools ("python3.11": path) and facts["python"]["interpreters"]."""
+    found: dict[str, str] = {}
+    py = facts.get("python") or {}
+    for it in py.get("interpreters") or []:
+        if isinstance(it, Mapping) and it.get("version") and it.get("path"):
+            try:
+                found.setdefault(_xy(str(it["version"])), str(it["path"]))
+            except Exception:  # a garbled version in a facts file is not fatal for planning
+                continue
+    for key, path in tools.items():  # the probe's interpreters first, then what the caller found on PATH
+        if key.startswith("python") and path and re.fullmatch(r"python\d+\.\d+", key):
+            found.setdefault(key[len("python"):], path)
+    return found
+
+
+def _newest(candidates: Sequence[str]) -> str:
+    return max(candidates, key=Version)
+
+
+def _python_range(text: str) -> list[str]:
+    """"3.7-3.10" -> ["3.7", ..., "3.10"]; free text ("2.7-3.9 depending on version") -> []."""
+    m = re.fullmatch(r"\s*(\d+)\.(\d+)-(\d+)\.(\d+)\s*", text or "")
+    if not m or m.group(1) != m.group(3):
+        return []
+    return [f"{m.group(1)}.{n}" for n in range(int(m.group(2)), int(m.group(4)) + 1)]
+
+
+# --------------------------------------------------------------------------- activation scripts
+
+
+def _posix_activation(lines: Sequence[str]) -> str:
+    body = ["# written by tfgpu: environment variables this TensorFlow environment needs"]
+    for line in lines:
+        name, _, value = line.partition("=")
+        body.append(f"export _TFGPU_OLD_{name}=\"${{{name}:-}}\"")
+        body.append(f"export {name}={value}")
+    return "\n".join(body) + "\n"
+
+
+def _posix_deactivation(lines: Sequence[str]) -> str:
+    body = ["# written by tfgpu: undo activate.d/tfgpu_env_vars.sh"]
+    for line in lines:
+        name = line.partition("=")[0]
+        body.append(f"if [ -n \"${{_TFGPU_OLD_{name}:-}}\" ]; then export {name}=\"$_TFGPU_OLD_{name}\"; "
+                    f"else unset {name}; fi")
+        body.append(f"unset _TFGPU_OLD_{name}")
+    return "\n".join(body) + "\n"
+
+
+def _venv_nvidia_snippet(python: str) -> str:
+    return (
+        "\n# added by tfgpu: TensorFlow 2.16/2.17 does not find the CUDA libraries of its nvidia-* wheels\n"
+        f"# unless they are on LD_LIBRARY_PATH ({NVIDIA_LIBPATH_SOURCE})\n"
+        f"for _tfgpu_d in \"$VIRTUAL_ENV\"/lib/python{python}/site-packages/nvidia/*/lib; do\n"
+        "  [ -d \"$_tfgpu_d\" ] && LD_LIBRARY_PATH=\"$_tfgpu_d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\"\n"
+        "done\n"
+        "export LD_LIBRARY_PATH\n"
+        "unset _tfgpu_d\n"
+    )
+
+
+# --------------------------------------------------------------------------- the planner
+
+
+@dataclass(frozen=True)
+class _Choice:
+    backend: str  # pip | conda | rattler
+    tool: str
+    recipe: Any  # compat.Recipe
+    reason: str
+    python_from_conda: bool = False  # a pip recipe run inside a conda-made interpreter
+
+
+def _conda_tool(tools: Mapping[str, str | None]) -> str | None:
+    for t in CONDA_TOOLS:
+        if tools.get(t):
+            return t
+    return None
+
+
+def _recipe_rank(r: Any) -> int:
+    # The official TF docs' conda+pip recipes first, then conda-forge's own CUDA builds, then Anaconda's
+    # `defaults` (Anaconda Terms of Service, compat/recipes.toml header).
+    if r.backend == "conda+pip":
+        return 0
+    if "conda-forge" in r.channels:
+        return 1
+    return 2
+
+
+def _system_cuda_matches(facts: Mapping[str, Any], cuda: str) -> bool:
+    want = _xy(cuda if "." in cuda else f"{cuda}.0")
+    for tk in facts.get("cuda_toolkits") or []:
+        try:
+            if isinstance(tk, Mapping) and tk.get("version") and _xy(str(tk["version"])) == want:
+                return True
+        except Exception:
+            continue
+    return False
+
+
+def plan_environment(
+    kb: Any,
+    facts: Mapping[str, Any],
+    *,
+    tf: str,
+    backend: str = "auto",
+    name: str | None = None,
+    prefix: str | None = None,
+    python: str | None = None,
+    tools: Mapping[str, str | None] | None = None,
+    channels: Sequence[str] = (),
+    home: str = "~/.local/share/tfgpu",
+    conda_envs_dir: str | None = None,
+    index_url: str | None = None,
+    find_links: Sequence[str] = (),
+    offline: bool = False,
+    engine_python: str | None = None,
+) -> Plan:
+    """Plan an environment for TensorFlow ``tf`` (an exact release; resolve series/latest first).
+
+    ``tools`` maps "uv", "mamba", "micromamba", "conda" and "pythonX.Y" to paths (None: absent);
+    ``home`` is the tfgpu home (venvs go to home/envs/NAME); ``conda_envs_dir`` is where `conda -n`
+    puts named environments. Raises UsageError when no recipe fits.
+    """
+    tools = dict(tools or {})
+    if backend not in BACKENDS:
+        msg = f"unknown backend {backend!r}"
+        raise UsageError(msg, hint=f"use one of: {', '.join(BACKENDS)}")
+    os_name = target_os(facts)
+    v = kb.resolve_tf(tf, os=os_name)
+    tfs = str(v)
+    if name is not None:
+        check_name(name)
+    default_name = prefix is None and name is None
+    if default_name:
+        name = f"tf{tfs}"
+    notes: list[str] = []
+    sources: list[str] = []
+
+    recipes = [r for r in kb.recipes_for(v, os_name) if r.gpu]
+    if not recipes:
+        where = {"windows": "native Windows", "wsl2": "WSL2", "macos": "macOS"}.get(os_name, os_name)
+        msg = f"tfgpu knows no GPU install recipe for TensorFlow {tfs} on {where}"
+        hint = ("TensorFlow 2.11+ has no GPU build for native Windows: use WSL2, or --tf 2.10"
+                if os_name == "windows" else "see `tfgpu compat` for the versions with a recipe")
+        raise UsageError(msg, hint=hint)
+    pip_recipes = [r for r in recipes if r.backend == "pip"]
+    conda_recipes = sorted((r for r in recipes if r.backend in ("conda", "conda+pip")), key=_recipe_rank)
+    interps = _interpreters(facts, tools)
+    wheel_pythons = kb.pythons_for(v, os_name)
+    if python is not None:
+        python = _xy(python)
+
+    def pip_python() -> str | None:
+        cands = [p for p in wheel_pythons if p in interps]
+        if python is not None:
+            return python if python in interps and (python in wheel_pythons or not wheel_pythons) else None
+        return _newest(cands) if cands else None
+
+    def conda_exec() -> tuple[str, str]:
+        if backend == "rattler":
+            return "rattler", "rattler"
+        tool = _conda_tool(tools)
+        if tool is None:
+            if backend == "conda":
+                msg = "--backend conda needs mamba, micromamba or conda, and none is installed"
+                raise UsageError(msg, hint="install one (e.g. micromamba), or use --backend rattler "
+                                           "(tfgpu's embedded conda engine)")
+            return "rattler", "rattler"
+        return "conda", tool
+
+    choice: _Choice
+    if backend in ("auto", "pip") and pip_recipes:
+        best = [r for r in pip_recipes if r.provides_cuda] or pip_recipes
+        recipe = best[0]
+        if not recipe.provides_cuda:
+            build = kb.build_for(v, os_name)
+            if backend == "auto" and conda_recipes and build is not None and not _system_cuda_matches(facts, build.cuda):
+                recipe = None
+        if recipe is not None:
+            py = pip_python()
+            if py is not None:
+                tool = "uv" if tools.get("uv") else "venv"
+                reason = (f"pip recipe {recipe.id}: a Python {py} interpreter is installed, "
+                          f"{'uv' if tool == 'uv' else 'python -m venv (uv is not installed)'} makes the venv")
+                if backend == "pip":
+                    reason = f"--backend pip: {reason}"
+                choice = _Choice("pip", tool, recipe, reason)
+            elif backend == "pip":
+                want = python or (", ".join(wheel_pythons) or "?")
+                msg = f"TensorFlow {tfs} needs Python {want} and no such interpreter was found"
+                raise UsageError(msg, hint=f"install one (e.g. `uv python install {python or wheel_pythons[-1] if wheel_pythons else '3.11'}`), "
+                                           "or use --backend conda / --backend rattler")
+            else:
+                ex_backend, ex_tool = conda_exec()
+                if conda_recipes:
+                    choice = _Choice(ex_backend, ex_tool, conda_recipes[0],
+                                     f"no Python in {', '.join(wheel_pythons)} is installed for the pip recipe; "
+                                     f"conda recipe {conda_recipes[0].id} brings its own Python, run with {ex_tool}")
+                else:
+                    choice = _Choice(ex_backend, ex_tool, recipe,
+                                     f"no Python in {', '.join(wheel_pythons)} is installed: {ex_tool} makes a "
+                                     f"conda-forge environment with that Python, then pip installs recipe {recipe.id}",
+                                     python_from_conda=True)
+        else:
+            ex_backend, ex_tool = conda_exec()
+            build = kb.build_for(v, os_name)
+            choice = _Choice(ex_backend, ex_tool, conda_recipes[0],
+                             f"the pip recipe needs system CUDA {build.cuda if build else '?'} which is not installed; "
+                             f"conda recipe {conda_recipes[0].id} brings CUDA into the environment, run with {ex_tool}")
+    elif backend == "pip":
+        msg = f"no pip recipe for TensorFlow {tfs} on {os_name}"
+        raise UsageError(msg, hint="use --backend conda or --backend rattler")
+    else:
+        if not conda_recipes:
+            msg = f"no conda recipe for TensorFlow {tfs} on {os_name}"
+            raise UsageError(msg, hint="use --backend pip")
+        ex_backend, ex_tool = conda_exec()
+        why = "--backend " + backend if backend != "auto" else "no pip recipe applies"
+        if backend == "auto" and ex_tool == "rattler":
+            why += "; no mamba, micromamba or conda is installed, so tfgpu's embedded engine (rattler) runs it"
+        choice = _Choice(ex_backend, ex_tool, conda_recipes[0], f"{why}: conda recipe {conda_recipes[0].id}, run with {ex_tool}")
+
+    recipe = choice.recipe
+    if recipe.backend == "conda" and len(tf.strip().split(".")) == 2:
+        # a series on a conda-only recipe: the newest release the recipe's channel is known to carry
+        cf = "conda-forge" in recipe.channels
+        known = [r.version for r in kb.conda_packages(None, None, os_name)
+                 if (r.channel == "conda-forge") == cf and _xy(str(r.version)) == _xy(tfs)]
+        if known and v not in known:
+            v = max(known)
+            tfs = str(v)
+            if default_name:
+                name = f"tf{tfs}"
+    sources.append(recipe.source)
+    if recipe.note and "Terms of Service" in recipe.note and "defaults" in recipe.channels:
+        notes.append("Anaconda's `defaults`/`anaconda` channel is covered by Anaconda's Terms of Service "
+                     "(a paid licence for organisations of 200+ people); conda-forge has no such terms")
+    if getattr(recipe, "confidence", "sourced") != "sourced":
+        notes.append(f"recipe {recipe.id} is {recipe.confidence}: {recipe.note}")
+
+    # -- where -------------------------------------------------------------------------------
+    conda_like = choice.backend in ("conda", "rattler")
+    conda_named = False
+    if prefix is None:
+        assert name is not None
+        if choice.backend == "conda" and conda_envs_dir:
+            prefix = _join(os_name, conda_envs_dir, name)
+            conda_named = True
+        else:
+            prefix = _join(os_name, home, "envs", name)
+    py_in_env = env_python(prefix, os_name, conda=conda_like)
+
+    # -- pip requirements --------------------------------------------------------------------
+    pins = pins_for(v)
+    rel = kb.gpu_release(v, os_name)
+    dist = rel.dist if rel else kb.gpu_dist(v)
+    conda_part, pip_part = _recipe_parts(recipe.packages)
+    pip_reqs: list[str] = []
+    if recipe.backend == "pip":
+        pip_reqs.append(f"{dist}[and-cuda]=={tfs}" if "[and-cuda]" in recipe.packages else f"{dist}=={tfs}")
+    elif recipe.backend == "conda+pip":
+        for spec in _split_specs(pip_part, "", tfs):
+            if spec.split("=")[0].split("<")[0].strip() == "tensorflow":
+                spec = f"tensorflow=={tfs}"  # the recipe may say tensorflow==2.11.* or <2.11: the user chose one
+            pip_reqs.append(spec)
+    if pip_reqs:
+        for p in pins:
+            pip_reqs.append(p.requirement)
+            notes.append(f"pin {p.requirement}: {p.why}" + (" (inferred)" if p.confidence != "sourced" else ""))
+            sources.append(p.source)
+
+    # -- python ------------------------------------------------------------------------------
+    conda_specs: list[str] = []
+    chans: tuple[str, ...] = ()
+    if conda_like:
+        if recipe.backend == "conda":
+            rows = [r for r in kb.conda_packages(None, v, os_name) if r.channel in ("anaconda", "defaults")
+                    or r.channel in recipe.channels]
+            row_pythons = sorted({p for r in rows for p in r.python if
+                                  ("conda-forge" in recipe.channels) == (r.channel == "conda-forge")}, key=Version)
+            cands = row_pythons or wheel_pythons
+            if not rows:
+                known = sorted({str(r.version) for r in kb.conda_packages(None, None, os_name)
+                                if series_of_str(str(r.version)) == series_of_str(tfs)
+                                and (r.channel == "conda-forge") == ("conda-forge" in recipe.channels)}, key=Version)
+                notes.append(f"tfgpu has no record of {tfs} on {', '.join(recipe.channels)}; the solver will say if it "
+                             "is missing" + (f" (recorded for this series: {', '.join(known)})" if known else ""))
+        elif choice.python_from_conda:
+            cands = wheel_pythons
+        else:
+            rng = _python_range(recipe.python)
+            cands = [p for p in wheel_pythons if not rng or p in rng] or wheel_pythons
+        if python is not None:
+            if cands and python not in cands:
+                msg = f"TensorFlow {tfs} with recipe {recipe.id} supports Python {', '.join(cands)}, not {python}"
+                raise UsageError(msg, hint=f"use --python {cands[-1]}")
+            py_ver = python
+        else:
+            if not cands:
+                msg = f"no Python version is known for TensorFlow {tfs} with recipe {recipe.id}"
+                raise UsageError(msg, hint="pass --python X.Y")
+            py_ver = _newest(cands)
+        if choice.python_from_conda:
+            conda_specs = [f"python={py_ver}", "pip"]
+            chans = ("conda-forge",)
+        else:
+            conda_specs = _split_specs(conda_part, py_ver, tfs)
+            if recipe.backend == "conda+pip":
+                conda_specs.append("pip")
+            chans = recipe.channels
+        base_python = ""
+    else:
+        py_ver = pip_python() or ""
+        base_python = interps[py_ver]
+    if channels:
+        chans = tuple(channels)
+        notes.append(f"channels from --channel: {', '.join(chans)} (recipe: {', '.join(recipe.channels) or 'none'})")
+
+    # -- steps -------------------------------------------------------------------------------
+    steps: list[Step] = []
+    env_vars: dict[str, str] = {}
+    from tfgpu.backends import conda as conda_backend
+    from tfgpu.backends import pip as pip_backend
+
+    if conda_like:
+        if choice.backend == "rattler":
+            steps.extend(conda_backend.rattler_create_steps(
+                engine_python or sys.executable, prefix, chans, conda_specs, facts=facts, kb=kb, tf=v, os_name=os_name))
+        else:
+            exe = tools.get(choice.tool) or choice.tool
+            steps.extend(conda_backend.conda_create_steps(
+                choice.tool, exe, prefix=prefix, name=name if conda_named else None,
+                channels=chans, specs=conda_specs, facts=facts, kb=kb, tf=v, os_name=os_name))
+        if pip_reqs:
+            steps.append(pip_backend.pip_install_step(
+                py_in_env, pip_reqs, uv=None, index_url=index_url, find_links=find_links, offline=offline,
+                why=f"install TensorFlow {tfs} from PyPI into the environment, as recipe {recipe.id} does"))
+    else:
+        uv = tools.get("uv") if choice.tool == "uv" else None
+        steps.append(pip_backend.venv_step(base_python, prefix, uv=uv, python=py_ver))
+        steps.append(pip_backend.pip_install_step(
+            py_in_env, pip_reqs, uv=uv, index_url=index_url, find_links=find_links, offline=offline,
+            why=f"install {pip_reqs[0]} ({recipe.id}: {'CUDA and cuDNN come as nvidia-* wheels' if recipe.provides_cuda else 'uses the system CUDA/cuDNN'})"
+                + (f" with {len(pip_reqs) - 1} pin(s)" if len(pip_reqs) > 1 else "")))
+
+    # -- activation --------------------------------------------------------------------------
+    act_lines: list[str] = []
+    if conda_like and recipe.backend == "conda+pip" and recipe.activation and os_name != "windows":
+        act_lines.extend(recipe.activation)
+        extra = str(recipe.raw.get("extra_fix", ""))
+        if "XLA_FLAGS" in extra:
+            act_lines.append("XLA_FLAGS=--xla_gpu_cuda_data_dir=$CONDA_PREFIX/lib/")
+            notes.append("XLA_FLAGS points XLA at the environment's libdevice (pip.md's Ubuntu 22.04 fix); "
+                         "ptxas may still need `cuda-nvcc` from the nvidia channel: " + extra)
+    if small_gpu(facts):
+        act_lines.append("TF_FORCE_GPU_ALLOW_GROWTH=true")
+        notes.append(f"a GPU has <= {SMALL_GPU_MIB} MiB: TF_FORCE_GPU_ALLOW_GROWTH=true makes TensorFlow allocate "
+                     "GPU memory as needed instead of mapping nearly all of it (cuDNN failures in the seeds)")
+    for line in act_lines:
+        k, _, val = line.partition("=")
+        env_vars[k] = val
+    nvidia_fix = (not conda_like and recipe.backend == "pip" and recipe.provides_cuda and v in NVIDIA_LIBPATH_TF)
+    if act_lines and conda_like and os_name != "windows":
+        steps.append(Step((), "activation script: conda runs etc/conda/activate.d/*.sh on `conda activate`",
+                          kind="write-file", path=_join(os_name, prefix, "etc", "conda", "activate.d", "tfgpu_env_vars.sh"),
+                          content=_posix_activation(act_lines)))
+        steps.append(Step((), "deactivation script: restores the variables on `conda deactivate`",
+                          kind="write-file", path=_join(os_name, prefix, "etc", "conda", "deactivate.d", "tfgpu_env_vars.sh"),
+                          content=_posix_deactivation(act_lines)))
+    elif act_lines and conda_like:  # Windows conda: activate.d\*.bat
+        content = "".join(f"set \"{line.partition('=')[0]}={line.partition('=')[2]}\"\r\n" for line in act_lines)
+        steps.append(Step((), "activation script: conda runs etc\\conda\\activate.d\\*.bat on `conda activate`",
+                          kind="write-file", path=_join(os_name, prefix, "etc", "conda", "activate.d", "tfgpu_env_vars.bat"),
+                          content=content))
+    if not conda_like and (act_lines or nvidia_fix) and os_name != "windows":
+        content = ""
+        if act_lines:
+            content += "\n# added by tfgpu\n" + "".join(f"export {line}\n" for line in act_lines)
+        if nvidia_fix:
+            content += _venv_nvidia_snippet(py_ver)
+            env_vars["LD_LIBRARY_PATH"] = (f"{prefix}/lib/python{py_ver}/site-packages/nvidia/*/lib "
+                                           "(each directory, prepended)")
+            notes.append(f"TensorFlow {tfs} needs its nvidia/*/lib directories on LD_LIBRARY_PATH "
+                         f"({NVIDIA_LIBPATH_SOURCE}); bin/activate sets it")
+            sources.append(NVIDIA_LIBPATH_SOURCE)
+        steps.append(Step((), "venvs have no activate.d: tfgpu appends the variables to bin/activate",
+                          kind="append-file", path=_join(os_name, prefix, "bin", "activate"), content=content))
+    if not conda_like and act_lines and os_name == "windows":
+        content = "".join(f"set \"{line.partition('=')[0]}={line.partition('=')[2]}\"\r\n" for line in act_lines)
+        steps.append(Step((), "venvs have no activate.d: tfgpu appends the variables to Scripts\\activate.bat",
+                          kind="append-file", path=_join(os_name, prefix, "Scripts", "activate.bat"), content=content))
+
+    if not recipe.provides_cuda:
+        build = kb.build_for(v, os_name)
+        if build is not None:
+            notes.append(f"recipe {recipe.id} uses the system's CUDA {build.cuda} and cuDNN {build.cudnn} "
+                         "(install them system-wide; TensorFlow's tested build configuration)")
+    if choice.tool == "venv" and not conda_like:
+        notes.append("uv is not installed: python -m venv and pip are slower (https://docs.astral.sh/uv/)")
+    if recipe.note:
+        notes.append(f"{recipe.id}: {recipe.note}")
+    return Plan(
+        tf=tfs, backend=choice.backend, backend_reason=choice.reason, prefix=prefix, name=name,
+        python=py_ver, steps=tuple(steps), env_vars=env_vars, notes=tuple(dict.fromkeys(notes)),
+        recipe_id=recipe.id, sources=tuple(dict.fromkeys(s for s in sources if s)), tool=choice.tool,
+        os=os_name, channels=tuple(chans), conda_specs=tuple(conda_specs), pip_requirements=tuple(pip_reqs),
+        env_python=py_in_env, conda_named=conda_named,
+    )
+
+
+# --------------------------------------------------------------------------- renderings
+
+
+def render_sh(plan: Plan, *, header: str = "") -> str:
+    """A POSIX shell script a user can read and run by hand."""
+    from tfgpu.run import quote
+
+    out = ["#!/bin/sh", f"# tfgpu plan: TensorFlow {plan.tf} with {plan.tool} ({plan.backend}), recipe {plan.recipe_id}"]
+    if header:
+        out.append(f"# {header}")
+    out.append(f"# backend: {plan.backend_reason}")
+    out.append(f"# environment: {plan.prefix}")
+    out.append("set -eu")
+    for i, step in enumerate(plan.steps, 1):
+        out.append("")
+        out.append(f"# {i}. {step.why}")
+        if step.kind == "run":
+            prefix = " ".join(f"{k}={quote([v])}" for k, v in step.env)
+            out.append((prefix + " " if prefix else "") + quote(step.argv))
+        else:
+            assert step.path is not None
+            op = ">>" if step.kind == "append-file" else ">"
+            out.append(f"mkdir -p {quote([posixpath.dirname(step.path)])}")
+            out.append(f"cat {op} {quote([step.path])} <<'TFGPU_EOF'")
+            out.append((step.content or "").rstrip("\n"))
+            out.append("TFGPU_EOF")
+    if plan.env_vars:
+        out.append("")
+        out.append("# activation sets: " + ", ".join(f"{k}={v}" for k, v in plan.env_vars.items()))
+    for n in plan.notes:
+        out.append(f"# note: {n}")
+    return "\n".join(out) + "\n"
+
+
+def render_environment_yml(plan: Plan) -> str:
+    """conda's environment.yml for a conda recipe (UsageError for a pip-only plan)."""
+    if not plan.conda_specs:
+        msg = f"--format environment.yml needs a conda recipe; the plan for TensorFlow {plan.tf} is pip-only ({plan.recipe_id})"
+        raise UsageError(msg, hint="use --backend conda, or --format sh / --json")
+
+    def q(s: str) -> str:
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    out = [f"# tfgpu: TensorFlow {plan.tf}, recipe {plan.recipe_id}", f"name: {plan.name or 'tf' + plan.tf}", "channels:"]
+    out += [f"  - {c}" for c in plan.channels]
+    if plan.channels:
+        out.append("  - nodefaults" if "defaults" not in plan.channels else "  # (defaults listed explicitly)")
+    out.append("dependencies:")
+    out += [f"  - {q(s)}" for s in plan.conda_specs]
+    if plan.pip_requirements:
+        out.append("  - pip:")
+        out += [f"    - {q(r)}" for r in plan.pip_requirements]
+    simple = {k: v for k, v in plan.env_vars.items() if "$" not in v and "(" not in v}
+    if simple:
+        out.append("variables:")
+        out += [f"  {k}: {q(v)}" for k, v in simple.items()]
+    return "\n".join(out) + "\n"

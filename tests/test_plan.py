@@ -1,0 +1,327 @@
+"""Plans for every GPU release x backend x OS of the knowledge base, checked against the tables (pure, fast)."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from tfgpu.compat import load_kb
+from tfgpu.errors import UsageError
+from tfgpu.plan import (
+    NVIDIA_LIBPATH_TF,
+    PINS,
+    Plan,
+    check_name,
+    plan_environment,
+    render_environment_yml,
+    render_sh,
+)
+
+KB = load_kb()
+HOME = "/home/u/.local/share/tfgpu"
+
+
+def facts_for(os_name: str, pythons: list[str], *, gpu_mib: int | None = 24564, driver_cuda: str | None = "12.4",
+              cuda_toolkits: list[str] | None = None) -> dict[str, Any]:
+    plat: dict[str, Any] = {"os": "linux" if os_name == "wsl2" else os_name, "wsl": 2 if os_name == "wsl2" else None}
+    return {
+        "schema": "tfgpu.facts/1",
+        "platform": plat,
+        "python": {"current": "3.11.7",
+                   "interpreters": [{"version": f"{p}.1", "path": f"/usr/bin/python{p}"} for p in pythons]},
+        "driver": {"version": "550.54.15", "cuda": driver_cuda} if driver_cuda else {"version": None, "cuda": None},
+        "gpus": [] if gpu_mib is None else [{"index": 0, "name": "GPU", "memory_mib": gpu_mib,
+                                              "compute_capability": "8.6"}],
+        "cuda_toolkits": [{"version": v, "path": f"/usr/local/cuda-{v}"} for v in (cuda_toolkits or [])],
+    }
+
+
+ALL_PY = [f"3.{m}" for m in range(5, 14)] + ["2.7"]
+TOOLS_ALL: dict[str, str | None] = {"uv": "/usr/bin/uv", "mamba": "/opt/mamba/bin/mamba",
+                                     "micromamba": None, "conda": "/opt/conda/bin/conda"}
+TOOLS_NONE: dict[str, str | None] = {"uv": None, "mamba": None, "micromamba": None, "conda": None}
+
+
+def _targets() -> list[tuple[str, str]]:
+    out = []
+    for os_name in ("linux", "wsl2", "windows"):
+        for r in KB.gpu_releases("linux" if os_name == "wsl2" else os_name):
+            if [x for x in KB.recipes_for(r.version, os_name) if x.gpu]:
+                out.append((os_name, str(r.version)))
+    return out
+
+
+TARGETS = _targets()
+
+
+def _plan(os_name: str, tf: str, backend: str, tools: dict[str, str | None] | None = None, **kw: Any) -> Plan:
+    return plan_environment(KB, facts_for(os_name, ALL_PY), tf=tf, backend=backend,
+                            tools=tools if tools is not None else TOOLS_ALL, home=HOME,
+                            engine_python="/usr/bin/python3", **kw)
+
+
+def _check_consistent(plan: Plan, os_name: str) -> None:
+    v = Version(plan.tf)
+    recipe = next(r for r in KB.recipes if r.id == plan.recipe_id)
+    assert recipe.applies(v, os_name), (plan.recipe_id, plan.tf, os_name)
+    # Python: in the release's wheel range for pip installs, in the recorded conda builds for conda ones
+    if plan.pip_requirements and plan.backend == "pip":
+        assert plan.python in KB.pythons_for(v, os_name)
+    if recipe.backend == "conda":
+        rows = [r for r in KB.conda_packages(None, v, os_name)
+                if (r.channel == "conda-forge") == ("conda-forge" in recipe.channels)]
+        if rows:
+            assert plan.python in {p for r in rows for p in r.python}
+        assert f"python={plan.python}" in plan.conda_specs
+    # TensorFlow requirement agrees with the tables: distribution and exact version
+    if plan.pip_requirements:
+        tf_reqs = [Requirement(r) for r in plan.pip_requirements if Requirement(r).name in ("tensorflow", "tensorflow-gpu")]
+        assert len(tf_reqs) == 1
+        req = tf_reqs[0]
+        assert req.name == KB.gpu_dist(v)
+        assert str(req.specifier) == f"=={plan.tf}"
+        assert ("and-cuda" in req.extras) == (v >= Version("2.14") and recipe.backend == "pip")
+        for pin in PINS:
+            assert (pin.requirement in plan.pip_requirements) == (v in pin.tf)
+    # conda: explicit channels only, never base
+    for step in plan.steps:
+        if step.kind == "run" and step.argv[1:2] == ("create",) and plan.backend == "conda":
+            assert "--override-channels" in step.argv
+            assert "-c" in step.argv
+            assert "base" not in step.argv
+            assert "-n" in step.argv or "-p" in step.argv
+        assert "sudo" not in step.argv
+    # activation scripts where the recipe has them
+    writes = [s for s in plan.steps if s.kind != "run"]
+    if recipe.backend == "conda+pip" and recipe.activation and os_name != "windows" and plan.backend != "pip":
+        act = [s for s in writes if s.path and s.path.endswith("activate.d/tfgpu_env_vars.sh")]
+        assert act, plan.recipe_id
+        for line in recipe.activation:
+            assert f"export {line}" in (act[0].content or "")
+    nvidia = plan.backend == "pip" and recipe.provides_cuda and v in NVIDIA_LIBPATH_TF and os_name != "windows"
+    assert any("tensorflow/tensorflow/issues/63362" in (s.content or "") for s in writes) == nvidia
+    assert plan.prefix.startswith(HOME)
+
+
+@pytest.mark.parametrize(("os_name", "tf"), TARGETS)
+def test_auto_plan_is_consistent_with_the_tables(os_name: str, tf: str) -> None:
+    plan = _plan(os_name, tf, "auto")
+    _check_consistent(plan, os_name)
+    assert plan.backend_reason
+
+
+@pytest.mark.parametrize(("os_name", "tf"), TARGETS)
+@pytest.mark.parametrize("backend", ["pip", "conda", "rattler"])
+def test_forced_backend_plans_or_refuses_cleanly(os_name: str, tf: str, backend: str) -> None:
+    recipes = [r for r in KB.recipes_for(Version(tf), os_name) if r.gpu]
+    want = {"pip": ("pip",), "conda": ("conda", "conda+pip"), "rattler": ("conda", "conda+pip")}[backend]
+    if not any(r.backend in want for r in recipes):
+        with pytest.raises(UsageError):
+            _plan(os_name, tf, backend)
+        return
+    plan = _plan(os_name, tf, backend)
+    _check_consistent(plan, os_name)
+    assert plan.backend == backend
+    if backend == "conda":
+        assert plan.tool == "mamba"  # mamba before conda
+    if backend == "rattler":
+        first = plan.steps[0].argv
+        assert first[:4] == ("/usr/bin/python3", "-m", "tfgpu.engine", "create")
+        assert "--prefix" in first
+
+
+def test_seed_000_tf_2_2_conda_recipe_matches_the_blog() -> None:
+    # seed 000: `conda install python=3.8` + `conda install tensorflow-gpu=2.2.0` (anaconda defaults)
+    plan = _plan("linux", "2.2.0", "conda")
+    assert plan.conda_specs == ("python=3.8", "tensorflow-gpu=2.2.0")
+    assert plan.channels == ("defaults",)
+    assert plan.steps[0].argv == ("/opt/mamba/bin/mamba", "create", "--yes", "-p", f"{HOME}/envs/tf2.2.0",
+                                  "--override-channels", "-c", "defaults", "python=3.8", "tensorflow-gpu=2.2.0")
+    assert any("Terms of Service" in n for n in plan.notes)
+
+
+def test_series_on_a_conda_only_recipe_picks_a_release_the_channel_has() -> None:
+    plan = plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.2", backend="conda", tools=TOOLS_ALL, home=HOME)
+    assert plan.tf == "2.2.0"
+    assert plan.name == "tf2.2.0"
+
+
+def test_auto_prefers_pip_with_uv_and_explains() -> None:
+    plan = plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.16.1", tools=TOOLS_ALL, home=HOME)
+    assert (plan.backend, plan.tool) == ("pip", "uv")
+    assert "uv" in plan.backend_reason
+    assert plan.steps[0].argv == ("/usr/bin/uv", "venv", "--no-project", "--python", "/usr/bin/python3.11",
+                                  f"{HOME}/envs/tf2.16.1")
+    assert plan.pip_requirements == ("tensorflow[and-cuda]==2.16.1", "numpy<2", "keras>=3.0.0,<3.5")
+    assert plan.steps[1].argv[:5] == ("/usr/bin/uv", "pip", "install", "--python", f"{HOME}/envs/tf2.16.1/bin/python")
+
+
+def test_stdlib_venv_when_uv_is_missing() -> None:
+    plan = plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.20", tools=TOOLS_NONE, home=HOME)
+    assert plan.tool == "venv"
+    assert plan.steps[0].argv == ("/usr/bin/python3.11", "-m", "venv", f"{HOME}/envs/tf2.20.0")
+    assert plan.steps[1].argv[:3] == (f"{HOME}/envs/tf2.20.0/bin/python", "-m", "pip")
+
+
+def test_no_python_in_range_falls_back_to_a_conda_made_interpreter() -> None:
+    # TF 2.21 needs Python >= 3.10; only 3.8 here, no conda. On Linux the conda-forge CUDA build brings
+    # its own Python; on WSL2 (no conda recipe for 2.21) rattler makes python=3.x and pip installs TF.
+    linux = plan_environment(KB, facts_for("linux", ["3.8"]), tf="2.21", tools=TOOLS_NONE, home=HOME)
+    assert (linux.backend, linux.recipe_id) == ("rattler", "conda-forge-tensorflow-cuda")
+    assert "no Python in" in linux.backend_reason
+    plan = plan_environment(KB, facts_for("wsl2", ["3.8"]), tf="2.21", tools=TOOLS_NONE, home=HOME)
+    assert plan.backend == "rattler"
+    assert plan.conda_specs == ("python=3.13", "pip")
+    assert plan.pip_requirements[0] == "tensorflow[and-cuda]==2.21.0"
+    with pytest.raises(UsageError, match="needs Python"):
+        plan_environment(KB, facts_for("linux", ["3.8"]), tf="2.21", backend="pip", tools=TOOLS_NONE, home=HOME)
+
+
+def test_conda_backend_without_conda_names_the_fix() -> None:
+    with pytest.raises(UsageError) as exc:
+        plan_environment(KB, facts_for("linux", ["3.8"]), tf="2.2", backend="conda", tools=TOOLS_NONE, home=HOME)
+    assert "--backend rattler" in exc.value.one_line()
+
+
+def test_system_cuda_match_keeps_the_pip_recipe_for_old_tf() -> None:
+    f = facts_for("linux", ["3.8"], cuda_toolkits=["10.1"])
+    plan = plan_environment(KB, f, tf="2.2.0", tools=TOOLS_ALL, home=HOME)
+    assert plan.recipe_id == "pip-system-cuda"
+    assert plan.pip_requirements == ("tensorflow==2.2.0", "numpy<2", "protobuf<3.20")
+    assert any("system's CUDA 10.1" in n for n in plan.notes)
+
+
+def test_tf1_uses_tensorflow_gpu_distribution() -> None:
+    f = facts_for("linux", ["3.7"], cuda_toolkits=["10.0"])
+    plan = plan_environment(KB, f, tf="1.15.5", tools=TOOLS_ALL, home=HOME)
+    assert plan.pip_requirements[0] == "tensorflow-gpu==1.15.5"
+
+
+def test_small_gpu_gets_memory_growth_in_activation() -> None:
+    small = facts_for("linux", ["3.11"], gpu_mib=2048)  # seed 000's MX150 2 GB
+    plan = plan_environment(KB, small, tf="2.20", tools=TOOLS_ALL, home=HOME)
+    assert plan.env_vars["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    assert "export TF_FORCE_GPU_ALLOW_GROWTH=true" in (plan.steps[-1].content or "")
+    big = plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.20", tools=TOOLS_ALL, home=HOME)
+    assert "TF_FORCE_GPU_ALLOW_GROWTH" not in big.env_vars
+
+
+def test_conda_cuda_build_without_driver_sets_conda_override_cuda() -> None:
+    f = facts_for("linux", ["3.11"], driver_cuda=None)
+    plan = plan_environment(KB, f, tf="2.18.0", backend="conda", tools=TOOLS_ALL, home=HOME)
+    assert "tensorflow=2.18.0=cuda*" in plan.conda_specs
+    assert ("CONDA_OVERRIDE_CUDA", "12.6") in plan.steps[0].env
+    withdrv = plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.18.0", backend="rattler", tools=TOOLS_ALL,
+                               home=HOME, engine_python="/p")
+    assert "--virtual-package" in withdrv.steps[0].argv
+    assert "__cuda=12.4" in withdrv.steps[0].argv
+
+
+def test_channel_option_replaces_recipe_channels() -> None:
+    plan = plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.10.0", backend="conda", tools=TOOLS_ALL,
+                            home=HOME, channels=["https://example.invalid/mirror/conda-forge"])
+    argv = plan.steps[0].argv
+    assert argv[argv.index("-c") + 1] == "https://example.invalid/mirror/conda-forge"
+    assert argv.count("-c") == 1
+
+
+def test_named_conda_env_goes_to_the_conda_envs_dir() -> None:
+    plan = plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.10.0", backend="conda", tools=TOOLS_ALL,
+                            home=HOME, name="tf210", conda_envs_dir="/opt/conda/envs")
+    assert plan.prefix == "/opt/conda/envs/tf210"
+    assert plan.steps[0].argv[3:5] == ("-n", "tf210")
+    assert plan.conda_named
+
+
+def test_windows_native_after_2_10_is_refused_with_the_reason() -> None:
+    with pytest.raises(UsageError) as exc:
+        plan_environment(KB, facts_for("windows", ["3.11"]), tf="2.10.0", backend="conda", tools=TOOLS_NONE, home=HOME)
+    # 2.10 on native Windows has a conda-forge cudatoolkit recipe; rattler runs it with the Windows layout
+    plan = plan_environment(KB, facts_for("windows", ["3.10"]), tf="2.10.0", backend="rattler", tools=TOOLS_NONE,
+                            home="C:\\Users\\u\\tfgpu", engine_python="C:\\py\\python.exe")
+    assert plan.env_python.endswith("\\python.exe")
+    assert "--platform" in plan.steps[0].argv
+    assert "win-64" in plan.steps[0].argv
+    assert "mamba, micromamba or conda" in exc.value.one_line()
+
+
+@pytest.mark.parametrize("bad", ["", "-rf", "../x", "a..b", "a/b", "x" * 65, ".hidden", "a b"])
+def test_bad_names_are_refused(bad: str) -> None:
+    with pytest.raises(UsageError):
+        check_name(bad)
+    with pytest.raises(UsageError):
+        plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.20", name=bad, tools=TOOLS_ALL, home=HOME)
+
+
+@pytest.mark.parametrize("good", ["tf", "tf2.16", "my_env-1", "A" * 64])
+def test_good_names(good: str) -> None:
+    assert check_name(good) == good
+
+
+def test_unknown_backend_and_version() -> None:
+    with pytest.raises(UsageError, match="unknown backend"):
+        _plan("linux", "2.20", "docker")
+    with pytest.raises(UsageError):
+        _plan("linux", "9.9", "auto")
+
+
+def test_plan_json_matches_the_schema_for_every_target() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(resources.files("tfgpu").joinpath("schemas/plan.schema.json").read_text(encoding="utf-8"))
+    seen: set[tuple[str, str, str]] = set()
+    validator = jsonschema.Draft202012Validator(schema)
+    for os_name, tf in TARGETS:  # one plan of each (OS, recipe, tool) shape keeps this fast
+        plan = _plan(os_name, tf, "auto")
+        key = (os_name, plan.recipe_id, plan.tool)
+        if key in seen:
+            continue
+        seen.add(key)
+        doc = plan.to_json()
+        validator.validate(doc)
+        assert json.loads(json.dumps(doc)) == doc
+    assert len(seen) >= 5
+
+
+def test_sh_rendering_is_a_valid_script_with_every_step() -> None:
+    plan = plan_environment(KB, facts_for("linux", ["3.11"], gpu_mib=2048), tf="2.12.0", backend="conda",
+                            tools=TOOLS_ALL, home=HOME)
+    text = render_sh(plan)
+    assert text.startswith("#!/bin/sh\n")
+    assert "\nset -eu\n" in text
+    assert text.count("TFGPU_EOF") == 2 * sum(1 for s in plan.steps if s.kind != "run")
+    for step in plan.steps:
+        assert step.why in text
+
+
+def test_environment_yml_for_conda_and_refusal_for_pip() -> None:
+    plan = plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.12.0", backend="conda", tools=TOOLS_ALL,
+                            home=HOME, name="tf212")
+    yml = render_environment_yml(plan)
+    assert "name: tf212\n" in yml
+    assert '  - "cudatoolkit=11.8.0"' in yml
+    assert '    - "tensorflow==2.12.0"' in yml
+    assert '    - "nvidia-cudnn-cu11==8.6.0.163"' in yml
+    pip_plan = plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.20", tools=TOOLS_ALL, home=HOME)
+    with pytest.raises(UsageError, match="pip-only"):
+        render_environment_yml(pip_plan)
+
+
+def test_planning_is_pure(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the autouse fixture already blocks subprocesses; also forbid filesystem access during planning
+    import builtins
+    import os
+
+    def boom(*a: object, **k: object) -> None:
+        raise AssertionError("plan_environment touched the filesystem")
+
+    KB.series()  # the knowledge base is loaded (cached) before the check
+    monkeypatch.setattr(builtins, "open", boom)
+    monkeypatch.setattr(os, "stat", boom)
+    monkeypatch.setattr(os, "listdir", boom)
+    plan = plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.16.1", tools=TOOLS_ALL, home=HOME)
+    assert plan.steps
