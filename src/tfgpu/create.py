@@ -174,10 +174,13 @@ def run_plan(
 
 
 def _cleanup(prefix: Path, aside: Path | None, log: run.StepLog) -> None:
+    from tfgpu.backends.base import cleanup_after_failure
+
     try:
         if prefix.exists() or prefix.is_symlink():
             _rmtree(prefix)
             log.write(f"# removed the partial environment {prefix}")
+        cleanup_after_failure(prefix, log.write)  # what a killed installer left beside the prefix
         if aside is not None:
             aside.rename(prefix)
             log.write(f"# restored the previous environment to {prefix}")

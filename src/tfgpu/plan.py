@@ -7,6 +7,7 @@ tested with plain values for every release x backend x OS of the knowledge base.
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import re
 import sys
@@ -56,6 +57,9 @@ PINS: tuple[Pin, ...] = (
         "'TypeError: Descriptors cannot not be created directly'; TF 2.10 and 2.11 themselves pin protobuf<3.20",
         "https://github.com/tensorflow/tensorflow/issues/56266; "
         "https://pypi.org/pypi/tensorflow/2.10.0/json (Requires-Dist protobuf<3.20,>=3.9.2)"),
+    # Still inferred: no upstream report names a Keras 3.x release that breaks TF 2.16 or a Keras release
+    # note raising the minimum TensorFlow (searched keras-team/keras, tensorflow/tensorflow and keras.io,
+    # 2026-11). keras-team/keras#19273 only pinned Keras' own CI to TF 2.16 once 2.16 was released.
     Pin(SpecifierSet(">=2.16,<2.17"), "keras>=3.0.0,<3.5",
         "TF 2.16 requires keras>=3.0.0 with no upper bound, so pip installs today's Keras 3 which was "
         "written against newer TensorFlow; tfgpu keeps the Keras 3 releases published while 2.16 was "
@@ -69,6 +73,12 @@ PINS: tuple[Pin, ...] = (
 #: GPUs (and TF 2.16 too)"; the workaround there is an activation script).
 NVIDIA_LIBPATH_TF = SpecifierSet(">=2.16,<2.18")
 NVIDIA_LIBPATH_SOURCE = "https://github.com/tensorflow/tensorflow/issues/63362"
+
+#: Anaconda's Terms of Service cover its own channels (repo.anaconda.com's `defaults` = pkgs/main + pkgs/r,
+#: and the `anaconda` channel on anaconda.org); community channels such as conda-forge are free to use.
+ANACONDA_TOS_SOURCE = "https://anaconda.com/pricing/terms-of-service-faqs"
+_ANACONDA_NAMES = frozenset({"defaults", "anaconda", "main", "r", "msys2"})
+_ANACONDA_URL = re.compile(r"^https?://(repo\.anaconda\.com/|conda\.anaconda\.org/(anaconda|main|r|msys2)(/|$))")
 
 
 @dataclass(frozen=True)
@@ -270,6 +280,72 @@ def _venv_nvidia_snippet(python: str) -> str:
     )
 
 
+def activation_lines(recipe: Any, facts: Mapping[str, Any], *, conda_like: bool, os_name: str) -> tuple[list[str], list[str]]:
+    """The NAME=VALUE lines an environment's activation sets (recipe + small-GPU memory growth), and notes."""
+    lines: list[str] = []
+    notes: list[str] = []
+    if conda_like and recipe is not None and recipe.backend == "conda+pip" and recipe.activation and os_name != "windows":
+        lines.extend(recipe.activation)
+        extra = str(recipe.raw.get("extra_fix", ""))
+        if "XLA_FLAGS" in extra:
+            lines.append("XLA_FLAGS=--xla_gpu_cuda_data_dir=$CONDA_PREFIX/lib/")
+            notes.append("XLA_FLAGS points XLA at the environment's libdevice (pip.md's Ubuntu 22.04 fix); "
+                         "ptxas may still need `cuda-nvcc` from the nvidia channel: " + extra)
+    if small_gpu(facts):
+        lines.append("TF_FORCE_GPU_ALLOW_GROWTH=true")
+        notes.append(f"a GPU has <= {SMALL_GPU_MIB} MiB: TF_FORCE_GPU_ALLOW_GROWTH=true makes TensorFlow allocate "
+                     "GPU memory as needed instead of mapping nearly all of it (cuDNN failures in the seeds)")
+    return lines, notes
+
+
+def conda_activation_steps(lines: Sequence[str], prefix: str, os_name: str) -> list[Step]:
+    """etc/conda/activate.d (and deactivate.d) scripts that set ``lines`` in a conda environment."""
+    if not lines:
+        return []
+    if os_name != "windows":
+        return [
+            Step((), "activation script: conda runs etc/conda/activate.d/*.sh on `conda activate`",
+                 kind="write-file", path=_join(os_name, prefix, "etc", "conda", "activate.d", "tfgpu_env_vars.sh"),
+                 content=_posix_activation(lines)),
+            Step((), "deactivation script: restores the variables on `conda deactivate`",
+                 kind="write-file", path=_join(os_name, prefix, "etc", "conda", "deactivate.d", "tfgpu_env_vars.sh"),
+                 content=_posix_deactivation(lines)),
+        ]
+    content = "".join(f"set \"{line.partition('=')[0]}={line.partition('=')[2]}\"\r\n" for line in lines)
+    return [Step((), "activation script: conda runs etc\\conda\\activate.d\\*.bat on `conda activate`",
+                 kind="write-file", path=_join(os_name, prefix, "etc", "conda", "activate.d", "tfgpu_env_vars.bat"),
+                 content=content)]
+
+
+def is_anaconda_channel(channel: str) -> bool:
+    """A channel covered by Anaconda's Terms of Service (defaults, anaconda, repo.anaconda.com, ...)."""
+    c = channel.strip().rstrip("/")
+    return c in _ANACONDA_NAMES or bool(_ANACONDA_URL.match(c + "/"))
+
+
+def anaconda_tos_note(kb: Any, v: Version | None, os_name: str, channels: Sequence[str], *,
+                      recipe_id: str = "", recipe_channels: Sequence[str] = ()) -> str:
+    """Pure: a note when ``channels`` include Anaconda's, naming the knowledge base's conda-forge alternative."""
+    used = [c for c in channels if is_anaconda_channel(c)]
+    if not used:
+        return ""
+    text = (f"{', '.join(used)}: Anaconda's channels are covered by Anaconda's Terms of Service (a paid licence "
+            f"for organisations of 200 or more people; {ANACONDA_TOS_SOURCE}); conda-forge has no such terms")
+    if "conda-forge" in recipe_channels:
+        return text + f"; recipe {recipe_id} itself uses conda-forge: drop the Anaconda channel from --channel / the config"
+    if v is None:
+        return text + "; tfgpu cannot name a conda-forge alternative without knowing the TensorFlow version"
+    alt = [r for r in kb.recipes_for(v, os_name) if r.gpu and "conda-forge" in r.channels and r.id != recipe_id]
+    if alt:
+        return text + f"; conda-forge alternative for TensorFlow {v}: recipe {alt[0].id} ({alt[0].backend})"
+    cf = sorted({r.version for r in kb.conda_packages(None, None, os_name) if r.channel == "conda-forge"
+                 and r.version.release[:2] == v.release[:2]})
+    if cf:
+        return text + (f"; conda-forge has TensorFlow {', '.join(str(x) for x in cf)} in this series "
+                       f"(`tfgpu plan --tf {cf[-1]} --backend rattler`)")
+    return text + f"; the knowledge base knows no conda-forge alternative for TensorFlow {v}"
+
+
 # --------------------------------------------------------------------------- the planner
 
 
@@ -327,17 +403,40 @@ def plan_environment(
     find_links: Sequence[str] = (),
     offline: bool = False,
     engine_python: str | None = None,
+    channels_source: str = "--channel",
+    prefer: str | None = None,
+    prefer_source: str = "config",
 ) -> Plan:
     """Plan an environment for TensorFlow ``tf`` (an exact release; resolve series/latest first).
 
     ``tools`` maps "uv", "mamba", "micromamba", "conda" and "pythonX.Y" to paths (None: absent);
     ``home`` is the tfgpu home (venvs go to home/envs/NAME); ``conda_envs_dir`` is where `conda -n`
-    puts named environments. Raises UsageError when no recipe fits.
+    puts named environments. ``channels`` replace the recipe's channels (``channels_source`` says where
+    they came from: --channel or the config file). ``prefer`` (the config file's ``[backends] prefer``)
+    is tried first when ``backend`` is auto; when it cannot build the target, auto decides and the
+    plan says why. Raises UsageError when no recipe fits.
     """
     tools = dict(tools or {})
     if backend not in BACKENDS:
         msg = f"unknown backend {backend!r}"
         raise UsageError(msg, hint=f"use one of: {', '.join(BACKENDS)}")
+    prefer_note = ""
+    if backend == "auto" and prefer and prefer != "auto":
+        if prefer not in BACKENDS:
+            msg = f"unknown preferred backend {prefer!r} ({prefer_source})"
+            raise UsageError(msg, hint=f"use one of: {', '.join(BACKENDS)}")
+        try:
+            preferred = plan_environment(
+                kb, facts, tf=tf, backend=prefer, name=name, prefix=prefix, python=python, tools=tools,
+                channels=channels, home=home, conda_envs_dir=conda_envs_dir, index_url=index_url,
+                find_links=find_links, offline=offline, engine_python=engine_python,
+                channels_source=channels_source)
+        except UsageError as exc:
+            prefer_note = (f"{prefer_source} prefers backend {prefer}, which cannot build this target "
+                           f"({exc.message}); tfgpu chose automatically")
+        else:
+            return dataclasses.replace(
+                preferred, backend_reason=f"{prefer_source} prefers {prefer}: {preferred.backend_reason}")
     os_name = target_os(facts)
     v = kb.resolve_tf(tf, os=os_name)
     tfs = str(v)
@@ -346,7 +445,7 @@ def plan_environment(
     default_name = prefix is None and name is None
     if default_name:
         name = f"tf{tfs}"
-    notes: list[str] = []
+    notes: list[str] = [prefer_note] if prefer_note else []
     sources: list[str] = []
 
     recipes = [r for r in kb.recipes_for(v, os_name) if r.gpu]
@@ -445,9 +544,6 @@ def plan_environment(
             if default_name:
                 name = f"tf{tfs}"
     sources.append(recipe.source)
-    if recipe.note and "Terms of Service" in recipe.note and "defaults" in recipe.channels:
-        notes.append("Anaconda's `defaults`/`anaconda` channel is covered by Anaconda's Terms of Service "
-                     "(a paid licence for organisations of 200+ people); conda-forge has no such terms")
     if getattr(recipe, "confidence", "sourced") != "sourced":
         notes.append(f"recipe {recipe.id} is {recipe.confidence}: {recipe.note}")
 
@@ -525,9 +621,16 @@ def plan_environment(
     else:
         py_ver = pip_python() or ""
         base_python = interps[py_ver]
-    if channels:
+    if channels and conda_like:
         chans = tuple(channels)
-        notes.append(f"channels from --channel: {', '.join(chans)} (recipe: {', '.join(recipe.channels) or 'none'})")
+        notes.append(f"channels from {channels_source}: {', '.join(chans)} "
+                     f"(recipe: {', '.join(recipe.channels) or 'none'})")
+    elif channels and channels_source == "--channel":
+        notes.append("--channel is not used: this plan installs from PyPI only")
+    tos = anaconda_tos_note(kb, v, os_name, chans, recipe_id=recipe.id, recipe_channels=recipe.channels)
+    if tos:
+        notes.append(tos)
+        sources.append(ANACONDA_TOS_SOURCE)
 
     # -- steps -------------------------------------------------------------------------------
     steps: list[Step] = []
@@ -557,34 +660,14 @@ def plan_environment(
                 + (f" with {len(pip_reqs) - 1} pin(s)" if len(pip_reqs) > 1 else "")))
 
     # -- activation --------------------------------------------------------------------------
-    act_lines: list[str] = []
-    if conda_like and recipe.backend == "conda+pip" and recipe.activation and os_name != "windows":
-        act_lines.extend(recipe.activation)
-        extra = str(recipe.raw.get("extra_fix", ""))
-        if "XLA_FLAGS" in extra:
-            act_lines.append("XLA_FLAGS=--xla_gpu_cuda_data_dir=$CONDA_PREFIX/lib/")
-            notes.append("XLA_FLAGS points XLA at the environment's libdevice (pip.md's Ubuntu 22.04 fix); "
-                         "ptxas may still need `cuda-nvcc` from the nvidia channel: " + extra)
-    if small_gpu(facts):
-        act_lines.append("TF_FORCE_GPU_ALLOW_GROWTH=true")
-        notes.append(f"a GPU has <= {SMALL_GPU_MIB} MiB: TF_FORCE_GPU_ALLOW_GROWTH=true makes TensorFlow allocate "
-                     "GPU memory as needed instead of mapping nearly all of it (cuDNN failures in the seeds)")
+    act_lines, act_notes = activation_lines(recipe, facts, conda_like=conda_like, os_name=os_name)
+    notes.extend(act_notes)
     for line in act_lines:
         k, _, val = line.partition("=")
         env_vars[k] = val
     nvidia_fix = (not conda_like and recipe.backend == "pip" and recipe.provides_cuda and v in NVIDIA_LIBPATH_TF)
-    if act_lines and conda_like and os_name != "windows":
-        steps.append(Step((), "activation script: conda runs etc/conda/activate.d/*.sh on `conda activate`",
-                          kind="write-file", path=_join(os_name, prefix, "etc", "conda", "activate.d", "tfgpu_env_vars.sh"),
-                          content=_posix_activation(act_lines)))
-        steps.append(Step((), "deactivation script: restores the variables on `conda deactivate`",
-                          kind="write-file", path=_join(os_name, prefix, "etc", "conda", "deactivate.d", "tfgpu_env_vars.sh"),
-                          content=_posix_deactivation(act_lines)))
-    elif act_lines and conda_like:  # Windows conda: activate.d\*.bat
-        content = "".join(f"set \"{line.partition('=')[0]}={line.partition('=')[2]}\"\r\n" for line in act_lines)
-        steps.append(Step((), "activation script: conda runs etc\\conda\\activate.d\\*.bat on `conda activate`",
-                          kind="write-file", path=_join(os_name, prefix, "etc", "conda", "activate.d", "tfgpu_env_vars.bat"),
-                          content=content))
+    if conda_like:
+        steps.extend(conda_activation_steps(act_lines, prefix, os_name))
     if not conda_like and (act_lines or nvidia_fix) and os_name != "windows":
         content = ""
         if act_lines:
@@ -618,6 +701,254 @@ def plan_environment(
         recipe_id=recipe.id, sources=tuple(dict.fromkeys(s for s in sources if s)), tool=choice.tool,
         os=os_name, channels=tuple(chans), conda_specs=tuple(conda_specs), pip_requirements=tuple(pip_reqs),
         env_python=py_in_env, conda_named=conda_named,
+    )
+
+
+# --------------------------------------------------------------------------- from a lockfile
+
+#: conda platform -> the knowledge base's OS (tfgpu.lockfile.PLATFORM_OS, repeated to keep planning import-light).
+LOCK_PLATFORM_OS = {"linux-64": "linux", "linux-aarch64": "linux", "linux-ppc64le": "linux", "win-64": "windows",
+                    "osx-64": "macos", "osx-arm64": "macos"}
+#: conda package names whose version is the environment's TensorFlow, best first.
+_TF_PACKAGES = ("tensorflow", "tensorflow-gpu", "tensorflow-base", "tensorflow-cpu")
+
+
+@dataclass(frozen=True)
+class LockedPkg:
+    """One package of a lockfile, as planning needs it."""
+
+    platform: str
+    manager: str  # conda | pip
+    name: str
+    version: str
+    build: str = ""
+    url: str = ""
+    sha256: str = ""
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """What a lockfile says, read by ``tfgpu.backends.lock.read_lock_info`` (planning stays pure).
+
+    ``kind`` is "conda" (conda-lock's format / pixi.lock) or "pip" (a ``--require-hashes`` requirements
+    file); ``custom`` is conda-lock's ``metadata.custom_metadata`` (tfgpu writes tfgpu_tf,
+    tfgpu_recipe_PLATFORM and tfgpu_pip_PLATFORM there); ``python`` is the Python a pip lock was
+    resolved for (its header), if known.
+    """
+
+    path: str
+    kind: str
+    platforms: tuple[str, ...]
+    packages: tuple[LockedPkg, ...]
+    channels: tuple[str, ...] = ()
+    custom: tuple[tuple[str, str], ...] = ()
+    python: str = ""
+
+    def meta(self, key: str) -> str:
+        return dict(self.custom).get(key, "")
+
+
+def _lock_tf(lock: LockInfo, pkgs: Sequence[LockedPkg]) -> str:
+    if lock.meta("tfgpu_tf"):
+        return lock.meta("tfgpu_tf")
+    by_name = {p.name.lower().replace("_", "-"): p.version for p in pkgs}
+    return next((by_name[n] for n in _TF_PACKAGES if n in by_name), "")
+
+
+def _kb_version(kb: Any, text: str, os_name: str) -> Version | None:
+    """The release as the knowledge base knows it, or None (a lock may hold a build tfgpu has no row for)."""
+    if not text:
+        return None
+    try:
+        v = Version(text)
+        return v if kb.gpu_release(v, os_name) is not None or kb.build_for(v, os_name) is not None else None
+    except Exception:  # an odd version string in a lockfile: plan without the knowledge base
+        return None
+
+
+def _lock_env_name(tfs: str, path: str) -> str:
+    """tfVERSION, else the lockfile's name made safe (check_name's alphabet), else from-lock."""
+    if tfs and _NAME_RE.match(f"tf{tfs}"):
+        return f"tf{tfs}"
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", posixpath.basename(path).split(".")[0]).strip(".-_")[:64]
+    return stem if stem and _NAME_RE.match(stem) and ".." not in stem else "from-lock"
+
+
+def _pip_hash_req(p: LockedPkg) -> str:
+    """A direct-URL requirement; pip checks a ``#sha256=`` fragment against the download."""
+    url = p.url
+    if p.sha256 and "#" not in url:
+        url += f"#sha256={p.sha256}"
+    return f"{p.name} @ {url}" if url else f"{p.name}=={p.version}"
+
+
+def plan_from_lock(
+    kb: Any,
+    facts: Mapping[str, Any],
+    lock: LockInfo,
+    *,
+    platform: str,
+    name: str | None = None,
+    prefix: str | None = None,
+    tools: Mapping[str, str | None] | None = None,
+    home: str = "~/.local/share/tfgpu",
+    engine_python: str | None = None,
+    index_url: str | None = None,
+    find_links: Sequence[str] = (),
+    offline: bool = False,
+) -> Plan:
+    """Plan exactly the environment a lockfile describes, without solving.
+
+    conda locks: ``python -m tfgpu.engine install-lock`` (the locked URLs and hashes for ``platform``),
+    then the lock's pip packages (``--no-deps``, each checked against its recorded sha256), then the
+    recipe's unlocked pip part if tfgpu recorded one, then the recipe's activation scripts.
+    pip locks: a venv, then ``pip install --require-hashes --no-deps -r FILE``.
+    Raises UsageError (exit 2) when the lock has nothing for ``platform`` or no interpreter fits.
+    """
+    tools = dict(tools or {})
+    if name is not None:
+        check_name(name)
+    if lock.kind == "pip":
+        return _plan_pip_lock(kb, facts, lock, name=name, prefix=prefix, tools=tools, home=home,
+                              index_url=index_url, find_links=find_links, offline=offline)
+    if platform not in lock.platforms:
+        msg = f"the lockfile {lock.path} has no packages for {platform} (it locks {', '.join(lock.platforms) or 'nothing'})"
+        raise UsageError(msg, hint=f"lock for it: tfgpu lock ... --platform {platform}, or pass --platform")
+    os_name = LOCK_PLATFORM_OS.get(platform, target_os(facts))
+    pkgs = [p for p in lock.packages if p.platform == platform]
+    conda_pkgs = [p for p in pkgs if p.manager == "conda"]
+    pip_pkgs = [p for p in pkgs if p.manager == "pip"]
+    tfs = _lock_tf(lock, conda_pkgs + pip_pkgs)
+    v = _kb_version(kb, tfs, os_name)
+    py = next((p.version for p in conda_pkgs if p.name == "python"), "")
+    py_ver = ".".join(py.split(".")[:2]) if py else ""
+    if prefix is None:
+        name = name or _lock_env_name(tfs, lock.path)
+        prefix = _join(os_name, home, "envs", name)
+    py_in_env = env_python(prefix, os_name, conda=True)
+    notes: list[str] = []
+    sources: list[str] = [lock.path]
+    recipe_id = lock.meta(f"tfgpu_recipe_{platform}")
+    recipe = None
+    if recipe_id and v is not None:
+        recipe = next((r for r in kb.recipes_for(v, os_name) if r.id == recipe_id), None)
+    argv = [engine_python or sys.executable, "-m", "tfgpu.engine", "install-lock", "--prefix", prefix,
+            "--lock", lock.path, "--platform", platform]
+    if offline:
+        argv.append("--offline")
+    steps = [Step(tuple(argv), f"install exactly the {len(conda_pkgs)} conda packages {posixpath.basename(lock.path)} "
+                               f"locks for {platform} (URLs and hashes; no solving) with tfgpu's embedded engine")]
+    pip_reqs: list[str] = []
+    if pip_pkgs:
+        hashed = [_pip_hash_req(p) for p in pip_pkgs]
+        steps.append(Step((py_in_env, "-m", "pip", "install", "--disable-pip-version-check", "--no-deps", *hashed),
+                          f"install the {len(pip_pkgs)} locked pip packages from their URLs, without resolving "
+                          "(--no-deps); pip checks each download against the sha256 in the URL"))
+        pip_reqs += hashed
+        missing = [p.name for p in pip_pkgs if not p.sha256]
+        if missing:
+            notes.append(f"no sha256 recorded for pip package(s) {', '.join(missing)}: pip cannot verify them")
+        if offline:
+            notes.append("--offline: the locked pip packages are fetched from their URLs; pip's cache may serve them")
+    unlocked = lock.meta(f"tfgpu_pip_{platform}").split()
+    if unlocked:
+        reqs = [f"tensorflow=={tfs}" if r.split("=")[0].split("<")[0] == "tensorflow" and tfs else r for r in unlocked]
+        if v is not None:
+            for pin in pins_for(v):
+                reqs.append(pin.requirement)
+                notes.append(f"pin {pin.requirement}: {pin.why}" + (" (inferred)" if pin.confidence != "sourced" else ""))
+                sources.append(pin.source)
+        from tfgpu.backends import pip as pip_backend
+
+        steps.append(pip_backend.pip_install_step(
+            py_in_env, reqs, uv=None, index_url=index_url, find_links=find_links, offline=offline,
+            why=f"install the recipe's pip part ({' '.join(unlocked)}): recorded in the lock but not locked, "
+                "so pip resolves it now"))
+        pip_reqs += reqs
+        notes.append(f"the lock records the recipe's pip part ({' '.join(unlocked)}) without hashes; lock it "
+                     "separately with `tfgpu lock --backend pip` to pin it too")
+    act_lines, act_notes = activation_lines(recipe, facts, conda_like=True, os_name=os_name)
+    notes.extend(act_notes)
+    steps.extend(conda_activation_steps(act_lines, prefix, os_name))
+    env_vars = {k: val for k, _, val in (line.partition("=") for line in act_lines)}
+    chans = tuple(lock.channels)
+    urls = sorted({p.url.rsplit("/", 2)[0] for p in conda_pkgs if p.url and is_anaconda_channel(p.url.rsplit("/", 2)[0])})
+    tos = anaconda_tos_note(kb, v, os_name, tuple(c for c in chans if is_anaconda_channel(c)) or tuple(urls),
+                            recipe_id=recipe_id)
+    if tos:
+        notes.append(tos)
+        sources.append(ANACONDA_TOS_SOURCE)
+    if not tfs:
+        notes.append("the lock names no TensorFlow package; the environment is recorded without a version")
+    elif v is None:
+        notes.append(f"TensorFlow {tfs} is not in tfgpu's knowledge base: no verdict pre-check or recipe activation")
+    if recipe_id and recipe is None and v is not None:
+        notes.append(f"the lock names recipe {recipe_id}, which the knowledge base does not know for TensorFlow {tfs}")
+    return Plan(
+        tf=tfs or "unknown", backend="rattler", tool="rattler",
+        backend_reason=f"--from-lock {lock.path}: exactly the locked packages for {platform}, no solving",
+        prefix=prefix, name=name, python=py_ver, steps=tuple(steps), env_vars=env_vars,
+        notes=tuple(dict.fromkeys(notes)), recipe_id=recipe_id or "from-lock",
+        sources=tuple(dict.fromkeys(sources)), os=os_name, channels=chans,
+        conda_specs=tuple(f"{p.name}={p.version}={p.build}" if p.build else f"{p.name}={p.version}" for p in conda_pkgs),
+        pip_requirements=tuple(pip_reqs), env_python=py_in_env,
+    )
+
+
+def _plan_pip_lock(
+    kb: Any, facts: Mapping[str, Any], lock: LockInfo, *, name: str | None, prefix: str | None,
+    tools: Mapping[str, str | None], home: str, index_url: str | None, find_links: Sequence[str], offline: bool,
+) -> Plan:
+    os_name = target_os(facts)
+    tfs = _lock_tf(lock, lock.packages)
+    v = _kb_version(kb, tfs, os_name)
+    interps = _interpreters(facts, tools)
+    if lock.python:
+        wanted = [lock.python]
+    elif v is not None:
+        wanted = list(kb.pythons_for(v, os_name))
+    else:
+        wanted = []
+    have = [p for p in wanted if p in interps] if wanted else sorted(interps, key=Version)
+    if not have:
+        msg = (f"the pip lock {lock.path} needs Python {', '.join(wanted) or 'X.Y'} and no such interpreter was found"
+               if wanted else "no Python interpreter was found for the pip lock")
+        raise UsageError(msg, hint=f"install one (e.g. `uv python install {wanted[-1] if wanted else '3.11'}`)")
+    py_ver = _newest(have)
+    if prefix is None:
+        name = name or _lock_env_name(tfs, lock.path)
+        prefix = _join(os_name, home, "envs", name)
+    py_in_env = env_python(prefix, os_name, conda=False)
+    uv = tools.get("uv")
+    from tfgpu.backends import pip as pip_backend
+
+    steps = [pip_backend.venv_step(interps[py_ver], prefix, uv=uv, python=py_ver)]
+    reqs = ["--require-hashes", "--no-deps", "-r", lock.path]
+    steps.append(pip_backend.pip_install_step(
+        py_in_env, reqs, uv=uv, index_url=index_url, find_links=find_links, offline=offline,
+        why=f"install exactly the {len(lock.packages)} packages of {posixpath.basename(lock.path)}: every one pinned "
+            "and checked against its hashes (--require-hashes), nothing resolved (--no-deps)"))
+    notes: list[str] = []
+    sources: list[str] = [lock.path]
+    env_vars: dict[str, str] = {}
+    has_nvidia = any(p.name.lower().startswith("nvidia-") for p in lock.packages)
+    if v is not None and v in NVIDIA_LIBPATH_TF and has_nvidia and os_name != "windows":
+        steps.append(Step((), "venvs have no activate.d: tfgpu appends the variables to bin/activate",
+                          kind="append-file", path=_join(os_name, prefix, "bin", "activate"),
+                          content=_venv_nvidia_snippet(py_ver)))
+        env_vars["LD_LIBRARY_PATH"] = f"{prefix}/lib/python{py_ver}/site-packages/nvidia/*/lib (each directory, prepended)"
+        notes.append(f"TensorFlow {tfs} needs its nvidia/*/lib directories on LD_LIBRARY_PATH "
+                     f"({NVIDIA_LIBPATH_SOURCE}); bin/activate sets it")
+        sources.append(NVIDIA_LIBPATH_SOURCE)
+    if not tfs:
+        notes.append("the lock names no TensorFlow package; the environment is recorded without a version")
+    return Plan(
+        tf=tfs or "unknown", backend="pip", tool="uv" if uv else "venv",
+        backend_reason=f"--from-lock {lock.path}: a hashed pip requirements file, installed into a new venv with "
+                       f"{'uv' if uv else 'python -m venv and pip'}",
+        prefix=prefix, name=name, python=py_ver, steps=tuple(steps), env_vars=env_vars,
+        notes=tuple(dict.fromkeys(notes)), recipe_id="from-lock", sources=tuple(dict.fromkeys(sources)),
+        os=os_name, pip_requirements=tuple(reqs), env_python=py_in_env,
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,3 +53,23 @@ def detect_conda_envs_dir(tool: str, exe: str, *, timeout: float = 20.0) -> str 
     if isinstance(root, str) and root:
         return root.rstrip("/") + "/envs"
     return None
+
+
+def cleanup_after_failure(prefix: Path, log: Callable[[str], None]) -> list[Path]:
+    """Remove what a failed or interrupted step left next to ``prefix`` (the hook ``create`` calls).
+
+    The embedded engine links into a hidden sibling (``.NAME.tfgpu-partial-PID-XXXX``) and removes it
+    itself on an error or a forwarded Ctrl-C; when the runner had to kill it (timeout, or no exit
+    within the interrupt grace period) the directory stays, so it is removed here once its process
+    is gone. Never raises: a cleanup problem is logged.
+    """
+    try:
+        from tfgpu.engine import cleanup_partial
+
+        removed = cleanup_partial(prefix)
+    except OSError as exc:
+        log(f"! could not remove a partial install next to {prefix}: {exc}")
+        return []
+    for p in removed:
+        log(f"# removed the partial install {p}")
+    return removed

@@ -7,7 +7,20 @@ from typing import Any, Optional  # typer needs Optional at runtime on 3.9
 
 import typer
 
-_BACKEND_HELP = "auto, pip (uv or python -m venv), conda (mamba/micromamba/conda) or rattler (embedded engine)."
+_BACKEND_HELP = ("auto, pip (uv or python -m venv), conda (mamba/micromamba/conda) or rattler (embedded engine). "
+                 "auto tries the config file's \\[backends] prefer first.")
+_CHANNEL_HELP = ("conda channel name or URL (repeatable). Precedence: --channel, then `channels = [...]` in the "
+                 "config file ($TFGPU_CONFIG, else ~/.config/tfgpu/config.toml), then the recipe's channels. "
+                 "Anaconda's defaults/anaconda channels fall under Anaconda's Terms of Service; conda-forge does not.")
+_TF_HELP = "A release (2.2.0), a series (2.2) or `latest`."
+_FROM_LOCK_HELP = ("Build exactly what a lockfile pins, without solving: conda-lock's format (tfgpu lock) or a "
+                   "--require-hashes requirements file (tfgpu lock --backend pip). Instead of --tf.")
+_PLATFORM_HELP = "conda platform to install from the lock (default: this machine's, e.g. linux-64)."
+_CONFIG_EPILOG = (
+    "Config file: $TFGPU_CONFIG, else platformdirs' user config dir (~/.config/tfgpu/config.toml on Linux). "
+    "Keys: channels = [\"conda-forge\"] (conda channels; --channel beats them, they beat the recipe's) and "
+    "\\[backends] prefer = \"pip\" (tried first by --backend auto)."
+)
 
 
 def _facts(facts_file: str | None) -> dict[str, Any]:
@@ -52,16 +65,21 @@ def build_plan(
     *, tf: str, backend: str, name: str | None, prefix: str | None, python: str | None,
     channels: list[str], facts: dict[str, Any], find_links: list[str], index_url: str | None, offline: bool,
 ) -> Any:
-    """Detect the installed tools (effects), then plan (pure)."""
+    """Read the config file and detect the installed tools (effects), then plan (pure)."""
     import os
 
     from tfgpu.backends.base import detect_conda_envs_dir, detect_tools
+    from tfgpu.backends.config import load_config
     from tfgpu.compat import load_kb
     from tfgpu.envs import check_prefix, home
     from tfgpu.plan import CONDA_TOOLS, plan_environment
 
     kb = load_kb()
+    config = load_config()
     notes: list[str] = []
+    channels_source = "--channel"
+    if not channels and config.channels:
+        channels, channels_source = list(config.channels), config.source
     if tf == "latest":
         tf = _resolve_latest(facts, kb, notes)
     if name is not None and prefix is not None:
@@ -82,12 +100,59 @@ def build_plan(
         kb, facts, tf=tf, backend=backend, name=name, prefix=prefix, python=python, tools=tools,
         channels=channels, home=str(home()), conda_envs_dir=envs_dir, index_url=index_url,
         find_links=find_links, offline=offline, engine_python=sys.executable,
+        channels_source=channels_source, prefer=config.prefer, prefer_source=config.source,
     )
     if notes:
         import dataclasses
 
         plan = dataclasses.replace(plan, notes=tuple(notes) + plan.notes)
     return plan
+
+
+def build_lock_plan(
+    *, from_lock: str, name: str | None, prefix: str | None, platform: str | None, facts: dict[str, Any],
+    find_links: list[str], index_url: str | None, offline: bool,
+) -> Any:
+    """Read and validate the lockfile and detect tools (effects), then plan exactly its packages (pure)."""
+    import os
+
+    from tfgpu.backends.base import detect_tools
+    from tfgpu.backends.lock import read_lock_info
+    from tfgpu.compat import load_kb
+    from tfgpu.envs import check_prefix, home
+    from tfgpu.errors import UsageError
+    from tfgpu.plan import plan_from_lock
+
+    if name is not None and prefix is not None:
+        msg = "--name and --prefix are exclusive"
+        raise UsageError(msg, hint="pass one of them")
+    lock = read_lock_info(from_lock)
+    if prefix is not None:
+        prefix = str(check_prefix(prefix))
+    if platform is None and lock.kind == "conda":
+        from tfgpu.engine import current_platform
+
+        platform = current_platform()
+    index_url = index_url or os.environ.get("TFGPU_PIP_INDEX_URL") or None
+    return plan_from_lock(
+        load_kb(), facts, lock, platform=platform or "", name=name, prefix=prefix, tools=detect_tools(facts),
+        home=str(home()), engine_python=sys.executable, index_url=index_url, find_links=find_links, offline=offline,
+    )
+
+
+def _check_target(tf: str | None, from_lock: str | None, *, backend: str, python: str | None,
+                  channels: list[str] | None) -> None:
+    from tfgpu.errors import UsageError
+
+    if (tf is None) == (from_lock is None):
+        msg = "pass --tf VERSION or --from-lock FILE" if tf is None else "--tf and --from-lock are exclusive"
+        raise UsageError(msg, hint="--tf plans a new environment; --from-lock rebuilds a locked one")
+    if from_lock is not None:
+        given = [o for o, bad in (("--backend", backend != "auto"), ("--python", python is not None),
+                                  ("--channel", bool(channels))) if bad]
+        if given:
+            msg = f"{', '.join(given)} cannot be used with --from-lock"
+            raise UsageError(msg, hint="the lockfile fixes the packages, their channels and Python")
 
 
 def _print_plan(plan: Any) -> None:
@@ -114,18 +179,21 @@ def _print_plan(plan: Any) -> None:
 
 
 def plan_cmd(
-    tf: str = typer.Option(..., "--tf", help="A release (2.2.0), a series (2.2) or `latest`."),
+    tf: Optional[str] = typer.Option(None, "--tf", help=_TF_HELP),
+    from_lock: Optional[str] = typer.Option(None, "--from-lock", metavar="FILE", help=_FROM_LOCK_HELP),
+    platform: Optional[str] = typer.Option(None, "--platform", help=_PLATFORM_HELP),
     backend: str = typer.Option("auto", "--backend", help=_BACKEND_HELP),
     name: Optional[str] = typer.Option(None, "--name", "-n", help="Environment name."),
     prefix: Optional[str] = typer.Option(None, "--prefix", "-p", help="Environment directory."),
     python: Optional[str] = typer.Option(None, "--python", help="Python X.Y for the environment."),
-    channel: Optional[list[str]] = typer.Option(None, "--channel", "-c", help="conda channel (repeatable; replaces the recipe's)."),  # noqa: B008
+    channel: Optional[list[str]] = typer.Option(None, "--channel", "-c", help=_CHANNEL_HELP),  # noqa: B008
     json_out: bool = typer.Option(False, "--json", help='A versioned "tfgpu.plan/1" JSON document.'),
     fmt: Optional[str] = typer.Option(None, "--format", help="sh or environment.yml"),
     facts_file: Optional[str] = typer.Option(None, "--facts", metavar="PATH", help="Read facts from a file."),
     find_links: Optional[list[str]] = typer.Option(None, "--find-links", help="Extra wheel directory/URL for pip (repeatable)."),  # noqa: B008
     index_url: Optional[str] = typer.Option(None, "--index-url", help="Package index for pip (env TFGPU_PIP_INDEX_URL)."),
-    offline: bool = typer.Option(False, "--offline", help="pip/uv must not use the network."),
+    offline: bool = typer.Option(False, "--offline", help="pip/uv must not use the network; --from-lock: "
+                                                           "the package cache only."),
 ) -> int:
     """Print exactly what `tfgpu create` would run: argv, environment variables and why. Changes nothing."""
     import json
@@ -139,8 +207,18 @@ def plan_cmd(
     if json_out and fmt:
         msg = "--json and --format are exclusive"
         raise UsageError(msg, hint="pass one of them")
-    plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel or [],
-                      facts=_facts(facts_file), find_links=find_links or [], index_url=index_url, offline=offline)
+    _check_target(tf, from_lock, backend=backend, python=python, channels=channel)
+    if from_lock is not None:
+        from tfgpu.backends.lock import read_lock_info
+
+        read_lock_info(from_lock)  # a bad lockfile is exit 2 before the machine is probed
+        plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform,
+                               facts=_facts(facts_file), find_links=find_links or [], index_url=index_url,
+                               offline=offline)
+    else:
+        assert tf is not None
+        plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel or [],
+                          facts=_facts(facts_file), find_links=find_links or [], index_url=index_url, offline=offline)
     if json_out:
         from tfgpu import __version__
         from tfgpu.compat import data_version
@@ -161,12 +239,14 @@ def plan_cmd(
 
 
 def create_cmd(
-    tf: str = typer.Option(..., "--tf", help="A release (2.2.0), a series (2.2) or `latest`."),
+    tf: Optional[str] = typer.Option(None, "--tf", help=_TF_HELP),
+    from_lock: Optional[str] = typer.Option(None, "--from-lock", metavar="FILE", help=_FROM_LOCK_HELP),
+    platform: Optional[str] = typer.Option(None, "--platform", help=_PLATFORM_HELP),
     backend: str = typer.Option("auto", "--backend", help=_BACKEND_HELP),
     name: Optional[str] = typer.Option(None, "--name", "-n", help="Environment name."),
     prefix: Optional[str] = typer.Option(None, "--prefix", "-p", help="Environment directory."),
     python: Optional[str] = typer.Option(None, "--python", help="Python X.Y for the environment."),
-    channel: Optional[list[str]] = typer.Option(None, "--channel", "-c", help="conda channel (repeatable)."),  # noqa: B008
+    channel: Optional[list[str]] = typer.Option(None, "--channel", "-c", help=_CHANNEL_HELP),  # noqa: B008
     dry_run: bool = typer.Option(False, "--dry-run", help="Judge and show the plan; change nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     force: bool = typer.Option(False, "--force", help="Replace an existing environment; build despite a blocked verdict."),
@@ -176,13 +256,14 @@ def create_cmd(
     facts_file: Optional[str] = typer.Option(None, "--facts", metavar="PATH", help="Read facts from a file."),
     find_links: Optional[list[str]] = typer.Option(None, "--find-links", help="Extra wheel directory/URL for pip (repeatable)."),  # noqa: B008
     index_url: Optional[str] = typer.Option(None, "--index-url", help="Package index for pip (env TFGPU_PIP_INDEX_URL)."),
-    offline: bool = typer.Option(False, "--offline", help="pip/uv must not use the network."),
+    offline: bool = typer.Option(False, "--offline", help="No network: pip/uv use only the given wheels; "
+                                                           "--from-lock installs from the package cache only."),
 ) -> int:
     """Judge the target, show the plan, build the environment, then run the smoke test in it."""
     return run_create(
         tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel, dry_run=dry_run,
         yes=yes, force=force, no_smoke=no_smoke, allow_cpu=allow_cpu, timeout=timeout, facts_file=facts_file,
-        find_links=find_links, index_url=index_url, offline=offline,
+        find_links=find_links, index_url=index_url, offline=offline, from_lock=from_lock, platform=platform,
     )
 
 
@@ -191,15 +272,26 @@ def _err(text: str) -> None:
 
 
 def run_create(
-    *, tf: str, backend: str = "auto", name: str | None = None, prefix: str | None = None,
+    *, tf: str | None, backend: str = "auto", name: str | None = None, prefix: str | None = None,
     python: str | None = None, channels: list[str] | None = None, dry_run: bool = False, yes: bool = False,
     force: bool = False, no_smoke: bool = False, allow_cpu: bool = False, timeout: float | None = None,
     facts_file: str | None = None, find_links: list[str] | None = None, index_url: str | None = None,
-    offline: bool = False,
+    offline: bool = False, from_lock: str | None = None, platform: str | None = None,
 ) -> int:
     from tfgpu.errors import NotReady, TfgpuError, UsageError
 
+    _check_target(tf, from_lock, backend=backend, python=python, channels=channels)
+    if from_lock is not None:  # a bad lockfile is exit 2 before the machine is probed
+        from tfgpu.backends.lock import read_lock_info
+
+        read_lock_info(from_lock)
     facts = _facts(facts_file)
+    lock_plan: Any = None
+    if from_lock is not None:  # validate the lockfile first: a bad one is exit 2 before anything else
+        lock_plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform, facts=facts,
+                                    find_links=find_links or [], index_url=index_url, offline=offline)
+        tf = lock_plan.tf
+    assert tf is not None
     # 1. judge
     verdict: dict[str, Any] | None = None
     try:
@@ -208,7 +300,13 @@ def run_create(
     except ImportError:
         _err("tfgpu: note: the verdict engine is not available; skipping the pre-check")
     else:
-        verdict = judge_target(facts, load_kb(), tf, backend=backend if backend != "auto" else "auto")
+        try:
+            # a lock fixes the backend: judge the conda (rattler) or pip route it takes
+            verdict = judge_target(facts, load_kb(), tf, backend=lock_plan.backend if lock_plan is not None else backend)
+        except UsageError:
+            if lock_plan is None:
+                raise
+            _err(f"tfgpu: note: TensorFlow {tf} from the lock is not in the knowledge base; no pre-check")
     if verdict is not None and verdict.get("verdict") == "blocked":
         reasons = "; ".join(f"{b.get('summary')}" + (f" (fix: {b['fix']})" if b.get("fix") else "")
                             for b in verdict.get("blockers") or [])
@@ -220,8 +318,11 @@ def run_create(
         _err(f"tfgpu: warning: TensorFlow will not use a GPU here ({reasons}); building anyway ({why})")
     if verdict is not None and verdict.get("tf") and tf == "latest":
         tf = str(verdict["tf"])
-    plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channels or [],
-                      facts=facts, find_links=find_links or [], index_url=index_url, offline=offline)
+    if lock_plan is not None:
+        plan = lock_plan
+    else:
+        plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channels or [],
+                          facts=facts, find_links=find_links or [], index_url=index_url, offline=offline)
     _print_plan(plan)
     for c in (verdict or {}).get("caveats") or []:
         _err(f"tfgpu: caveat: {c.get('summary') if isinstance(c, dict) else c}")
@@ -342,7 +443,7 @@ def remove_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("plan")(plan_cmd)
-    app.command("create")(create_cmd)
+    app.command("plan", epilog=_CONFIG_EPILOG)(plan_cmd)
+    app.command("create", epilog=_CONFIG_EPILOG)(create_cmd)
     app.command("envs")(envs_cmd)
     app.command("remove")(remove_cmd)
