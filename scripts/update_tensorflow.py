@@ -10,6 +10,9 @@ Usage:
   python3 scripts/update_tensorflow.py --docs /path/to/tensorflow-docs
   # a bare git directory + ref (e.g. the mirror the search tool's fetch brings)
   python3 scripts/update_tensorflow.py --git-dir /path/to/docs.git --ref HEAD
+  # print a unified diff and exit 1 when the file is out of date (the default, also --check)
+  python3 scripts/update_tensorflow.py --git-dir ... --check
+  # with neither --docs nor --git-dir, $TFGPU_TF_DOCS names one (a checkout or a git dir); else it skips
   # write the regenerated block (default: only print a unified diff)
   python3 scripts/update_tensorflow.py --git-dir ... --force
   # list value changes of GPU rows over the git history (to curate `corrections`)
@@ -29,6 +32,7 @@ import argparse
 import datetime as _dt
 import difflib
 import html
+import os
 import re
 import subprocess
 import sys
@@ -257,10 +261,12 @@ def read_docs(docs: Path | None, git_dir: Path | None, ref: str) -> tuple[str, s
     assert docs is not None
     commit = None
     try:
-        commit = subprocess.run(
-            ["git", "-C", str(docs), "rev-parse", "HEAD"], check=True, capture_output=True, text=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
+        top, head = subprocess.run(
+            ["git", "-C", str(docs), "rev-parse", "--show-toplevel", "HEAD"], check=True, capture_output=True, text=True
+        ).stdout.split()
+        # a copy of the docs inside another repository (e.g. tests/data) is not a docs commit
+        commit = head if Path(top).resolve() == docs.resolve() else None
+    except (OSError, ValueError, subprocess.CalledProcessError):
         commit = None
     return (docs / LINUX_MD).read_text(encoding="utf-8"), (docs / WINDOWS_MD).read_text(encoding="utf-8"), commit
 
@@ -344,15 +350,27 @@ def history(git_dir: Path, ref: str) -> list[dict[str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    src = ap.add_mutually_exclusive_group(required=True)
+    src = ap.add_mutually_exclusive_group()
     src.add_argument("--docs", type=Path, help="work tree of tensorflow/docs")
     src.add_argument("--git-dir", type=Path, help="(bare) git dir of tensorflow/docs")
     ap.add_argument("--ref", default="HEAD", help="ref to read with --git-dir (default HEAD)")
     ap.add_argument("--compat", type=Path, default=Path(__file__).resolve().parent.parent / "compat" / "tensorflow.toml")
-    ap.add_argument("--force", action="store_true", help="write the file instead of printing a diff")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="print a diff, exit 1 if out of date (default)")
+    mode.add_argument("--force", action="store_true", help="write the file instead of printing a diff")
     ap.add_argument("--retrieved", default=_dt.date.today().isoformat(), help="date for updated sources")
     ap.add_argument("--history", action="store_true", help="print row value changes over git history")
     args = ap.parse_args(argv)
+    if args.docs is None and args.git_dir is None:
+        env = os.environ.get("TFGPU_TF_DOCS", "")
+        if not env:
+            print("update_tensorflow: skipped, no tensorflow/docs given (--docs DIR, --git-dir DIR or "
+                  "TFGPU_TF_DOCS=DIR)", file=sys.stderr)
+            return 0
+        if (Path(env) / LINUX_MD).is_file():
+            args.docs = Path(env)
+        else:
+            args.git_dir = Path(env)
 
     if args.history:
         if args.git_dir is None:

@@ -684,9 +684,9 @@ def load_notes() -> tuple[Note, ...]:
     for row in _rows("tensorflow", data, "notes", required=False):
         oses = frozenset(_split(row.get("os", "any")))
         if not oses <= {*OSES, "any"}:
-            raise _bad("tensorflow", row, f"os {row.get('os')!r} is not a list of {OSES} or 'any'")
+            raise _bad("tensorflow", row, f"os {row.get('os')!r} is not a list of {OSES} or 'any'")  # noqa: EM101
         if not str(row.get("text", "")).strip() or not str(row.get("id", "")).strip():
-            raise _bad("tensorflow", row, "a note needs an id and a text")
+            raise _bad("tensorflow", row, "a note needs an id and a text")  # noqa: EM101
         out.append(Note(id=str(row["id"]), tf=_spec("tensorflow", row), os=oses, text=str(row["text"]),
                         source=row["source"], confidence=str(row.get("confidence", "sourced"))))
     return tuple(out)
