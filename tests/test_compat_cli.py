@@ -14,13 +14,6 @@ from tfgpu.compat_query import Query, compat_document, exit_code
 jsonschema = pytest.importorskip("jsonschema")
 
 
-@pytest.fixture(autouse=True)
-def _one_registration_per_test():
-    """cli.main() registers every command again on each call, so typer's app grows with every in-process call
-    and each call gets slower; start each test from an empty registry (main() registers what it needs)."""
-    from tfgpu.cli import app
-
-    app.registered_commands.clear()
 
 
 @pytest.fixture(scope="module")

@@ -22,13 +22,6 @@ SCRIPTS = REPO / "scripts"
 needs_tomllib = pytest.mark.skipif(sys.version_info < (3, 11), reason="the scripts use tomllib (Python >= 3.11)")
 
 
-@pytest.fixture(autouse=True)
-def _one_registration_per_test():
-    """cli.main() registers every command again on each call, so typer's app grows with every in-process call
-    and each call gets slower; start each test from an empty registry (main() registers what it needs)."""
-    from tfgpu.cli import app
-
-    app.registered_commands.clear()
 
 
 def _load_script(name: str) -> types.ModuleType:

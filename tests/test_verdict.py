@@ -461,3 +461,10 @@ def test_wsl2_uses_the_windows_driver_floors_and_linux_recipes():
     old = judge_target(pascal, KB, "2.2")
     assert old["verdict"] == READY
     assert old["recipe"].startswith("conda-anaconda")
+
+
+def test_driver_older_than_every_floor_is_blocked():
+    facts = base_facts(driver={"version": "300.10", "cuda": None})
+    tv = judge_release(facts, KB, Version("1.15.0"), backend="conda")
+    assert tv.verdict == BLOCKED
+    assert any(b.check == "driver.cuda" and "older than every driver" in b.summary for b in tv.blockers), tv.blockers

@@ -44,10 +44,18 @@ def _root(
     """Environment doctor and installer for TensorFlow on NVIDIA GPUs."""
 
 
+_registered = False
+
+
 def _register() -> None:
+    """Add the commands to the app once per process (main() may be called many times in tests)."""
+    global _registered
+    if _registered:
+        return
     from tfgpu.commands import register_all
 
     register_all(app)
+    _registered = True
 
 
 def _debug_requested(argv: list[str]) -> bool:

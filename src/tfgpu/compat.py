@@ -415,11 +415,19 @@ class KnowledgeBase:
     models: tuple[GpuModel, ...]
 
     # -- TensorFlow -----------------------------------------------------------------------
+    @functools.cached_property
+    def _memo(self) -> dict[tuple[str, str], Any]:
+        """Derived indexes, computed once per KnowledgeBase (the records themselves are immutable)."""
+        return {}
+
     def series(self, os: str = "linux") -> list[str]:
         """GPU minor series on ``os``, newest first (from the tested build configurations)."""
         os = "linux" if os == "wsl2" else os
-        seen = {series_of(b.tf): b.tf for b in self.builds if b.os == os}
-        return sorted(seen, key=lambda s: version(s), reverse=True)
+        key = ("series", os)
+        if key not in self._memo:
+            seen = {series_of(b.tf): b.tf for b in self.builds if b.os == os}
+            self._memo[key] = sorted(seen, key=lambda s: version(s), reverse=True)
+        return list(self._memo[key])
 
     def build_for(self, v: Version | str, os: str = "linux") -> Build | None:
         vv = version(str(v))
@@ -432,8 +440,8 @@ class KnowledgeBase:
 
     def gpu_dist(self, v: Version | str) -> str:
         """The PyPI distribution that carries GPU support for a release."""
-        vv = version(str(v))
-        return "tensorflow-gpu" if vv < Version("2.1") else "tensorflow"
+        vv = v if isinstance(v, Version) else version(str(v))
+        return "tensorflow-gpu" if vv < _TF_2_1 else "tensorflow"
 
     def release(self, dist: str, v: Version | str) -> Release | None:
         vv = version(str(v))
@@ -450,14 +458,17 @@ class KnowledgeBase:
 
     def gpu_releases(self, os: str = "linux") -> list[Release]:
         """Every final, non-placeholder release with GPU support on ``os``, newest first."""
-        series = set(self.series(os))
         os_key = "linux" if os == "wsl2" else os
-        out = [
-            r for r in self.releases
-            if not r.placeholder and not r.yanked and r.dist == self.gpu_dist(r.version)
-            and series_of(r.version) in series and r.pythons(os_key)
-        ]
-        return sorted(out, key=lambda r: r.version, reverse=True)
+        key = ("gpu_releases", os_key)
+        if key not in self._memo:
+            series = set(self.series(os_key))
+            out = [
+                r for r in self.releases
+                if not r.placeholder and not r.yanked and r.dist == self.gpu_dist(r.version)
+                and series_of(r.version) in series and r.pythons(os_key)
+            ]
+            self._memo[key] = sorted(out, key=lambda r: r.version, reverse=True)
+        return list(self._memo[key])
 
     def resolve_tf(self, text: str, os: str = "linux") -> Version:
         """A release ("2.2.0") or a series ("2.2" -> its newest release) -> an exact version."""
@@ -549,17 +560,23 @@ class KnowledgeBase:
 
     def gpu_cc(self, name: str) -> str | None:
         """Compute capability of a GPU model by name (normalized substring; longest match wins)."""
-        wanted = _norm_gpu(name)
-        best: tuple[int, str] | None = None
-        for m in self.models:
-            for candidate in (m.name, *m.aliases):
-                key = _norm_gpu(candidate)
-                if key and (key == wanted or key in wanted) and (best is None or len(key) > best[0]):
-                    best = (len(key), m.cc)
-        return best[1] if best else None
+        key = ("gpu_cc", str(name))
+        if key not in self._memo:
+            index = self._memo.get(("gpu_names", ""))
+            if index is None:
+                index = [(_norm_gpu(c), m.cc) for m in self.models for c in (m.name, *m.aliases)]
+                index.sort(key=lambda item: len(item[0]), reverse=True)
+                self._memo[("gpu_names", "")] = index
+            wanted = _norm_gpu(name)
+            self._memo[key] = next((cc for k, cc in index if k and (k == wanted or k in wanted)), None)
+        result: str | None = self._memo[key]
+        return result
 
     def sources(self, file: str) -> dict[str, dict[str, Any]]:
         return dict(load_toml(file).get("sources", {}))
+
+
+_TF_2_1 = Version("2.1")
 
 
 def _nearest(wanted: Version, candidates: Iterable[Version]) -> list[str]:

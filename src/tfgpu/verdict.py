@@ -439,7 +439,17 @@ def _driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bo
         return blockers, caveats  # the machine-level blocker covers it
     want = _v(normalize_cuda(cuda))
     have = m.driver_cuda_version(kb)
-    if want is None or have is None:
+    if want is None:
+        return blockers, caveats
+    if have is None:  # older than every driver floor in the CUDA table
+        toolkit = kb.toolkit(cuda)
+        floor_text = toolkit.min_driver_text("windows" if m.os in ("windows", "wsl2") else "linux") if toolkit else ""
+        blockers.append(Finding(
+            "driver.cuda",
+            f"needs CUDA {want}; driver {m.driver_text} is older than every driver CUDA {want} supports"
+            + (f" (>= {floor_text})" if floor_text else ""),
+            fix=f"upgrade the NVIDIA driver to >= {floor_text}" if floor_text else "upgrade the NVIDIA driver",
+        ))
         return blockers, caveats
     os_key = "windows" if m.os in ("windows", "wsl2") else "linux"  # WSL2 reports the Windows driver
     toolkit = kb.toolkit(cuda)
@@ -545,6 +555,15 @@ def _libs_cuda(kb: KnowledgeBase, v: Version, cuda: str, os: str) -> str:
 
 
 def _first_series_supporting(kb: KnowledgeBase, cc: Version, os: str) -> str | None:
+    key = ("first_series_supporting", f"{cc.major}/{os}")
+    memo = kb._memo
+    if key not in memo:
+        memo[key] = _find_first_series_supporting(kb, cc, os)
+    result: str | None = memo[key]
+    return result
+
+
+def _find_first_series_supporting(kb: KnowledgeBase, cc: Version, os: str) -> str | None:
     for series in reversed(kb.series(os)):
         build = kb.build_for(series + ".0", os)
         if build is None:
