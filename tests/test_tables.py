@@ -347,3 +347,25 @@ def test_noxfile_runs_every_update_script():
     assert "def update_compat" in text
     assert 'glob("update_*.py")' in text
     assert {p.name for p in SCRIPTS.glob("update_*.py")} >= {"update_tensorflow.py", "update_releases.py"}
+
+
+def test_parsed_knowledge_base_cache_is_keyed_by_content(tmp_path, monkeypatch):
+    import pickle
+
+    from tfgpu import compat
+
+    monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path))
+    compat.load_kb.cache_clear()
+    try:
+        first = compat.load_kb()
+        (cache,) = tmp_path.glob("kb-*.pickle")
+        assert pickle.loads(cache.read_bytes()) == first
+        compat.load_kb.cache_clear()
+        cache.write_bytes(b"not a pickle")
+        again = compat.load_kb()  # a broken cache is ignored and rewritten
+        assert again == first
+        assert pickle.loads(cache.read_bytes()) == first
+        monkeypatch.setenv("TFGPU_NO_CACHE", "1")
+        assert compat._cache_file() is None
+    finally:
+        compat.load_kb.cache_clear()

@@ -17,6 +17,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from tfgpu import __version__
 from tfgpu.errors import DataError, UsageError
 
 if sys.version_info >= (3, 11):
@@ -430,9 +431,15 @@ class KnowledgeBase:
         return list(self._memo[key])
 
     def build_for(self, v: Version | str, os: str = "linux") -> Build | None:
-        vv = version(str(v))
+        vv = v if isinstance(v, Version) else version(str(v))
         os = "linux" if os == "wsl2" else os
-        rows = [b for b in self.builds if b.os == os and series_of(b.tf) == series_of(vv)]
+        index = self._memo.get(("builds_by_series", ""))
+        if index is None:
+            index = {}
+            for b in self.builds:
+                index.setdefault((b.os, series_of(b.tf)), []).append(b)
+            self._memo[("builds_by_series", "")] = index
+        rows = index.get((os, series_of(vv)))
         if not rows:
             return None
         older = [b for b in rows if b.tf <= vv]
@@ -444,11 +451,13 @@ class KnowledgeBase:
         return "tensorflow-gpu" if vv < _TF_2_1 else "tensorflow"
 
     def release(self, dist: str, v: Version | str) -> Release | None:
-        vv = version(str(v))
-        for r in self.releases:
-            if r.dist == dist and r.version == vv:
-                return r
-        return None
+        vv = v if isinstance(v, Version) else version(str(v))
+        index = self._memo.get(("releases_by_key", ""))
+        if index is None:
+            index = {(r.dist, r.version): r for r in self.releases}
+            self._memo[("releases_by_key", "")] = index
+        found: Release | None = index.get((dist, vv))
+        return found
 
     def gpu_release(self, v: Version | str, os: str = "linux") -> Release | None:
         rel = self.release(self.gpu_dist(v), v)
@@ -668,10 +677,65 @@ def _parse_kb() -> KnowledgeBase:
     )
 
 
+KB_FILES = ("meta", "tensorflow", "releases", "tf_archs", "cuda", "gpus", "recipes", "conda")
+
+
+def _cache_file() -> Path | None:
+    """Where the parsed knowledge base is cached between runs, keyed by the data's content hash.
+
+    Parsing ~200 kB of TOML costs ~0.1 s on every `tfgpu doctor`; unpickling the checked records
+    costs a few ms. TFGPU_CACHE_DIR overrides the directory; TFGPU_NO_CACHE=1 disables the cache."""
+    import hashlib
+    import os
+
+    if os.environ.get("TFGPU_NO_CACHE", "") not in ("", "0"):
+        return None
+    digest = hashlib.sha256(__version__.encode())
+    for name in KB_FILES:
+        path = compat_dir() / f"{name}.toml"
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            return None
+    base = os.environ.get("TFGPU_CACHE_DIR")
+    if not base:
+        from platformdirs import user_cache_dir
+
+        base = user_cache_dir("tfgpu")
+    return Path(base) / f"kb-{digest.hexdigest()[:32]}.pickle"
+
+
 @functools.lru_cache(maxsize=1)
 def load_kb() -> KnowledgeBase:
-    """The whole knowledge base, parsed and checked once per process."""
-    return _parse_kb()
+    """The whole knowledge base, parsed and checked once per process (and cached across runs)."""
+    import pickle
+
+    cache = _cache_file()
+    if cache is not None:
+        try:
+            with cache.open("rb") as fh:
+                kb = pickle.load(fh)
+            if isinstance(kb, KnowledgeBase):
+                return kb
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+            pass  # absent, stale or unreadable: parse the TOML again
+    kb = _parse_kb()
+    if cache is not None:
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".{os_getpid()}.tmp")
+            with tmp.open("wb") as fh:
+                pickle.dump(kb, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            tmp.replace(cache)
+        except OSError:
+            pass  # a read-only home is fine: the cache is an optimisation
+    return kb
+
+
+def os_getpid() -> int:
+    import os
+
+    return os.getpid()
 
 
 # --------------------------------------------------------------------------- release notes (additive)

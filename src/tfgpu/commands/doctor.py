@@ -77,7 +77,13 @@ def run_doctor(
     if backend not in BACKENDS:
         msg = f"--backend {backend!r} is not one of {', '.join(BACKENDS)}"
         raise UsageError(msg)
+    # Load the knowledge base while the probes run: both are needed, neither needs the other.
+    import threading
+
+    loader = threading.Thread(target=_warm_kb, daemon=True)
+    loader.start()
     facts, active = gather_facts(facts_file=facts_file, overrides=overrides, timeout=timeout)
+    loader.join()
     kb = load_kb()
     result = diagnose(facts, kb, tf=tf, backend=backend)
     doc = report.doctor_document(facts, result, data_version=kb.data_version, overrides=active)
@@ -97,6 +103,16 @@ def run_doctor(
     else:
         report.render_human(doc, sys.stdout, color=None if sys.stdout.isatty() else False)
     return code
+
+
+def _warm_kb() -> None:
+    from tfgpu.compat import load_kb
+    from tfgpu.errors import TfgpuError
+
+    try:
+        load_kb()
+    except TfgpuError:
+        pass  # the main thread calls load_kb() again and reports the error
 
 
 def register(app: typer.Typer) -> None:
