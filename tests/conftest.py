@@ -3,16 +3,15 @@ test is marked ``real_subprocess`` or installs a fake (STYLE.md, point 11)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tfgpu import run as run_mod
-
-import os
-import tempfile
 
 # The parsed knowledge base is cached between runs (tfgpu.compat._cache_file); tests use their own dir.
 os.environ.setdefault("TFGPU_CACHE_DIR", tempfile.mkdtemp(prefix="tfgpu-test-cache-"))

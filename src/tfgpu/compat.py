@@ -439,7 +439,7 @@ class KnowledgeBase:
             for b in self.builds:
                 index.setdefault((b.os, series_of(b.tf)), []).append(b)
             self._memo[("builds_by_series", "")] = index
-        rows = index.get((os, series_of(vv)))
+        rows: list[Build] = index.get((os, series_of(vv))) or []
         if not rows:
             return None
         older = [b for b in rows if b.tf <= vv]
