@@ -7,6 +7,7 @@ with one Python can run them all (README, "Development").
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import nox
@@ -51,10 +52,18 @@ def faults(session: nox.Session) -> None:
 
 @nox.session
 def e2e(session: nox.Session) -> None:
-    """Real installers and a real TensorFlow from PyPI (needs the package registry)."""
+    """Real installers and a real TensorFlow from PyPI (needs the package registry).
+
+    Provisions a venv with a real TensorFlow once (reused afterwards) for the smoke tests; the create
+    test builds its own environment through `tfgpu create`."""
     _install(session, "uv", "conda-lock>=2.5")
-    session.run("pytest", "-m", "e2e", "-p", "no:randomly", *session.posargs,
-                env={"TFGPU_E2E": "1", **({"PIP_DEFAULT_TIMEOUT": "180"})})
+    tf_env = ROOT / ".nox" / "_e2e_tensorflow"
+    tf_python = tf_env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    if not tf_python.exists():
+        session.run("uv", "venv", "--python", sys.executable, str(tf_env), external=True)
+        session.run("uv", "pip", "install", "--python", str(tf_python), "tensorflow==2.21.*", external=True)
+    session.run("pytest", "-m", "e2e", *session.posargs,
+                env={"TFGPU_E2E": "1", "TFGPU_E2E_PYTHON": str(tf_python), "PIP_DEFAULT_TIMEOUT": "180"})
 
 
 @nox.session

@@ -1,0 +1,107 @@
+"""`tfgpu explain`: list the known problems in a TensorFlow / CUDA / NVIDIA log, most important first."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Optional
+
+import typer
+
+if TYPE_CHECKING:
+    from tfgpu.explain import Finding
+
+
+def explain(
+    logfile: str = typer.Argument("-", metavar="[LOGFILE | -]", help="The log to read; - (default) reads stdin."),
+    json_out: bool = typer.Option(False, "--json", help="Print a versioned JSON document (tfgpu.explain/1)."),
+    facts_file: Optional[str] = typer.Option(
+        None, "--facts", metavar="FILE",
+        help="A facts document (tfgpu doctor --json) of the machine the log came from, to name its CUDA/cuDNN.",
+    ),
+    no_probe: bool = typer.Option(False, "--no-probe", help="Do not read this machine to make causes specific."),
+) -> int:
+    """Explain the errors in a TensorFlow / CUDA / NVIDIA log: meaning, likely cause, fix."""
+    return run_explain(logfile, json_out=json_out, facts_file=facts_file, probe=not no_probe)
+
+
+def machine_facts(facts_file: str | None, *, probe: bool) -> tuple[dict[str, Any] | None, str | None]:
+    """Facts for machine-specific causes: from --facts FILE, else probed here (never fatal), and a note."""
+    if facts_file:
+        from tfgpu.facts import load_facts_file
+
+        return load_facts_file(facts_file), f"machine-specific causes use the facts in {facts_file}"
+    if not probe:
+        return None, None
+    try:
+        from tfgpu.probe import detect_facts
+
+        facts = detect_facts()
+    except Exception as exc:  # a probe bug must not hide the log's explanation
+        return None, f"this machine could not be probed ({type(exc).__name__}); causes are generic"
+    return facts, "machine-specific causes describe THIS machine (--facts FILE for another one, --no-probe to turn off)"
+
+
+def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, probe: bool = True) -> int:
+    import dataclasses
+    import json
+    import sys
+
+    from tfgpu.errors import UsageError
+    from tfgpu.explain import explain_file
+
+    if logfile == "-" and sys.stdin is not None and sys.stdin.isatty():
+        msg = "no log given and standard input is a terminal"
+        raise UsageError(msg, hint="tfgpu explain LOGFILE, or: python train.py 2>&1 | tfgpu explain -")
+    facts, note = machine_facts(facts_file, probe=probe)
+    report = explain_file(logfile, facts=facts)
+    if note and any(not f.harmless for f in report.findings):
+        report = dataclasses.replace(report, notes=(*report.notes, note))
+    if json_out:
+        typer.echo(json.dumps(report.to_json(), indent=2))
+        return 0
+    render_findings(report.findings, notes=report.notes, title=f"tfgpu explain: {report.name}")
+    return 0
+
+
+def render_findings(findings: Iterable[Finding], *, notes: Iterable[str] = (), title: str | None = None) -> None:
+    """A rich table of findings, most important first; harmless ones summarised in one line."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from tfgpu.explain import summarize_harmless
+
+    items = list(findings)
+    console = Console(soft_wrap=False)
+    serious = [f for f in items if not f.harmless]
+    if title:
+        console.print(f"[bold]{title}[/bold]")
+    if not serious:
+        console.print("No known problem found in this log." if not items else "No problem: only harmless lines.")
+    else:
+        table = Table(expand=False)
+        table.add_column("#", justify="right", no_wrap=True)
+        table.add_column("", no_wrap=True)
+        table.add_column("line", justify="right", no_wrap=True)
+        table.add_column("problem")
+        marks = {"fatal": "[red]✗[/red]", "error": "[red]✗[/red]", "warning": "[yellow]![/yellow]",
+                 "info": "[blue]i[/blue]"}
+        for n, f in enumerate(serious, 1):
+            times = f" (×{f.count})" if f.count > 1 else ""
+            table.add_row(str(n), marks.get(f.severity, "?"), str(f.line),
+                          f"[bold]{f.id}[/bold]{times}: {f.meaning}")
+        console.print(table)
+        for n, f in enumerate(serious, 1):
+            console.print(f"[bold]{n}. {f.id}[/bold] (line {f.line}: [dim]{escape(f.text[:160])}[/dim])")
+            console.print(f"   cause: {escape(f.cause)}")
+            console.print(f"   [green]fix:[/green] {escape(f.fix)}")
+            console.print(f"   [dim]source: {escape(f.source)}[/dim]")
+    harmless = summarize_harmless(items)
+    if harmless:
+        console.print(f"[dim]{harmless}[/dim]")
+    for note in notes:
+        console.print(f"[dim]note: {escape(note)}[/dim]")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("explain")(explain)

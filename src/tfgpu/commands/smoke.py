@@ -1,0 +1,119 @@
+"""`tfgpu smoke`: prove that TensorFlow in an environment really computes on the GPU."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import typer
+
+if TYPE_CHECKING:
+    from tfgpu.smoke.runner import SmokeReport
+
+
+def smoke(
+    prefix: Optional[str] = typer.Option(None, "--prefix", metavar="PATH", help="The environment's root directory."),
+    name: Optional[str] = typer.Option(None, "--name", metavar="NAME", help="A conda environment or tfgpu venv by name."),
+    python: Optional[str] = typer.Option(None, "--python", metavar="EXE", help="The interpreter to test."),
+    json_out: bool = typer.Option(False, "--json", help="Print a versioned JSON document (tfgpu.smoke/1)."),
+    benchmark: bool = typer.Option(False, "--benchmark", help="Also time the same matmul and conv on GPU and CPU."),
+    allow_cpu: bool = typer.Option(False, "--allow-cpu", help="Pass (exit 0) on a host without a usable GPU."),
+    timeout: float = typer.Option(600.0, "--timeout", metavar="S", min=1.0, help="Give up after S seconds."),
+    no_probe: bool = typer.Option(False, "--no-probe", help="Do not read this machine to make causes specific."),
+) -> int:
+    """Run matmul, Conv2D (forward+backward) and an XLA op on the GPU in the target environment.
+
+    Exit 0 only if TensorFlow ran every op on the GPU (with --allow-cpu: also when no GPU is visible
+    and the ops work on the CPU); 1 otherwise, with TensorFlow's log explained.
+    """
+    return run_smoke_command(prefix=prefix, name=name, python=python, json_out=json_out,
+                             benchmark=benchmark, allow_cpu=allow_cpu, timeout=timeout, probe=not no_probe)
+
+
+def run_smoke_command(
+    *,
+    prefix: str | None = None,
+    name: str | None = None,
+    python: str | None = None,
+    json_out: bool = False,
+    benchmark: bool = False,
+    allow_cpu: bool = False,
+    timeout: float = 600.0,
+    probe: bool = True,
+) -> int:
+    import json
+
+    from tfgpu.commands.explain import machine_facts
+    from tfgpu.smoke.runner import resolve_python, run_smoke
+
+    exe = resolve_python(prefix=prefix, name=name, python=python)
+    if not json_out:
+        typer.echo(f"tfgpu smoke: running the smoke test with {exe} (timeout {timeout:g} s) ...", err=True)
+    facts, _ = machine_facts(None, probe=probe)
+    report = run_smoke(exe, timeout=timeout, benchmark=benchmark, facts=facts)
+    if json_out:
+        typer.echo(json.dumps(report.to_json(allow_cpu=allow_cpu), indent=2))
+    else:
+        render_report(report, allow_cpu=allow_cpu)
+    return 0 if report.passed(allow_cpu) else 1
+
+
+def _fmt_s(value: object) -> str:
+    return f"{value:.4g} s" if isinstance(value, (int, float)) else "-"
+
+
+def render_report(report: SmokeReport, *, allow_cpu: bool = False) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from tfgpu.commands.explain import render_findings
+
+    console = Console(soft_wrap=False)
+    bi = report.build_info
+    console.print(f"[bold]TensorFlow[/bold] {escape(str(report.tf_version or '-'))}"
+                  f"  python {escape(str(report.python_version or '?'))} ({escape(report.python)})")
+    if bi:
+        built = ", ".join(f"{k}={bi[k]}" for k in ("is_cuda_build", "cuda_version", "cudnn_version",
+                                                     "cuda_compute_capabilities") if k in bi)
+        console.print(f"  build: {escape(built) or '-'}")
+    if report.tf_ok:
+        gpus = ", ".join(str(g.get("name")) + (f" {g['details']}" if g.get("details") else "")
+                         for g in report.gpus) or "none"
+        console.print(f"  GPUs TensorFlow sees: {escape(gpus)}")
+    if report.ops:
+        table = Table(expand=False)
+        for col in ("op", "result", "device", "time", "error / reason"):
+            table.add_column(col)
+        for op in report.ops:
+            mark = {"pass": "[green]✓ pass[/green]" if op.on_gpu else "[yellow]! cpu[/yellow]",
+                    "fail": "[red]✗ fail[/red]", "skip": "[dim]- skip[/dim]"}.get(op.status, op.status)
+            detail = op.error or op.reason or ""
+            table.add_row(op.name, mark, escape(op.device or "-"), _fmt_s(op.seconds),
+                          escape(detail.splitlines()[0][:160] if detail else ""))
+        console.print(table)
+    libs = report.libraries.get("loaded") or []
+    if libs:
+        names = ", ".join(str(lib.get("name")) for lib in libs if isinstance(lib, dict))
+        console.print(f"  CUDA libraries loaded: {escape(names)}")
+    if report.benchmark:
+        for key, val in report.benchmark.items():
+            if isinstance(val, dict) and val.get("speedup"):
+                console.print(f"  benchmark {key}: CPU {_fmt_s(val['cpu_seconds'])}, GPU "
+                              f"{_fmt_s(val['gpu_seconds'])}: GPU is {val['speedup']:.1f}x faster")
+            elif isinstance(val, dict):
+                console.print(f"  benchmark {key}: {escape(str(val.get('error') or val))}")
+            else:
+                console.print(f"  benchmark: {escape(str(val))}")
+    serious = [f for f in report.findings if not f.harmless]
+    if serious or report.notes:
+        render_findings(report.findings, notes=report.notes, title="What TensorFlow's log says:")
+    if report.error and report.log_tail:
+        console.print("[dim]last lines of the log:[/dim]")
+        for line in report.log_tail[-10:]:
+            console.print(f"[dim]  {escape(line)}[/dim]")
+    colour = "green" if report.passed(allow_cpu) else "red"
+    console.print(f"[bold {colour}]{escape(report.summary(allow_cpu))}[/bold {colour}]")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("smoke")(smoke)
