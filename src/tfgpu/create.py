@@ -87,17 +87,24 @@ def _rmtree(path: Path) -> None:
 def _write(step: Step, log: run.StepLog) -> None:
     assert step.path is not None
     path = Path(step.path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     mode = "a" if step.kind == "append-file" else "w"
-    with path.open(mode, encoding="utf-8", newline="") as fh:
-        fh.write(step.content or "")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open(mode, encoding="utf-8", newline="") as fh:
+            fh.write(step.content or "")
+    except OSError as exc:  # a full disk, a read-only filesystem: a failed step, not a crash
+        msg = f"cannot write {path}: {exc.strerror or exc}"
+        raise StepFailed(msg) from None
     log.write(f"+ {'append to' if mode == 'a' else 'write'} {path} ({len(step.content or '')} bytes)")
 
 
-def _step_env(step: Step) -> dict[str, str] | None:
-    if not step.env:
-        return None
-    env = dict(os.environ)
+#: Variables that make a Python other than the environment's run (or load another tree of packages);
+#: installers and the new environment's interpreter must not see them.
+_PYTHON_LEAKS = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")
+
+
+def _step_env(step: Step) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _PYTHON_LEAKS}
     env.update(dict(step.env))
     return env
 
@@ -193,6 +200,10 @@ def _cleanup(prefix: Path, aside: Path | None, log: run.StepLog) -> None:
 def activation_env(plan: Plan, base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment variables activation would set, made concrete (for the smoke test)."""
     env = dict(os.environ if base is None else base)
+    if base is None:
+        # the new environment is tested as it is, not with the caller's PYTHONPATH or ~/.local packages;
+        # empty means unset to Python, and survives the smoke runner merging this over os.environ
+        env.update(dict.fromkeys(_PYTHON_LEAKS, ""), PYTHONNOUSERSITE="1")
     prefix = plan.prefix
     libdirs: list[str] = []
     if plan.conda_specs:

@@ -40,10 +40,25 @@ def is_environment(path: Path) -> bool:
 
 def check_prefix(prefix: str | os.PathLike[str]) -> Path:
     """An environment prefix that is safe to create (or, with --force, to replace)."""
-    raw = Path(prefix).expanduser()
+    if any(ord(c) < 32 or ord(c) == 127 for c in os.fspath(prefix)):
+        # a newline in a prefix would start a new line in `tfgpu plan --format sh` and in logs
+        msg = f"refusing the prefix {os.fspath(prefix)!r}: it contains control characters"
+        raise UsageError(msg, hint="choose a directory name without newlines or tabs")
+    try:
+        raw = Path(prefix).expanduser()
+    except RuntimeError:  # ~name of a user that does not exist
+        msg = f"refusing the prefix {os.fspath(prefix)!r}: its home directory is unknown"
+        raise UsageError(msg, hint="give an absolute path") from None
     if not raw.is_absolute():
         raw = Path.cwd() / raw
-    p = raw.resolve()
+    try:
+        return _check_resolved(raw.resolve())
+    except OSError as exc:  # e.g. a name longer than the filesystem allows
+        msg = f"cannot use {raw} as an environment prefix: {exc.strerror or exc}"
+        raise UsageError(msg, hint="choose another --prefix") from None
+
+
+def _check_resolved(p: Path) -> Path:
     if p == Path(p.anchor) or p == Path.home().resolve():
         msg = f"refusing to use {p} as an environment prefix"
         raise UsageError(msg, hint="choose a new directory, e.g. --prefix ~/envs/tf")

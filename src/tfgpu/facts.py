@@ -18,6 +18,8 @@ from typing import Any
 from tfgpu.errors import InputError, UsageError
 
 SCHEMA = "tfgpu.facts/1"
+#: A facts document is a few kB (a doctor report with 64 GPUs well under 1 MB); refuse anything this big.
+MAX_FACTS_BYTES = 16 * 1024 * 1024
 
 #: Override keys (as given by flags) and their environment variables.
 OVERRIDE_ENV = {
@@ -113,7 +115,9 @@ def load_facts_file(path: str | Path) -> dict[str, Any]:
     """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open("rb") as fh:  # bounded: a huge file, /dev/zero or a pipe must not fill the memory
+            data = fh.read(MAX_FACTS_BYTES + 1)
+        text = data.decode("utf-8")
     except FileNotFoundError:
         msg = f"facts file {p} does not exist"
         raise InputError(msg, hint="give the path of a facts document or a `tfgpu doctor --json` report") from None
@@ -123,10 +127,16 @@ def load_facts_file(path: str | Path) -> dict[str, Any]:
     except OSError as exc:
         msg = f"cannot read facts file {p}: {exc.strerror or exc}"
         raise InputError(msg) from None
+    if len(data) > MAX_FACTS_BYTES:
+        msg = f"facts file {p} is larger than {MAX_FACTS_BYTES // (1024 * 1024)} MB: not a facts document"
+        raise InputError(msg, hint="give the output of `tfgpu doctor --json` (a few kB)")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         msg = f"facts file {p} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        raise InputError(msg) from None
+    except RecursionError:
+        msg = f"facts file {p} is nested too deeply to be a facts document"
         raise InputError(msg) from None
     if isinstance(doc, dict) and (("schema" not in doc and isinstance(doc.get("facts"), dict))
                                   or str(doc.get("schema", "")).startswith("tfgpu.doctor/")):

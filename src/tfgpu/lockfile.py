@@ -33,6 +33,9 @@ from typing import Any
 
 from tfgpu.errors import InputError, StepFailed, UsageError
 
+#: A conda-lock file for a few platforms is 1-2 MB; anything this big is not one (and is not parsed).
+MAX_LOCKFILE_BYTES = 64 * 1024 * 1024
+
 #: conda platforms tfgpu locks for, and the knowledge-base OS each one means.
 PLATFORM_OS = {"linux-64": "linux", "linux-aarch64": "linux", "win-64": "windows"}
 
@@ -248,6 +251,11 @@ def read_lockfile(path: Path) -> Lock:
         msg = f"lockfile {path} does not exist" if not path.exists() else f"lockfile {path} is not a file"
         raise InputError(msg, hint="make one with: tfgpu lock --tf VERSION -o conda-lock.yml")
     try:
+        size = path.stat().st_size
+        if size > MAX_LOCKFILE_BYTES:
+            msg = (f"lockfile {path} is {size // (1024 * 1024)} MB, larger than any lockfile "
+                   f"({MAX_LOCKFILE_BYTES // (1024 * 1024)} MB at most)")
+            raise InputError(msg, hint="give the conda-lock.yml that `tfgpu lock` wrote")
         with path.open("rb") as fh:
             head = fh.read(1 << 16)
         head.decode("utf-8")

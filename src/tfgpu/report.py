@@ -50,7 +50,10 @@ _TOKEN = re.compile(
     r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}|"
     r"xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|"
     r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}|"
-    r"(?i:(?:token|secret|password|passwd|api[_-]?key)\s*[=:]\s*)\S+)"
+    r"(?i:bearer\s+)[A-Za-z0-9._~+/-]{16,}=*|"
+    r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)|"  # credentials in a URL (an index URL with user:password@)
+    # KEY=value and KEY: value, also inside longer names (AWS_SECRET_ACCESS_KEY=..., HF_TOKEN=...)
+    r"(?i:(?:token|secret|password|passwd|api[_-]?key|access[_-]?key)\w*\s*[=:]\s*)\S+)"
 )
 _HOME = re.compile(r"(/home/|/Users/|\\Users\\|/export/home/)([^/\\\s:;,'\"]+)")
 
@@ -72,7 +75,7 @@ def redactor(user: str | None = None, host: str | None = None, home: str | None 
         if user and len(user) > 2:
             text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(user)}(?![A-Za-z0-9])", "<user>", text)
         if host and len(host) > 2:
-            text = re.sub(rf"(?<![A-Za-z0-9.-]){re.escape(host)}(?![A-Za-z0-9-])", "<host>", text)
+            text = re.sub(rf"(?<![A-Za-z0-9-]){re.escape(host)}(?![A-Za-z0-9-])", "<host>", text)
         return text
 
     return clean

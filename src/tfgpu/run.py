@@ -56,7 +56,13 @@ class Result:
         if self.returncode != 0:
             last = (self.stderr.strip() or self.stdout.strip()).splitlines()
             tail = f": {last[-1][:200]}" if last else ""
-            return f"{quote(self.argv)} exited with {self.returncode}{tail}"
+            how = f"exited with {self.returncode}"
+            if self.returncode is not None and self.returncode < 0:  # killed (the OOM killer, kill -9, a crash)
+                try:
+                    how = f"was killed by signal {signal.Signals(-self.returncode).name}"
+                except ValueError:
+                    how = f"was killed by signal {-self.returncode}"
+            return f"{quote(self.argv)} {how}{tail}"
         return f"{quote(self.argv)} succeeded"
 
 
@@ -191,11 +197,15 @@ class StepLog:
     path: Path
     echo: Callable[[str], None] | None = None
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=40))
+    error: str | None = None  # why the log file could not be written (a full disk); the tail is still kept
 
     def write(self, line: str) -> None:
         self.tail.append(line)
-        with self.path.open("a", encoding="utf-8", errors="replace") as fh:
-            fh.write(line if line.endswith("\n") else line + "\n")
+        try:
+            with self.path.open("a", encoding="utf-8", errors="replace") as fh:
+                fh.write(line if line.endswith("\n") else line + "\n")
+        except OSError as exc:  # a full disk must not kill the step (this runs in the output pump thread)
+            self.error = self.error or f"cannot write the log {self.path}: {exc.strerror or exc}"
 
 
 def run_step(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 from typing import Any
 
 from tfgpu.probe._ctx import Ctx
@@ -108,7 +109,8 @@ def probe_nvidia_smi(ctx: Ctx, os_name: str) -> dict[str, Any]:
         return out
     if not res.ok:
         kind, detail = classify_smi_error(res.stdout + "\n" + res.stderr)
-        out["error"] = "nvidia-smi: " + ((res.stdout + "\n" + res.stderr).strip().splitlines() or ["failed"])[0][:200]
+        out["error"] = "nvidia-smi: " + ((res.stdout + "\n" + res.stderr).strip().splitlines()
+                                         or [_exit_status(res.returncode)])[0][:200]
         out["error_kind"] = kind
         out["detail"] = detail
         return out
@@ -140,6 +142,16 @@ def probe_nvidia_smi(ctx: Ctx, os_name: str) -> dict[str, Any]:
         out["error"] = "nvidia-smi: output not understood"
         out["error_kind"] = "garbage"
     return out
+
+
+def _exit_status(code: int | None) -> str:
+    """How a program that printed nothing ended: "killed by signal SIGSEGV" (a crash) or "exited with 139"."""
+    if code is not None and code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with {code}"
 
 
 def probe_pci(ctx: Ctx) -> dict[str, Any]:

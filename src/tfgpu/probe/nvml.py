@@ -106,7 +106,15 @@ def query_nvml() -> dict[str, Any]:
 def probe_nvml(timeout: float) -> dict[str, Any]:
     """:func:`query_nvml` in a daemon thread; after ``timeout`` seconds give up and say so."""
     box: list[dict[str, Any]] = []
-    thread = threading.Thread(target=lambda: box.append(query_nvml()), name="tfgpu-nvml", daemon=True)
+
+    def work() -> None:
+        try:
+            box.append(query_nvml())
+        except Exception as exc:  # a binding that breaks while reporting an error: a result, not a traceback
+            box.append({"ok": False, "driver_version": None, "cuda": None, "nvml_version": None, "gpus": [],
+                        "error": f"NVML: probe crashed: {type(exc).__name__}", "error_kind": "other"})
+
+    thread = threading.Thread(target=work, name="tfgpu-nvml", daemon=True)
     thread.start()
     thread.join(timeout)
     if box:

@@ -268,6 +268,8 @@ def parse_cudart_header(text: str) -> str | None:
     if not m:
         return None
     n = int(m.group(1))
+    if n < 1000:  # a header cut mid-number ("#define CUDART_VERSION 12" of 12060): no version, not "0.1"
+        return None
     return f"{n // 1000}.{(n % 1000) // 10}"
 
 
