@@ -268,3 +268,22 @@ def test_redact_handles_every_json_shape() -> None:
     doc: dict[str, Any] = {f"/home/{USER}/x": [1, None, True, 2.5, {"k": f"{HOST}:{SECRETS['github']}"}]}
     out = report.redact(doc, clean)
     assert out == {"~/x": [1, None, True, 2.5, {"k": "<host>:<redacted>"}]}
+
+
+def test_explain_redact_removes_the_user_from_quoted_paths(cli, tmp_path, monkeypatch):
+    import getpass
+    import json as _json
+
+    log = tmp_path / "train.log"
+    log.write_text(
+        "2020-09-11 08:30:55.744692: I tensorflow/stream_executor/platform/default/dso_loader.cc:53] Could not "
+        "dlopen library 'libcudart.so.10.0'; dlerror: libcudart.so.10.0: cannot open shared object file: No such "
+        "file or directory; LD_LIBRARY_PATH: /home/dell2/.mujoco/mjpro150/bin:/usr/local/cuda-10.1/lib64:\n"
+    )
+    monkeypatch.setattr(getpass, "getuser", lambda: "dell2")
+    code, out, _ = cli("explain", "--no-probe", "--json", "--redact", str(log))
+    assert code == 0
+    doc = _json.loads(out)
+    assert doc["findings"]
+    assert "dell2" not in out
+    assert "libcudart.so.10.0" in out

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from tfgpu.errors import UsageError
 
@@ -158,7 +158,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 def check_name(name: str) -> str:
     """An environment name: safe as a directory name and as a conda `-n` value."""
-    if not _NAME_RE.match(name) or ".." in name:
+    if not _NAME_RE.fullmatch(name) or ".." in name:
         msg = f"invalid environment name {name!r}"
         raise UsageError(msg, hint="use letters, digits, '.', '_' or '-', starting with a letter or digit, "
                                    "at most 64 characters, no '..'")
@@ -460,7 +460,11 @@ def plan_environment(
     interps = _interpreters(facts, tools)
     wheel_pythons = kb.pythons_for(v, os_name)
     if python is not None:
-        python = _xy(python)
+        try:
+            python = _xy(python)
+        except InvalidVersion:
+            msg = f"--python {python!r} is not a Python version"
+            raise UsageError(msg, hint="use X.Y, e.g. --python 3.11") from None
 
     def pip_python() -> str | None:
         cands = [p for p in wheel_pythons if p in interps]
@@ -768,10 +772,10 @@ def _kb_version(kb: Any, text: str, os_name: str) -> Version | None:
 
 def _lock_env_name(tfs: str, path: str) -> str:
     """tfVERSION, else the lockfile's name made safe (check_name's alphabet), else from-lock."""
-    if tfs and _NAME_RE.match(f"tf{tfs}"):
+    if tfs and _NAME_RE.fullmatch(f"tf{tfs}"):
         return f"tf{tfs}"
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", posixpath.basename(path).split(".")[0]).strip(".-_")[:64]
-    return stem if stem and _NAME_RE.match(stem) and ".." not in stem else "from-lock"
+    return stem if stem and _NAME_RE.fullmatch(stem) and ".." not in stem else "from-lock"
 
 
 def _pip_hash_req(p: LockedPkg) -> str:

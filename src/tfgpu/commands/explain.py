@@ -19,9 +19,11 @@ def explain(
         help="A facts document (tfgpu doctor --json) of the machine the log came from, to name its CUDA/cuDNN.",
     ),
     no_probe: bool = typer.Option(False, "--no-probe", help="Do not read this machine to make causes specific."),
+    redact_out: bool = typer.Option(
+        False, "--redact", help="Remove user names, the host name and tokens (logs quote paths and environment)."),
 ) -> int:
     """Explain the errors in a TensorFlow / CUDA / NVIDIA log: meaning, likely cause, fix."""
-    return run_explain(logfile, json_out=json_out, facts_file=facts_file, probe=not no_probe)
+    return run_explain(logfile, json_out=json_out, facts_file=facts_file, probe=not no_probe, redact_out=redact_out)
 
 
 def machine_facts(facts_file: str | None, *, probe: bool) -> tuple[dict[str, Any] | None, str | None]:
@@ -41,7 +43,8 @@ def machine_facts(facts_file: str | None, *, probe: bool) -> tuple[dict[str, Any
     return facts, "machine-specific causes describe THIS machine (--facts FILE for another one, --no-probe to turn off)"
 
 
-def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, probe: bool = True) -> int:
+def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, probe: bool = True,
+                redact_out: bool = False) -> int:
     import dataclasses
     import json
     import sys
@@ -56,6 +59,17 @@ def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, 
     report = explain_file(logfile, facts=facts)
     if note and any(not f.harmless for f in report.findings):
         report = dataclasses.replace(report, notes=(*report.notes, note))
+    if redact_out:
+        from tfgpu.report import redactor
+
+        clean = redactor()
+        report = dataclasses.replace(
+            report,
+            name=clean(report.name),
+            notes=tuple(clean(n) for n in report.notes),
+            findings=tuple(dataclasses.replace(f, text=clean(f.text), cause=clean(f.cause), fix=clean(f.fix),
+                                          meaning=clean(f.meaning)) for f in report.findings),
+        )
     if json_out:
         typer.echo(json.dumps(report.to_json(), indent=2))
         return 0
