@@ -19,7 +19,8 @@ nox.options.error_on_missing_interpreters = False
 nox.options.default_venv_backend = "uv|virtualenv"
 
 ROOT = Path(__file__).resolve().parent
-TEST_DEPS = ["pytest>=8", "pytest-cov>=5", "hypothesis>=6.100", "hatchling>=1.18", "jsonschema>=4"]
+TEST_DEPS = ["pytest>=8", "pytest-cov>=5", "hypothesis>=6.100", "hatchling>=1.18", "jsonschema>=4", "pyyaml>=6",
+             "conda-lock>=2.5", "uv"]
 
 
 def _install(session: nox.Session, *extra: str) -> None:
