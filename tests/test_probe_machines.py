@@ -245,3 +245,21 @@ def test_this_machine_probe2_wrapper_fixture_is_followed(tmp_path: Path) -> None
     assert (tk["path"], tk["version"], tk["source"]) == ("/usr/local/cuda-13.0", "13.0", "dist-info")
     assert tk["nvcc_on_path"] == "/usr/local/bin/nvcc"
     assert tk["nvcc_version"] == "13.0"
+
+
+def test_nvml_is_not_imported_where_no_nvidia_driver_can_be(tmp_path: Path) -> None:
+    """No kernel module, device node or WSL driver: NVML is skipped (pynvml + ctypes cost ~70 ms) and
+    the report says why; the other sources still tell "no driver"."""
+    p = Profile(tmp_path)
+    p.env.pop("TFGPU_PROBE_NVML")
+    env = {**p.env}
+    import tfgpu.probe._ctx as ctx_mod
+
+    real_native = ctx_mod.Ctx.native
+    try:
+        ctx_mod.Ctx.native = property(lambda self: True)  # type: ignore[assignment,method-assign]
+        facts = detect_facts(root=tmp_path, env=env, timeout=2.0)
+    finally:
+        ctx_mod.Ctx.native = real_native  # type: ignore[method-assign]
+    assert "no NVIDIA kernel module" in facts["driver"]["sources"]["nvml"]["error"]
+    assert facts["driver"]["version"] is None

@@ -19,6 +19,11 @@ DEFAULT_TIMEOUT = 2.0
 ENV_VARS = ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CONDA_PREFIX",
             "VIRTUAL_ENV", "TF_FORCE_GPU_ALLOW_GROWTH", "XLA_FLAGS", "NVIDIA_VISIBLE_DEVICES")
 
+#: Paths whose absence means NVML cannot work on Linux (the kernel module's files, its device
+#: nodes, WSL2's driver libraries).
+_NVML_SIGNS = ("/proc/driver/nvidia", "/sys/module/nvidia", "/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg",
+               "/usr/lib/wsl/lib/libnvidia-ml.so.1")
+
 __all__ = ["DEFAULT_TIMEOUT", "SCHEMA", "detect_facts"]
 
 
@@ -55,6 +60,12 @@ def detect_facts(
     nvml_mode = env.get("TFGPU_PROBE_NVML", "").strip().lower()
     use_nvml = nvml_mode in ("1", "true", "yes", "on") or (nvml_mode == "" and ctx.native)
     use_nvml = use_nvml and os_name in ("linux", "windows")
+    nvml_skipped = None
+    if use_nvml and nvml_mode == "" and os_name == "linux" and not any(ctx.exists(p) for p in _NVML_SIGNS):
+        # No NVIDIA kernel module, device node or WSL driver: NVML cannot initialise, and importing
+        # pynvml (+ ctypes) alone costs ~70 ms of the doctor's start-up. The other sources say why.
+        use_nvml = False
+        nvml_skipped = "not probed: no NVIDIA kernel module, device node or WSL driver on this machine"
 
     site_dirs = cuda.site_packages_dirs(ctx)
     jobs: dict[str, Any] = {
@@ -94,7 +105,8 @@ def detect_facts(
     pci = results.get("pci")
     drv, gpus, notes = driver.resolve_driver(nvml, kernel, smi, pci, os_name=os_name, wsl=platform.get("wsl"))
     if not use_nvml and drv["sources"]["nvml"] is None:
-        drv["sources"]["nvml"] = {"ok": False, "error": "not probed (TFGPU_PROBE_NVML=0 or not this machine)"}
+        drv["sources"]["nvml"] = {"ok": False,
+                                  "error": nvml_skipped or "not probed (TFGPU_PROBE_NVML=0 or not this machine)"}
     visible = driver.parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"), gpus)
     for g in gpus:
         g["visible"] = g.get("index") in visible["visible"]

@@ -168,7 +168,10 @@ def probe_pci(ctx: Ctx) -> dict[str, Any]:
         if vendor == "0x10de" and klass.startswith("0x03"):
             device = (ctx.read(f"{base}/{slot}/device") or "").strip().lower().removeprefix("0x") or None
             sys_devs.append({"slot": slot, "class": klass, "name": None, "device_id": device})
-    res = ctx.run(["lspci", "-nn"])
+    if ctx.listdir(base) and not sys_devs:
+        out["source"] = "/sys/bus/pci/devices"  # the bus is readable and has no NVIDIA display device
+        return out
+    res = ctx.run(["lspci", "-nn"])  # names for the devices sysfs found, or the bus when sysfs is hidden
     if res.ok:
         out["devices"] = parse_lspci(res.stdout)
         out["source"] = "lspci -nn"
