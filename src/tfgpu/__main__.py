@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfgpu.cli import main
+from tfgpu.entry import main
 
 if __name__ == "__main__":
     main()

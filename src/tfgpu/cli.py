@@ -14,7 +14,7 @@ from typing import Any
 import typer
 
 from tfgpu import __version__
-from tfgpu.errors import ExitCode, TfgpuError
+from tfgpu.errors import ExitCode, error_line, finish, run_guarded
 
 app = typer.Typer(
     name="tfgpu",
@@ -63,7 +63,7 @@ def _debug_requested(argv: list[str]) -> bool:
 
 
 def _error(text: str) -> None:
-    sys.stderr.write(f"tfgpu: error: {text}\n")
+    error_line(text)
 
 
 def _click_exceptions() -> Any:
@@ -77,57 +77,32 @@ def _click_exceptions() -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns (and, as a console script, exits with) the exit code."""
-    cx = _click_exceptions()
     args = list(sys.argv[1:] if argv is None else argv)
     debug = _debug_requested(args)
     _register()
-    code: int
+    code = run_guarded(lambda: _invoke(args), debug=debug)
+    if argv is None:
+        finish(code)
+    return code
+
+
+def _invoke(args: list[str]) -> int:
+    """typer/click's own errors (bad usage) -> one line and exit 2; the rest is run_guarded's."""
+    cx = _click_exceptions()
     try:
         rv = app(args=args, prog_name="tfgpu", standalone_mode=False)
-        code = rv if isinstance(rv, int) else ExitCode.OK
-    except TfgpuError as exc:
-        if debug:
-            import traceback
-
-            traceback.print_exc()
-        _error(exc.one_line())
-        code = int(exc.exit_code)
+        return rv if isinstance(rv, int) else ExitCode.OK
     except cx.NoArgsIsHelpError as exc:  # `tfgpu` alone: help, exit 0
         typer.echo(exc.ctx.get_help() if exc.ctx else "")
-        code = ExitCode.OK
+        return ExitCode.OK
     except cx.UsageError as exc:
         hint = f" (see 'tfgpu {exc.ctx.info_name if exc.ctx and exc.ctx.parent else ''} --help')"
         hint = hint.replace("tfgpu tfgpu", "tfgpu").replace("tfgpu  --help", "tfgpu --help")
         _error(" ".join(exc.format_message().split()) + hint)
-        code = ExitCode.USAGE
+        return ExitCode.USAGE
     except typer.Abort:
         _error("interrupted")
-        code = ExitCode.INTERRUPTED
-    except KeyboardInterrupt:
-        _error("interrupted")
-        code = ExitCode.INTERRUPTED
+        return ExitCode.INTERRUPTED
     except cx.ClickException as exc:
         _error(" ".join(exc.format_message().split()))
-        code = exc.exit_code
-    except BrokenPipeError:  # `tfgpu doctor | head`
-        code = ExitCode.OK
-    except Exception as exc:
-        if debug:
-            raise
-        _error(
-            f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
-            "(a bug in tfgpu: rerun with --debug and report it with `tfgpu doctor --json`)"
-        )
-        code = ExitCode.INTERNAL
-    if argv is None:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except (BrokenPipeError, OSError):
-            pass
-        if "rattler" in sys.modules:
-            # rattler's background threads can touch the GIL during interpreter shutdown
-            # ("Fatal Python error: PyGILState_Release"); everything is flushed, so leave now.
-            os._exit(code)
-        raise SystemExit(code)
-    return code
+        return int(exc.exit_code)

@@ -20,11 +20,6 @@ from packaging.version import InvalidVersion, Version
 from tfgpu import __version__
 from tfgpu.errors import DataError, UsageError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python < 3.11
-    import tomli as tomllib
-
 #: Files of the knowledge base and the schema each must declare.
 SCHEMAS = {
     "meta": "tfgpu.compat.meta/1",
@@ -55,6 +50,11 @@ def compat_dir() -> Path:
 @functools.cache
 def load_toml(name: str) -> dict[str, Any]:
     """Parse one data file, e.g. ``load_toml("cuda")`` for compat/cuda.toml."""
+    if sys.version_info >= (3, 11):  # imported here: a cached knowledge base needs no TOML parser
+        import tomllib
+    else:  # pragma: no cover - Python < 3.11
+        import tomli as tomllib
+
     path = compat_dir() / f"{name}.toml"
     try:
         with path.open("rb") as fh:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import enum
+import sys
+from collections.abc import Callable
 
 
 class ExitCode(enum.IntEnum):
@@ -71,3 +73,51 @@ class Interrupted(TfgpuError):
     """The user pressed Ctrl-C; what was half-done has been cleaned up."""
 
     exit_code = ExitCode.INTERRUPTED
+
+
+def error_line(text: str) -> None:
+    sys.stderr.write(f"tfgpu: error: {text}\n")
+
+
+def run_guarded(fn: Callable[[], int], *, debug: bool) -> int:
+    """Run a command and turn what it raises into one line on stderr and a fixed exit code.
+
+    Tracebacks only with ``debug`` (--debug / TFGPU_DEBUG=1): an unexpected exception is a bug."""
+    try:
+        return fn()
+    except TfgpuError as exc:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        error_line(exc.one_line())
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        error_line("interrupted")
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:  # `tfgpu doctor | head`
+        return ExitCode.OK
+    except Exception as exc:
+        if debug:
+            raise
+        error_line(
+            f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
+            "(a bug in tfgpu: rerun with --debug and report it with `tfgpu doctor --json`)"
+        )
+        return ExitCode.INTERNAL
+
+
+def finish(code: int) -> None:
+    """Leave the process with ``code`` once everything is flushed."""
+    import os
+
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (BrokenPipeError, OSError):
+        pass
+    if "rattler" in sys.modules:
+        # rattler's background threads can touch the GIL during interpreter shutdown
+        # ("Fatal Python error: PyGILState_Release"); everything is flushed, so leave now.
+        os._exit(code)
+    raise SystemExit(code)

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
-from tfgpu.errors import UsageError
-
-BACKENDS = ("auto", "pip", "conda", "rattler")
+from tfgpu.doctor import run_doctor
 
 
 def doctor(
@@ -43,76 +38,6 @@ def doctor(
     return run_doctor(tf=tf, json_out=json_out, facts_file=facts_file, backend=backend, require_gpu=require_gpu,
                       strict=strict, ci=ci, redact_out=redact_out,
                       overrides={"driver": driver, "gpu_cc": gpu_cc, "os": os_name}, timeout=timeout)
-
-
-def gather_facts(
-    *, facts_file: str | Path | None = None, overrides: dict[str, str | None] | None = None,
-    timeout: float | None = None,
-) -> tuple[dict[str, Any], list[str]]:
-    """Facts from a file or from probing, then single-fact overrides: flags beat TFGPU_* variables."""
-    from tfgpu.facts import apply_overrides, load_facts_file, overrides_from_env
-
-    if facts_file is not None:
-        facts: dict[str, Any] = load_facts_file(facts_file)
-    else:
-        from tfgpu.probe import DEFAULT_TIMEOUT, detect_facts
-
-        facts = detect_facts(timeout=timeout if timeout and timeout > 0 else DEFAULT_TIMEOUT)
-    merged = overrides_from_env(os.environ)
-    merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    return apply_overrides(facts, merged)
-
-
-def run_doctor(
-    *, tf: str | None = None, json_out: bool = False, facts_file: str | Path | None = None, backend: str = "auto",
-    require_gpu: bool = False, strict: bool = False, ci: bool = False, redact_out: bool = False,
-    overrides: dict[str, str | None] | None = None, timeout: float | None = None,
-) -> int:
-    import json
-
-    from tfgpu import report
-    from tfgpu.compat import load_kb
-    from tfgpu.verdict import Machine, diagnose
-
-    if backend not in BACKENDS:
-        msg = f"--backend {backend!r} is not one of {', '.join(BACKENDS)}"
-        raise UsageError(msg)
-    # Load the knowledge base while the probes run: both are needed, neither needs the other.
-    import threading
-
-    loader = threading.Thread(target=_warm_kb, daemon=True)
-    loader.start()
-    facts, active = gather_facts(facts_file=facts_file, overrides=overrides, timeout=timeout)
-    loader.join()
-    kb = load_kb()
-    result = diagnose(facts, kb, tf=tf, backend=backend)
-    doc = report.doctor_document(facts, result, data_version=kb.data_version, overrides=active)
-    code = result.exit_code(require_gpu=require_gpu, strict=strict, machine=Machine.from_facts(facts))
-    doc["exit_code"] = code
-    if redact_out:
-        doc = report.redact(doc)
-    if ci:
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-        sys.stderr.write(report.plain_log(doc))
-        if os.environ.get("GITHUB_ACTIONS") == "true":
-            for line in report.ci_annotations(doc):
-                sys.stderr.write(line + "\n")
-        report.write_step_summary(doc, os.environ)
-    elif json_out:
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-    else:
-        report.render_human(doc, sys.stdout, color=None if sys.stdout.isatty() else False)
-    return code
-
-
-def _warm_kb() -> None:
-    from tfgpu.compat import load_kb
-    from tfgpu.errors import TfgpuError
-
-    try:
-        load_kb()
-    except TfgpuError:
-        pass  # the main thread calls load_kb() again and reports the error
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,127 @@
+"""`tfgpu doctor` as a library: gather facts, judge them, render the report.
+
+Nothing here imports typer: the console entry point (tfgpu.entry) runs the doctor through
+:func:`parse_fast` without loading the CLI framework, which is most of a cold start.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from tfgpu.errors import UsageError
+
+BACKENDS = ("auto", "pip", "conda", "rattler")
+
+#: Every option of `tfgpu doctor`: flag -> (keyword of run_doctor, type). tests/test_entry.py checks
+#: this against the typer command, so the two cannot drift apart.
+OPTIONS: dict[str, tuple[str, type]] = {
+    "--tf": ("tf", str),
+    "--json": ("json_out", bool),
+    "--facts": ("facts_file", str),
+    "--backend": ("backend", str),
+    "--require-gpu": ("require_gpu", bool),
+    "--strict": ("strict", bool),
+    "--ci": ("ci", bool),
+    "--redact": ("redact_out", bool),
+    "--driver": ("driver", str),
+    "--gpu-cc": ("gpu_cc", str),
+    "--os": ("os_name", str),
+    "--timeout": ("timeout", float),
+}
+OVERRIDE_KEYS = {"driver": "driver", "gpu_cc": "gpu_cc", "os_name": "os"}
+
+
+def parse_fast(args: list[str]) -> dict[str, Any] | None:
+    """`tfgpu doctor` arguments -> run_doctor keywords, or None for anything unusual (help, an
+    unknown option, a missing or bad value): the full CLI then handles it and reports errors."""
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(args):
+        flag, eq, value = args[i].partition("=")
+        spec = OPTIONS.get(flag)
+        if spec is None:
+            return None
+        dest, kind = spec
+        if kind is bool:
+            if eq:
+                return None
+            out[dest] = True
+            i += 1
+            continue
+        if not eq:
+            if i + 1 >= len(args) or args[i + 1].startswith("--"):
+                return None
+            value = args[i + 1]
+            i += 1
+        i += 1
+        if kind is float:
+            try:
+                number = float(value)
+            except ValueError:
+                return None
+            out[dest] = number
+        else:
+            out[dest] = value
+    overrides = {OVERRIDE_KEYS[k]: out.pop(k) for k in list(out) if k in OVERRIDE_KEYS}
+    out["overrides"] = overrides
+    return out
+
+
+def gather_facts(
+    *, facts_file: str | Path | None = None, overrides: dict[str, str | None] | None = None,
+    timeout: float | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """Facts from a file or from probing, then single-fact overrides: flags beat TFGPU_* variables."""
+    from tfgpu.facts import apply_overrides, load_facts_file, overrides_from_env
+
+    if facts_file is not None:
+        facts: dict[str, Any] = load_facts_file(facts_file)
+    else:
+        from tfgpu.probe import DEFAULT_TIMEOUT, detect_facts
+
+        facts = detect_facts(timeout=timeout if timeout and timeout > 0 else DEFAULT_TIMEOUT)
+    merged = overrides_from_env(os.environ)
+    merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return apply_overrides(facts, merged)
+
+
+def run_doctor(
+    *, tf: str | None = None, json_out: bool = False, facts_file: str | Path | None = None, backend: str = "auto",
+    require_gpu: bool = False, strict: bool = False, ci: bool = False, redact_out: bool = False,
+    overrides: dict[str, str | None] | None = None, timeout: float | None = None,
+) -> int:
+    import json
+
+    if backend not in BACKENDS:
+        msg = f"--backend {backend!r} is not one of {', '.join(BACKENDS)}"
+        raise UsageError(msg)
+    # Probes first, then the knowledge base: loading it in a thread while the probes run was
+    # measured slower (GIL and import-lock contention with the probe threads).
+    facts, active = gather_facts(facts_file=facts_file, overrides=overrides, timeout=timeout)
+
+    from tfgpu import report
+    from tfgpu.compat import load_kb
+    from tfgpu.verdict import Machine, diagnose
+
+    kb = load_kb()
+    result = diagnose(facts, kb, tf=tf, backend=backend)
+    doc = report.doctor_document(facts, result, data_version=kb.data_version, overrides=active)
+    code = result.exit_code(require_gpu=require_gpu, strict=strict, machine=Machine.from_facts(facts))
+    doc["exit_code"] = code
+    if redact_out:
+        doc = report.redact(doc)
+    if ci:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stderr.write(report.plain_log(doc))
+        if os.environ.get("GITHUB_ACTIONS") == "true":
+            for line in report.ci_annotations(doc):
+                sys.stderr.write(line + "\n")
+        report.write_step_summary(doc, os.environ)
+    elif json_out:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        report.render_human(doc, sys.stdout, color=None if sys.stdout.isatty() else False)
+    return code

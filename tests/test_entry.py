@@ -1,0 +1,83 @@
+"""The console entry point's fast path for `tfgpu doctor` must accept exactly what the full CLI does."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import DATA
+from tfgpu.doctor import OPTIONS, parse_fast
+
+
+def typer_doctor_options() -> dict[str, bool]:
+    """flag -> is_flag, read from the typer command itself."""
+    import typer.main
+
+    from tfgpu.cli import _register, app
+
+    _register()
+    command = typer.main.get_command(app)
+    doctor = command.commands["doctor"]  # type: ignore[attr-defined]
+    out = {}
+    for param in doctor.params:
+        for opt in param.opts:
+            if opt.startswith("--") and opt != "--help":
+                out[opt] = bool(getattr(param, "is_flag", False))
+    return out
+
+
+def test_fast_path_knows_every_doctor_option_and_its_kind():
+    typer_opts = typer_doctor_options()
+    assert set(typer_opts) == set(OPTIONS)
+    for flag, is_flag in typer_opts.items():
+        assert (OPTIONS[flag][1] is bool) == is_flag, flag
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    ([], {"overrides": {}}),
+    (["--json"], {"json_out": True, "overrides": {}}),
+    (["--tf", "2.2.0", "--backend=conda", "--strict"], {"tf": "2.2.0", "backend": "conda", "strict": True,
+                                                        "overrides": {}}),
+    (["--driver", "550.54.15", "--gpu-cc=8.6", "--os", "wsl2", "--timeout", "1.5"],
+     {"overrides": {"driver": "550.54.15", "gpu_cc": "8.6", "os": "wsl2"}, "timeout": 1.5}),
+])
+def test_fast_path_parses(args, expected):
+    assert parse_fast(args) == expected
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"], ["--nope"], ["--tf"], ["--tf", "--json"], ["--json=1"],
+                                  ["--timeout", "soon"], ["extra"]])
+def test_anything_unusual_goes_to_the_full_cli(args):
+    assert parse_fast(args) is None
+
+
+@pytest.mark.real_subprocess
+@pytest.mark.parametrize("args", [
+    ["--json", "--facts", str(DATA / "facts" / "r740-4x-tesla-m60.json"), "--tf", "1.14", "--backend", "pip"],
+    ["--facts", str(DATA / "facts" / "windows-gtx1080.json"), "--tf", "banana"],
+])
+def test_fast_path_and_full_cli_agree(tmp_path, args):
+    fast = subprocess.run([sys.executable, "-m", "tfgpu", "doctor", *args], capture_output=True, text=True,
+                          cwd=tmp_path, check=False, timeout=60)
+    full = subprocess.run([sys.executable, "-c", "from tfgpu.cli import main; main()", "doctor", *args],
+                          capture_output=True, text=True, cwd=tmp_path, check=False, timeout=60)
+    assert fast.returncode == full.returncode
+    assert fast.stdout == full.stdout
+    assert fast.stderr == full.stderr
+
+
+@pytest.mark.real_subprocess
+def test_doctor_fast_path_does_not_import_the_cli_framework(tmp_path):
+    facts = str(DATA / "facts" / "mx150-laptop-ubuntu1804.json")
+    probe = (f"import sys; sys.argv=['tfgpu','doctor','--json','--facts',{facts!r}]\n"
+             "import atexit\n"
+             "atexit.register(lambda: sys.stderr.write('MODULES ' + ' '.join(sorted(m for m in sys.modules "
+             "if m.split('.')[0] in ('typer','click','rich','pydantic'))) + '\\n'))\n"
+             "from tfgpu.entry import main; main()")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
+                          check=False, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("MODULES"))
+    assert line.strip() == "MODULES"
