@@ -81,7 +81,7 @@ def bench(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     session.install("ruff>=0.6")
-    session.run("ruff", "check", "src", "tests", "scripts", "noxfile.py")
+    session.run("ruff", "check", "src", "tests", "scripts", "bench", "noxfile.py")
 
 
 @nox.session
