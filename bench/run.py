@@ -358,7 +358,10 @@ def fake_gpu_machine(cache: Path, env: dict[str, str]) -> tuple[dict[str, str], 
         if res.returncode == 0:
             fake["LD_LIBRARY_PATH"] = os.pathsep.join(x for x in (str(root / "lib"), env.get("LD_LIBRARY_PATH"))
                                                       if x)
-            return fake, desc + " + fake NVML library (`bench/fake_nvml.c`) on LD_LIBRARY_PATH"
+            # this machine has no /proc/driver/nvidia or /dev/nvidia*, where tfgpu would skip NVML;
+            # a real GPU machine has them, so make tfgpu load (and pay for) NVML as it would there
+            fake["TFGPU_PROBE_NVML"] = "1"
+            return fake, desc + " + fake NVML library (`bench/fake_nvml.c`) on LD_LIBRARY_PATH (TFGPU_PROBE_NVML=1)"
     return fake, desc + " (no C compiler: no fake NVML; NVML reports 'library not found')"
 
 

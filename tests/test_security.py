@@ -209,8 +209,11 @@ def _facts_with_secrets(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def as_alice(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(report.getpass, "getuser", lambda: USER)
-    monkeypatch.setattr(report.socket, "gethostname", lambda: HOST)
+    import getpass
+    import socket
+
+    monkeypatch.setattr(getpass, "getuser", lambda: USER)
+    monkeypatch.setattr(socket, "gethostname", lambda: HOST)
     monkeypatch.setenv("HOME", f"/home/{USER}")
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import getpass
 import re
-import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
@@ -61,9 +59,13 @@ _HOME = re.compile(r"(/home/|/Users/|\\Users\\|/export/home/)([^/\\\s:;,'\"]+)")
 def redactor(user: str | None = None, host: str | None = None, home: str | None = None) -> Any:
     """A function that removes user names, the host name and token-like strings from text."""
     try:
+        import getpass
+
         user = user if user is not None else getpass.getuser()
     except (KeyError, OSError):  # no passwd entry (containers)
         user = ""
+    import socket
+
     host = host if host is not None else socket.gethostname()
     home = home if home is not None else str(Path.home())
 

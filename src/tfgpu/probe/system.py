@@ -9,7 +9,6 @@ import os
 import platform as _platform
 import re
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +179,8 @@ def probe_python(ctx: Ctx, os_name: str) -> dict[str, Any]:
                 add(e["path"] or f"py -{e['version']}", e["version"], "py -0p")
     if ask:
         code = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
+        from concurrent.futures import ThreadPoolExecutor  # only when there is something to ask
+
         with ThreadPoolExecutor(max_workers=min(4, len(ask))) as pool:
             for path, res in zip(ask, pool.map(lambda p: ctx.run([str(ctx.path(p)), "-c", code]), ask)):
                 v = parse_version_output(res.stdout) if res.ok else None
@@ -253,6 +254,8 @@ def probe_conda(ctx: Ctx) -> dict[str, Any]:
                 "source": "--version", **({} if res.ok else {"error": res.describe()})}
 
     if exes:
+        from concurrent.futures import ThreadPoolExecutor  # only when there is something to ask
+
         with ThreadPoolExecutor(max_workers=len(exes)) as pool:
             tools = list(pool.map(lambda kv: version_of(*kv), exes.items()))
     primary = next((t for k in ("mamba", "micromamba", "conda") for t in tools if t["kind"] == k), None)
