@@ -280,3 +280,19 @@ def test_pip_lock_with_uv_has_hashes_for_every_requirement(cli: Cli, tmp_path: P
     assert pinned
     assert text.count("--hash=sha256:") >= len(pinned)
     assert "keras==3." in text
+
+
+def test_lock_takes_channels_from_the_config_file_unless_given(cli: Cli, channel: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f'channels = ["{channel.as_uri()}"]\n')
+    monkeypatch.setenv("TFGPU_CONFIG", str(config))
+    out = tmp_path / "from-config.yml"
+    code, _, err = cli("lock", "--tf", "2.2.0", "--cache-dir", str(tmp_path / "cache"), "-o", str(out))
+    assert code == 0, err
+    assert f"channels from {config}" in err
+    assert channel.as_uri() in out.read_text()
+    code, _, err = cli("lock", "--tf", "2.2.0", "-c", channel.as_uri(), "--cache-dir", str(tmp_path / "cache"),
+                       "-o", str(tmp_path / "given.yml"))
+    assert code == 0, err
+    assert "channels from" not in err

@@ -60,6 +60,13 @@ def run_lock(
             # Handing the solve to an installed conda-lock is not implemented yet: the embedded engine
             # solves and writes the same format.
             typer.echo("# --backend conda: solving with the embedded engine (conda-lock's format)", err=True)
+        if not channels:  # --channel beats the config file, which beats the recipe's channels
+            from tfgpu.backends.config import load_config
+
+            config = load_config()
+            if config.channels:
+                channels = tuple(config.channels)
+                typer.echo(f"# channels from {config.path}: {', '.join(channels)}", err=True)
         req = lockfile.LockRequest(tf=tf, platforms=platforms, channels=channels, python=python,
                                    virtual_packages=virtual_packages)
         lock_, notes = lockfile.lock_conda(kb, req, cache_dir=cache_dir)
