@@ -19,6 +19,10 @@ TF22 = ["tensorflow-gpu=2.2.0", "python=3.8"]
 TF216 = ["tensorflow=2.16.1=cuda*"]
 NO_DRIVER = [engine.VirtualPkg("__unix", "0"), engine.VirtualPkg("__glibc", "2.28")]
 
+needs_engine = pytest.mark.skipif(not __import__("tfgpu.engine").engine.available(),
+                                  reason="the embedded conda engine needs Python >= 3.10 (py-rattler >= 0.26)")
+pytestmark = needs_engine
+
 
 @pytest.fixture(scope="module")
 def channel(tmp_path_factory: pytest.TempPathFactory) -> Path:

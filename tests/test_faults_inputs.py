@@ -27,6 +27,9 @@ Cli = Callable[..., "tuple[int, str, str]"]
 LOGS = DATA / "logs"
 RECORDED_LOCK = DATA / "lock" / "conda-lock-4912053-install-with-pip-deps.yml"
 
+needs_engine = pytest.mark.skipif(not __import__("tfgpu.engine").engine.available(),
+                                  reason="reading conda-lock files needs the embedded engine: Python >= 3.10")
+
 
 def _sparse(path: Path, size: int, head: bytes = b"") -> Path:
     """A file of ``size`` bytes that takes no disk: ``head`` then a hole (reads as NUL bytes)."""
@@ -121,6 +124,7 @@ _ALIAS_BOMB = "version: 1\na: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
 ) + "metadata: *i\npackage: []\n"
 
 
+@needs_engine
 @pytest.mark.parametrize(("content", "problem"), [
     (b"\x7fELF\x02\x01\x01" + bytes(range(256)) * 16, "cannot be read as UTF-8"),
     (b"\x00" * 10_000, "not a valid conda-lock file"),
@@ -146,6 +150,7 @@ def test_bad_lockfiles_are_one_line_input_errors_in_bounded_time(tmp_path: Path,
     assert info.value.exit_code == 2
 
 
+@needs_engine
 def test_truncated_real_lockfile_is_an_input_error(tmp_path: Path) -> None:
     text = RECORDED_LOCK.read_bytes()
     for cut in (len(text) // 3, len(text) // 2, len(text) - 7):
@@ -181,6 +186,7 @@ def test_lockfile_that_is_a_directory(tmp_path: Path) -> None:
         lockfile.read_lockfile(tmp_path)
 
 
+@needs_engine
 def test_engine_install_lock_with_a_bad_lockfile_exits_2(tmp_path: Path) -> None:
     from tfgpu.engine.__main__ import main
 

@@ -30,7 +30,9 @@ KB = load_kb()
 NO_GPU_FACTS: dict[str, Any] = {"schema": "tfgpu.facts/1", "platform": {"os": "linux", "wsl": None},
                                 "gpus": [], "driver": {"version": None, "cuda": None}}
 
-pytestmark = pytest.mark.real_subprocess
+needs_engine = pytest.mark.skipif(not __import__("tfgpu.engine").engine.available(),
+                                  reason="the embedded conda engine needs Python >= 3.10 (py-rattler >= 0.26)")
+pytestmark = [pytest.mark.real_subprocess, needs_engine]
 
 
 @pytest.fixture(scope="module")

@@ -23,9 +23,13 @@ FACTS: dict[str, Any] = {"schema": "tfgpu.facts/1", "platform": {"os": "linux", 
                          "gpus": [{"memory_mib": 2048}], "driver": {"version": "550.54.15", "cuda": "12.4"}}
 TOOLS: dict[str, str | None] = {"uv": "/usr/bin/uv", "mamba": None, "micromamba": None, "conda": None}
 
+needs_engine = pytest.mark.skipif(not __import__("tfgpu.engine").engine.available(),
+                                  reason="reading conda-lock files needs the embedded engine: Python >= 3.10")
+
 
 # --------------------------------------------------------------------------- reading locks
 
+@needs_engine
 def test_a_real_conda_lock_with_pip_packages_plans_hashed_no_deps_installs() -> None:
     info = read_lock_info(RECORDED)
     assert info.kind == "conda"
@@ -43,6 +47,7 @@ def test_a_real_conda_lock_with_pip_packages_plans_hashed_no_deps_installs() -> 
     assert any(s.kind == "write-file" and "activate.d" in (s.path or "") for s in plan.steps)
 
 
+@needs_engine
 def test_custom_metadata_round_trips_through_our_writer_and_unlocked_pip_part_is_planned(tmp_path: Path) -> None:
     lock = lockfile.read_lockfile(RECORDED)
     lock.content_hash = {"linux-64": "a" * 64, "linux-aarch64": "b" * 64}
@@ -192,6 +197,7 @@ def test_lock_from_anaconda_urls_gets_the_note() -> None:
     assert any("Terms of Service" in n for n in plan.notes)
 
 
+@needs_engine
 def test_from_lock_plans_match_the_plan_schema(tmp_path: Path) -> None:
     import json
     from importlib import resources

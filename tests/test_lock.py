@@ -18,6 +18,10 @@ DATA = Path(__file__).resolve().parent / "data" / "lock"
 RECORDED = DATA / "conda-lock-4912053-install-with-pip-deps.yml"
 Cli = Callable[..., tuple[int, str, str]]
 
+needs_engine = pytest.mark.skipif(not __import__("tfgpu.engine").engine.available(),
+                                  reason="the embedded conda engine needs Python >= 3.10 (py-rattler >= 0.26)")
+pytestmark = needs_engine
+
 
 @pytest.fixture(scope="module")
 def channel(tmp_path_factory: pytest.TempPathFactory) -> Path:

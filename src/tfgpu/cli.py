@@ -92,7 +92,7 @@ def _invoke(args: list[str]) -> int:
     try:
         rv = app(args=args, prog_name="tfgpu", standalone_mode=False)
         return rv if isinstance(rv, int) else ExitCode.OK
-    except cx.NoArgsIsHelpError as exc:  # `tfgpu` alone: help, exit 0
+    except getattr(cx, "NoArgsIsHelpError", ()) as exc:  # `tfgpu` alone (click >= 8.2): help, exit 0
         typer.echo(exc.ctx.get_help() if exc.ctx else "")
         return ExitCode.OK
     except cx.UsageError as exc:

@@ -262,6 +262,9 @@ def read_lockfile(path: Path) -> Lock:
     except (OSError, UnicodeDecodeError) as exc:
         msg = f"lockfile {path} cannot be read as UTF-8 text: {exc}"
         raise InputError(msg) from None
+    from tfgpu import engine
+
+    engine.require()  # rattler's reader (py-rattler >= 0.26, Python >= 3.10)
     from rattler import LockFile
 
     try:

@@ -472,16 +472,19 @@ def plan_environment(
             return python if python in interps and (python in wheel_pythons or not wheel_pythons) else None
         return _newest(cands) if cands else None
 
+    engine_ok = tools is None or tools.get("rattler", "embedded") is not None
+
     def conda_exec() -> tuple[str, str]:
-        if backend == "rattler":
+        if backend == "rattler" or (backend == "auto" and _conda_tool(tools) is None):
+            if not engine_ok:
+                msg = "no mamba, micromamba or conda, and tfgpu's embedded conda engine needs Python >= 3.10"
+                raise UsageError(msg, hint="install micromamba (or mamba/conda), or run tfgpu with Python >= 3.10")
             return "rattler", "rattler"
         tool = _conda_tool(tools)
         if tool is None:
-            if backend == "conda":
-                msg = "--backend conda needs mamba, micromamba or conda, and none is installed"
-                raise UsageError(msg, hint="install one (e.g. micromamba), or use --backend rattler "
-                                           "(tfgpu's embedded conda engine)")
-            return "rattler", "rattler"
+            msg = "--backend conda needs mamba, micromamba or conda, and none is installed"
+            raise UsageError(msg, hint="install one (e.g. micromamba), or use --backend rattler "
+                                       "(tfgpu's embedded conda engine)")
         return "conda", tool
 
     choice: _Choice

@@ -14,7 +14,10 @@ from tfgpu.plan import CONDA_TOOLS
 
 def detect_tools(facts: Mapping[str, Any], env: Mapping[str, str] | None = None) -> dict[str, str | None]:
     """Paths of uv, mamba, micromamba, conda and of every Python interpreter the facts list ("python3.11")."""
-    tools: dict[str, str | None] = {"uv": run.which("uv", env)}
+    from tfgpu import engine
+
+    tools: dict[str, str | None] = {"uv": run.which("uv", env),
+                                    "rattler": "embedded" if engine.available() else None}
     for t in CONDA_TOOLS:
         tools[t] = run.which(t, env)
     conda = facts.get("conda") or {}

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tfgpu.errors import Interrupted, StepFailed, TfgpuError, UsageError
+from tfgpu.errors import Interrupted, NotReady, StepFailed, TfgpuError, UsageError
 
 if TYPE_CHECKING:
     from rattler import RepoDataRecord
@@ -167,6 +167,22 @@ def detect_virtual_packages(
     return resolve_virtual_packages(detected, driver_cuda=driver_cuda, env=env, explicit=explicit)
 
 
+def available() -> bool:
+    """The embedded engine needs py-rattler >= 0.26, whose wheels need Python >= 3.10 (the last
+    py-rattler for Python 3.9, 0.25, has an older API: no Subdir, BuildString or PackageCache)."""
+    import importlib.util
+    import sys
+
+    return sys.version_info >= (3, 10) and importlib.util.find_spec("rattler") is not None
+
+
+def require() -> None:
+    if not available():
+        msg = "tfgpu's embedded conda engine needs Python >= 3.10 (py-rattler >= 0.26)"
+        raise NotReady(msg, hint="install mamba, micromamba or conda (tfgpu uses them), or run tfgpu with "
+                                 "Python >= 3.10")
+
+
 def current_platform() -> str:
     from rattler import Subdir
 
@@ -287,6 +303,7 @@ def solve(
 
     ``virtual_packages=None`` means this machine's (``detect_virtual_packages``).
     """
+    require()
     from rattler import BuildString, Gateway, GenericVirtualPackage, PackageName, Subdir, Version
     from rattler import solve as r_solve
     from rattler.repo_data.gateway import SourceConfig
@@ -420,6 +437,7 @@ def install(
     Raises UsageError if ``prefix`` exists (it is never touched), StepFailed if a package cannot be
     downloaded/extracted/linked, Interrupted on Ctrl-C; in every failure nothing is left at ``prefix``.
     """
+    require()
     prefix = Path(prefix).absolute()
     if prefix.exists() or prefix.is_symlink():
         msg = f"{prefix} already exists; tfgpu never installs into an existing prefix"
@@ -511,6 +529,7 @@ def install_lockfile(
     offline: bool = False,
 ) -> tuple[Any, ...]:
     """Install exactly the conda packages a lockfile pins for ``platform`` (no solving)."""
+    require()
     from tfgpu.lockfile import read_lockfile
 
     lock = read_lockfile(lockfile)

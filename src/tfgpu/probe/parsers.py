@@ -72,7 +72,8 @@ def parse_smi_csv(text: str, fields: tuple[str, ...] | None = None) -> list[dict
     else:
         header = list(fields)
     gpus: list[dict[str, Any]] = []
-    for row in csv.reader(io.StringIO("\n".join(lines)), skipinitialspace=True):
+    # NUL bytes: garbage output; Python < 3.11 csv raises "line contains NUL" on them
+    for row in csv.reader(io.StringIO("\n".join(lines).replace("\x00", "")), skipinitialspace=True):
         if len(row) != len(header):
             continue  # not a data row (an error message, a truncated line)
         raw = {h: _na(v) for h, v in zip(header, row)}
