@@ -369,3 +369,43 @@ def test_parsed_knowledge_base_cache_is_keyed_by_content(tmp_path, monkeypatch):
         assert compat._cache_file() is None
     finally:
         compat.load_kb.cache_clear()
+
+
+# --------------------------------------------------------------------------- VersionSpec == packaging's SpecifierSet
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_ops = st.sampled_from(["==", "!=", ">=", "<=", ">", "<", "~="])
+_rel = st.lists(st.integers(0, 25), min_size=1, max_size=3).map(lambda xs: ".".join(map(str, xs)))
+
+
+@st.composite
+def _specs(draw: st.DrawFn) -> str:
+    parts = []
+    for _ in range(draw(st.integers(1, 3))):
+        op = draw(_ops)
+        ver = draw(_rel)
+        if op == "~=" and "." not in ver:
+            ver += ".0"
+        if op in ("==", "!=") and draw(st.booleans()):
+            ver += ".*"
+        parts.append(op + ver)
+    return ",".join(parts)
+
+
+@given(spec=_specs(), version=_rel)
+def test_version_spec_agrees_with_packaging(spec: str, version: str) -> None:
+    from packaging.version import Version
+
+    from tfgpu.compat import VersionSpec
+
+    assert (Version(version) in VersionSpec(spec)) == (Version(version) in SpecifierSet(spec))
+
+
+def test_version_spec_refuses_what_packaging_refuses() -> None:
+    from tfgpu.compat import InvalidSpecifier, VersionSpec
+
+    for bad in ("banana", ">=", "=>2.1", "~=2", ">=2.*"):
+        with pytest.raises(InvalidSpecifier):
+            VersionSpec(bad)

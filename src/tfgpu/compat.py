@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from tfgpu import __version__
@@ -127,6 +126,97 @@ def normalize_cuda(text: str) -> str:
     """TensorFlow's table writes CUDA "8", "9", "10.0": make it MAJOR.MINOR."""
     text = str(text).strip()
     return text if "." in text else f"{text}.0"
+
+
+class InvalidSpecifier(ValueError):
+    """A version range in compat/ that is not a PEP 440 specifier set."""
+
+
+_SPEC_RE = re.compile(r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*([0-9][0-9a-zA-Z.*+!-]*)\s*$")
+
+
+class VersionSpec:
+    """A PEP 440 specifier set such as ">=2.4,<2.5" for the knowledge base's version ranges.
+
+    packaging.specifiers would do, but importing it pulls packaging.tags and logging (~20 ms) into
+    every `tfgpu doctor`; the tables only need comparisons of final releases, which this does."""
+
+    __slots__ = ("_clauses", "_text")
+
+    def __init__(self, text: str) -> None:
+        clauses: list[tuple[str, str]] = []
+        for part in str(text).split(","):
+            if not part.strip():
+                continue
+            m = _SPEC_RE.match(part)
+            if not m:
+                msg = f"{part.strip()!r} is not a version specifier"
+                raise InvalidSpecifier(msg)
+            op, ver = m.groups()
+            if op == "~=" and "." not in ver:
+                msg = f"{part.strip()!r}: ~= needs at least two release components (~=2.0)"
+                raise InvalidSpecifier(msg)
+            if "*" in ver and (op not in ("==", "!=") or not ver.endswith(".*")):
+                msg = f"{part.strip()!r}: a wildcard is only allowed as ==X.* or !=X.*"
+                raise InvalidSpecifier(msg)
+            try:
+                Version(ver[:-2] if ver.endswith(".*") else ver)
+            except InvalidVersion:
+                msg = f"{part.strip()!r} is not a version specifier"
+                raise InvalidSpecifier(msg) from None
+            clauses.append((op, ver))
+        self._clauses = tuple(clauses)
+        self._text = ",".join(op + ver for op, ver in clauses)
+
+    def __contains__(self, item: object) -> bool:
+        v = item if isinstance(item, Version) else Version(str(item))
+        return all(_clause_holds(op, ver, v) for op, ver in self._clauses)
+
+    def __str__(self) -> str:
+        return self._text
+
+    def __repr__(self) -> str:
+        return f"<VersionSpec({self._text!r})>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, VersionSpec) and sorted(self._clauses) == sorted(other._clauses)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._clauses)))
+
+    def __getstate__(self) -> tuple[str]:
+        return (self._text,)
+
+    def __setstate__(self, state: tuple[str]) -> None:
+        self.__init__(state[0])  # type: ignore[misc]
+
+
+def _release(v: Version, n: int) -> tuple[int, ...]:
+    rel = tuple(v.release) + (0,) * max(0, n - len(v.release))
+    return rel[:n]
+
+
+def _clause_holds(op: str, ver: str, v: Version) -> bool:
+    if ver.endswith(".*"):
+        prefix = Version(ver[:-2])
+        same = _release(v, len(prefix.release)) == tuple(prefix.release)
+        return same if op == "==" else not same
+    spec = Version(ver)
+    if op in ("==", "==="):
+        return v == spec
+    if op == "!=":
+        return v != spec
+    if op == ">=":
+        return v >= spec
+    if op == "<=":
+        return v <= spec
+    if op == ">":
+        return v > spec
+    if op == "<":
+        return v < spec
+    # ~=X.Y(.Z): >= X.Y(.Z) and == X.* (one release component less)
+    n = max(1, len(spec.release) - 1)
+    return v >= spec and _release(v, n) == _release(spec, n)
 
 
 @dataclass(frozen=True)
@@ -248,7 +338,7 @@ class MinorCompat:
 class ArchTargets:
     """GPU code an official TensorFlow wheel carries: SASS per compute capability, and a PTX target."""
 
-    tf: SpecifierSet
+    tf: VersionSpec
     os: str
     sass: tuple[str, ...]
     ptx: str | None
@@ -262,7 +352,7 @@ class Recipe:
     id: str
     backend: str
     os: frozenset[str]
-    tf: SpecifierSet
+    tf: VersionSpec
     channels: tuple[str, ...]
     packages: str
     pins: str
@@ -391,9 +481,9 @@ def _split_and_cuda(text: str) -> tuple[str, ...]:
     return tuple(parts)
 
 
-def _spec(name: str, row: dict[str, Any], key: str = "tf") -> SpecifierSet:
+def _spec(name: str, row: dict[str, Any], key: str = "tf") -> VersionSpec:
     try:
-        return SpecifierSet(str(row[key]))
+        return VersionSpec(str(row[key]))
     except (KeyError, InvalidSpecifier):
         raise _bad(name, row, f"{key} {row.get(key)!r} is not a version specifier") from None
 
@@ -524,18 +614,22 @@ class KnowledgeBase:
         return table or wheels
 
     def archs_for(self, v: Version | str, os: str = "linux") -> ArchTargets | None:
-        vv = version(str(v))
+        vv = v if isinstance(v, Version) else version(str(v))
         os = "linux" if os == "wsl2" else os
-        rows = [a for a in self.archs if vv in a.tf and a.os in (os, "any")]
-        return rows[0] if rows else None
+        key = ("archs_for", f"{vv}/{os}")
+        if key not in self._memo:
+            rows = [a for a in self.archs if vv in a.tf and a.os in (os, "any")]
+            self._memo[key] = rows[0] if rows else None
+        found: ArchTargets | None = self._memo[key]
+        return found
 
     # -- install recipes --------------------------------------------------------------------
     def recipes_for(self, v: Version | str, os: str = "linux", backend: str | None = None) -> list[Recipe]:
-        vv = version(str(v))
-        return [
-            r for r in self.recipes
-            if r.applies(vv, os) and (backend is None or r.backend == backend)
-        ]
+        vv = v if isinstance(v, Version) else version(str(v))
+        key = ("recipes_for", f"{vv}/{os}")
+        if key not in self._memo:
+            self._memo[key] = [r for r in self.recipes if r.applies(vv, os)]
+        return [r for r in self._memo[key] if backend is None or r.backend == backend]
 
     def conda_packages(
         self, name: str | None = None, v: Version | str | None = None, os: str | None = None
@@ -691,6 +785,10 @@ def _cache_file() -> Path | None:
     if os.environ.get("TFGPU_NO_CACHE", "") not in ("", "0"):
         return None
     digest = hashlib.sha256(__version__.encode())
+    try:  # the records' classes are pickled too: a change of this module invalidates the cache
+        digest.update(Path(__file__).read_bytes())
+    except OSError:
+        return None
     for name in KB_FILES:
         path = compat_dir() / f"{name}.toml"
         try:
@@ -750,7 +848,7 @@ class Note:
     (compat/tensorflow.toml `notes`), with its source key."""
 
     id: str
-    tf: SpecifierSet
+    tf: VersionSpec
     os: frozenset[str]
     text: str
     source: str

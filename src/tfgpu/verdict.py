@@ -34,6 +34,10 @@ AVX_FROM = Version("1.6")
 
 ALLOW_GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH=true"
 
+#: Blockers that come from the machine alone, whatever the release (judge_newest_workable stops at them).
+MACHINE_BLOCKERS = frozenset({"os.supported", "os.wsl", "driver.installed", "driver.kernel_match", "gpu.present",
+                              "env.cuda_visible_devices"})
+
 
 @dataclass(frozen=True)
 class Check:
@@ -818,6 +822,8 @@ def judge_newest_workable(facts: Mapping[str, Any], kb: KnowledgeBase, releases:
         if tv.verdict != BLOCKED:
             return tv
         first = first or tv
+        if any(b.check in MACHINE_BLOCKERS for b in tv.blockers):
+            break  # the machine blocks every release alike: no older patch release can help
     assert first is not None
     return first
 
