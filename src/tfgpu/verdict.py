@@ -495,12 +495,16 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str) -> tuple
     jit = False
     archs = kb.archs_for(v, m.tf_os)
     toolkit = kb.toolkit(_libs_cuda(kb, v, cuda, m.tf_os))
+    kinds: dict[tuple[str, str], int] = {}  # identical GPUs (8 x H100) are judged once
     for g in m.gpus or ():
         cc_text = str(g.get("compute_capability") or kb.gpu_cc(str(g.get("name", ""))) or "")
-        if not cc_text:
-            continue
+        if cc_text:
+            key = (str(g.get("name")), cc_text)
+            kinds[key] = kinds.get(key, 0) + 1
+    for (gpu_name, cc_text), count in kinds.items():
         cc = _cc(cc_text)
-        name = f"{g.get('name')} (compute capability {cc_text}, {kb.arch_name(cc_text) or 'unknown arch'})"
+        name = (f"{f'{count} x ' if count > 1 else ''}{gpu_name} (compute capability {cc_text}, "
+                f"{kb.arch_name(cc_text) or 'unknown arch'})")
         if toolkit and toolkit.cc_max and cc.major > _cc(toolkit.cc_max).major:
             newer = _first_series_supporting(kb, cc, m.tf_os)
             blockers.append(Finding(
