@@ -7,6 +7,7 @@ with one Python can run them all (README, "Development").
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -63,8 +64,20 @@ def e2e(session: nox.Session) -> None:
     if not tf_python.exists():
         session.run("uv", "venv", "--python", sys.executable, str(tf_env), external=True)
         session.run("uv", "pip", "install", "--python", str(tf_python), "tensorflow==2.21.*", external=True)
-    session.run("pytest", "-m", "e2e", *session.posargs,
-                env={"TFGPU_E2E": "1", "TFGPU_E2E_PYTHON": str(tf_python), "PIP_DEFAULT_TIMEOUT": "180"})
+    env = {"TFGPU_E2E": "1", "TFGPU_E2E_PYTHON": str(tf_python), "PIP_DEFAULT_TIMEOUT": "180"}
+    # TensorFlow 1.15 (the 1.x session API) needs Python <= 3.7: provisioned when one is installed
+    py37 = shutil.which("python3.7")
+    candidates = [py37] if py37 and "shims" not in Path(py37).parts else []
+    candidates += sorted(str(p) for p in Path("~/.pyenv/versions").expanduser().glob("3.7.*/bin/python3.7"))
+    if candidates:
+        tf1_env = ROOT / ".nox" / "_e2e_tensorflow1"
+        tf1_python = tf1_env / "bin/python"
+        if not tf1_python.exists():
+            session.run("uv", "venv", "--python", candidates[0], str(tf1_env), external=True)
+            session.run("uv", "pip", "install", "--python", str(tf1_python), "tensorflow==1.15.5", "protobuf<3.21",
+                        external=True)
+        env["TFGPU_E2E_PYTHON_TF1"] = str(tf1_python)
+    session.run("pytest", "-m", "e2e", *session.posargs, env=env)
 
 
 @nox.session
