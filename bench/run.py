@@ -616,7 +616,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out.write_text(splice(args.out.read_text(), rep))
         log(f"added the create figures to {args.out}")
     else:
+        old = args.out.read_text() if args.quick and args.out.exists() else ""
         write(args.out, rep, partial=False)
+        if CREATE_HEADING in old:  # --quick keeps the last create figures rather than dropping them
+            args.out.write_text(carry_create(old, args.out.read_text()))
+            log(f"kept the earlier create figures in {args.out}")
     return 0
 
 
@@ -644,6 +648,21 @@ def splice(existing: str, rep: Report) -> str:
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
     return text
+
+
+def carry_create(old: str, new: str) -> str:
+    """Copy the create section and its budget rows of an earlier report into a --quick one."""
+    start = old.index(CREATE_HEADING)
+    ends = [i for i in (old.find("\n### ", start + 1), old.find(END_LINE, start)) if i >= 0]
+    section = old[start:min(ends)] if ends else old[start:]
+    rows = [x for x in old.split("\n") if x.startswith(("| create ", "| re-create "))]
+    if rows and "\n\n## Figures" in new:
+        head, tail = new.split("\n\n## Figures", 1)
+        new = head + "\n" + "\n".join(rows) + "\n\n## Figures" + tail
+    if END_LINE in new:
+        i = new.index(END_LINE)
+        return new[:i].rstrip("\n") + "\n\n" + section.strip("\n") + new[i:]
+    return new.rstrip("\n") + "\n\n" + section.strip("\n") + "\n"
 
 
 def write(out: Path, rep: Report, *, partial: bool) -> None:
