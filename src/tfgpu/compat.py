@@ -329,9 +329,14 @@ class MinorCompat:
     windows_min_driver: Version | None
     not_covered: str
     source: str
+    raw: dict[str, Any] = field(compare=False, repr=False, default_factory=dict)
 
     def min_driver(self, os: str) -> Version | None:
         return self.windows_min_driver if os == "windows" else self.linux_min_driver
+
+    def min_driver_text(self, os: str) -> str:
+        """The floor as NVIDIA writes it (450.80.02, not Version's 450.80.2)."""
+        return str(self.raw.get("windows_min_driver" if os == "windows" else "linux_min_driver") or "")
 
 
 @dataclass(frozen=True)
@@ -724,7 +729,7 @@ def _parse_kb() -> KnowledgeBase:
         MinorCompat(
             major=int(row["major"]), linux_min_driver=_opt_version("cuda", row, "linux_min_driver"),
             windows_min_driver=_opt_version("cuda", row, "windows_min_driver"),
-            not_covered=str(row.get("not_covered", "")), source=row["source"],
+            not_covered=str(row.get("not_covered", "")), source=row["source"], raw=row,
         )
         for row in _rows("cuda", cuda, "minor_version_compat")
     ]

@@ -475,7 +475,8 @@ def _driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bo
             caveats.append(Finding(
                 "driver.cuda",
                 f"runs CUDA {want} on driver {m.driver_text} (CUDA {have}) through CUDA minor-version compatibility "
-                f"(driver >= {mc_floor}); not covered: {mc.not_covered if mc else 'PTX JIT'}",
+                f"(driver >= {mc.min_driver_text(os_key) if mc else mc_floor}); not covered: "
+                f"{mc.not_covered if mc else 'PTX JIT'}",
                 fix=upgrade,
             ))
         return blockers, caveats
