@@ -304,15 +304,12 @@ class Release:
         return self.windows_pythons if os == "windows" else self.linux_pythons
 
 
-@dataclass(frozen=True)
-class Toolkit:
-    cuda: Version
+class _DriverFloors:
+    """Linux and Windows driver floors of a CUDA table row (Toolkit, MinorCompat)."""
+
     linux_min_driver: Version | None
     windows_min_driver: Version | None
-    cc_min: str
-    cc_max: str
-    source: str
-    raw: dict[str, Any] = field(compare=False, repr=False, default_factory=dict)
+    raw: dict[str, Any]
 
     def min_driver(self, os: str) -> Version | None:
         return self.windows_min_driver if os == "windows" else self.linux_min_driver
@@ -323,20 +320,24 @@ class Toolkit:
 
 
 @dataclass(frozen=True)
-class MinorCompat:
+class Toolkit(_DriverFloors):
+    cuda: Version
+    linux_min_driver: Version | None
+    windows_min_driver: Version | None
+    cc_min: str
+    cc_max: str
+    source: str
+    raw: dict[str, Any] = field(compare=False, repr=False, default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MinorCompat(_DriverFloors):
     major: int
     linux_min_driver: Version | None
     windows_min_driver: Version | None
     not_covered: str
     source: str
     raw: dict[str, Any] = field(compare=False, repr=False, default_factory=dict)
-
-    def min_driver(self, os: str) -> Version | None:
-        return self.windows_min_driver if os == "windows" else self.linux_min_driver
-
-    def min_driver_text(self, os: str) -> str:
-        """The floor as NVIDIA writes it (450.80.02, not Version's 450.80.2)."""
-        return str(self.raw.get("windows_min_driver" if os == "windows" else "linux_min_driver") or "")
 
 
 @dataclass(frozen=True)
