@@ -263,3 +263,22 @@ def test_nvml_is_not_imported_where_no_nvidia_driver_can_be(tmp_path: Path) -> N
         ctx_mod.Ctx.native = real_native  # type: ignore[method-assign]
     assert "no NVIDIA kernel module" in facts["driver"]["sources"]["nvml"]["error"]
     assert facts["driver"]["version"] is None
+
+
+def test_nvidia_smi_runs_only_when_nvml_left_something_out(tmp_path: Path) -> None:
+    """nvidia-smi initialises NVML itself (slow on real GPU machines): it is the fallback, run only when
+    NVML did not give the driver and every GPU's compute capability and memory."""
+    p = Profile(tmp_path)
+    marker = tmp_path / "smi-ran"
+    p.program("nvidia-smi", script=f"#!/bin/sh\n: > {marker}\nexit 9\n")
+    p.env["TFGPU_PROBE_NVML"] = "1"
+    with fake_nvml(FakeNvmlLib(driver="550.54.15", cuda=12040, gpus=[FakeGpu("NVIDIA A100-SXM4-80GB", "GPU-a",
+                                                                          81920, (8, 0))])):
+        facts = detect_facts(root=tmp_path, env=p.env, timeout=2.0)
+    assert facts["driver"]["version"] == "550.54.15"
+    assert not marker.exists()
+    assert "NVML answered" in facts["driver"]["sources"]["nvidia_smi"]["skipped"]
+    with fake_nvml(None, load_error=True):
+        facts = detect_facts(root=tmp_path, env=p.env, timeout=2.0)
+    assert marker.exists()
+    assert facts["driver"]["sources"]["nvidia_smi"]["ok"] is False

@@ -7,6 +7,7 @@ something is absent; nothing needs root. Every probe runs concurrently and is bo
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,6 +38,14 @@ def _timeout_from(env: Mapping[str, str], timeout: float) -> float:
         except ValueError:
             pass
     return timeout
+
+
+def _nvml_complete(nvml: dict[str, Any] | None) -> bool:
+    """NVML gave everything nvidia-smi would: the driver, and every GPU with its compute capability."""
+    if not nvml or not nvml.get("ok") or not nvml.get("driver_version"):
+        return False
+    gpus = nvml.get("gpus") or []
+    return all(g.get("compute_capability") and g.get("memory_mib") for g in gpus)
 
 
 def detect_facts(
@@ -76,15 +85,33 @@ def detect_facts(
         "cuda_toolkits": lambda: cuda.probe_toolkits(ctx, os_name),
         "libraries": lambda: cuda.probe_libraries(ctx, site_dirs),
     }
-    if os_name in ("linux", "windows"):
-        jobs["nvidia_smi"] = lambda: driver.probe_nvidia_smi(ctx, os_name)
-    if os_name == "linux":
-        jobs["kernel_module"] = lambda: driver.probe_kernel_module(ctx)
-        jobs["pci"] = lambda: driver.probe_pci(ctx)
+    nvml_box: dict[str, Any] = {}
+    nvml_done = threading.Event()
     if use_nvml:
         from tfgpu.probe.nvml import probe_nvml
 
-        jobs["nvml"] = lambda: probe_nvml(timeout)
+        def nvml_job() -> dict[str, Any]:
+            try:
+                nvml_box["result"] = probe_nvml(timeout)
+                return nvml_box["result"]  # type: ignore[no-any-return]
+            finally:
+                nvml_done.set()
+
+        jobs["nvml"] = nvml_job
+    if os_name in ("linux", "windows"):
+        def smi_job() -> dict[str, Any] | None:
+            # nvidia-smi initialises NVML itself (often 0.1-1 s on a real GPU machine): the fallback runs
+            # only when NVML did not answer with the driver and every GPU's compute capability
+            if use_nvml:
+                nvml_done.wait(timeout)
+                if _nvml_complete(nvml_box.get("result")):
+                    return None
+            return driver.probe_nvidia_smi(ctx, os_name)
+
+        jobs["nvidia_smi"] = smi_job
+    if os_name == "linux":
+        jobs["kernel_module"] = lambda: driver.probe_kernel_module(ctx)
+        jobs["pci"] = lambda: driver.probe_pci(ctx)
     results, timings, errors = run_concurrently(jobs, timeout)
 
     plat_cpu = results.get("platform") or {
@@ -104,6 +131,9 @@ def detect_facts(
     kernel = results.get("kernel_module")
     pci = results.get("pci")
     drv, gpus, notes = driver.resolve_driver(nvml, kernel, smi, pci, os_name=os_name, wsl=platform.get("wsl"))
+    if "nvidia_smi" in jobs and "nvidia_smi" not in errors and results.get("nvidia_smi") is None:
+        drv["sources"]["nvidia_smi"] = {"ok": None, "error": None,
+                                        "skipped": "not run: NVML answered (driver, GPUs, compute capability)"}
     if not use_nvml and drv["sources"]["nvml"] is None:
         drv["sources"]["nvml"] = {"ok": False,
                                   "error": nvml_skipped or "not probed (TFGPU_PROBE_NVML=0 or not this machine)"}
