@@ -554,6 +554,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    previous = ""  # the last report, read before this run overwrites it (--quick keeps its create part)
     args.cache.mkdir(parents=True, exist_ok=True)
     env = base_env()
     exe = tool("tfgpu")
@@ -609,6 +610,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                        tfgpu=tfgpu, envdoc=envdoc, envdoc_skip=ed_skip, homes=homes, tf_python=tf_python,
                        tf_skip=tf_skip, extra=available(extras(fake_env, False)))
         importtime_section(rep, tfgpu, env)
+        if args.quick and args.out.exists() and not previous:
+            previous = args.out.read_text()  # before it is overwritten: --quick keeps the create figures
         write(args.out, rep, partial=not args.quick)
     if not args.quick:
         create_section(rep, args=args, env=env, tfgpu=tfgpu, cache=args.cache)
@@ -616,10 +619,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out.write_text(splice(args.out.read_text(), rep))
         log(f"added the create figures to {args.out}")
     else:
-        old = args.out.read_text() if args.quick and args.out.exists() else ""
         write(args.out, rep, partial=False)
-        if CREATE_HEADING in old:  # --quick keeps the last create figures rather than dropping them
-            args.out.write_text(carry_create(old, args.out.read_text()))
+        if CREATE_HEADING in previous:  # --quick keeps the last create figures rather than dropping them
+            args.out.write_text(carry_create(previous, args.out.read_text()))
             log(f"kept the earlier create figures in {args.out}")
     return 0
 

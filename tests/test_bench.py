@@ -93,3 +93,20 @@ def test_splice_replaces_the_create_section_and_its_budget_rows(bench: ModuleTyp
     assert "| doctor row | 0.1× | ≤ 0.3× | ✓ met |\n| create (uv warm cache)" in text
     assert text.index("### No GPU") < text.index("new table") < text.index("Load average at the end")
     assert text.count("Load average at the end") == 1
+
+
+def test_quick_run_keeps_the_earlier_create_figures(bench: ModuleType) -> None:
+    old = ("# tfgpu benchmarks\n\n## Budgets (issue 9)\n\n| budget | measured | limit | result |\n|---|---|---|---|\n"
+           "| doctor | 0.4× | ≤ 0.3× | ✗ missed |\n| create (uv warm cache) vs venv + pip by hand | 21.8× faster | "
+           "report both | ✓ met |\n\n## Figures\n\n### No GPU\n\nold rows\n\n"
+           "### `tfgpu create --tf 2.20 --backend pip` vs the same install by hand\n\ncreate rows\n\n"
+           "Load average at the end (1, 5, 15 min): 1, 1, 1.\n")
+    new = ("# tfgpu benchmarks\n\n## Budgets (issue 9)\n\n| budget | measured | limit | result |\n|---|---|---|---|\n"
+           "| doctor | 0.35× | ≤ 0.3× | ✗ missed |\n\n## Figures\n\n### No GPU\n\nnew rows\n\n"
+           "Load average at the end (1, 5, 15 min): 2, 2, 2.\n")
+    merged = bench.carry_create(old, new)
+    assert "new rows" in merged
+    assert "old rows" not in merged
+    assert "create rows" in merged
+    assert "| create (uv warm cache)" in merged.split("## Figures")[0]
+    assert merged.rstrip().endswith("2, 2, 2.")
