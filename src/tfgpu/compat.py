@@ -375,6 +375,14 @@ class Recipe:
     def applies(self, v: Version, os: str) -> bool:
         return v in self.tf and os in self.os
 
+    def conda_preference(self) -> int:
+        """Order among conda recipes (lower first): the official TF docs' conda+pip recipes, then
+        conda-forge's own CUDA builds, then Anaconda's `defaults` (its Terms of Service:
+        compat/recipes.toml header)."""
+        if self.backend == "conda+pip":
+            return 0
+        return 1 if "conda-forge" in self.channels else 2
+
 
 @dataclass(frozen=True)
 class CondaPackage:

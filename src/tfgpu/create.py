@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from tfgpu import envs, run
 from tfgpu.errors import Interrupted, NotReady, StepFailed, TfgpuError, UsageError
@@ -222,7 +222,3 @@ def activation_env(plan: Plan, base: dict[str, str] | None = None) -> dict[str, 
     return env
 
 
-def smoke_summary(report: Any, allow_cpu: bool) -> dict[str, Any]:
-    passed = bool(report.passed(allow_cpu))
-    data = report.to_json() if hasattr(report, "to_json") else {}
-    return {"passed": passed, "allow_cpu": allow_cpu, "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "report": data}

@@ -58,12 +58,6 @@ class Entry:
 class Catalog:
     entries: tuple[Entry, ...]
 
-    def by_id(self, entry_id: str) -> Entry:
-        for e in self.entries:
-            if e.id == entry_id:
-                return e
-        raise KeyError(entry_id)
-
 
 @dataclass(frozen=True)
 class Finding:

@@ -232,14 +232,6 @@ def write_lockfile(lock: Lock, path: Path, *, force: bool = False) -> Path:
 # --------------------------------------------------------------------------- reading
 
 
-def _conda_build_from_url(url: str) -> str | None:
-    fn = url.rsplit("/", 1)[-1]
-    for ext in (".tar.bz2", ".conda"):
-        if fn.endswith(ext):
-            return fn[: -len(ext)].rsplit("-", 1)[-1]
-    return None
-
-
 def read_lockfile(path: Path) -> Lock:
     """Read and validate a conda-lock v1 file (or a pixi.lock) with rattler's reader.
 
@@ -322,14 +314,6 @@ class CondaTarget:
     cuda: str | None  # the CUDA the TF build uses (for the __cuda the lock assumes)
 
 
-def _recipe_rank(r: Any) -> int:
-    # Same order as tfgpu.plan: the TF docs' conda+pip recipes, then conda-forge, then Anaconda's
-    # `defaults` (Anaconda Terms of Service, compat/recipes.toml header).
-    if r.backend == "conda+pip":
-        return 0
-    if "conda-forge" in r.channels:
-        return 1
-    return 2
 
 
 def conda_specs_for(kb: Any, version: Any, os_name: str, python: str | None = None,
@@ -344,7 +328,7 @@ def conda_specs_for(kb: Any, version: Any, os_name: str, python: str | None = No
     if not recipes:
         msg = f"no conda recipe for TensorFlow {version} on {os_name}"
         raise UsageError(msg, hint="try --backend pip, or another --tf (tfgpu compat lists the recipes)")
-    recipe = sorted(recipes, key=_recipe_rank)[0]
+    recipe = sorted(recipes, key=lambda r: r.conda_preference())[0]
     conda_part, _, pip_part = recipe.packages.partition("; pip:")
     rows = kb.conda_packages(None, version, os_name)
     cands = sorted({p for r in rows for p in r.python}, key=Version) if recipe.backend == "conda" else []

@@ -124,10 +124,6 @@ class Plan:
     env_python: str = ""  # the new environment's interpreter
     conda_named: bool = False  # created with `-n NAME` in conda's envs directory
 
-    @property
-    def is_conda(self) -> bool:
-        return bool(self.conda_specs)
-
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": PLAN_SCHEMA,
@@ -365,14 +361,6 @@ def _conda_tool(tools: Mapping[str, str | None]) -> str | None:
     return None
 
 
-def _recipe_rank(r: Any) -> int:
-    # The official TF docs' conda+pip recipes first, then conda-forge's own CUDA builds, then Anaconda's
-    # `defaults` (Anaconda Terms of Service, compat/recipes.toml header).
-    if r.backend == "conda+pip":
-        return 0
-    if "conda-forge" in r.channels:
-        return 1
-    return 2
 
 
 def _system_cuda_matches(facts: Mapping[str, Any], cuda: str) -> bool:
@@ -456,7 +444,7 @@ def plan_environment(
                 if os_name == "windows" else "see `tfgpu compat` for the versions with a recipe")
         raise UsageError(msg, hint=hint)
     pip_recipes = [r for r in recipes if r.backend == "pip"]
-    conda_recipes = sorted((r for r in recipes if r.backend in ("conda", "conda+pip")), key=_recipe_rank)
+    conda_recipes = sorted((r for r in recipes if r.backend in ("conda", "conda+pip")), key=lambda r: r.conda_preference())
     interps = _interpreters(facts, tools)
     wheel_pythons = kb.pythons_for(v, os_name)
     if python is not None:

@@ -1,10 +1,9 @@
 """Platform, CPU flags, Python interpreters, conda/mamba/micromamba, installed distributions."""
 
 # Machine paths are strings re-based under ctx.root (they may be Windows paths); os.path keeps them text.
-# ruff: noqa: PTH110, PTH119, PTH120, PTH207
+# ruff: noqa: PTH110, PTH119, PTH120
 from __future__ import annotations
 
-import glob
 import os
 import platform as _platform
 import re
@@ -324,5 +323,3 @@ def _metadata_headers(folder: Path) -> tuple[str | None, str | None]:
     return name, ver
 
 
-def glob_machine(ctx: Ctx, pattern: str) -> list[str]:
-    return [ctx.unroot(p) for p in sorted(glob.glob(str(ctx.path(pattern))))]
