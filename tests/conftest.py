@@ -38,6 +38,32 @@ def _subprocess_protection(request: pytest.FixtureRequest, monkeypatch: pytest.M
         monkeypatch.setattr(run_mod, "_spawn", _blocked)
 
 
+#: Tests that need tfgpu's embedded conda engine (py-rattler >= 0.26, so Python >= 3.10).
+needs_engine = pytest.mark.skipif(not __import__("tfgpu.engine").engine.available(),
+                                  reason="the embedded conda engine needs Python >= 3.10 (py-rattler >= 0.26)")
+
+
+@pytest.fixture(scope="module")
+def channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A local file:// conda channel mirroring the real TensorFlow recipes (tests/channel_builder.py)."""
+    from tests.channel_builder import tf_channel
+
+    return tf_channel(tmp_path_factory.mktemp("channel"))
+
+
+def isolate_installers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """tfgpu's home is the test's own; the host's pip.conf / uv.toml (constraints, extra indexes) must
+    not leak into the test installs. Returns the tfgpu home."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("TFGPU_HOME", str(home))
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    monkeypatch.setenv("UV_NO_CONFIG", "1")
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "never")
+    return home
+
+
 @pytest.fixture
 def data_dir() -> Path:
     return DATA

@@ -170,3 +170,23 @@ def all_files(folder: Path) -> list[Path]:
 
 def env_without_path() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PATH"}
+
+
+R740_CUDA = "/usr/local/cuda-10.1"
+
+
+def r740_profile(root: Path) -> Profile:
+    """Seed 001's lab server as a profile (tests/data/probe/machines/r740-4x-tesla-m60-tf114.toml): the
+    seed's real lspci lines and LD_LIBRARY_PATH; nvcc 10.1.243 and the cuDNN 7 header are the stand-ins
+    that machine file names. The driver source is the caller's (the seed only has a screenshot)."""
+    p = Profile(root)
+    p.file("/etc/os-release", fixture=PROBE / "os" / "os-release-ubuntu-22.04.5.txt")
+    p.program("lspci", default=(PROBE / "lspci" / "lspci-grep-vga-dell-r740-4x-tesla-m60-seed001.txt", 0))
+    cuda = R740_CUDA
+    p.program("nvcc", default=(PROBE / "cuda" / "nvcc-version-10.1.243.txt", 0), where=root / cuda[1:] / "bin")
+    p.file(f"{cuda}/lib64/libcudart.so.10.1")
+    p.file(f"{cuda}/include/cudnn.h", fixture=PROBE / "cudnn" / "cudnn-7.2.1-cudnn.h-first80lines.h")
+    p.file(f"{cuda}/lib64/libcudnn.so.7")
+    p.env.update({"PATH": f"{p.bin}:{root}{cuda}/bin", "HOME": "/home/dell2",
+                  "LD_LIBRARY_PATH": f"/home/dell2/.mujoco/mjpro150/bin:{cuda}/lib64:"})
+    return p

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import isolate_installers
 from tests.fake_programs.wheels import build_fake_tensorflow
 from tfgpu import envs
 from tfgpu.compat import load_kb
@@ -43,15 +44,7 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    monkeypatch.setenv("TFGPU_HOME", str(home))
-    # the host's pip.conf / uv.toml (constraints, extra indexes) must not leak into the test installs
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
-    monkeypatch.setenv("UV_NO_CONFIG", "1")
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "never")
-    return home
+    return isolate_installers(monkeypatch, tmp_path)
 
 
 def facts() -> dict[str, Any]:

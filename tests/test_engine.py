@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.channel_builder import PLACEHOLDER, Pkg, build_channel, corrupt_package, tf_channel
+from tests.channel_builder import PLACEHOLDER, Pkg, build_channel, corrupt_package
+from tests.conftest import needs_engine
 from tfgpu import engine
 from tfgpu.errors import Interrupted, StepFailed, UsageError
 
@@ -19,14 +20,8 @@ TF22 = ["tensorflow-gpu=2.2.0", "python=3.8"]
 TF216 = ["tensorflow=2.16.1=cuda*"]
 NO_DRIVER = [engine.VirtualPkg("__unix", "0"), engine.VirtualPkg("__glibc", "2.28")]
 
-needs_engine = pytest.mark.skipif(not __import__("tfgpu.engine").engine.available(),
-                                  reason="the embedded conda engine needs Python >= 3.10 (py-rattler >= 0.26)")
 pytestmark = needs_engine
 
-
-@pytest.fixture(scope="module")
-def channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tf_channel(tmp_path_factory.mktemp("channel"))
 
 
 def meta(prefix: Path) -> dict[str, dict[str, object]]:

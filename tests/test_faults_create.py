@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import isolate_installers
 from tests.fake_programs.wheels import build_fake_tensorflow, build_wheel
 from tests.test_create_real import BASE_PY, HAVE_UV, facts, make_plan, needs_uv
 from tfgpu import envs, run
@@ -35,14 +36,7 @@ MAKE_VENV = ("import pathlib, sys; p = pathlib.Path(sys.argv[1]); p.mkdir(parent
 
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    home = tmp_path / "home"
-    monkeypatch.setenv("TFGPU_HOME", str(home))
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
-    monkeypatch.setenv("UV_NO_CONFIG", "1")
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "never")
-    return home
+    return isolate_installers(monkeypatch, tmp_path)
 
 
 def _plan(prefix: Path, *steps: Step) -> Plan:

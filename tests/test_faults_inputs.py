@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import DATA
+from tests.conftest import DATA, needs_engine
 from tfgpu import explain, lockfile
 from tfgpu.errors import InputError
 
@@ -27,8 +27,6 @@ Cli = Callable[..., "tuple[int, str, str]"]
 LOGS = DATA / "logs"
 RECORDED_LOCK = DATA / "lock" / "conda-lock-4912053-install-with-pip-deps.yml"
 
-needs_engine = pytest.mark.skipif(not __import__("tfgpu.engine").engine.available(),
-                                  reason="reading conda-lock files needs the embedded engine: Python >= 3.10")
 
 
 def _sparse(path: Path, size: int, head: bytes = b"") -> Path:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.channel_builder import tf_channel
+from tests.conftest import needs_engine
 from tfgpu import envs, lockfile, run
 from tfgpu.backends.lock import read_lock_info
 from tfgpu.compat import load_kb
@@ -30,14 +30,8 @@ KB = load_kb()
 NO_GPU_FACTS: dict[str, Any] = {"schema": "tfgpu.facts/1", "platform": {"os": "linux", "wsl": None},
                                 "gpus": [], "driver": {"version": None, "cuda": None}}
 
-needs_engine = pytest.mark.skipif(not __import__("tfgpu.engine").engine.available(),
-                                  reason="the embedded conda engine needs Python >= 3.10 (py-rattler >= 0.26)")
 pytestmark = [pytest.mark.real_subprocess, needs_engine]
 
-
-@pytest.fixture(scope="module")
-def channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tf_channel(tmp_path_factory.mktemp("channel"))
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import needs_engine
 from tfgpu import lockfile
 from tfgpu.backends.config import Config, load_config, parse_config
 from tfgpu.backends.lock import detect_lock_kind, read_custom_metadata, read_lock_info
@@ -23,8 +24,6 @@ FACTS: dict[str, Any] = {"schema": "tfgpu.facts/1", "platform": {"os": "linux", 
                          "gpus": [{"memory_mib": 2048}], "driver": {"version": "550.54.15", "cuda": "12.4"}}
 TOOLS: dict[str, str | None] = {"uv": "/usr/bin/uv", "mamba": None, "micromamba": None, "conda": None}
 
-needs_engine = pytest.mark.skipif(not __import__("tfgpu.engine").engine.available(),
-                                  reason="reading conda-lock files needs the embedded engine: Python >= 3.10")
 
 
 # --------------------------------------------------------------------------- reading locks

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.channel_builder import tf_channel
+from tests.conftest import needs_engine
 from tfgpu import engine, lockfile
 from tfgpu.errors import InputError, UsageError
 
@@ -18,14 +18,8 @@ DATA = Path(__file__).resolve().parent / "data" / "lock"
 RECORDED = DATA / "conda-lock-4912053-install-with-pip-deps.yml"
 Cli = Callable[..., tuple[int, str, str]]
 
-needs_engine = pytest.mark.skipif(not __import__("tfgpu.engine").engine.available(),
-                                  reason="the embedded conda engine needs Python >= 3.10 (py-rattler >= 0.26)")
 pytestmark = needs_engine
 
-
-@pytest.fixture(scope="module")
-def channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tf_channel(tmp_path_factory.mktemp("channel"))
 
 
 @pytest.fixture

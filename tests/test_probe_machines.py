@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.probe_helpers import PROBE, PROBE2, FakeGpu, FakeNvmlLib, Profile, fake_nvml
+from tests.probe_helpers import (
+    PROBE,
+    PROBE2,
+    R740_CUDA,
+    FakeGpu,
+    FakeNvmlLib,
+    Profile,
+    fake_nvml,
+    r740_profile,
+)
 from tfgpu.facts import validate_facts
 from tfgpu.probe import detect_facts
 from tfgpu.probe._ctx import Ctx
@@ -26,20 +35,12 @@ def test_r740_four_tesla_m60_cuda101_tf114(tmp_path: Path) -> None:
     """Seed 001 (tests/data/probe/machines/r740-4x-tesla-m60-tf114.toml): real lspci lines from the seed;
     nvcc 10.1.243 and the cuDNN 7 header are the stand-ins that machine file names; LD_LIBRARY_PATH is
     the seed's; the driver file is the 384.98 stand-in (the seed only has a screenshot)."""
-    p = Profile(tmp_path)
-    p.file("/etc/os-release", fixture=PROBE / "os" / "os-release-ubuntu-22.04.5.txt")
+    p = r740_profile(tmp_path)
+    cuda = R740_CUDA
     p.file("/proc/driver/nvidia/version", fixture=PROBE / "proc" / "driver-version-384.98-ubuntu.txt")
-    p.program("lspci", default=(PROBE / "lspci" / "lspci-grep-vga-dell-r740-4x-tesla-m60-seed001.txt", 0))
-    cuda = "/usr/local/cuda-10.1"
-    p.program("nvcc", default=(PROBE / "cuda" / "nvcc-version-10.1.243.txt", 0), where=tmp_path / cuda[1:] / "bin")
-    p.file(f"{cuda}/lib64/libcudart.so.10.1")
-    p.file(f"{cuda}/include/cudnn.h", fixture=PROBE / "cudnn" / "cudnn-7.2.1-cudnn.h-first80lines.h")
-    p.file(f"{cuda}/lib64/libcudnn.so.7")
     p.dist("/home/dell2/anaconda3/envs/tf/lib/python3.6/site-packages", "tensorflow-gpu", "1.14.0")
     p.file("/home/dell2/anaconda3/envs/tf/conda-meta/python-3.6.10-h0371630_0.json", "{}")
-    p.env.update({"PATH": f"{p.bin}:{tmp_path}{cuda}/bin", "HOME": "/home/dell2",
-                  "LD_LIBRARY_PATH": f"/home/dell2/.mujoco/mjpro150/bin:{cuda}/lib64:",
-                  "CONDA_PREFIX": "/home/dell2/anaconda3/envs/tf"})
+    p.env["CONDA_PREFIX"] = "/home/dell2/anaconda3/envs/tf"
     facts = detect_facts(root=tmp_path, env=p.env, timeout=2.0)
     assert validate_facts(json.loads(json.dumps(facts))) == []
     assert facts["platform"]["os"] == "linux"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.probe_helpers import PROBE, FakeGpu, FakeNvmlLib, Profile, fake_nvml
+from tests.probe_helpers import PROBE, FakeGpu, FakeNvmlLib, Profile, fake_nvml, r740_profile
 from tfgpu.compat import load_kb
 from tfgpu.probe import detect_facts
 from tfgpu.report import doctor_document
@@ -29,19 +29,10 @@ def check_document(facts: dict, tf: str | None = None) -> dict:
 
 
 def r740(tmp_path: Path) -> Profile:
-    """Seed 001: the real lspci lines, CUDA 10.1 (nvcc 10.1.243), a cuDNN 7 header, the seed's
-    LD_LIBRARY_PATH, tensorflow-gpu 1.14.0; driver 418.87.00 through a faked NVML (the seed shows no
-    driver text: tests/data/facts/SOURCES.md)."""
-    p = Profile(tmp_path)
-    p.file("/etc/os-release", fixture=PROBE / "os" / "os-release-ubuntu-22.04.5.txt")
-    p.program("lspci", default=(PROBE / "lspci" / "lspci-grep-vga-dell-r740-4x-tesla-m60-seed001.txt", 0))
-    cuda = "/usr/local/cuda-10.1"
-    p.program("nvcc", default=(PROBE / "cuda" / "nvcc-version-10.1.243.txt", 0), where=tmp_path / cuda[1:] / "bin")
-    p.file(f"{cuda}/lib64/libcudart.so.10.1")
-    p.file(f"{cuda}/include/cudnn.h", fixture=PROBE / "cudnn" / "cudnn-7.2.1-cudnn.h-first80lines.h")
-    p.file(f"{cuda}/lib64/libcudnn.so.7")
-    p.env.update({"PATH": f"{p.bin}:{tmp_path}{cuda}/bin", "HOME": "/home/dell2", "TFGPU_PROBE_NVML": "1",
-                  "LD_LIBRARY_PATH": f"/home/dell2/.mujoco/mjpro150/bin:{cuda}/lib64:"})
+    """Seed 001 (tests.probe_helpers.r740_profile); driver 418.87.00 through a faked NVML (the seed shows
+    no driver text: tests/data/facts/SOURCES.md)."""
+    p = r740_profile(tmp_path)
+    p.env["TFGPU_PROBE_NVML"] = "1"
     return p
 
 
