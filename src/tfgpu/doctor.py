@@ -104,12 +104,12 @@ def run_doctor(
 
     from tfgpu import report
     from tfgpu.compat import load_kb
-    from tfgpu.verdict import Machine, diagnose
+    from tfgpu.verdict import diagnose
 
     kb = load_kb()
     result = diagnose(facts, kb, tf=tf, backend=backend)
     doc = report.doctor_document(facts, result, data_version=kb.data_version, overrides=active)
-    code = result.exit_code(require_gpu=require_gpu, strict=strict, machine=Machine.from_facts(facts))
+    code = result.exit_code(require_gpu=require_gpu, strict=strict)
     doc["exit_code"] = code
     if redact_out:
         doc = report.redact(doc)

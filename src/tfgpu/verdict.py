@@ -798,9 +798,10 @@ def judge_target(facts: Mapping[str, Any], kb: KnowledgeBase, tf: str, *, backen
     return out
 
 
-def judge_series(facts: Mapping[str, Any], kb: KnowledgeBase, *, backend: str = "auto") -> list[TargetVerdict]:
+def judge_series(facts: Mapping[str, Any], kb: KnowledgeBase, *, backend: str = "auto",
+                 machine: Machine | None = None) -> list[TargetVerdict]:
     """A verdict for the newest release of every 2.x series and the last 1.x, newest first."""
-    m = Machine.from_facts(facts)
+    m = machine or Machine.from_facts(facts)
     out = []
     last_1x_done = False
     for series in kb.series(m.tf_os):
@@ -846,9 +847,13 @@ def recommend(facts: Mapping[str, Any], kb: KnowledgeBase, verdicts: list[Target
     for wanted in (READY, CAVEATS):
         for tv in verdicts:
             if tv.verdict == wanted:
-                return {"tf": tv.tf, "backend": tv.backend, "recipe": tv.recipe, "verdict": tv.verdict,
-                        "command": create_command(tv)}
+                return _recommendation(tv)
     return None
+
+
+def _recommendation(tv: TargetVerdict) -> dict[str, Any]:
+    return {"tf": tv.tf, "backend": tv.backend, "recipe": tv.recipe, "verdict": tv.verdict,
+            "command": create_command(tv)}
 
 
 @dataclass
@@ -858,8 +863,11 @@ class DoctorResult:
     recommendation: dict[str, Any] | None
     target_requested: str | None = None
     notes: list[str] = field(default_factory=list)
+    machine: Machine | None = None  # what the verdicts were judged on
 
-    def exit_code(self, *, require_gpu: bool, strict: bool, machine: Machine) -> int:
+    def exit_code(self, *, require_gpu: bool, strict: bool, machine: Machine | None = None) -> int:
+        machine = machine or self.machine
+        assert machine is not None
         if require_gpu and not (machine.has_gpu() and machine.driver is not None):
             return 1
         if self.target_requested is not None and any(t.verdict == BLOCKED for t in self.targets):
@@ -877,16 +885,13 @@ def diagnose(facts: Mapping[str, Any], kb: KnowledgeBase, *, tf: str | None = No
     m = Machine.from_facts(facts)
     checks = machine_checks(m, kb)
     if tf is None:
-        targets = judge_series(facts, kb, backend=backend)
-        return DoctorResult(checks, targets, recommend(facts, kb, targets))
+        targets = judge_series(facts, kb, backend=backend, machine=m)
+        return DoctorResult(checks, targets, recommend(facts, kb, targets), machine=m)
     if tf == "latest":
-        rec = recommend(facts, kb)
+        rec = recommend(facts, kb, judge_series(facts, kb, backend=backend, machine=m))
         tf_resolved = rec["tf"] if rec else kb.series(m.tf_os)[0]
     else:
         tf_resolved = tf
     target = judge_requested(facts, kb, tf_resolved, backend=backend, machine=m)
-    rec = None
-    if target.verdict != BLOCKED:
-        rec = {"tf": target.tf, "backend": target.backend, "recipe": target.recipe, "verdict": target.verdict,
-               "command": create_command(target)}
-    return DoctorResult(checks, [target], rec, target_requested=tf)
+    rec = _recommendation(target) if target.verdict != BLOCKED else None
+    return DoctorResult(checks, [target], rec, target_requested=tf, machine=m)
