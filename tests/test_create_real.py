@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import platform
@@ -21,6 +20,7 @@ import pytest
 from tests.conftest import isolate_installers
 from tests.fake_programs.wheels import build_fake_tensorflow
 from tfgpu import envs
+from tfgpu._record import replace
 from tfgpu.compat import load_kb
 from tfgpu.create import prefix_lock, run_plan
 from tfgpu.errors import Interrupted, NotReady, StepFailed, UsageError
@@ -114,7 +114,7 @@ def test_failing_step_leaves_nothing_behind(tmp_path: Path) -> None:
 def _sleep_plan(plan: Plan) -> Plan:
     sleeper = Step((sys.executable, "-c", "import time; print('sleeping', flush=True); time.sleep(60)"),
                    "a long step to interrupt")
-    return dataclasses.replace(plan, steps=(plan.steps[0], sleeper, *plan.steps[1:]))
+    return replace(plan, steps=(plan.steps[0], sleeper, *plan.steps[1:]))
 
 
 @needs_uv

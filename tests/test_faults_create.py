@@ -4,7 +4,6 @@ happened. Real venvs and a real local wheel index, as in tests/test_create_real.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import random
@@ -22,6 +21,7 @@ from tests.conftest import isolate_installers
 from tests.fake_programs.wheels import build_fake_tensorflow, build_wheel
 from tests.test_create_real import BASE_PY, HAVE_UV, facts, make_plan, needs_uv
 from tfgpu import envs, run
+from tfgpu._record import replace
 from tfgpu.create import run_plan
 from tfgpu.errors import Interrupted, StepFailed
 from tfgpu.plan import Plan, Step
@@ -216,7 +216,7 @@ def test_ctrl_c_during_the_real_install_step(tmp_path: Path, wheelhouse: Path) -
     prefix = tmp_path / "envs" / "tf"
     plan = make_plan(prefix, wheelhouse, uv=True)
     slow = Step((sys.executable, "-c", "import time; print('installing', flush=True); time.sleep(30)"), "install")
-    plan = dataclasses.replace(plan, steps=(plan.steps[0], slow, *plan.steps[1:]))
+    plan = replace(plan, steps=(plan.steps[0], slow, *plan.steps[1:]))
 
     def on_line(line: str) -> None:
         if line == "installing":

@@ -3,7 +3,6 @@ real embedded engine; interrupted and failed installs leave nothing behind; bad 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -18,6 +17,7 @@ import pytest
 
 from tests.conftest import needs_engine
 from tfgpu import envs, lockfile, run
+from tfgpu._record import replace
 from tfgpu.backends.lock import read_lock_info
 from tfgpu.compat import load_kb
 from tfgpu.create import run_plan
@@ -157,7 +157,7 @@ def _slow_plan(plan: Plan, mode: str) -> Plan:
     first = plan.steps[0]
     assert first.argv[1:4] == ("-m", "tfgpu.engine", "install-lock")
     slow = Step((sys.executable, "-c", _SLOW_ENGINE, mode, *first.argv[3:]), first.why)
-    return dataclasses.replace(plan, steps=(slow, *plan.steps[1:]))
+    return replace(plan, steps=(slow, *plan.steps[1:]))
 
 
 @pytest.mark.parametrize("mode", ["graceful", "ignore"])

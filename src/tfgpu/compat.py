@@ -10,13 +10,13 @@ import functools
 import re
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from tfgpu import __version__
+from tfgpu._record import field, record
 from tfgpu.errors import DataError, UsageError
 
 #: Files of the knowledge base and the schema each must declare.
@@ -219,7 +219,7 @@ def _clause_holds(op: str, ver: str, v: Version) -> bool:
     return v >= spec and _release(v, n) == _release(spec, n)
 
 
-@dataclass(frozen=True)
+@record
 class PyRange:
     """A Python range as the official tables write it, e.g. "2.7,3.3-3.7"."""
 
@@ -263,7 +263,7 @@ class PyRange:
 # --------------------------------------------------------------------------- records
 
 
-@dataclass(frozen=True)
+@record
 class Build:
     """One row of TensorFlow's "Tested build configurations" (GPU) tables."""
 
@@ -283,7 +283,7 @@ class Build:
         return series_of(self.tf)
 
 
-@dataclass(frozen=True)
+@record
 class Release:
     """One final release of a TensorFlow distribution on PyPI."""
 
@@ -319,7 +319,7 @@ class _DriverFloors:
         return str(self.raw.get("windows_min_driver" if os == "windows" else "linux_min_driver") or "")
 
 
-@dataclass(frozen=True)
+@record
 class Toolkit(_DriverFloors):
     cuda: Version
     linux_min_driver: Version | None
@@ -330,7 +330,7 @@ class Toolkit(_DriverFloors):
     raw: dict[str, Any] = field(compare=False, repr=False, default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record
 class MinorCompat(_DriverFloors):
     major: int
     linux_min_driver: Version | None
@@ -340,7 +340,7 @@ class MinorCompat(_DriverFloors):
     raw: dict[str, Any] = field(compare=False, repr=False, default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record
 class ArchTargets:
     """GPU code an official TensorFlow wheel carries: SASS per compute capability, and a PTX target."""
 
@@ -353,7 +353,7 @@ class ArchTargets:
     note: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Recipe:
     id: str
     backend: str
@@ -384,7 +384,7 @@ class Recipe:
         return 1 if "conda-forge" in self.channels else 2
 
 
-@dataclass(frozen=True)
+@record
 class CondaPackage:
     channel: str
     name: str
@@ -400,7 +400,7 @@ class CondaPackage:
     raw: dict[str, Any] = field(compare=False, repr=False, default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record
 class GpuModel:
     name: str
     cc: str
@@ -505,7 +505,7 @@ def _spec(name: str, row: dict[str, Any], key: str = "tf") -> VersionSpec:
 # --------------------------------------------------------------------------- the knowledge base
 
 
-@dataclass(frozen=True)
+@record
 class KnowledgeBase:
     data_version: str
     date: str
@@ -856,7 +856,7 @@ def os_getpid() -> int:
 # --------------------------------------------------------------------------- release notes (additive)
 
 
-@dataclass(frozen=True)
+@record
 class Note:
     """A fact about installing some releases that the tested-build tables do not show
     (compat/tensorflow.toml `notes`), with its source key."""

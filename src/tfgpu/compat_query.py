@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, TextIO
 
 from packaging.version import InvalidVersion, Version
 
+from tfgpu._record import record
 from tfgpu.compat import (
     OSES,
     Build,
@@ -35,7 +35,7 @@ OS_NAMES = {"linux": "Linux", "windows": "native Windows", "macos": "macOS"}
 PASS, WARN, FAIL, UNKNOWN = "pass", "warn", "fail", "unknown"
 
 
-@dataclass(frozen=True)
+@record
 class Query:
     """The filters of `tfgpu compat`, as the user typed them (None = no filter)."""
 
@@ -46,7 +46,7 @@ class Query:
     python: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class TfSelection:
     """What ``--tf`` selects: minor series per OS, and an exact release when one was named."""
 

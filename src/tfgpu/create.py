@@ -15,11 +15,11 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from tfgpu import envs, run
+from tfgpu._record import record
 from tfgpu.errors import Interrupted, NotReady, StepFailed, TfgpuError, UsageError
 from tfgpu.plan import Plan, Step
 
@@ -28,7 +28,7 @@ _INTERESTING = ("error", "Error", "ERROR", "failed", "Failed", "not found", "No 
                 "Could not", "Cannot", "cannot", "unsatisfiable", "Because", "hint", "×")
 
 
-@dataclass(frozen=True)
+@record
 class CreateResult:
     prefix: Path
     log_path: Path

@@ -12,10 +12,10 @@ import re
 import sys
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from tfgpu._record import field, record
 from tfgpu.errors import DataError, InputError
 
 SCHEMA = "tfgpu.explain/1"
@@ -34,7 +34,7 @@ TEXT_CHARS = 300
 _CHUNK = 1 << 16
 
 
-@dataclass(frozen=True)
+@record
 class Entry:
     """One catalog row, with its pattern compiled."""
 
@@ -54,12 +54,12 @@ class Entry:
     ignore_case: bool
 
 
-@dataclass(frozen=True)
+@record
 class Catalog:
     entries: tuple[Entry, ...]
 
 
-@dataclass(frozen=True)
+@record
 class Finding:
     """A known problem found on one line of a log."""
 
@@ -94,7 +94,7 @@ class Finding:
         }
 
 
-@dataclass(frozen=True)
+@record
 class ExplainReport:
     """What :func:`explain_file` found, plus how much of the input it read."""
 
@@ -340,7 +340,7 @@ def _match_line(catalog: Catalog, line: str) -> Iterator[tuple[Entry, dict[str, 
             yield e, {k: v for k, v in m.groupdict().items() if v is not None}
 
 
-@dataclass
+@record(frozen=False)
 class _Collector:
     catalog: Catalog
     facts: Mapping[str, Any] | None
@@ -372,7 +372,7 @@ class _Collector:
 
 
 def _replace_count(f: Finding, count: int) -> Finding:
-    from dataclasses import replace
+    from tfgpu._record import replace
 
     return replace(f, count=count)
 

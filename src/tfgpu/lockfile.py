@@ -27,10 +27,10 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfgpu._record import field, record
 from tfgpu.errors import InputError, StepFailed, UsageError
 
 #: A conda-lock file for a few platforms is 1-2 MB; anything this big is not one (and is not parsed).
@@ -54,7 +54,7 @@ HEADER = """\
 # --------------------------------------------------------------------------- model
 
 
-@dataclass(frozen=True)
+@record
 class LockedPackage:
     """One ``package`` entry."""
 
@@ -75,7 +75,7 @@ class LockedPackage:
         return (self.platform, self.manager, self.name, self.version, self.build or "")
 
 
-@dataclass
+@record(frozen=False)
 class Lock:
     """A lockfile: what ``read_lockfile`` returns and ``write_lockfile`` writes."""
 
@@ -302,7 +302,7 @@ def read_lockfile(path: Path) -> Lock:
 # --------------------------------------------------------------------------- what to lock
 
 
-@dataclass(frozen=True)
+@record
 class CondaTarget:
     """The conda side of a recipe for one TensorFlow release, Python and OS."""
 
@@ -363,7 +363,7 @@ def conda_specs_for(kb: Any, version: Any, os_name: str, python: str | None = No
 # --------------------------------------------------------------------------- locking (effects)
 
 
-@dataclass(frozen=True)
+@record
 class LockRequest:
     """What ``tfgpu lock`` was asked for."""
 

@@ -7,17 +7,16 @@ tested with plain values for every release x backend x OS of the knowledge base.
 
 from __future__ import annotations
 
-import dataclasses
 import posixpath
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from tfgpu._record import field, record, replace
 from tfgpu.errors import UsageError
 
 PLAN_SCHEMA = "tfgpu.plan/1"
@@ -32,7 +31,7 @@ CONDA_TOOLS = ("mamba", "micromamba", "conda")
 SMALL_GPU_MIB = 4096
 
 
-@dataclass(frozen=True)
+@record
 class Pin:
     """A requirement tfgpu adds next to TensorFlow because an unbounded dependency now breaks it."""
 
@@ -81,7 +80,7 @@ _ANACONDA_NAMES = frozenset({"defaults", "anaconda", "main", "r", "msys2"})
 _ANACONDA_URL = re.compile(r"^https?://(repo\.anaconda\.com/|conda\.anaconda\.org/(anaconda|main|r|msys2)(/|$))")
 
 
-@dataclass(frozen=True)
+@record
 class Step:
     """One step: a program to run (argv) or a file to write, and why it is there."""
 
@@ -103,7 +102,7 @@ class Step:
         return out
 
 
-@dataclass(frozen=True)
+@record
 class Plan:
     tf: str
     backend: str  # pip | conda | rattler
@@ -345,7 +344,7 @@ def anaconda_tos_note(kb: Any, v: Version | None, os_name: str, channels: Sequen
 # --------------------------------------------------------------------------- the planner
 
 
-@dataclass(frozen=True)
+@record
 class _Choice:
     backend: str  # pip | conda | rattler
     tool: str
@@ -423,7 +422,7 @@ def plan_environment(
             prefer_note = (f"{prefer_source} prefers backend {prefer}, which cannot build this target "
                            f"({exc.message}); tfgpu chose automatically")
         else:
-            return dataclasses.replace(
+            return replace(
                 preferred, backend_reason=f"{prefer_source} prefers {prefer}: {preferred.backend_reason}")
     os_name = target_os(facts)
     v = kb.resolve_tf(tf, os=os_name)
@@ -708,7 +707,7 @@ LOCK_PLATFORM_OS = {"linux-64": "linux", "linux-aarch64": "linux", "linux-ppc64l
 _TF_PACKAGES = ("tensorflow", "tensorflow-gpu", "tensorflow-base", "tensorflow-cpu")
 
 
-@dataclass(frozen=True)
+@record
 class LockedPkg:
     """One package of a lockfile, as planning needs it."""
 
@@ -721,7 +720,7 @@ class LockedPkg:
     sha256: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class LockInfo:
     """What a lockfile says, read by ``tfgpu.backends.lock.read_lock_info`` (planning stays pure).
 

@@ -19,10 +19,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from tfgpu._record import field, record
 from tfgpu.errors import Interrupted, ProgramNotFound, StepFailed
 
 #: The spawner. Tests replace this (tests/conftest.py) so unit tests cannot touch the world.
@@ -32,7 +32,7 @@ _spawn: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen
 MAX_CAPTURE_BYTES = 4 * 1024 * 1024
 
 
-@dataclass(frozen=True)
+@record
 class Result:
     """What a finished (or failed-to-start) program did."""
 
@@ -190,7 +190,7 @@ def capture(
                   truncated=flags[0])
 
 
-@dataclass
+@record(frozen=False)
 class StepLog:
     """Where a plan's full output goes; keeps the last lines in memory for error messages."""
 

@@ -13,11 +13,11 @@ Vocabulary (README, "Verdicts"):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from tfgpu._record import field, record
 from tfgpu.compat import KnowledgeBase, Recipe, normalize_cuda, series_of
 
 PASS, WARN, FAIL, SKIP, ERROR = "pass", "warn", "fail", "skip", "error"
@@ -39,7 +39,7 @@ MACHINE_BLOCKERS = frozenset({"os.supported", "os.wsl", "driver.installed", "dri
                               "env.cuda_visible_devices"})
 
 
-@dataclass(frozen=True)
+@record
 class Check:
     id: str
     status: str
@@ -53,7 +53,7 @@ class Check:
                 "evidence": self.evidence, "source": self.source, "fix": self.fix}
 
 
-@dataclass(frozen=True)
+@record
 class Finding:
     """A blocker or caveat of one target."""
 
@@ -69,7 +69,7 @@ class Finding:
         return out
 
 
-@dataclass(frozen=True)
+@record
 class BackendVerdict:
     backend: str  # "pip" | "conda"
     recipe: str
@@ -87,7 +87,7 @@ class BackendVerdict:
                 "caveats": [c.to_json() for c in self.caveats]}
 
 
-@dataclass(frozen=True)
+@record
 class TargetVerdict:
     tf: str
     verdict: str
@@ -118,7 +118,7 @@ def _v(text: Any) -> Version | None:
         return None
 
 
-@dataclass(frozen=True)
+@record
 class Machine:
     """The facts a verdict needs, read once from the facts document. None = unknown."""
 
@@ -856,7 +856,7 @@ def _recommendation(tv: TargetVerdict) -> dict[str, Any]:
             "command": create_command(tv)}
 
 
-@dataclass
+@record(frozen=False)
 class DoctorResult:
     checks: list[Check]
     targets: list[TargetVerdict]

@@ -19,10 +19,10 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tfgpu._record import record
 from tfgpu.errors import InputError
 
 if sys.version_info >= (3, 11):
@@ -36,7 +36,7 @@ _TOP_KEYS = {"channels", "backends"}
 _BACKEND_KEYS = {"prefer"}
 
 
-@dataclass(frozen=True)
+@record
 class Config:
     """What the config file says (empty when there is none)."""
 

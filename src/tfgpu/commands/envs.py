@@ -103,9 +103,9 @@ def build_plan(
         channels_source=channels_source, prefer=config.prefer, prefer_source=config.source,
     )
     if notes:
-        import dataclasses
+        from tfgpu._record import replace
 
-        plan = dataclasses.replace(plan, notes=tuple(notes) + plan.notes)
+        plan = replace(plan, notes=tuple(notes) + plan.notes)
     return plan
 
 

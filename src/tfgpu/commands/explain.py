@@ -45,10 +45,10 @@ def machine_facts(facts_file: str | None, *, probe: bool) -> tuple[dict[str, Any
 
 def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, probe: bool = True,
                 redact_out: bool = False) -> int:
-    import dataclasses
     import json
     import sys
 
+    from tfgpu._record import replace
     from tfgpu.errors import UsageError
     from tfgpu.explain import explain_file
 
@@ -58,16 +58,16 @@ def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, 
     facts, note = machine_facts(facts_file, probe=probe)
     report = explain_file(logfile, facts=facts)
     if note and any(not f.harmless for f in report.findings):
-        report = dataclasses.replace(report, notes=(*report.notes, note))
+        report = replace(report, notes=(*report.notes, note))
     if redact_out:
         from tfgpu.report import redactor
 
         clean = redactor()
-        report = dataclasses.replace(
+        report = replace(
             report,
             name=clean(report.name),
             notes=tuple(clean(n) for n in report.notes),
-            findings=tuple(dataclasses.replace(f, text=clean(f.text), cause=clean(f.cause), fix=clean(f.fix),
+            findings=tuple(replace(f, text=clean(f.text), cause=clean(f.cause), fix=clean(f.fix),
                                           meaning=clean(f.meaning)) for f in report.findings),
         )
     if json_out:

@@ -24,10 +24,10 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tfgpu._record import record
 from tfgpu.errors import Interrupted, NotReady, StepFailed, TfgpuError, UsageError
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ DEFAULT_VIRTUAL_PACKAGES: dict[str, tuple[tuple[str, str, str], ...]] = {
 PARTIAL_MARK = ".tfgpu-partial-"
 
 
-@dataclass(frozen=True)
+@record
 class VirtualPkg:
     """A virtual package the solver treats as installed (``__cuda=12.4=0``)."""
 
@@ -486,7 +486,7 @@ def _remove_empty_parent(parent: Path, created: bool) -> None:
             pass
 
 
-@dataclass(frozen=True)
+@record
 class Created:
     """What ``create_env`` did."""
 

@@ -8,17 +8,17 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from tfgpu import run
+from tfgpu._record import field, record
 
 #: A probe file read never keeps more than this (a /proc file or header is small; a device is not).
 MAX_READ = 1024 * 1024
 
 
-@dataclass(frozen=True)
+@record
 class Ctx:
     """Everything a probe may look at. ``root`` re-bases every absolute path a probe reads, so a test
     can point the probes at a ``tmp_path`` machine profile; ``env`` replaces ``os.environ``."""

@@ -12,10 +12,10 @@ import re
 import signal
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfgpu._record import field, record
 from tfgpu.errors import InputError, UsageError
 from tfgpu.explain import Finding, explain_lines
 from tfgpu.run import Result, capture
@@ -36,7 +36,7 @@ CHILD_ENV = {
 LOG_TAIL_LINES = 40
 
 
-@dataclass(frozen=True)
+@record
 class OpResult:
     """One op of the smoke test: matmul (cuBLAS), conv2d forward+backward (cuDNN), xla (ptxas)."""
 
@@ -53,7 +53,7 @@ class OpResult:
                 "error": self.error, "seconds": self.seconds, "reason": self.reason}
 
 
-@dataclass(frozen=True)
+@record
 class SmokeReport:
     python: str
     returncode: int | None = None
