@@ -9,9 +9,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfgpu.errors import UsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 BACKENDS = ("auto", "pip", "conda", "rattler")
 
@@ -75,38 +78,71 @@ def gather_facts(
     timeout: float | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """Facts from a file or from probing, then single-fact overrides: flags beat TFGPU_* variables."""
+    return start_facts(facts_file=facts_file, overrides=overrides, timeout=timeout, fork=False)()
+
+
+def start_facts(
+    *, facts_file: str | Path | None = None, overrides: dict[str, str | None] | None = None,
+    timeout: float | None = None, fork: bool = False,
+) -> Callable[[], tuple[dict[str, Any], list[str]]]:
+    """Start gathering facts and return a function that finishes it (see :func:`gather_facts`).
+
+    With ``fork`` (the console script), probing the machine runs in a forked child on Linux while
+    this process loads the knowledge base (tfgpu.probe._child); the result is the same."""
     from tfgpu.facts import apply_overrides, load_facts_file, overrides_from_env
 
     if facts_file is not None:
         facts: dict[str, Any] = load_facts_file(facts_file)
+
+        def probed() -> dict[str, Any]:
+            return facts
     else:
         from tfgpu.probe import DEFAULT_TIMEOUT, detect_facts
 
-        facts = detect_facts(timeout=timeout if timeout and timeout > 0 else DEFAULT_TIMEOUT)
-    merged = overrides_from_env(os.environ)
-    merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    return apply_overrides(facts, merged)
+        budget = timeout if timeout and timeout > 0 else DEFAULT_TIMEOUT
+
+        def detect() -> dict[str, Any]:
+            return detect_facts(timeout=budget)
+
+        probed = detect
+        if fork:
+            from tfgpu.probe import _child
+
+            if _child.fork_enabled(os.environ):
+                probed = _child.start(detect, detect, budget + _child.DEADLINE_GRACE)
+
+    def finish() -> tuple[dict[str, Any], list[str]]:
+        merged = overrides_from_env(os.environ)
+        merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
+        return apply_overrides(probed(), merged)
+
+    finish.cancel = getattr(probed, "cancel", lambda: None)  # type: ignore[attr-defined]
+    return finish
 
 
 def run_doctor(
     *, tf: str | None = None, json_out: bool = False, facts_file: str | Path | None = None, backend: str = "auto",
     require_gpu: bool = False, strict: bool = False, ci: bool = False, redact_out: bool = False,
-    overrides: dict[str, str | None] | None = None, timeout: float | None = None,
+    overrides: dict[str, str | None] | None = None, timeout: float | None = None, fork_probes: bool = False,
 ) -> int:
     import json
 
     if backend not in BACKENDS:
         msg = f"--backend {backend!r} is not one of {', '.join(BACKENDS)}"
         raise UsageError(msg)
-    # Probes first, then the knowledge base: loading it in a thread while the probes run was
-    # measured slower (GIL and import-lock contention with the probe threads).
-    facts, active = gather_facts(facts_file=facts_file, overrides=overrides, timeout=timeout)
+    # Probes start first; with fork_probes they run in a child process while this one loads the
+    # knowledge base (in a thread instead, it was slower: GIL and import-lock contention).
+    pending = start_facts(facts_file=facts_file, overrides=overrides, timeout=timeout, fork=fork_probes)
+    try:
+        from tfgpu import report
+        from tfgpu.compat import load_kb
+        from tfgpu.verdict import diagnose
 
-    from tfgpu import report
-    from tfgpu.compat import load_kb
-    from tfgpu.verdict import diagnose
-
-    kb = load_kb()
+        kb = load_kb()
+    except BaseException:
+        pending.cancel()  # type: ignore[attr-defined]
+        raise
+    facts, active = pending()
     result = diagnose(facts, kb, tf=tf, backend=backend)
     doc = report.doctor_document(facts, result, data_version=kb.data_version, overrides=active)
     code = result.exit_code(require_gpu=require_gpu, strict=strict)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -78,7 +77,26 @@ def which(program: str, env: Mapping[str, str] | None = None) -> str | None:
     if Path(program).is_absolute():
         return program if Path(program).exists() else None
     path = (env or os.environ).get("PATH")
-    return shutil.which(program, path=path)
+    if sys.platform == "win32":  # pragma: no cover - PATHEXT and the current directory: shutil's rules
+        import shutil
+
+        return shutil.which(program, path=path)
+    # POSIX: shutil.which's rule without importing shutil (and bz2, lzma) on the doctor's path; an
+    # empty PATH entry (the current directory) is skipped rather than trusted.
+    if os.sep in program:
+        return program if _executable(program) else None
+    seen: set[str] = set()
+    for folder in (path if path is not None else os.defpath).split(os.pathsep):
+        if folder and folder not in seen:
+            seen.add(folder)
+            candidate = os.path.join(folder, program)  # noqa: PTH118 - a string for the caller
+            if _executable(candidate):
+                return candidate
+    return None
+
+
+def _executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)  # noqa: PTH113 - no Path objects per PATH entry
 
 
 def _decode(data: bytes) -> str:

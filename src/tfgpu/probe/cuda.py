@@ -198,7 +198,7 @@ def probe_libraries(ctx: Ctx, site_dirs: list[str]) -> dict[str, Any]:
     if ldconfig:
         res = ctx.run([ldconfig, "-p"])
         if res.ok:
-            for name, path in parse_ldconfig(res.stdout):
+            for name, path in parse_ldconfig(res.stdout, containing=("libcudart.so.", "libcudnn.so.")):
                 if _LIB_PATTERNS.match(name) and (e := _lib_entry(name, path, "ldconfig")):
                     libs.append(e)
         else:

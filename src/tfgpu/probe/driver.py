@@ -46,6 +46,8 @@ def probe_kernel_module(ctx: Ctx) -> dict[str, Any]:
         out["proc_open"] = parsed["open"]
     for d in _LIB_DIRS:
         for name in ctx.listdir(d):
+            if not name.startswith("libnvidia-ml.so."):
+                continue  # a lib directory holds thousands of names
             m = re.fullmatch(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)", name)
             if m:
                 out["user_library"] = m.group(1)

@@ -6,11 +6,8 @@ Formats vary by driver generation, so parse by labels and regexes, never by colu
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import re
-import xml.etree.ElementTree as ET
 from typing import Any
 
 _NA = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]", "unknown error", "err!"}
@@ -71,6 +68,9 @@ def parse_smi_csv(text: str, fields: tuple[str, ...] | None = None) -> list[dict
         lines = lines[1:]
     else:
         header = list(fields)
+    import csv  # here, not at the top: most machines never need it (STYLE: lazy imports)
+    import io
+
     gpus: list[dict[str, Any]] = []
     # NUL bytes: garbage output; Python < 3.11 csv raises "line contains NUL" on them
     for row in csv.reader(io.StringIO("\n".join(lines).replace("\x00", "")), skipinitialspace=True):
@@ -138,6 +138,8 @@ def parse_smi_table(text: str) -> dict[str, Any]:
 def parse_smi_xml(text: str) -> dict[str, Any]:
     """`nvidia-smi -q -x`: driver version, CUDA version and GPUs (with UUID, memory; no compute capability
     before the `<compute_cap>`-less v10 dtd). Returns the same shape as :func:`parse_smi_table`."""
+    import xml.etree.ElementTree as ET
+
     out: dict[str, Any] = {"driver_version": None, "cuda": None, "gpus": [], "attached_gpus": None}
     try:
         # the DOCTYPE line names a dtd file; ElementTree ignores it without fetching anything
@@ -298,10 +300,13 @@ def parse_cudnn_header(text: str) -> str | None:
 # --- loader -----------------------------------------------------------------------------------------------
 
 
-def parse_ldconfig(text: str) -> list[tuple[str, str]]:
-    """`ldconfig -p` -> [(soname, path)] (TAB or space indented lines ``name (flags) => path``)."""
+def parse_ldconfig(text: str, *, containing: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """`ldconfig -p` -> [(soname, path)] (TAB or space indented lines ``name (flags) => path``).
+    With ``containing``, only lines that contain one of those strings (a cache lists ~1000 libraries)."""
     out = []
     for line in text.splitlines():
+        if containing and not any(c in line for c in containing):
+            continue
         m = re.match(r"^\s+(\S+)\s+\(([^)]*)\)\s+=>\s+(\S.*?)\s*$", line)
         if m:
             out.append((m.group(1), m.group(3)))

@@ -1,0 +1,149 @@
+"""Probe the machine in a forked child while the parent loads the knowledge base: two cores at once.
+
+Why a child process and not a thread: both halves of `tfgpu doctor` are mostly Python bytecode
+(importing modules, unpickling the tables, parsing probe outputs), so threads in one interpreter take
+turns on the GIL. A fork started before anything else runs truly in parallel; the facts come back as
+the same JSON document the probes return (it is JSON-serialisable by contract). Measured on 2 cores:
+bench/results.md.
+
+Only on Linux (WSL2 included), where fork is cheap and safe this early (no threads exist yet, no
+native library is loaded); ``TFGPU_PROBE_FORK=0`` turns it off. Whatever goes wrong in the child
+(a crash, a kill, a hang past the deadline, bad output) makes the parent probe in-process instead,
+so the answer never depends on the fork.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+#: Extra seconds the parent waits beyond the probes' own timeout (imports, the grace of the probe threads).
+DEADLINE_GRACE = 2.0
+
+
+def fork_enabled(env: dict[str, str] | os._Environ[str]) -> bool:
+    """Fork where it is cheap and safe: Linux, and not turned off with TFGPU_PROBE_FORK=0."""
+    setting = env.get("TFGPU_PROBE_FORK", "").strip().lower()
+    if setting in ("0", "false", "no", "off"):
+        return False
+    return sys.platform.startswith("linux") and hasattr(os, "fork")
+
+
+def start(work: Callable[[], Any], fallback: Callable[[], Any], deadline: float) -> Callable[[], Any]:
+    """Run ``work`` (returning JSON-serialisable data) in a forked child now; return a function that
+    waits for its result. If the child does not deliver within ``deadline`` seconds of the start, or
+    delivers nothing usable, that function returns ``fallback()`` (run in this process) instead.
+    Calling the returned function's ``cancel`` attribute stops the child without waiting."""
+    import time
+
+    started = time.monotonic()
+    try:
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+    except OSError:
+        return _now(fallback)
+    if pid == 0:  # pragma: no cover - the child; its result is checked by the parent's tests
+        code = 70
+        try:
+            os.close(read_fd)
+            import json
+
+            data = json.dumps(work()).encode()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_fd, view):]
+            code = 0
+        except BaseException:  # Ctrl-C or a crash: the parent falls back
+            pass
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    done = False
+
+    def cancel() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            _stop(pid, read_fd)
+
+    def collect() -> Any:
+        nonlocal done
+        if done:
+            return fallback()
+        done = True
+        try:
+            data = _read_until(read_fd, started + deadline)
+        finally:
+            os.close(read_fd)
+        if data is None:  # past the deadline
+            _reap(pid, kill=True)
+            return fallback()
+        if _reap(pid, kill=False) and data:
+            import json
+
+            try:
+                return json.loads(data)
+            except ValueError:
+                pass
+        return fallback()
+
+    collect.cancel = cancel  # type: ignore[attr-defined]
+    return collect
+
+
+def _now(fallback: Callable[[], Any]) -> Callable[[], Any]:
+    def collect() -> Any:
+        return fallback()
+
+    collect.cancel = lambda: None  # type: ignore[attr-defined]
+    return collect
+
+
+def _read_until(fd: int, deadline: float) -> bytes | None:
+    """Everything the child writes until it closes the pipe, or None past the deadline."""
+    import select
+    import time
+
+    chunks: list[bytes] = []
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not poller.poll(int(left * 1000) + 1):
+            if time.monotonic() >= deadline:
+                return None
+            continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _reap(pid: int, *, kill: bool) -> bool:
+    """Collect the child's exit status; True when it exited 0. A child past its deadline is killed; one
+    that cannot be reaped at once (stuck in the kernel) is left for the interpreter's exit."""
+    import signal
+
+    if kill:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            return False
+    try:
+        got, status = os.waitpid(pid, 0 if not kill else os.WNOHANG)
+    except OSError:
+        return False
+    return got == pid and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def _stop(pid: int, fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+    _reap(pid, kill=True)

@@ -1,0 +1,106 @@
+"""Probing in a forked child (tfgpu.probe._child): the parent gets the child's answer, or its own.
+
+The doctor forks only from the console script; these tests fork the test process itself, with work
+functions that touch nothing outside it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tfgpu.probe import _child
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or not sys.platform.startswith("linux"),
+                                reason="the doctor forks on Linux only")
+
+PARENT = os.getpid()
+
+
+def fallback() -> dict[str, object]:
+    return {"from": "fallback", "pid": os.getpid()}
+
+
+def child_answer() -> dict[str, object]:
+    return {"from": "child", "pid": os.getpid(), "nested": {"list": [1, 2.5, None, "x"]}}
+
+
+def assert_gone(pid: int) -> None:
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # already reaped by the parent: no zombie left behind
+
+
+def test_the_answer_comes_from_another_process():
+    got = _child.start(child_answer, fallback, deadline=30)()
+    assert got["from"] == "child"
+    assert got["pid"] != PARENT
+    assert got["nested"] == {"list": [1, 2.5, None, "x"]}
+    assert_gone(got["pid"])
+
+
+def test_a_large_answer_is_read_whole():
+    big = {"rows": [f"row {i} " + "x" * 50 for i in range(20000)]}  # ~1.2 MB, far beyond a pipe's buffer
+    got = _child.start(lambda: big, fallback, deadline=30)()
+    assert got == big
+
+
+def crash() -> dict[str, object]:
+    msg = "probe bug"
+    raise RuntimeError(msg)
+
+
+def exit_at_once() -> dict[str, object]:
+    os._exit(3)
+
+
+def not_json() -> object:
+    return {"set": {1, 2}}
+
+
+@pytest.mark.parametrize("work", [crash, exit_at_once, not_json], ids=["raises", "exits 3", "not JSON"])
+def test_a_failing_child_means_the_parent_probes_itself(work):
+    got = _child.start(work, fallback, deadline=30)()
+    assert got == {"from": "fallback", "pid": PARENT}
+
+
+def test_a_child_past_its_deadline_is_killed_and_the_parent_probes_itself():
+    started = time.monotonic()
+    got = _child.start(lambda: time.sleep(60), fallback, deadline=0.5)()
+    assert got == {"from": "fallback", "pid": PARENT}
+    assert time.monotonic() - started < 5
+
+
+def test_cancel_stops_the_child_without_waiting():
+    collect = _child.start(lambda: time.sleep(60), fallback, deadline=60)
+    started = time.monotonic()
+    collect.cancel()  # type: ignore[attr-defined]
+    assert time.monotonic() - started < 5
+    assert collect() == {"from": "fallback", "pid": PARENT}
+
+
+@pytest.mark.parametrize(("value", "platform", "expected"), [
+    ("", "linux", True), ("1", "linux", True), ("0", "linux", False), ("off", "linux", False),
+    ("", "win32", False), ("", "darwin", False),
+])
+def test_fork_only_on_linux_unless_turned_off(monkeypatch, value, platform, expected):
+    monkeypatch.setattr(_child.sys, "platform", platform)
+    assert _child.fork_enabled({"TFGPU_PROBE_FORK": value}) is expected
+
+
+@pytest.mark.real_subprocess
+def test_the_doctor_says_the_same_with_and_without_the_fork(tmp_path):
+    def doctor(fork: str) -> dict[str, object]:
+        env = {**os.environ, "TFGPU_PROBE_FORK": fork, "TFGPU_CACHE_DIR": str(tmp_path)}
+        proc = subprocess.run([sys.executable, "-m", "tfgpu", "doctor", "--json"], capture_output=True, text=True,
+                              env=env, check=False, timeout=60)
+        assert proc.returncode in (0, 1), proc.stderr
+        doc = json.loads(proc.stdout)
+        doc["facts"].pop("timings")
+        return doc
+
+    assert doctor("1") == doctor("0")
