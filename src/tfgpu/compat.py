@@ -119,7 +119,15 @@ def _split(value: Any) -> tuple[str, ...]:
 
 
 def series_of(v: Version) -> str:
-    return f"{v.major}.{v.minor}"
+    """2.15.1 -> "2.15" (memoized: the verdicts ask for the same few dozen versions thousands of times)."""
+    found = _SERIES.get(v)
+    if found is None:
+        release = v.release
+        found = _SERIES[v] = f"{release[0]}.{release[1] if len(release) > 1 else 0}"
+    return found
+
+
+_SERIES: dict[Version, str] = {}
 
 
 def normalize_cuda(text: str) -> str:
@@ -141,10 +149,11 @@ class VersionSpec:
     packaging.specifiers would do, but importing it pulls packaging.tags and logging (~20 ms) into
     every `tfgpu doctor`; the tables only need comparisons of final releases, which this does."""
 
-    __slots__ = ("_clauses", "_text")
+    __slots__ = ("_clauses", "_memo", "_parsed", "_text")
 
     def __init__(self, text: str) -> None:
         clauses: list[tuple[str, str]] = []
+        parsed: list[tuple[str, Version, bool]] = []
         for part in str(text).split(","):
             if not part.strip():
                 continue
@@ -160,17 +169,22 @@ class VersionSpec:
                 msg = f"{part.strip()!r}: a wildcard is only allowed as ==X.* or !=X.*"
                 raise InvalidSpecifier(msg)
             try:
-                Version(ver[:-2] if ver.endswith(".*") else ver)
+                parsed.append((op, Version(ver[:-2] if ver.endswith(".*") else ver), ver.endswith(".*")))
             except InvalidVersion:
                 msg = f"{part.strip()!r} is not a version specifier"
                 raise InvalidSpecifier(msg) from None
             clauses.append((op, ver))
         self._clauses = tuple(clauses)
         self._text = ",".join(op + ver for op, ver in clauses)
+        self._parsed = tuple(parsed)
+        self._memo: dict[Version, bool] = {}
 
     def __contains__(self, item: object) -> bool:
         v = item if isinstance(item, Version) else Version(str(item))
-        return all(_clause_holds(op, ver, v) for op, ver in self._clauses)
+        found = self._memo.get(v)
+        if found is None:
+            found = self._memo[v] = all(_clause_holds(op, spec, wild, v) for op, spec, wild in self._parsed)
+        return found
 
     def __str__(self) -> str:
         return self._text
@@ -196,12 +210,10 @@ def _release(v: Version, n: int) -> tuple[int, ...]:
     return rel[:n]
 
 
-def _clause_holds(op: str, ver: str, v: Version) -> bool:
-    if ver.endswith(".*"):
-        prefix = Version(ver[:-2])
-        same = _release(v, len(prefix.release)) == tuple(prefix.release)
+def _clause_holds(op: str, spec: Version, wildcard: bool, v: Version) -> bool:
+    if wildcard:  # ==X.Y.* / !=X.Y.*: spec is X.Y
+        same = _release(v, len(spec.release)) == tuple(spec.release)
         return same if op == "==" else not same
-    spec = Version(ver)
     if op in ("==", "==="):
         return v == spec
     if op == "!=":
@@ -583,6 +595,17 @@ class KnowledgeBase:
             self._memo[key] = sorted(out, key=lambda r: r.version, reverse=True)
         return list(self._memo[key])
 
+    def gpu_versions_in(self, series: str, os: str = "linux") -> list[Version]:
+        """The GPU releases of one series ("2.15") on ``os``, newest first."""
+        key = ("gpu_versions_by_series", os)
+        index = self._memo.get(key)
+        if index is None:
+            index = {}
+            for r in self.gpu_releases(os):  # already newest first
+                index.setdefault(series_of(r.version), []).append(r.version)
+            self._memo[key] = index
+        return list(index.get(series, ()))
+
     def resolve_tf(self, text: str, os: str = "linux") -> Version:
         """A release ("2.2.0") or a series ("2.2" -> its newest release) -> an exact version."""
         raw = str(text).strip()
@@ -598,7 +621,7 @@ class KnowledgeBase:
             ) from None
         parts = raw.split(".")
         if len(parts) == 2:
-            matches = [r.version for r in known if series_of(r.version) == raw]
+            matches = self.gpu_versions_in(raw, os)
             if matches:
                 return max(matches)
         else:
@@ -648,20 +671,24 @@ class KnowledgeBase:
     def conda_packages(
         self, name: str | None = None, v: Version | str | None = None, os: str | None = None
     ) -> list[CondaPackage]:
-        vv = version(str(v)) if v is not None else None
         os = "linux" if os == "wsl2" else os
-        return [
-            p for p in self.conda
-            if (name is None or p.name == name) and (vv is None or p.version == vv) and (os is None or p.os == os)
-        ]
+        key = ("conda_packages", f"{name}/{v}/{os}")
+        if key not in self._memo:
+            vv = version(str(v)) if v is not None else None
+            self._memo[key] = [
+                p for p in self.conda
+                if (name is None or p.name == name) and (vv is None or p.version == vv) and (os is None or p.os == os)
+            ]
+        return list(self._memo[key])
 
     # -- CUDA and GPUs ------------------------------------------------------------------------
     def toolkit(self, cuda: str) -> Toolkit | None:
-        key = version(normalize_cuda(cuda))
-        for t in self.toolkits:
-            if t.cuda == key:
-                return t
-        return None
+        memo_key = ("toolkit", str(cuda))
+        if memo_key not in self._memo:
+            key = version(normalize_cuda(cuda))
+            self._memo[memo_key] = next((t for t in self.toolkits if t.cuda == key), None)
+        found: Toolkit | None = self._memo[memo_key]
+        return found
 
     def minor_compat(self, major: int) -> MinorCompat | None:
         for m in self.minor_compats:

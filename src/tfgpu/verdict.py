@@ -660,6 +660,7 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
     if os == "wsl2":  # Linux recipes work in WSL2 too; its own rows come first
         recipes += [r for r in kb.recipes_for(v, "linux") if r.gpu and r not in recipes]
     verdicts: list[BackendVerdict] = []
+    per_cuda: dict[str, tuple[list[Finding], list[Finding], bool, list[Finding], list[Finding]]] = {}
     for recipe in recipes:
         name = _backend_name(recipe)
         if backend not in ("auto", name) and not (backend == "rattler" and name == "conda"):
@@ -669,8 +670,10 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
         b_block: list[Finding] = []
         b_cav: list[Finding] = []
         cuda, cudnn = _recipe_cuda(kb, recipe, v, os, build.cuda, build.cudnn)
-        g_block, g_cav, jit = _gpu_findings(m, kb, v, cuda)
-        d_block, d_cav = _driver_findings(m, kb, cuda, jit)
+        if cuda not in per_cuda:  # recipes of one release mostly share their CUDA: judge the GPUs once
+            g_block, g_cav, jit = _gpu_findings(m, kb, v, cuda)
+            per_cuda[cuda] = (g_block, g_cav, jit, *_driver_findings(m, kb, cuda, jit))
+        g_block, g_cav, jit, d_block, d_cav = per_cuda[cuda]
         b_block += g_block + d_block
         b_cav += g_cav + d_cav
         pythons = tuple(kb.pythons_for(v, m.tf_os))
@@ -782,8 +785,8 @@ def judge_requested(facts: Mapping[str, Any], kb: KnowledgeBase, tf: str, *, bac
     m = machine or Machine.from_facts(facts)
     v = resolve_version(kb, tf, m)
     if len(tf.strip().split(".")) == 2:
-        releases = [r.version for r in kb.gpu_releases("linux") if series_of(r.version) == series_of(v)]
-        return judge_newest_workable(facts, kb, sorted(releases, reverse=True) or [v], backend=backend, machine=m)
+        releases = kb.gpu_versions_in(series_of(v), "linux")
+        return judge_newest_workable(facts, kb, releases or [v], backend=backend, machine=m)
     return judge_release(facts, kb, v, backend=backend, machine=m)
 
 
@@ -809,12 +812,10 @@ def judge_series(facts: Mapping[str, Any], kb: KnowledgeBase, *, backend: str = 
             if last_1x_done:
                 continue
             last_1x_done = True
-        releases = [r.version for r in kb.gpu_releases(m.tf_os) if series_of(r.version) == series]
-        if not releases:
-            releases = [r.version for r in kb.gpu_releases("linux") if series_of(r.version) == series]
+        releases = kb.gpu_versions_in(series, m.tf_os) or kb.gpu_versions_in(series, "linux")
         if not releases:
             continue
-        out.append(judge_newest_workable(facts, kb, sorted(releases, reverse=True), backend=backend, machine=m))
+        out.append(judge_newest_workable(facts, kb, releases, backend=backend, machine=m))
     return out
 
 
