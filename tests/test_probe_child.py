@@ -22,8 +22,8 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or not sys.platform.star
 PARENT = os.getpid()
 
 
-def fallback() -> dict[str, object]:
-    return {"from": "fallback", "pid": os.getpid()}
+def fallback(why: str) -> dict[str, object]:
+    return {"from": "fallback", "pid": os.getpid(), "why": why}
 
 
 def child_answer() -> dict[str, object]:
@@ -62,16 +62,28 @@ def not_json() -> object:
     return {"set": {1, 2}}
 
 
-@pytest.mark.parametrize("work", [crash, exit_at_once, not_json], ids=["raises", "exits 3", "not JSON"])
-def test_a_failing_child_means_the_parent_probes_itself(work):
+def segfault() -> object:
+    import faulthandler
+    import signal
+
+    faulthandler.disable()  # pytest's handler would print the test process's stack
+    os.kill(os.getpid(), signal.SIGSEGV)  # what a native library's crash looks like
+    time.sleep(10)
+
+
+@pytest.mark.parametrize(("work", "why"), [
+    (crash, "crashed: exited with 70"), (exit_at_once, "crashed: exited with 3"),
+    (not_json, "crashed: exited with 70"), (segfault, "crashed: killed by signal 11"),
+], ids=["raises", "exits 3", "not JSON", "segfault"])
+def test_a_failing_child_means_the_parent_probes_itself(work, why):
     got = _child.start(work, fallback, deadline=30)()
-    assert got == {"from": "fallback", "pid": PARENT}
+    assert got == {"from": "fallback", "pid": PARENT, "why": why}
 
 
 def test_a_child_past_its_deadline_is_killed_and_the_parent_probes_itself():
     started = time.monotonic()
     got = _child.start(lambda: time.sleep(60), fallback, deadline=0.5)()
-    assert got == {"from": "fallback", "pid": PARENT}
+    assert got == {"from": "fallback", "pid": PARENT, "why": "timed out after 0.5 s"}
     assert time.monotonic() - started < 5
 
 
@@ -80,7 +92,7 @@ def test_cancel_stops_the_child_without_waiting():
     started = time.monotonic()
     collect.cancel()  # type: ignore[attr-defined]
     assert time.monotonic() - started < 5
-    assert collect() == {"from": "fallback", "pid": PARENT}
+    assert collect() == {"from": "fallback", "pid": PARENT, "why": "cancelled"}
 
 
 @pytest.mark.parametrize(("value", "platform", "expected"), [
@@ -104,3 +116,21 @@ def test_the_doctor_says_the_same_with_and_without_the_fork(tmp_path):
         return doc
 
     assert doctor("1") == doctor("0")
+
+
+def test_the_doctor_probes_itself_when_its_child_fails(monkeypatch):
+    """start_facts(fork=True): a child that dies leaves the parent to probe in-process, with the same result."""
+    import tfgpu.probe
+    from tfgpu.doctor import start_facts
+
+    def detect_facts(**kwargs: object) -> dict[str, object]:
+        if os.getpid() != PARENT:
+            os._exit(9)  # the child dies before answering
+        return {"schema": "tfgpu.facts/1", "probed_by": os.getpid(), "isolate_nvml": kwargs["isolate_nvml"]}
+
+    monkeypatch.setattr(tfgpu.probe, "detect_facts", detect_facts)
+    monkeypatch.setenv("TFGPU_PROBE_FORK", "1")
+    facts, active = start_facts(fork=True, timeout=5)()
+    assert facts["probed_by"] == PARENT
+    assert facts["isolate_nvml"] is True
+    assert active == []

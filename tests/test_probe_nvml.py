@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import faulthandler
+import os
+import signal
+import sys
 import threading
 import time
 from typing import Any
@@ -9,6 +13,7 @@ from typing import Any
 import pynvml
 import pytest
 
+from tests.conftest import DATA
 from tests.probe_helpers import FakeGpu, FakeNvmlLib, fake_nvml
 from tfgpu.probe import detect_facts
 from tfgpu.probe.driver import resolve_driver
@@ -100,3 +105,63 @@ def test_detect_facts_with_fake_nvml_profile(tmp_path: Any) -> None:
     assert facts["provenance"]["driver.version"] == "nvml"
     assert [(g["index"], g["visible"]) for g in facts["gpus"]] == [(0, False), (1, True)]
     assert facts["cuda_visible_devices"]["visible"] == [1]
+
+
+fork_only = pytest.mark.skipif(not hasattr(os, "fork") or not sys.platform.startswith("linux"),
+                               reason="NVML is isolated in a forked process on Linux only")
+
+
+def _without_timings(facts: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in facts.items() if k != "timings"}
+
+
+@fork_only
+def test_isolated_nvml_gives_the_same_facts(tmp_path: Any) -> None:
+    gpus = [FakeGpu("NVIDIA A10", "GPU-a", 23028, (8, 6)), FakeGpu("NVIDIA H100 80GB HBM3", "GPU-b", 81559, (9, 0))]
+    env = {"PATH": str(tmp_path / "nobin"), "TFGPU_PROBE_NVML": "1"}
+    with fake_nvml(FakeNvmlLib(driver="550.90.07", cuda=12040, gpus=gpus)):
+        here = detect_facts(root=tmp_path, env=env, timeout=5.0)
+        isolated = detect_facts(root=tmp_path, env=env, timeout=5.0, isolate_nvml=True)
+    assert isolated["driver"]["version"] == "550.90.07"
+    assert _without_timings(isolated) == _without_timings(here)
+
+
+@fork_only
+def test_an_nvml_crash_is_contained_and_reported(tmp_path: Any) -> None:
+    class Crashing(FakeNvmlLib):
+        def __getattr__(self, name: str) -> Any:
+            if name == "nvmlInitWithFlags":
+                def crash(flags: int) -> int:
+                    faulthandler.disable()
+                    os.kill(os.getpid(), signal.SIGSEGV)  # a driver bug that kills the process
+                    return 0
+                return crash
+            return FakeNvmlLib.__getattr__(self, name)
+
+    (tmp_path / "proc/driver/nvidia").mkdir(parents=True)
+    recorded = DATA / "probe" / "proc" / "driver-version-open-565.57.01-ubuntu24.04.txt"  # see SOURCES.md
+    (tmp_path / "proc/driver/nvidia/version").write_text(recorded.read_text())
+    env = {"PATH": str(tmp_path / "nobin"), "TFGPU_PROBE_NVML": "1"}
+    with fake_nvml(Crashing()):
+        facts = detect_facts(root=tmp_path, env=env, timeout=5.0, isolate_nvml=True)
+    nvml = facts["driver"]["sources"]["nvml"]
+    assert nvml["ok"] is False
+    assert nvml["error"] == f"NVML: crashed: killed by signal {int(signal.SIGSEGV)}"
+    assert facts["driver"]["version"] == "565.57.01"  # the kernel module still answers
+    assert facts["driver"]["source"] != "nvml"
+
+
+@fork_only
+def test_a_hung_isolated_nvml_is_killed_at_the_deadline(tmp_path: Any) -> None:
+    class Hanging(FakeNvmlLib):
+        def __getattr__(self, name: str) -> Any:
+            if name == "nvmlInitWithFlags":
+                return lambda flags: time.sleep(30) or 0
+            return FakeNvmlLib.__getattr__(self, name)
+
+    env = {"PATH": str(tmp_path / "nobin"), "TFGPU_PROBE_NVML": "1"}
+    t0 = time.monotonic()
+    with fake_nvml(Hanging()):
+        facts = detect_facts(root=tmp_path, env=env, timeout=0.5, isolate_nvml=True)
+    assert time.monotonic() - t0 < 3.0
+    assert facts["driver"]["sources"]["nvml"]["error"] == "NVML: timed out after 0.5 s"

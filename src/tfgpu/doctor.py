@@ -102,14 +102,14 @@ def start_facts(
         budget = timeout if timeout and timeout > 0 else DEFAULT_TIMEOUT
 
         def detect() -> dict[str, Any]:
-            return detect_facts(timeout=budget)
+            return detect_facts(timeout=budget, isolate_nvml=fork)
 
         probed = detect
         if fork:
             from tfgpu.probe import _child
 
             if _child.fork_enabled(os.environ):
-                probed = _child.start(detect, detect, budget + _child.DEADLINE_GRACE)
+                probed = _child.start(detect, lambda _why: detect(), budget + _child.DEADLINE_GRACE)
 
     def finish() -> tuple[dict[str, Any], list[str]]:
         merged = overrides_from_env(os.environ)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,15 +48,42 @@ def _nvml_complete(nvml: dict[str, Any] | None) -> bool:
     return all(g.get("compute_capability") and g.get("memory_mib") for g in gpus)
 
 
+def _nvml_caller(timeout: float, *, isolate: bool, env: Mapping[str, str]) -> Callable[[], dict[str, Any]]:
+    """How the NVML job gets its answer: from a forked process started now (before any probe thread
+    exists), or from tfgpu.probe.nvml's deadline-bounded thread in this process."""
+    if isolate:
+        from tfgpu.probe import _child
+
+        if _child.fork_enabled(env):
+            def in_child() -> dict[str, Any]:
+                from tfgpu.probe.nvml import query_nvml
+
+                return query_nvml()
+
+            def failed(why: str) -> dict[str, Any]:
+                return {"ok": False, "driver_version": None, "cuda": None, "nvml_version": None, "gpus": [],
+                        "error": f"NVML: {why}", "error_kind": "timeout" if why.startswith("timed out") else "crash"}
+
+            return _child.start(in_child, failed, timeout)
+
+    from tfgpu.probe.nvml import probe_nvml
+
+    return lambda: probe_nvml(timeout)
+
+
 def detect_facts(
-    *, root: Path = Path("/"), env: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT
+    *, root: Path = Path("/"), env: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT,
+    isolate_nvml: bool = False,
 ) -> dict[str, Any]:
     """Probe the machine (or the profile tree at ``root``) and return the facts document.
 
     ``env`` replaces ``os.environ`` (PATH from it is used to find programs). ``timeout`` bounds every
     probe (``TFGPU_PROBE_TIMEOUT`` overrides it); a probe that does not finish in time leaves its section
     with the error "timed out after N s". ``TFGPU_PROBE_NVML`` = 0 / 1 turns NVML off / on (default: on
-    only when probing this machine, i.e. ``root`` is /).
+    only when probing this machine, i.e. ``root`` is /). ``isolate_nvml`` (the console script) runs NVML
+    in a forked process of its own on Linux: it then runs in parallel with the other probes instead of
+    taking turns with them on the GIL, and a call that hangs or crashes (a GPU fallen off the bus) is
+    killed or contained there and reported as this probe's error.
     """
     from tfgpu.probe import cuda, driver, system
     from tfgpu.probe._ctx import Ctx, run_concurrently
@@ -88,11 +115,11 @@ def detect_facts(
     nvml_box: dict[str, Any] = {}
     nvml_done = threading.Event()
     if use_nvml:
-        from tfgpu.probe.nvml import probe_nvml
+        nvml_call = _nvml_caller(timeout, isolate=isolate_nvml, env=env)
 
         def nvml_job() -> dict[str, Any]:
             try:
-                nvml_box["result"] = probe_nvml(timeout)
+                nvml_box["result"] = nvml_call()
                 return nvml_box["result"]  # type: ignore[no-any-return]
             finally:
                 nvml_done.set()

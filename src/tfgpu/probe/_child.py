@@ -19,14 +19,14 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from typing import Any
 
 #: Extra seconds the parent waits beyond the probes' own timeout (imports, the grace of the probe threads).
 DEADLINE_GRACE = 2.0
 
 
-def fork_enabled(env: dict[str, str] | os._Environ[str]) -> bool:
+def fork_enabled(env: Mapping[str, str]) -> bool:
     """Fork where it is cheap and safe: Linux, and not turned off with TFGPU_PROBE_FORK=0."""
     setting = env.get("TFGPU_PROBE_FORK", "").strip().lower()
     if setting in ("0", "false", "no", "off"):
@@ -34,19 +34,27 @@ def fork_enabled(env: dict[str, str] | os._Environ[str]) -> bool:
     return sys.platform.startswith("linux") and hasattr(os, "fork")
 
 
-def start(work: Callable[[], Any], fallback: Callable[[], Any], deadline: float) -> Callable[[], Any]:
+def start(work: Callable[[], Any], fallback: Callable[[str], Any], deadline: float) -> Callable[[], Any]:
     """Run ``work`` (returning JSON-serialisable data) in a forked child now; return a function that
     waits for its result. If the child does not deliver within ``deadline`` seconds of the start, or
-    delivers nothing usable, that function returns ``fallback()`` (run in this process) instead.
-    Calling the returned function's ``cancel`` attribute stops the child without waiting."""
+    delivers nothing usable, that function returns ``fallback(why)`` (run in this process) instead, where
+    ``why`` says what happened ("timed out after 2.5 s", "crashed: killed by signal 11", ...). Calling
+    the returned function's ``cancel`` attribute stops the child without waiting."""
     import time
 
     started = time.monotonic()
     try:
         read_fd, write_fd = os.pipe()
+    except OSError as exc:
+        why = f"could not fork: {exc}"
+        return _now(lambda: fallback(why))
+    try:
         pid = os.fork()
-    except OSError:
-        return _now(fallback)
+    except OSError as exc:
+        os.close(read_fd)
+        os.close(write_fd)
+        why = f"could not fork: {exc}"
+        return _now(lambda: fallback(why))
     if pid == 0:  # pragma: no cover - the child; its result is checked by the parent's tests
         code = 70
         try:
@@ -74,7 +82,7 @@ def start(work: Callable[[], Any], fallback: Callable[[], Any], deadline: float)
     def collect() -> Any:
         nonlocal done
         if done:
-            return fallback()
+            return fallback("cancelled")
         done = True
         try:
             data = _read_until(read_fd, started + deadline)
@@ -82,15 +90,16 @@ def start(work: Callable[[], Any], fallback: Callable[[], Any], deadline: float)
             os.close(read_fd)
         if data is None:  # past the deadline
             _reap(pid, kill=True)
-            return fallback()
-        if _reap(pid, kill=False) and data:
-            import json
+            return fallback(f"timed out after {deadline:g} s")
+        status = _reap(pid, kill=False)
+        if status is not None:
+            return fallback(f"crashed: {status}")
+        import json
 
-            try:
-                return json.loads(data)
-            except ValueError:
-                pass
-        return fallback()
+        try:
+            return json.loads(data)
+        except ValueError:
+            return fallback("sent no usable result")
 
     collect.cancel = cancel  # type: ignore[attr-defined]
     return collect
@@ -124,21 +133,27 @@ def _read_until(fd: int, deadline: float) -> bytes | None:
         chunks.append(chunk)
 
 
-def _reap(pid: int, *, kill: bool) -> bool:
-    """Collect the child's exit status; True when it exited 0. A child past its deadline is killed; one
-    that cannot be reaped at once (stuck in the kernel) is left for the interpreter's exit."""
+def _reap(pid: int, *, kill: bool) -> str | None:
+    """Collect the child's exit status: None when it exited 0, else what happened. A child past its
+    deadline is killed; one that cannot be reaped at once (stuck in the kernel) is left for the
+    interpreter's exit."""
     import signal
 
     if kill:
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
-            return False
+            return "killed"
     try:
-        got, status = os.waitpid(pid, 0 if not kill else os.WNOHANG)
-    except OSError:
-        return False
-    return got == pid and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        got, status = os.waitpid(pid, os.WNOHANG if kill else 0)
+    except OSError as exc:
+        return f"lost ({exc})"
+    if got != pid:
+        return "killed"
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
+    return None if code == 0 else f"exited with {code}"
 
 
 def _stop(pid: int, fd: int) -> None:
