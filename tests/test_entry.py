@@ -71,10 +71,15 @@ def test_fast_path_and_full_cli_agree(tmp_path, args):
 @pytest.mark.real_subprocess
 def test_doctor_fast_path_does_not_import_the_cli_framework(tmp_path):
     facts = str(DATA / "facts" / "mx150-laptop-ubuntu1804.json")
-    probe = (f"import sys; sys.argv=['tfgpu','doctor','--json','--facts',{facts!r}]\n"
-             "import atexit\n"
-             "atexit.register(lambda: sys.stderr.write('MODULES ' + ' '.join(sorted(m for m in sys.modules "
-             "if m.split('.')[0] in ('typer','click','rich','pydantic'))) + '\\n'))\n"
+    # the fast path leaves with os._exit (no atexit hooks): report the modules on the way out
+    probe = (f"import os, sys; sys.argv=['tfgpu','doctor','--json','--facts',{facts!r}]\n"
+             "leave, me = os._exit, os.getpid()\n"
+             "def report(code):\n"
+             "    if os.getpid() == me:\n"
+             "        sys.stderr.write('MODULES ' + ' '.join(sorted(m for m in sys.modules "
+             "if m.split('.')[0] in ('typer','click','rich','pydantic'))) + '\\n'); sys.stderr.flush()\n"
+             "    leave(code)\n"
+             "os._exit = report\n"
              "from tfgpu.entry import main; main()")
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
                           check=False, timeout=60)

@@ -371,6 +371,24 @@ def test_parsed_knowledge_base_cache_is_keyed_by_content(tmp_path, monkeypatch):
         compat.load_kb.cache_clear()
 
 
+def test_the_cache_key_changes_when_a_data_file_or_a_pickled_module_changes(tmp_path, monkeypatch):
+    import os
+
+    from tfgpu import _record, compat
+
+    monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path))
+    before = compat._cache_file()
+    assert before == compat._cache_file()  # stable while nothing changes
+    for path in (compat.compat_dir() / "cuda.toml", Path(compat.__file__), Path(_record.__file__)):
+        st = path.stat()
+        try:
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+            assert compat._cache_file() != before, path.name
+        finally:
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert compat._cache_file() == before
+
+
 # --------------------------------------------------------------------------- VersionSpec == packaging's SpecifierSet
 
 from hypothesis import given  # noqa: E402
@@ -409,3 +427,32 @@ def test_version_spec_refuses_what_packaging_refuses() -> None:
     for bad in ("banana", ">=", "=>2.1", "~=2", ">=2.*"):
         with pytest.raises(InvalidSpecifier):
             VersionSpec(bad)
+
+
+@pytest.mark.parametrize("facts_name", ["mx150-laptop-ubuntu1804.json", "r740-4x-tesla-m60.json",
+                                        "windows-gtx1080.json"])
+def test_a_cached_knowledge_base_with_prebuilt_indexes_judges_exactly_as_a_fresh_one(tmp_path, monkeypatch,
+                                                                                    facts_name):
+    import json
+    import pickle
+
+    from tests.conftest import DATA
+    from tfgpu import compat, report
+    from tfgpu.verdict import diagnose
+
+    facts = json.loads((DATA / "facts" / facts_name).read_text())
+    monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path))
+    compat.load_kb.cache_clear()
+    try:
+        compat.load_kb()  # parses and writes the cache, indexes built
+        (cache,) = tmp_path.glob("kb-*.pickle")
+        cached = pickle.loads(cache.read_bytes())
+        assert len(cached._memo) > 100  # the indexes travel with the tables
+        fresh = compat._parse_kb()
+        assert not fresh.__dict__.get("_memo")
+        for tf in (None, "2.2", "1.15.0", "latest"):
+            docs = [report.doctor_document(facts, diagnose(facts, kb, tf=tf), data_version=kb.data_version)
+                    for kb in (cached, fresh)]
+            assert docs[0] == docs[1], tf
+    finally:
+        compat.load_kb.cache_clear()

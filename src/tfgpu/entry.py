@@ -18,7 +18,7 @@ def main() -> None:
         options = parse_fast(args[1:])
         if options is not None:
             debug = os.environ.get("TFGPU_DEBUG", "") not in ("", "0")
-            finish(run_guarded(lambda: run_doctor(**options, fork_probes=True), debug=debug))
+            finish(run_guarded(lambda: run_doctor(**options, fork_probes=True), debug=debug), skip_teardown=True)
     from tfgpu.cli import main as full_cli
 
     full_cli()

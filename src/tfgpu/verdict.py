@@ -18,7 +18,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from tfgpu._record import field, record
-from tfgpu.compat import KnowledgeBase, Recipe, normalize_cuda, series_of
+from tfgpu.compat import KnowledgeBase, Recipe, normalize_cuda, series_of, version
 
 PASS, WARN, FAIL, SKIP, ERROR = "pass", "warn", "fail", "skip", "error"
 READY, CAVEATS, BLOCKED = "ready", "caveats", "blocked"
@@ -31,6 +31,7 @@ SMALL_GPU_MIB = 4096
 #: Official x86_64 wheels use AVX from TF 1.6 (TF 1.6.0 release notes: "Prebuilt binaries will
 #: use AVX instructions. This may break TF on older CPUs.").
 AVX_FROM = Version("1.6")
+_TF_2_11, _TF_2_12, _CUDA_11 = Version("2.11"), Version("2.12"), Version("11.0")
 
 ALLOW_GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH=true"
 
@@ -99,7 +100,7 @@ class TargetVerdict:
     requested: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"tf": self.tf, "series": series_of(Version(self.tf)), "verdict": self.verdict,
+        return {"tf": self.tf, "series": series_of(version(self.tf)), "verdict": self.verdict,
                 "backend": self.backend, "recipe": self.recipe,
                 "blockers": [b.to_json() for b in self.blockers],
                 "caveats": [c.to_json() for c in self.caveats],
@@ -113,7 +114,7 @@ def _v(text: Any) -> Version | None:
     if text is None or text == "":
         return None
     try:
-        return Version(str(text).strip())
+        return version(str(text))
     except InvalidVersion:
         return None
 
@@ -243,7 +244,7 @@ def _apply_cvd(gpus: Iterable[dict[str, Any]], cvd: str) -> tuple[dict[str, Any]
 
 
 def _cc(text: str) -> Version:
-    return Version(str(text))
+    return version(str(text))
 
 
 # --------------------------------------------------------------------------- environment checks
@@ -408,7 +409,7 @@ def _tf_checks(m: Machine) -> list[Check]:
             fix="use a fresh environment: tfgpu create --tf VERSION",
         ))
     gpu = _v(dists.get("tensorflow-gpu"))
-    if gpu is not None and gpu >= Version("2.12"):
+    if gpu is not None and gpu >= _TF_2_12:
         out.append(Check("tf.placeholder", FAIL, f"tensorflow-gpu {gpu} is an empty placeholder that raises an error",
                          fix="pip uninstall tensorflow-gpu && pip install 'tensorflow[and-cuda]'"))
     return out
@@ -558,7 +559,7 @@ def _libs_cuda(kb: KnowledgeBase, v: Version, cuda: str, os: str) -> str:
     rel = kb.gpu_release(v, os)
     if rel is None or not rel.and_cuda or any("==" in req for req in rel.and_cuda):
         return cuda
-    major = Version(normalize_cuda(cuda)).major
+    major = version(normalize_cuda(cuda)).major
     same = [t.cuda for t in kb.toolkits if t.cuda.major == major]
     return str(max(same)) if same else cuda
 
@@ -624,7 +625,7 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
     if m.os == "macos":
         blockers.append(Finding("os.supported", "macOS has no CUDA GPU build of TensorFlow",
                                 fix="use Linux or WSL2 with an NVIDIA GPU"))
-    if m.os == "windows" and v >= Version("2.11"):
+    if m.os == "windows" and v >= _TF_2_11:
         blockers.append(Finding(
             "os.windows_gpu", f"TensorFlow {v} has no GPU support on native Windows (GPU builds end at 2.10)",
             fix=f"run tfgpu inside WSL2 for {v}, or use native Windows with --tf 2.10",
@@ -746,8 +747,8 @@ def _system_library_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: st
     out = []
     cuda_n = normalize_cuda(cuda)
     so = "cudart64_" + cuda_n.replace(".", "") + ".dll" if m.os == "windows" else f"libcudart.so.{cuda_n}"
-    if Version(cuda_n) >= Version("11.0") and m.os != "windows":
-        so = f"libcudart.so.{Version(cuda_n).major}.0"  # CUDA 11+ sonames carry the major only
+    if version(cuda_n) >= _CUDA_11 and m.os != "windows":
+        so = f"libcudart.so.{version(cuda_n).major}.0"  # CUDA 11+ sonames carry the major only
     if _system_cuda_matches(m, cuda) is None:
         have = ", ".join(str(t.get("version")) for t in m.toolkits) or "none"
         out.append(Finding(
@@ -817,6 +818,12 @@ def judge_series(facts: Mapping[str, Any], kb: KnowledgeBase, *, backend: str = 
             continue
         out.append(judge_newest_workable(facts, kb, releases, backend=backend, machine=m))
     return out
+
+
+def warm_up(kb: KnowledgeBase, os: str = "linux") -> None:
+    """Build the knowledge base's indexes that verdicts use (releases by series, recipes, GPU code, Python
+    ranges) by judging a machine about which nothing is known (compat caches them with the tables)."""
+    judge_series({"platform": {"os": "linux", "wsl": 2} if os == "wsl2" else {"os": os}}, kb)
 
 
 def judge_newest_workable(facts: Mapping[str, Any], kb: KnowledgeBase, releases: list[Version], *,
