@@ -165,3 +165,18 @@ def test_a_hung_isolated_nvml_is_killed_at_the_deadline(tmp_path: Any) -> None:
         facts = detect_facts(root=tmp_path, env=env, timeout=0.5, isolate_nvml=True)
     assert time.monotonic() - t0 < 3.0
     assert facts["driver"]["sources"]["nvml"]["error"] == "NVML: timed out after 0.5 s"
+
+
+@pytest.mark.real_subprocess
+def test_the_nvml_process_stands_in_for_ctypes_util_until_it_is_needed() -> None:
+    import subprocess
+
+    code = ("import sys\n"
+            "from tfgpu.probe import _stub_ctypes_util\n"
+            "_stub_ctypes_util()\n"
+            "import pynvml\n"
+            "heavy = sorted(m for m in ('shutil', 'tempfile', 'random') if m in sys.modules)\n"
+            "from ctypes.util import find_library\n"
+            "print(heavy, bool(find_library('c')), 'shutil' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.split() == ["[]", "True", "True"]  # nothing heavy until find_library is called
