@@ -30,6 +30,11 @@ SPAWNERS = {
     ("asyncio", "create_subprocess_shell"), ("asyncio", "create_subprocess_exec"),
 }
 
+#: Calls that fork a worker running tfgpu's own code (never a program). Only tfgpu/probe/_child.py
+#: may make them: the doctor's probes run there in parallel with the knowledge base (CONTRIBUTING.md).
+FORKERS = {("os", "fork"), ("os", "forkpty"), ("pty", "fork"), ("multiprocessing", "Process")}
+WORKER = SRC / "probe" / "_child.py"
+
 
 def _sources() -> list[Path]:
     files = sorted(SRC.rglob("*.py"))
@@ -76,6 +81,8 @@ def _findings(path: Path) -> list[str]:
                 continue
             if target in SPAWNERS and path != RUNNER:
                 out.append(f"{rel}:{node.lineno}: {'.'.join(target)} outside tfgpu/run.py")
+            if target in FORKERS and path != WORKER:
+                out.append(f"{rel}:{node.lineno}: {'.'.join(target)} outside tfgpu/probe/_child.py")
     return out
 
 
@@ -87,7 +94,7 @@ def test_no_shell_and_one_subprocess_seam_in_the_source() -> None:
 def test_the_checker_catches_what_it_looks_for(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("import os, subprocess as sp\nfrom subprocess import check_output as co\n"
-                   "sp.run('ls', shell=True)\nos.system('ls')\nco(['ls'])\nx = sp.Popen\n")
+                   "sp.run('ls', shell=True)\nos.system('ls')\nco(['ls'])\nx = sp.Popen\nos.fork()\n")
     global SRC
     saved = SRC
     SRC = tmp_path
@@ -95,7 +102,8 @@ def test_the_checker_catches_what_it_looks_for(tmp_path: Path) -> None:
         found = _findings(bad)
     finally:
         SRC = saved
-    assert len(found) == 5, found
+    assert len(found) == 6, found
+    assert any("os.fork outside" in f for f in found)
     assert any("shell=True" in f for f in found)
 
 

@@ -13,10 +13,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from tfgpu._record import field, record, replace
+from tfgpu.compat import VersionSpec
 from tfgpu.errors import UsageError
 
 PLAN_SCHEMA = "tfgpu.plan/1"
@@ -35,7 +35,7 @@ SMALL_GPU_MIB = 4096
 class Pin:
     """A requirement tfgpu adds next to TensorFlow because an unbounded dependency now breaks it."""
 
-    tf: SpecifierSet
+    tf: VersionSpec
     requirement: str
     why: str
     source: str
@@ -45,13 +45,13 @@ class Pin:
 #: Pins, each with its evidence. Kept next to the planner because each is a fact about how pip resolves
 #: a TensorFlow release *today*; candidates to move into compat/recipes.toml.
 PINS: tuple[Pin, ...] = (
-    Pin(SpecifierSet("<2.18"), "numpy<2",
+    Pin(VersionSpec("<2.18"), "numpy<2",
         "TensorFlow before 2.18 was compiled against NumPy 1.x and fails to import with NumPy 2 "
         "('A module that was compiled using NumPy 1.x cannot be run in NumPy 2'); several of these "
         "releases leave numpy unbounded (2.8-2.11: numpy>=1.20, 2.14: numpy>=1.23.5)",
         "https://pypi.org/pypi/tensorflow/2.14.0/json (Requires-Dist numpy>=1.23.5; 2.16.1: numpy<2.0.0); "
         "TF 2.18.0 release notes: 'TensorFlow now supports NumPy 2.0'"),
-    Pin(SpecifierSet("<2.10"), "protobuf<3.20",
+    Pin(VersionSpec("<2.10"), "protobuf<3.20",
         "protobuf 4.21 breaks TensorFlow releases that leave protobuf unbounded (protobuf>=3.9.2): "
         "'TypeError: Descriptors cannot not be created directly'; TF 2.10 and 2.11 themselves pin protobuf<3.20",
         "https://github.com/tensorflow/tensorflow/issues/56266; "
@@ -59,7 +59,7 @@ PINS: tuple[Pin, ...] = (
     # Still inferred: no upstream report names a Keras 3.x release that breaks TF 2.16 or a Keras release
     # note raising the minimum TensorFlow (searched keras-team/keras, tensorflow/tensorflow and keras.io,
     # 2026-11). keras-team/keras#19273 only pinned Keras' own CI to TF 2.16 once 2.16 was released.
-    Pin(SpecifierSet(">=2.16,<2.17"), "keras>=3.0.0,<3.5",
+    Pin(VersionSpec(">=2.16,<2.17"), "keras>=3.0.0,<3.5",
         "TF 2.16 requires keras>=3.0.0 with no upper bound, so pip installs today's Keras 3 which was "
         "written against newer TensorFlow; tfgpu keeps the Keras 3 releases published while 2.16 was "
         "current (3.0.0-3.4.1; 3.5.0 came after TF 2.17.0 of 2024-07-11)",
@@ -70,7 +70,7 @@ PINS: tuple[Pin, ...] = (
 #: TF 2.16/2.17 wheels do not find the CUDA libraries of their own nvidia-* wheels unless their lib
 #: directories are on LD_LIBRARY_PATH (tensorflow/tensorflow#63362, "TF 2.17.0 RC0 fails to work with
 #: GPUs (and TF 2.16 too)"; the workaround there is an activation script).
-NVIDIA_LIBPATH_TF = SpecifierSet(">=2.16,<2.18")
+NVIDIA_LIBPATH_TF = VersionSpec(">=2.16,<2.18")
 NVIDIA_LIBPATH_SOURCE = "https://github.com/tensorflow/tensorflow/issues/63362"
 
 #: Anaconda's Terms of Service cover its own channels (repo.anaconda.com's `defaults` = pkgs/main + pkgs/r,

@@ -25,11 +25,6 @@ from typing import Any
 from tfgpu._record import record
 from tfgpu.errors import InputError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python < 3.11
-    import tomli as tomllib
-
 CONFIG_ENV = "TFGPU_CONFIG"
 PREFER = ("pip", "conda", "rattler")
 _TOP_KEYS = {"channels", "backends"}
@@ -92,6 +87,10 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
             msg = f"config file {path} (from {CONFIG_ENV}) does not exist"
             raise InputError(msg, hint=f"create it, or unset {CONFIG_ENV}")
         return Config()
+    if sys.version_info >= (3, 11):  # imported here: most machines have no config file
+        import tomllib
+    else:  # pragma: no cover - Python < 3.11
+        import tomli as tomllib
     try:
         with path.open("rb") as fh:
             data = tomllib.load(fh)

@@ -16,7 +16,6 @@ process (SIGKILL cannot be caught) is removed by the next install next to it onc
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import shutil
@@ -214,6 +213,8 @@ def _run(coro: Any) -> Any:
     Running it on the main thread would leave rattler's linker running in the background after a
     KeyboardInterrupt while we delete its target directory.
     """
+    import asyncio  # here: `tfgpu plan` asks engine.available() and must not pay for asyncio (~20 ms)
+
     result: dict[str, Any] = {}
     loop = asyncio.new_event_loop()
     task_box: list[asyncio.Task[Any]] = []
