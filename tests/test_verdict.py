@@ -266,7 +266,10 @@ def test_tf22_with_cuda_101_and_cudnn_76_on_new_gpus_is_blocked_realistically(na
         arch = [b for b in tv.blockers if b.check == "gpu.arch"]
         assert arch, tv.blockers
         assert "CUDA 10.1" in arch[0].summary
-        assert "TensorFlow >=" in arch[0].fix
+        if cc == "12.0":  # no official wheel runs on RTX 50-series (tensorflow#99592): no release to point to
+            assert "nvcr.io/nvidia/tensorflow" in arch[0].fix
+        else:
+            assert "TensorFlow >=" in arch[0].fix
 
 
 def test_new_gpu_without_sass_in_the_build_gets_the_ptx_jit_caveat():
@@ -275,6 +278,58 @@ def test_new_gpu_without_sass_in_the_build_gets_the_ptx_jit_caveat():
     tv = judge_release(facts, KB, KB.resolve_tf("2.10"), backend="conda")
     assert tv.verdict == CAVEATS
     assert "gpu.ptx_jit" in caveats_of(tv)
+
+
+def gpu_facts(name: str, cc: str, driver: str = "580.65.06") -> dict[str, Any]:
+    return base_facts(gpus=[{"index": 0, "name": name, "compute_capability": cc, "memory_mib": 32607,
+                             "uuid": "GPU-1"}], driver={"version": driver, "cuda": "13.0", "kernel_module": driver,
+                                                        "source": "nvml", "error": None})
+
+
+@pytest.mark.parametrize("tf", ["2.16", "2.17", "2.19", "2.20", "2.21"])
+def test_rtx_50_series_is_blocked_where_the_wheels_ptx_does_not_load(tf):
+    # tensorflow#99592, #101746, #97387, #89272: CUDA_ERROR_INVALID_PTX on compute capability 12.0
+    facts = gpu_facts("NVIDIA GeForce RTX 5090", "12.0")
+    v = KB.resolve_tf(tf)
+    tv = judge_release(facts, KB, v, backend="pip")
+    assert tv.verdict == BLOCKED
+    text = " ".join(b.summary + " " + b.fix for b in tv.blockers if b.check == "gpu.arch")
+    assert "CUDA_ERROR_INVALID_PTX" in text or "newer than CUDA" in text, tv.blockers
+    assert "nvcr.io/nvidia/tensorflow" in text  # no release to point to: the container or a source build
+    assert "use TensorFlow >=" not in text
+    if tf in ("2.20", "2.21"):  # pip brings CUDA 12.8+, which knows 12.0: the PTX is the problem
+        assert "CUDA_ERROR_INVALID_PTX" in text
+
+
+def test_rtx_50_series_gets_no_recommendation_and_the_doctor_says_why():
+    result = diagnose(gpu_facts("NVIDIA GeForce RTX 5080", "12.0"), KB)
+    assert result.recommendation is None
+    assert all(t.verdict == BLOCKED for t in result.targets)
+
+
+@pytest.mark.parametrize(("name", "cc"), [("NVIDIA H100 80GB HBM3", "9.0"), ("NVIDIA B200", "10.0")])
+def test_newer_gpus_without_a_reported_ptx_failure_keep_the_jit_caveat(name, cc):
+    v = KB.resolve_tf("2.20")
+    tv = judge_release(gpu_facts(name, cc), KB, v, backend="pip")
+    assert tv.verdict == CAVEATS, tv.blockers
+    assert "gpu.ptx_jit" in caveats_of(tv)
+
+
+@pytest.mark.parametrize(("tf", "cc", "native"), [
+    ("2.15", "7.5", True), ("2.15", "8.6", False),  # 2.15: sm_50..sm_75 + compute_80
+    ("2.16", "8.6", True), ("2.16", "8.9", True),   # 2.16: sm_80 runs on 8.x
+    ("2.17", "5.2", None), ("2.17", "8.9", True),   # 2.17: Maxwell removed, sm_89 added (release notes)
+])
+def test_gpu_code_per_release_follows_the_build_configurations(tf, cc, native):
+    facts = gpu_facts("GPU", cc)
+    tv = judge_release(facts, KB, KB.resolve_tf(tf), backend="pip")
+    jit = "gpu.ptx_jit" in caveats_of(tv)
+    arch_blocked = "gpu.arch" in blockers_of(tv)
+    if native is None:
+        assert arch_blocked
+    else:
+        assert not arch_blocked
+        assert jit is (not native)
 
 
 # --------------------------------------------------------------------------- Python, OS, CPU, glibc

@@ -373,6 +373,8 @@ class ArchTargets:
     source: str
     confidence: str = "sourced"
     note: str = ""
+    ptx_fails: tuple[str, ...] = ()  # compute capabilities on which that PTX is reported not to load
+    source2: str = ""  # the report behind ptx_fails
 
 
 @record
@@ -785,6 +787,7 @@ def _parse_kb() -> KnowledgeBase:
             tf=_spec("tf_archs", row), os=str(row.get("os", "linux")), sass=_split(row.get("sass", "")),
             ptx=str(row.get("ptx") or "") or None, source=row["source"],
             confidence=str(row.get("confidence", "sourced")), note=str(row.get("note", "")),
+            ptx_fails=_split(row.get("ptx_fails", "")), source2=str(row.get("source2", "")),
         ))
     recs = []
     for row in _rows("recipes", recipes, "recipes"):

@@ -368,6 +368,8 @@ def build_row(kb: KnowledgeBase, build: Build, *, exact: Version | None = None, 
         "compute_capabilities": None if archs is None else {
             "sass": list(archs.sass), "ptx": archs.ptx, "confidence": archs.confidence,
             "source": _source_url(kb, "tf_archs", archs.source), "note": archs.note or None,
+            "ptx_fails": list(archs.ptx_fails),
+            "ptx_fails_source": _source_url(kb, "tf_archs", archs.source2) if archs.source2 else None,
         },
         "compiler": build.compiler, "bazel": build.bazel or None,
         "releases": [_release_json(r, build.os, _release_pythons(r, build.os, tags), kb) for r in releases],
@@ -485,6 +487,7 @@ def _detail(console: Any, row: Mapping[str, Any]) -> None:
     cc = row.get("compute_capabilities")
     if cc:
         line("GPU code", f"SASS {', '.join(cc['sass'])}; PTX {cc['ptx'] or 'none'}"
+             + (f" (does not load on {', '.join(cc['ptx_fails'])})" if cc.get("ptx_fails") else "")
              + (" (inferred)" if cc["confidence"] != "sourced" else ""))
     line("Built with", row["compiler"] + (f", Bazel {row['bazel']}" if row.get("bazel") else ""))
     if row["releases"]:

@@ -357,7 +357,7 @@ def _gpu_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         cc = g.get("compute_capability") or kb.gpu_cc(str(g.get("name", ""))) or ""
         arch = kb.arch_name(cc) if cc else None
         mem = g.get("memory_mib")
-        desc = f"GPU {g.get('index')}: {g.get('name')}" + (f", compute capability {cc}" if cc else "") + (
+        desc = f"GPU {g.get('index')}: {g.get('name') or 'unknown model'}" + (f", compute capability {cc}" if cc else "") + (
             f" ({arch})" if arch else "") + (f", {mem} MiB" if mem else "")
         out.append(Check(f"gpu.{g.get('index')}", PASS, desc, source=str(g.get("source") or "gpu probe")))
         if mem and int(mem) <= SMALL_GPU_MIB:
@@ -501,7 +501,7 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str) -> tuple
     for g in m.gpus or ():
         cc_text = str(g.get("compute_capability") or kb.gpu_cc(str(g.get("name", ""))) or "")
         if cc_text:
-            key = (str(g.get("name")), cc_text)
+            key = (str(g.get("name") or "GPU of unknown model"), cc_text)
             kinds[key] = kinds.get(key, 0) + 1
     for (gpu_name, cc_text), count in kinds.items():
         cc = _cc(cc_text)
@@ -513,7 +513,9 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str) -> tuple
                 "gpu.arch",
                 f"{name} is newer than CUDA {cuda} (up to compute capability {toolkit.cc_max}): its cuDNN/cuBLAS carry no "
                 "kernels for this GPU ('no kernel image is available', CUDNN_STATUS_ARCH_MISMATCH, or minutes of PTX JIT)",
-                fix=f"use TensorFlow >= {newer}" if newer else "use a newer TensorFlow",
+                fix=f"use TensorFlow >= {newer}" if newer else (
+                    f"no TensorFlow release known to tfgpu runs on compute capability {cc_text}: use NVIDIA's NGC "
+                    "TensorFlow container (nvcr.io/nvidia/tensorflow) or build TensorFlow from source"),
             ))
             continue
         if toolkit and toolkit.cc_min and cc < _cc(toolkit.cc_min):
@@ -537,6 +539,16 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str) -> tuple
             continue
         if any(s.major == cc.major and s <= cc for s in sass):
             continue  # SASS runs on later minors of the same major
+        if ptx is not None and ptx <= cc and any(_cc(f) == cc for f in archs.ptx_fails):
+            blockers.append(Finding(
+                "gpu.arch",
+                f"{name}: TensorFlow {v}'s official wheels carry no SASS for it, and their compute_"
+                f"{str(ptx).replace('.', '')} PTX is reported not to load on it (CUDA_ERROR_INVALID_PTX, then "
+                "CUDA_ERROR_INVALID_HANDLE at the first GPU op)",
+                fix="use NVIDIA's NGC TensorFlow container (nvcr.io/nvidia/tensorflow, 25.02 or later is reported "
+                f"to work), or build TensorFlow from source for compute capability {cc_text}",
+            ))
+            continue
         if ptx is not None and ptx <= cc:
             jit = True
             caveats.append(Finding(
@@ -565,7 +577,7 @@ def _libs_cuda(kb: KnowledgeBase, v: Version, cuda: str, os: str) -> str:
 
 
 def _first_series_supporting(kb: KnowledgeBase, cc: Version, os: str) -> str | None:
-    key = ("first_series_supporting", f"{cc.major}/{os}")
+    key = ("first_series_supporting", f"{cc}/{os}")
     memo = kb._memo
     if key not in memo:
         memo[key] = _find_first_series_supporting(kb, cc, os)
@@ -580,6 +592,9 @@ def _find_first_series_supporting(kb: KnowledgeBase, cc: Version, os: str) -> st
             continue
         newest = kb.resolve_tf(series, os)
         t = kb.toolkit(_libs_cuda(kb, newest, build.cuda, os))
+        archs = kb.archs_for(newest, os)
+        if archs is not None and any(_cc(f) == cc for f in archs.ptx_fails):
+            continue  # its CUDA knows the GPU, but its PTX is reported not to load on it
         if t and t.cc_max and _cc(t.cc_max).major >= cc.major:
             return series
     return None
