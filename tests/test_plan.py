@@ -325,3 +325,32 @@ def test_planning_is_pure(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "listdir", boom)
     plan = plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.16.1", tools=TOOLS_ALL, home=HOME)
     assert plan.steps
+
+
+def _rtx_5090(facts: dict[str, Any]) -> dict[str, Any]:
+    facts["driver"] = {"version": "581.29", "cuda": "13.0"}
+    facts["gpus"] = [{"index": 0, "name": "NVIDIA GeForce RTX 5090", "memory_mib": 32607, "compute_capability": "12.0"}]
+    return facts
+
+
+@pytest.mark.parametrize(("tools", "runner"), [(TOOLS_ALL, "conda"), (TOOLS_NONE, "rattler")])
+def test_auto_takes_conda_forges_build_when_the_official_wheels_cannot_use_the_gpu(tools, runner):
+    # RTX 50-series: no official wheel carries code that loads on 12.0 (tensorflow#99592); conda-forge's
+    # 2.19.1 builds carry sm_120 (tensorflow-feedstock 13015ae). `tfgpu create --tf 2.19.1` must take those.
+    plan = plan_environment(KB, _rtx_5090(facts_for("linux", ALL_PY)), tf="2.19.1", backend="auto", tools=tools,
+                            home=HOME, engine_python="/usr/bin/python3")
+    assert plan.recipe_id == "conda-forge-tensorflow-cuda"
+    assert plan.backend == runner
+    assert "the official wheels cannot use this GPU" in plan.backend_reason
+
+
+def test_auto_stays_with_pip_when_the_wheels_can_use_the_gpu():
+    plan = plan_environment(KB, facts_for("linux", ALL_PY), tf="2.19.1", backend="auto", tools=TOOLS_ALL,
+                            home=HOME, engine_python="/usr/bin/python3")
+    assert plan.backend == "pip"
+
+
+def test_an_explicit_backend_is_never_overridden_by_the_gpu_verdict():
+    plan = plan_environment(KB, _rtx_5090(facts_for("linux", ALL_PY)), tf="2.19.1", backend="pip", tools=TOOLS_ALL,
+                            home=HOME, engine_python="/usr/bin/python3")
+    assert plan.backend == "pip"  # the user asked for it; `tfgpu doctor` / create's judging says it is blocked

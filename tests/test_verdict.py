@@ -211,13 +211,60 @@ def test_minor_version_compatibility_does_not_cover_ptx_jit():
 def _arch_cases() -> list[tuple[str, str]]:
     cases = []
     for row in KB.archs:
-        if row.os != "linux":
+        if row.os != "linux" or row.build != "pip":
             continue
         spec = str(row.tf)
         releases = [r.version for r in KB.gpu_releases("linux") if r.version in row.tf]
         if releases:
             cases.append((spec, str(max(releases))))
     return cases
+
+
+def _conda_forge_cases() -> list[tuple[str, str, str]]:
+    """Each conda-forge row with the newest conda-forge build it covers (release, CUDA variant)."""
+    cases = []
+    for row in KB.archs:
+        if row.build != "conda-forge":
+            continue
+        builds = [(p.version, p.cuda) for p in KB.conda_packages(name="tensorflow", os="linux")
+                  if p.channel == "conda-forge" and p.cuda and p.version in row.tf
+                  and (row.cuda is None or Version(normalize_cuda(p.cuda)) in row.cuda)]
+        if builds:
+            release, cuda = max(builds, key=lambda b: (b[0], Version(normalize_cuda(b[1]))))
+            cases.append((f"{row.tf} cuda{row.cuda}", str(release), cuda))
+    return cases
+
+
+def _conda_forge_verdict(facts: dict[str, Any], release: str, cuda: str) -> Any:
+    tv = judge_release(facts, KB, Version(release), backend="conda")
+    return next(b for b in tv.backends if b.recipe == "conda-forge-tensorflow-cuda" and b.cuda == cuda)
+
+
+@pytest.mark.parametrize(("spec", "release", "cuda"), _conda_forge_cases())
+def test_conda_forge_builds_are_judged_by_their_own_gpu_code(spec, release, cuda):
+    archs = KB.archs_for(Version(release), "linux", "conda-forge", cuda)
+    assert archs is not None
+    assert archs.build == "conda-forge", spec
+    toolkit = KB.toolkit(cuda)
+    assert toolkit is not None
+    # a driver whose CUDA is this variant's: conda's __cuda makes the solver take exactly this build
+    driver = {"version": toolkit.min_driver_text("linux"), "cuda": normalize_cuda(cuda)}
+    highest = max(archs.sass, key=Version)  # the newest GPU the build has machine code for
+    facts = base_facts(driver=driver, gpus=[{"index": 0, "name": "GPU", "compute_capability": highest,
+                                            "memory_mib": 16000}])
+    bv = _conda_forge_verdict(facts, release, cuda)
+    assert not [f for f in bv.blockers + bv.caveats if f.check.startswith("gpu.")], (spec, highest, bv)
+
+
+def test_rtx_50_series_is_recommended_conda_forges_build_with_sm_120():
+    # conda-forge/tensorflow-feedstock 13015ae: 2.19.1 builds carry sm_120 (the official wheels do not)
+    result = diagnose(gpu_facts("NVIDIA GeForce RTX 5090", "12.0", driver="581.29"), KB)
+    assert result.recommendation is not None
+    assert result.recommendation["backend"] == "conda"
+    assert Version(result.recommendation["tf"]) >= Version("2.19.1")
+    pip_2_20 = judge_release(gpu_facts("NVIDIA GeForce RTX 5090", "12.0"), KB, KB.resolve_tf("2.20"), backend="pip")
+    fix = " ".join(b.fix for b in pip_2_20.blockers)
+    assert "tfgpu create --tf 2.19.1 --backend conda" in fix
 
 
 @pytest.mark.parametrize(("spec", "release"), _arch_cases())
@@ -231,7 +278,7 @@ def test_gpu_at_the_lowest_sass_target_passes_and_below_it_is_blocked(spec, rele
     toolkit = KB.toolkit(build.cuda)
     driver = {"version": "580.65.06", "cuda": "13.0"}
     ok = base_facts(driver=driver, gpus=[{"index": 0, "name": "GPU", "compute_capability": lowest, "memory_mib": 16000}])
-    tv = judge_release(ok, KB, v)
+    tv = judge_release(ok, KB, v, backend="pip")  # the official wheels' rows (conda-forge: the test above)
     assert "gpu.arch" not in findings_of(tv), (release, lowest, tv.blockers)
     lower = Version(lowest)
     below = f"{lower.major}.{lower.minor - 1}" if lower.minor else f"{lower.major - 1}.7"
@@ -240,7 +287,7 @@ def test_gpu_at_the_lowest_sass_target_passes_and_below_it_is_blocked(spec, rele
         if Version(below) >= lower:
             pytest.skip("the toolkit floor equals the lowest SASS target")
     bad = base_facts(driver=driver, gpus=[{"index": 0, "name": "GPU", "compute_capability": below, "memory_mib": 16000}])
-    tvb = judge_release(bad, KB, v)
+    tvb = judge_release(bad, KB, v, backend="pip")
     if archs.ptx and Version(archs.ptx) <= Version(below):
         pytest.skip("PTX covers the lower capability")
     assert "gpu.arch" in findings_of(tvb), (release, below)
@@ -266,8 +313,8 @@ def test_tf22_with_cuda_101_and_cudnn_76_on_new_gpus_is_blocked_realistically(na
         arch = [b for b in tv.blockers if b.check == "gpu.arch"]
         assert arch, tv.blockers
         assert "CUDA 10.1" in arch[0].summary
-        if cc == "12.0":  # no official wheel runs on RTX 50-series (tensorflow#99592): no release to point to
-            assert "nvcr.io/nvidia/tensorflow" in arch[0].fix
+        if cc == "12.0":  # no official wheel runs on RTX 50-series (tensorflow#99592); conda-forge's 2.19.1 does
+            assert "tfgpu create --tf 2.19.1 --backend conda" in arch[0].fix
         else:
             assert "TensorFlow >=" in arch[0].fix
 
@@ -295,16 +342,16 @@ def test_rtx_50_series_is_blocked_where_the_wheels_ptx_does_not_load(tf):
     assert tv.verdict == BLOCKED
     text = " ".join(b.summary + " " + b.fix for b in tv.blockers if b.check == "gpu.arch")
     assert "CUDA_ERROR_INVALID_PTX" in text or "newer than CUDA" in text, tv.blockers
-    assert "nvcr.io/nvidia/tensorflow" in text  # no release to point to: the container or a source build
+    assert "tfgpu create --tf 2.19.1 --backend conda" in text  # no wheel runs on it; conda-forge's build does
     assert "use TensorFlow >=" not in text
     if tf in ("2.20", "2.21"):  # pip brings CUDA 12.8+, which knows 12.0: the PTX is the problem
         assert "CUDA_ERROR_INVALID_PTX" in text
 
 
-def test_rtx_50_series_gets_no_recommendation_and_the_doctor_says_why():
+def test_rtx_50_series_no_official_wheel_of_any_release_is_ready():
     result = diagnose(gpu_facts("NVIDIA GeForce RTX 5080", "12.0"), KB)
-    assert result.recommendation is None
-    assert all(t.verdict == BLOCKED for t in result.targets)
+    for t in result.targets:
+        assert all(not b.viable for b in t.backends if b.backend == "pip"), t.tf
 
 
 @pytest.mark.parametrize(("name", "cc"), [("NVIDIA H100 80GB HBM3", "9.0"), ("NVIDIA B200", "10.0")])
@@ -523,3 +570,14 @@ def test_driver_older_than_every_floor_is_blocked():
     tv = judge_release(facts, KB, Version("1.15.0"), backend="conda")
     assert tv.verdict == BLOCKED
     assert any(b.check == "driver.cuda" and "older than every driver" in b.summary for b in tv.blockers), tv.blockers
+
+
+@pytest.mark.parametrize(("conda", "flag"), [(None, "--backend rattler"),
+                                             ({"kind": "mamba", "path": "/opt/mamba/bin/mamba"}, "--backend conda")])
+def test_a_conda_recommendation_runs_with_the_embedded_engine_when_no_conda_tool_exists(conda, flag):
+    facts = gpu_facts("NVIDIA GeForce RTX 5090", "12.0", driver="581.29")
+    facts["conda"] = conda
+    rec = diagnose(facts, KB).recommendation
+    assert rec is not None
+    assert rec["backend"] == "conda"  # the JSON field keeps naming the ecosystem
+    assert rec["command"] == f"tfgpu create --tf {rec['tf']} {flag}"

@@ -33,6 +33,8 @@ SCHEMAS = {
 }
 
 OSES = ("linux", "windows", "macos")
+#: Whose binaries a compat/tf_archs.toml row describes.
+ARCH_BUILDS = ("pip", "conda-forge")
 
 
 @functools.lru_cache(maxsize=1)
@@ -375,6 +377,8 @@ class ArchTargets:
     note: str = ""
     ptx_fails: tuple[str, ...] = ()  # compute capabilities on which that PTX is reported not to load
     source2: str = ""  # the report behind ptx_fails
+    build: str = "pip"  # whose binaries: "pip" (official wheels) or "conda-forge" (the feedstock's builds)
+    cuda: VersionSpec | None = None  # conda-forge: the CUDA variants the row covers
 
 
 @record
@@ -662,13 +666,18 @@ class KnowledgeBase:
             return both or wheels
         return table or wheels
 
-    def archs_for(self, v: Version | str, os: str = "linux") -> ArchTargets | None:
+    def archs_for(self, v: Version | str, os: str = "linux", build: str = "pip",
+                  cuda: str | None = None) -> ArchTargets | None:
+        """The GPU code of ``build``'s binaries of release ``v`` (conda-forge: of its CUDA ``cuda`` variant).
+        A build family without a matching row falls back to the official wheels' row."""
         vv = v if isinstance(v, Version) else version(str(v))
         os = "linux" if os == "wsl2" else os
-        key = ("archs_for", f"{vv}/{os}")
+        key = ("archs_for", f"{vv}/{os}/{build}/{cuda}")
         if key not in self._memo:
-            rows = [a for a in self.archs if vv in a.tf and a.os in (os, "any")]
-            self._memo[key] = rows[0] if rows else None
+            cv = version(normalize_cuda(cuda)) if cuda else None
+            rows = [a for a in self.archs if vv in a.tf and a.os in (os, "any") and a.build == build
+                    and (a.cuda is None or cv is None or cv in a.cuda)]
+            self._memo[key] = rows[0] if rows else (self.archs_for(vv, os) if build != "pip" else None)
         found: ArchTargets | None = self._memo[key]
         return found
 
@@ -788,7 +797,11 @@ def _parse_kb() -> KnowledgeBase:
             ptx=str(row.get("ptx") or "") or None, source=row["source"],
             confidence=str(row.get("confidence", "sourced")), note=str(row.get("note", "")),
             ptx_fails=_split(row.get("ptx_fails", "")), source2=str(row.get("source2", "")),
+            build=str(row.get("build", "pip")), cuda=_spec("tf_archs", row, "cuda") if "cuda" in row else None,
         ))
+        if archs[-1].build not in ARCH_BUILDS:
+            file, msg = "tf_archs", f"build {archs[-1].build!r} is not one of {ARCH_BUILDS}"
+            raise _bad(file, row, msg)
     recs = []
     for row in _rows("recipes", recipes, "recipes"):
         recs.append(Recipe(

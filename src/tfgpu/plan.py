@@ -373,6 +373,25 @@ def _system_cuda_matches(facts: Mapping[str, Any], cuda: str) -> bool:
     return False
 
 
+def _conda_for_this_gpu(kb: Any, facts: Mapping[str, Any], v: Version, conda_recipes: Sequence[Any]) -> tuple[Any, str] | None:
+    """Auto mode: the conda recipe to use when the official wheels cannot use this machine's GPU but a
+    conda recipe's build can (conda-forge's builds carry other GPU code, e.g. sm_120 for RTX 50-series
+    from 2.19.1): the verdict decides, as `tfgpu doctor` does. None: no reason to leave pip."""
+    if not conda_recipes or not facts.get("gpus"):
+        return None
+    from tfgpu.verdict import judge_release
+
+    tv = judge_release(facts, kb, v)
+    pip = [b for b in tv.backends if b.backend == "pip"]
+    if not pip or any(b.viable for b in pip) or not all(f.check.startswith("gpu.") for b in pip for f in b.blockers):
+        return None
+    for b in tv.backends:
+        recipe = next((r for r in conda_recipes if r.id == b.recipe), None) if b.backend == "conda" and b.viable else None
+        if recipe is not None:
+            return recipe, f"the official wheels cannot use this GPU ({pip[0].blockers[0].summary})"
+    return None
+
+
 def plan_environment(
     kb: Any,
     facts: Mapping[str, Any],
@@ -475,7 +494,12 @@ def plan_environment(
         return "conda", tool
 
     choice: _Choice
-    if backend in ("auto", "pip") and pip_recipes:
+    gpu_pick = _conda_for_this_gpu(kb, facts, v, conda_recipes) if backend == "auto" and pip_recipes else None
+    if gpu_pick is not None:
+        ex_backend, ex_tool = conda_exec()
+        choice = _Choice(ex_backend, ex_tool, gpu_pick[0],
+                         f"{gpu_pick[1]}; conda recipe {gpu_pick[0].id} carries code for it, run with {ex_tool}")
+    elif backend in ("auto", "pip") and pip_recipes:
         best = [r for r in pip_recipes if r.provides_cuda] or pip_recipes
         recipe = best[0]
         if not recipe.provides_cuda:

@@ -489,13 +489,14 @@ def _driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bo
     return blockers, caveats
 
 
-def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str) -> tuple[list[Finding], list[Finding], bool]:
-    """Compute capability of each visible GPU against the build's code and its CUDA. Returns
-    (blockers, caveats, needs_ptx_jit)."""
+def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
+                  build: str = "pip") -> tuple[list[Finding], list[Finding], bool]:
+    """Compute capability of each visible GPU against the code of ``build``'s binaries ("pip": the official
+    wheels, "conda-forge": the feedstock's) and their CUDA. Returns (blockers, caveats, needs_ptx_jit)."""
     blockers: list[Finding] = []
     caveats: list[Finding] = []
     jit = False
-    archs = kb.archs_for(v, m.tf_os)
+    archs = kb.archs_for(v, m.tf_os, build, cuda if build != "pip" else None)
     toolkit = kb.toolkit(_libs_cuda(kb, v, cuda, m.tf_os))
     kinds: dict[tuple[str, str], int] = {}  # identical GPUs (8 x H100) are judged once
     for g in m.gpus or ():
@@ -513,9 +514,7 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str) -> tuple
                 "gpu.arch",
                 f"{name} is newer than CUDA {cuda} (up to compute capability {toolkit.cc_max}): its cuDNN/cuBLAS carry no "
                 "kernels for this GPU ('no kernel image is available', CUDNN_STATUS_ARCH_MISMATCH, or minutes of PTX JIT)",
-                fix=f"use TensorFlow >= {newer}" if newer else (
-                    f"no TensorFlow release known to tfgpu runs on compute capability {cc_text}: use NVIDIA's NGC "
-                    "TensorFlow container (nvcr.io/nvidia/tensorflow) or build TensorFlow from source"),
+                fix=f"use TensorFlow >= {newer}" if newer else _no_wheel_fix(kb, cc, cc_text, m.tf_os),
             ))
             continue
         if toolkit and toolkit.cc_min and cc < _cc(toolkit.cc_min):
@@ -545,8 +544,7 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str) -> tuple
                 f"{name}: TensorFlow {v}'s official wheels carry no SASS for it, and their compute_"
                 f"{str(ptx).replace('.', '')} PTX is reported not to load on it (CUDA_ERROR_INVALID_PTX, then "
                 "CUDA_ERROR_INVALID_HANDLE at the first GPU op)",
-                fix="use NVIDIA's NGC TensorFlow container (nvcr.io/nvidia/tensorflow, 25.02 or later is reported "
-                f"to work), or build TensorFlow from source for compute capability {cc_text}",
+                fix=_no_wheel_fix(kb, cc, cc_text, m.tf_os),
             ))
             continue
         if ptx is not None and ptx <= cc:
@@ -563,6 +561,38 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str) -> tuple
             f"{archs.ptx or 'none'})", fix="use a newer TensorFlow",
         ))
     return blockers, caveats, jit
+
+
+def _no_wheel_fix(kb: KnowledgeBase, cc: Version, cc_text: str, os: str) -> str:
+    """What to do when no official wheel runs on a GPU: conda-forge's build if one carries its code."""
+    cf = _conda_forge_release_supporting(kb, cc, os)
+    if cf:
+        return (f"use conda-forge's TensorFlow {cf}, built with code for compute capability {cc_text}: "
+                f"tfgpu create --tf {cf} --backend conda")
+    return (f"no TensorFlow release known to tfgpu runs on compute capability {cc_text}: use NVIDIA's NGC TensorFlow "
+            "container (nvcr.io/nvidia/tensorflow, 25.02 or later is reported to work on RTX 50-series) or build "
+            "TensorFlow from source")
+
+
+def _conda_forge_release_supporting(kb: KnowledgeBase, cc: Version, os: str) -> str | None:
+    """The newest conda-forge TensorFlow whose CUDA and GPU code both cover ``cc`` (None: none does)."""
+    key = ("conda_forge_supporting", f"{cc}/{os}")
+    memo = kb._memo
+    if key not in memo:
+        found = None
+        if os == "linux":
+            rows = [r for r in kb.conda_packages(name="tensorflow", os="linux") if r.channel == "conda-forge" and r.cuda]
+            for r in sorted(rows, key=lambda r: (r.version, version(normalize_cuda(r.cuda))), reverse=True):
+                t = kb.toolkit(r.cuda)
+                archs = kb.archs_for(r.version, "linux", "conda-forge", r.cuda)
+                if not (t and t.cc_max and _cc(t.cc_max).major >= cc.major and archs and archs.build == "conda-forge"):
+                    continue
+                if any(_cc(s).major == cc.major and _cc(s) <= cc for s in archs.sass):
+                    found = str(r.version)
+                    break
+        memo[key] = found
+    result: str | None = memo[key]
+    return result
 
 
 def _libs_cuda(kb: KnowledgeBase, v: Version, cuda: str, os: str) -> str:
@@ -600,15 +630,31 @@ def _find_first_series_supporting(kb: KnowledgeBase, cc: Version, os: str) -> st
     return None
 
 
-def _recipe_cuda(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str, default_cuda: str, default_cudnn: str) -> tuple[str, str]:
-    """The CUDA/cuDNN a recipe really brings (Anaconda's builds do not always use upstream's)."""
+def _recipe_cuda(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str, default_cuda: str, default_cudnn: str,
+                 driver_cuda: Version | None = None) -> tuple[str, str]:
+    """The CUDA/cuDNN a recipe really brings (Anaconda's builds do not always use upstream's). Of a
+    channel's CUDA variants of one release, the solver takes the newest the driver allows (conda's __cuda
+    virtual package = the driver's CUDA): the newest variant <= ``driver_cuda``, else the oldest."""
     if recipe.backend == "conda":
         rows = kb.conda_packages(v=v, os="windows" if os == "windows" else "linux")
-        rows = [r for r in rows if r.name in ("tensorflow-gpu", "tensorflow") and (r.cudatoolkit or r.cuda)]
+        forge = _arch_build(recipe) == "conda-forge"
+        rows = [r for r in rows if r.name in ("tensorflow-gpu", "tensorflow") and (r.cudatoolkit or r.cuda)
+                and (r.channel == "conda-forge") == forge]  # each channel's own builds
+        if rows and forge:
+            by_cuda = sorted(rows, key=lambda r: version(normalize_cuda(r.cuda or r.cudatoolkit)))
+            allowed = [r for r in by_cuda if driver_cuda is None
+                       or version(normalize_cuda(r.cuda or r.cudatoolkit)) <= driver_cuda]
+            rows = [allowed[-1] if allowed else by_cuda[0]]
         if rows:
             r = rows[0]
             return (r.cudatoolkit or r.cuda or default_cuda), (r.cudnn or default_cudnn)
     return default_cuda, default_cudnn
+
+
+def _arch_build(recipe: Recipe) -> str:
+    """Whose binaries a recipe installs: conda-forge's own builds, or the official wheels (pip and the
+    conda+pip recipes; Anaconda's builds are judged by the wheels' rows, compat/tf_archs.toml)."""
+    return "conda-forge" if recipe.backend == "conda" and "conda-forge" in recipe.channels else "pip"
 
 
 def _backend_name(recipe: Recipe) -> str:
@@ -676,7 +722,7 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
     if os == "wsl2":  # Linux recipes work in WSL2 too; its own rows come first
         recipes += [r for r in kb.recipes_for(v, "linux") if r.gpu and r not in recipes]
     verdicts: list[BackendVerdict] = []
-    per_cuda: dict[str, tuple[list[Finding], list[Finding], bool, list[Finding], list[Finding]]] = {}
+    per_cuda: dict[tuple[str, str], tuple[list[Finding], list[Finding], bool, list[Finding], list[Finding]]] = {}
     for recipe in recipes:
         name = _backend_name(recipe)
         if backend not in ("auto", name) and not (backend == "rattler" and name == "conda"):
@@ -685,11 +731,12 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
             continue
         b_block: list[Finding] = []
         b_cav: list[Finding] = []
-        cuda, cudnn = _recipe_cuda(kb, recipe, v, os, build.cuda, build.cudnn)
-        if cuda not in per_cuda:  # recipes of one release mostly share their CUDA: judge the GPUs once
-            g_block, g_cav, jit = _gpu_findings(m, kb, v, cuda)
-            per_cuda[cuda] = (g_block, g_cav, jit, *_driver_findings(m, kb, cuda, jit))
-        g_block, g_cav, jit, d_block, d_cav = per_cuda[cuda]
+        cuda, cudnn = _recipe_cuda(kb, recipe, v, os, build.cuda, build.cudnn, m.driver_cuda)
+        judged = (cuda, _arch_build(recipe))
+        if judged not in per_cuda:  # recipes of one release mostly share their CUDA: judge the GPUs once
+            g_block, g_cav, jit = _gpu_findings(m, kb, v, cuda, judged[1])
+            per_cuda[judged] = (g_block, g_cav, jit, *_driver_findings(m, kb, cuda, jit))
+        g_block, g_cav, jit, d_block, d_cav = per_cuda[judged]
         b_block += g_block + d_block
         b_cav += g_cav + d_cav
         pythons = tuple(kb.pythons_for(v, m.tf_os))
@@ -857,26 +904,31 @@ def judge_newest_workable(facts: Mapping[str, Any], kb: KnowledgeBase, releases:
     return first
 
 
-def create_command(tv: TargetVerdict) -> str:
+def create_command(tv: TargetVerdict, machine: Machine | None = None) -> str:
+    """The command that builds the target. The conda way on a machine without mamba, micromamba or conda
+    is run by tfgpu's embedded engine (`--backend conda` would stop and ask for one)."""
     cmd = f"tfgpu create --tf {tv.tf}"
     if tv.backend:
-        cmd += f" --backend {tv.backend}"
+        no_conda_tool = machine is not None and machine.conda is None
+        cmd += f" --backend {'rattler' if tv.backend == 'conda' and no_conda_tool else tv.backend}"
     return cmd
 
 
-def recommend(facts: Mapping[str, Any], kb: KnowledgeBase, verdicts: list[TargetVerdict] | None = None) -> dict[str, Any] | None:
+def recommend(facts: Mapping[str, Any], kb: KnowledgeBase, verdicts: list[TargetVerdict] | None = None,
+              machine: Machine | None = None) -> dict[str, Any] | None:
     """The newest release that will use the GPU here: ready first, else the newest with caveats."""
     verdicts = verdicts if verdicts is not None else judge_series(facts, kb)
+    machine = machine or Machine.from_facts(facts)
     for wanted in (READY, CAVEATS):
         for tv in verdicts:
             if tv.verdict == wanted:
-                return _recommendation(tv)
+                return _recommendation(tv, machine)
     return None
 
 
-def _recommendation(tv: TargetVerdict) -> dict[str, Any]:
+def _recommendation(tv: TargetVerdict, machine: Machine | None = None) -> dict[str, Any]:
     return {"tf": tv.tf, "backend": tv.backend, "recipe": tv.recipe, "verdict": tv.verdict,
-            "command": create_command(tv)}
+            "command": create_command(tv, machine)}
 
 
 @record(frozen=False)
@@ -909,12 +961,12 @@ def diagnose(facts: Mapping[str, Any], kb: KnowledgeBase, *, tf: str | None = No
     checks = machine_checks(m, kb)
     if tf is None:
         targets = judge_series(facts, kb, backend=backend, machine=m)
-        return DoctorResult(checks, targets, recommend(facts, kb, targets), machine=m)
+        return DoctorResult(checks, targets, recommend(facts, kb, targets, m), machine=m)
     if tf == "latest":
-        rec = recommend(facts, kb, judge_series(facts, kb, backend=backend, machine=m))
+        rec = recommend(facts, kb, judge_series(facts, kb, backend=backend, machine=m), m)
         tf_resolved = rec["tf"] if rec else kb.series(m.tf_os)[0]
     else:
         tf_resolved = tf
     target = judge_requested(facts, kb, tf_resolved, backend=backend, machine=m)
-    rec = _recommendation(target) if target.verdict != BLOCKED else None
+    rec = _recommendation(target, m) if target.verdict != BLOCKED else None
     return DoctorResult(checks, [target], rec, target_requested=tf, machine=m)
