@@ -581,3 +581,32 @@ def test_a_conda_recommendation_runs_with_the_embedded_engine_when_no_conda_tool
     assert rec is not None
     assert rec["backend"] == "conda"  # the JSON field keeps naming the ecosystem
     assert rec["command"] == f"tfgpu create --tf {rec['tf']} {flag}"
+
+
+def _arm(driver: str, name: str, cc: str) -> dict[str, Any]:
+    facts = gpu_facts(name, cc, driver=driver)
+    facts["platform"] = {**facts["platform"], "arch": "aarch64"}
+    facts["cpu"] = {"avx": None, "avx2": None}  # the probe leaves AVX unknown on ARM
+    return facts
+
+
+@pytest.mark.parametrize(("driver", "name", "cc", "jetson"), [
+    ("35.3.1", "Orin", "8.7", True),  # Jetson: the driver carries the L4T release (tests/data/probe/proc fixture)
+    ("550.54.15", "NVIDIA GH200 480GB", "9.0", False),  # Grace Hopper: an ARM server with a data-center driver
+])
+def test_arm_linux_has_no_official_gpu_build(driver, name, cc, jetson):
+    facts = _arm(driver, name, cc)
+    result = diagnose(facts, KB)
+    assert result.recommendation is None
+    check = next(c for c in result.checks if c.id == "cpu.arch")
+    assert check.status == "fail"
+    assert ("developer.download.nvidia.com/compute/redist/jp" in check.fix) is jetson
+    for t in result.targets:
+        assert t.verdict == BLOCKED
+        assert t.blockers[0].check == "cpu.arch", t.blockers[0]
+
+
+def test_x86_64_and_macos_arm_get_no_arch_finding():
+    assert "cpu.arch" not in {c.id for c in diagnose(base_facts(), KB).checks}
+    mac = base_facts(platform={"os": "darwin", "arch": "arm64"}, driver={"version": None}, gpus=[])
+    assert "cpu.arch" not in {c.id for c in diagnose(mac, KB).checks}  # macOS has its own finding

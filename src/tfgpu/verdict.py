@@ -37,7 +37,17 @@ ALLOW_GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH=true"
 
 #: Blockers that come from the machine alone, whatever the release (judge_newest_workable stops at them).
 MACHINE_BLOCKERS = frozenset({"os.supported", "os.wsl", "driver.installed", "driver.kernel_match", "gpu.present",
-                              "env.cuda_visible_devices"})
+                              "env.cuda_visible_devices", "cpu.arch"})
+
+#: Linux on these CPUs has no TensorFlow build that uses an NVIDIA GPU: PyPI's aarch64 wheels are AWS's
+#: CPU-only builds (tensorflow-cpu-aws; TF docs pip.md, "Starting with TensorFlow 2.10, Linux CPU-builds for
+#: Aarch64/ARM64 processors are built ... by AWS") and conda-forge skips aarch64 CUDA builds
+#: (tensorflow-feedstock recipe/meta.yaml: `skip: true  # [aarch64 and cuda_compiler_version != "None"]`).
+ARM_ARCHS = frozenset({"aarch64", "arm64", "armv8l", "armv7l"})
+#: NVIDIA's own TensorFlow wheels for Jetson (docs.nvidia.com, "Installing TensorFlow for Jetson Platform").
+JETSON_TF = ("pip install --extra-index-url https://developer.download.nvidia.com/compute/redist/jp/v<JetPack, "
+             "e.g. 512> tensorflow==<TF>+nv<YY.MM> (NVIDIA's wheels for JetPack: docs.nvidia.com/deeplearning/"
+             "frameworks/install-tf-jetson-platform)")
 
 
 @record
@@ -144,6 +154,7 @@ class Machine:
     pythons: tuple[str, ...] | None  # X.Y available on the machine
     conda: dict[str, Any] | None
     tensorflow: tuple[dict[str, Any], ...] | None
+    arch: str | None = None  # CPU architecture as uname -m says (x86_64, aarch64)
 
     @classmethod
     def from_facts(cls, facts: Mapping[str, Any]) -> Machine:
@@ -195,7 +206,18 @@ class Machine:
             pythons=pythons,
             conda=facts["conda"] if isinstance(facts.get("conda"), dict) and facts["conda"].get("kind") else None,
             tensorflow=tuple(tf) if isinstance(tf, list) else None,
+            arch=str(plat.get("arch") or "").strip().lower() or None,
         )
+
+    @property
+    def arm_linux(self) -> bool:
+        """Linux (not macOS) on an ARM CPU."""
+        return self.tf_os == "linux" and self.os != "macos" and (self.arch or "") in ARM_ARCHS
+
+    @property
+    def jetson(self) -> bool:
+        """An NVIDIA Jetson: ARM Linux whose driver is versioned by its L4T release (32.x-36.x), not 5xx."""
+        return self.arm_linux and self.driver is not None and self.driver.major < 100
 
     @property
     def tf_os(self) -> str:
@@ -274,6 +296,9 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
     else:
         add(Check("os.supported", PASS, f"{m.os}"))
     # -- CPU
+    if m.arm_linux:
+        add(Check("cpu.arch", FAIL, f"{m.arch}: TensorFlow's Linux {m.arch} builds on PyPI and conda-forge are CPU-only",
+                  source="platform probe", fix=_arm_fix(m)))
     if m.avx is False:
         add(Check("cpu.avx", FAIL, "this CPU has no AVX: official TensorFlow >= 1.6 wheels die with 'Illegal instruction'",
                   source="cpu flags", fix="use a CPU with AVX, TF <= 1.5, or a TensorFlow built from source without AVX"))
@@ -630,6 +655,13 @@ def _find_first_series_supporting(kb: KnowledgeBase, cc: Version, os: str) -> st
     return None
 
 
+def _arm_fix(m: Machine) -> str:
+    if m.jetson:
+        return f"on a Jetson, install NVIDIA's build for your JetPack: {JETSON_TF}"
+    return ("build TensorFlow from source for this CPU with CUDA, or run an NVIDIA container built for it "
+            "(Grace Hopper, DGX Spark); tfgpu cannot create this environment")
+
+
 def _recipe_cuda(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str, default_cuda: str, default_cudnn: str,
                  driver_cuda: Version | None = None) -> tuple[str, str]:
     """The CUDA/cuDNN a recipe really brings (Anaconda's builds do not always use upstream's). Of a
@@ -693,6 +725,9 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
         ))
     if m.wsl == 1:
         blockers.append(Finding("os.wsl", "WSL1 has no GPU access", fix="wsl --set-version <distro> 2"))
+    if m.arm_linux:
+        blockers.append(Finding("cpu.arch", f"no official or conda-forge TensorFlow {v} build for Linux {m.arch} uses an "
+                                "NVIDIA GPU (PyPI's are AWS's CPU-only tensorflow-cpu-aws)", fix=_arm_fix(m)))
     if m.avx is False and v >= AVX_FROM:
         blockers.append(Finding("cpu.avx", f"TensorFlow {v}'s official wheels need AVX; this CPU has none ('Illegal instruction')",
                                 fix="use TF <= 1.5 or a build without AVX"))
