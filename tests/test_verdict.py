@@ -610,3 +610,16 @@ def test_x86_64_and_macos_arm_get_no_arch_finding():
     assert "cpu.arch" not in {c.id for c in diagnose(base_facts(), KB).checks}
     mac = base_facts(platform={"os": "darwin", "arch": "arm64"}, driver={"version": None}, gpus=[])
     assert "cpu.arch" not in {c.id for c in diagnose(mac, KB).checks}  # macOS has its own finding
+
+
+@pytest.mark.parametrize(("driver", "reported", "variant"), [
+    ("570.86.10", None, "12.8"),     # CUDA 12.9 needs >= 575.51.03: the solver's __cuda=12.8 takes the 12.8 build
+    ("580.65.06", "13.0", "12.9"),   # a newer driver: the newest variant
+])
+def test_conda_forge_variant_is_the_newest_the_driver_allows(driver, reported, variant):
+    facts = gpu_facts("NVIDIA GeForce RTX 5090", "12.0", driver=driver)
+    facts["driver"]["cuda"] = reported
+    tv = judge_release(facts, KB, Version("2.19.1"), backend="conda")
+    forge = next(b for b in tv.backends if b.recipe == "conda-forge-tensorflow-cuda")
+    assert forge.cuda == variant
+    assert forge.viable, forge.blockers

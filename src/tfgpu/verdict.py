@@ -766,7 +766,7 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
             continue
         b_block: list[Finding] = []
         b_cav: list[Finding] = []
-        cuda, cudnn = _recipe_cuda(kb, recipe, v, os, build.cuda, build.cudnn, m.driver_cuda)
+        cuda, cudnn = _recipe_cuda(kb, recipe, v, os, build.cuda, build.cudnn, m.driver_cuda_version(kb))
         judged = (cuda, _arch_build(recipe))
         if judged not in per_cuda:  # recipes of one release mostly share their CUDA: judge the GPUs once
             g_block, g_cav, jit = _gpu_findings(m, kb, v, cuda, judged[1])
