@@ -80,11 +80,18 @@ def test_a_failing_child_means_the_parent_probes_itself(work, why):
     assert got == {"from": "fallback", "pid": PARENT, "why": why}
 
 
-def test_a_child_past_its_deadline_is_killed_and_the_parent_probes_itself():
+def test_a_child_past_its_deadline_is_killed_and_the_parent_probes_itself(tmp_path):
+    pid_file = tmp_path / "pid"
+
+    def hang() -> None:
+        pid_file.write_text(str(os.getpid()))
+        time.sleep(60)
+
     started = time.monotonic()
-    got = _child.start(lambda: time.sleep(60), fallback, deadline=0.5)()
+    got = _child.start(hang, fallback, deadline=0.5)()
     assert got == {"from": "fallback", "pid": PARENT, "why": "timed out after 0.5 s"}
     assert time.monotonic() - started < 5
+    assert_gone(int(pid_file.read_text()))  # killed and reaped: no zombie left
 
 
 def test_cancel_stops_the_child_without_waiting():

@@ -138,18 +138,24 @@ def _reap(pid: int, *, kill: bool) -> str | None:
     deadline is killed; one that cannot be reaped at once (stuck in the kernel) is left for the
     interpreter's exit."""
     import signal
+    import time
 
     if kill:
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             return "killed"
-    try:
-        got, status = os.waitpid(pid, os.WNOHANG if kill else 0)
-    except OSError as exc:
-        return f"lost ({exc})"
-    if got != pid:
-        return "killed"
+    until = time.monotonic() + 1.0
+    while True:
+        try:
+            got, status = os.waitpid(pid, os.WNOHANG if kill else 0)
+        except OSError as exc:
+            return f"lost ({exc})"
+        if got == pid:
+            break
+        if time.monotonic() >= until:  # a process stuck in the kernel ignores SIGKILL until it returns
+            return "killed"
+        time.sleep(0.01)
     if os.WIFSIGNALED(status):
         return f"killed by signal {os.WTERMSIG(status)}"
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
