@@ -60,7 +60,8 @@ def _stub_ctypes_util() -> None:
     stub = types.ModuleType("ctypes.util", "stand-in until find_library is called (tfgpu.probe)")
 
     def find_library(name: str) -> str | None:
-        del sys.modules["ctypes.util"]
+        if sys.modules.get("ctypes.util") is stub:
+            del sys.modules["ctypes.util"]
         import ctypes.util
 
         return ctypes.util.find_library(name)
