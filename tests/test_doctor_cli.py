@@ -121,3 +121,15 @@ def test_redact_removes_user_names_hosts_and_tokens(cli):
     code, out_text, _ = cli("doctor", "--json", "--redact", "--facts", str(DATA / "facts" / "r740-4x-tesla-m60.json"))
     assert code == 0
     assert "/home/dell2" not in out_text
+
+
+@pytest.mark.parametrize(("text", "limit", "expected"), [
+    ("short", 160, "short"),
+    ("the cuDNN/cuBLAS carry no kernels for this GPU", 30, "the cuDNN/cuBLAS carry no…"),
+    ("x" * 50, 20, "x" * 19 + "…"),
+])
+def test_long_reasons_are_cut_at_a_word_with_an_ellipsis(text, limit, expected):
+    from tfgpu.report import clip
+
+    assert clip(text, limit) == expected
+    assert len(clip(text, limit)) <= limit

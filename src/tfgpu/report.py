@@ -167,8 +167,9 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
                 if open_caveats:
                     why = open_caveats[0]["summary"]
             table.add_row(t["tf"], Text(t["verdict"], style=STYLES.get(t["verdict"], "")), t.get("backend") or "",
-                          why[:160])
+                          clip(why, 160))
         console.print(table)
+        console.print(Text("every reason and its fix: tfgpu doctor --tf RELEASE", style="dim"))
     rec = doc.get("recommendation")
     console.print()
     if rec:
@@ -178,6 +179,15 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
     else:
         console.print(Text("Recommendation: none — no TensorFlow release can use a GPU here as the machine is; "
                            "fix the ✗ items above first.", style="bold red"))
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut at a word boundary to at most ``limit`` characters, with an ellipsis when cut."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:(") + "…"
 
 
 # --------------------------------------------------------------------------- CI
