@@ -623,3 +623,12 @@ def test_conda_forge_variant_is_the_newest_the_driver_allows(driver, reported, v
     forge = next(b for b in tv.backends if b.recipe == "conda-forge-tensorflow-cuda")
     assert forge.cuda == variant
     assert forge.viable, forge.blockers
+
+
+def test_rtx_50_series_on_native_windows_is_sent_to_wsl2_for_conda_forges_build():
+    facts = gpu_facts("NVIDIA GeForce RTX 5080", "12.0", driver="581.29")
+    facts["platform"] = {"os": "windows", "arch": "AMD64"}
+    tv = judge_release(facts, KB, KB.resolve_tf("2.10"), backend="pip")
+    fixes = " ".join(b.fix for b in tv.blockers if b.check == "gpu.arch")
+    assert "inside WSL2" in fixes
+    assert "tfgpu create --tf 2.19.1 --backend conda" in fixes

@@ -590,9 +590,10 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
 
 def _no_wheel_fix(kb: KnowledgeBase, cc: Version, cc_text: str, os: str) -> str:
     """What to do when no official wheel runs on a GPU: conda-forge's build if one carries its code."""
-    cf = _conda_forge_release_supporting(kb, cc, os)
+    cf = _conda_forge_release_supporting(kb, cc, "linux")
     if cf:
-        return (f"use conda-forge's TensorFlow {cf}, built with code for compute capability {cc_text}: "
+        where = "inside WSL2 (native Windows has no such build), " if os == "windows" else ""
+        return (f"{where}use conda-forge's TensorFlow {cf}, built with code for compute capability {cc_text}: "
                 f"tfgpu create --tf {cf} --backend conda")
     return (f"no TensorFlow release known to tfgpu runs on compute capability {cc_text}: use NVIDIA's NGC TensorFlow "
             "container (nvcr.io/nvidia/tensorflow, 25.02 or later is reported to work on RTX 50-series) or build "
