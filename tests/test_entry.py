@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 
@@ -86,3 +88,19 @@ def test_doctor_fast_path_does_not_import_the_cli_framework(tmp_path):
     assert proc.returncode == 0, proc.stderr
     line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("MODULES"))
     assert line.strip() == "MODULES"
+
+
+@pytest.mark.real_subprocess
+def test_the_doctor_forks_before_any_thread_exists(tmp_path):
+    """Python >= 3.12 warns when a multi-threaded process forks (a deadlock risk in the child): the
+    console script's doctor must fork its probe child, and that child its NVML process, before any
+    thread starts. -W error turns the warning into a failure the child would report as a crash."""
+    env = {**os.environ, "TFGPU_PROBE_FORK": "1", "TFGPU_PROBE_NVML": "1", "TFGPU_CACHE_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-X", "dev", "-m", "tfgpu", "doctor",
+                           "--json"], capture_output=True, text=True, env=env, check=False, timeout=60)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "multi-threaded" not in proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["facts"]["probe"]["process"] == "a forked child"  # the child did not die of the warning
+    nvml = doc["facts"]["driver"]["sources"]["nvml"]
+    assert "crashed" not in str(nvml.get("error"))  # nor did the NVML process

@@ -109,7 +109,13 @@ def start_facts(
             from tfgpu.probe import _child
 
             if _child.fork_enabled(os.environ):
-                probed = _child.start(detect, lambda _why: detect(), budget + _child.DEADLINE_GRACE)
+                def in_child() -> dict[str, Any]:
+                    return _mark(detect(), "a forked child")
+
+                def here(why: str) -> dict[str, Any]:
+                    return _mark(detect(), f"this process (the probe child {why})")
+
+                probed = _child.start(in_child, here, budget + _child.DEADLINE_GRACE)
 
     def finish() -> tuple[dict[str, Any], list[str]]:
         merged = overrides_from_env(os.environ)
@@ -118,6 +124,14 @@ def start_facts(
 
     finish.cancel = getattr(probed, "cancel", lambda: None)  # type: ignore[attr-defined]
     return finish
+
+
+def _mark(facts: dict[str, Any], where: str) -> dict[str, Any]:
+    """Record in facts["probe"]["process"] where the probes ran (a report of a fallback explains a slow run)."""
+    probe = facts.get("probe")
+    if isinstance(probe, dict):
+        probe["process"] = where
+    return facts
 
 
 def run_doctor(
