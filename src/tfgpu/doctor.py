@@ -153,7 +153,7 @@ def run_doctor(
         from tfgpu.verdict import diagnose
 
         kb = load_kb()
-    except BaseException:
+    except BaseException:  # a bad knowledge base or Ctrl-C: stop the probe child before the error goes up
         pending.cancel()  # type: ignore[attr-defined]
         raise
     facts, active = pending()
