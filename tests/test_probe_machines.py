@@ -283,3 +283,25 @@ def test_nvidia_smi_runs_only_when_nvml_left_something_out(tmp_path: Path) -> No
         facts = detect_facts(root=tmp_path, env=p.env, timeout=2.0)
     assert marker.exists()
     assert facts["driver"]["sources"]["nvidia_smi"]["ok"] is False
+
+
+def test_jetson_nano_is_read_as_a_jetson_with_its_l4t_release(tmp_path: Path) -> None:
+    """A Jetson Nano (L4T R32.7.6, recorded /etc/nv_tegra_release): no /proc/driver/nvidia (the integrated
+    GPU has no discrete driver), no `uname` on the profile's PATH, so the architecture comes from the
+    Jetson file. The doctor must say: no official GPU build, NVIDIA's JetPack wheels instead."""
+    from tfgpu.compat import load_kb
+    from tfgpu.verdict import diagnose
+
+    p = Profile(tmp_path)
+    p.file("/etc/os-release", fixture=PROBE / "os" / "os-release-ubuntu-22.04.5.txt")
+    p.file("/etc/nv_tegra_release", fixture=PROBE / "os" / "nv_tegra_release-r32.7.6-jetson-nano.txt")
+    facts = detect_facts(root=tmp_path, env=p.env, timeout=2.0)
+    assert validate_facts(json.loads(json.dumps(facts))) == []
+    assert facts["platform"]["jetson"] == {"l4t": "32.7.6", "board": "t210ref"}
+    assert facts["platform"]["arch"] == "aarch64"
+    result = diagnose(facts, load_kb())
+    check = next(c for c in result.checks if c.id == "cpu.arch")
+    assert check.status == "fail"
+    assert "L4T 32.7.6" in check.fix
+    assert "developer.download.nvidia.com/compute/redist/jp" in check.fix
+    assert result.recommendation is None

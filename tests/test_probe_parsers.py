@@ -234,3 +234,16 @@ def test_every_fixture_through_every_parser_never_raises(fixture: object) -> Non
     text = fixture.read_bytes().decode("utf-8", "replace")  # type: ignore[attr-defined]
     for parser in PARSERS:
         parser(text)  # must not raise on any recorded output, whatever its kind
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("nv_tegra_release-r32.7.6-jetson-nano.txt", {"l4t": "32.7.6", "board": "t210ref"}),
+    ("nv_tegra_release-r32.5.1-jetson-tx2.txt", {"l4t": "32.5.1", "board": "t186ref"}),
+])
+def test_nv_tegra_release(name, expected):
+    assert P.parse_nv_tegra_release((PROBE / "os" / name).read_text()) == expected
+
+
+@pytest.mark.parametrize("text", ["", "Ubuntu 22.04", "# R (release)", (PROBE / "os" / "os-release-ubuntu-22.04.5.txt").read_text()])
+def test_nv_tegra_release_of_other_files_is_none(text):
+    assert P.parse_nv_tegra_release(text) is None

@@ -155,6 +155,7 @@ class Machine:
     conda: dict[str, Any] | None
     tensorflow: tuple[dict[str, Any], ...] | None
     arch: str | None = None  # CPU architecture as uname -m says (x86_64, aarch64)
+    l4t: str | None = None  # a Jetson's L4T release (/etc/nv_tegra_release)
 
     @classmethod
     def from_facts(cls, facts: Mapping[str, Any]) -> Machine:
@@ -207,6 +208,7 @@ class Machine:
             conda=facts["conda"] if isinstance(facts.get("conda"), dict) and facts["conda"].get("kind") else None,
             tensorflow=tuple(tf) if isinstance(tf, list) else None,
             arch=str(plat.get("arch") or "").strip().lower() or None,
+            l4t=str(plat["jetson"].get("l4t") or "") or None if isinstance(plat.get("jetson"), dict) else None,
         )
 
     @property
@@ -216,7 +218,10 @@ class Machine:
 
     @property
     def jetson(self) -> bool:
-        """An NVIDIA Jetson: ARM Linux whose driver is versioned by its L4T release (32.x-36.x), not 5xx."""
+        """An NVIDIA Jetson: /etc/nv_tegra_release names its L4T release, or (without that file) ARM Linux whose
+        driver is versioned by its L4T release (32.x-36.x) rather than 5xx."""
+        if self.l4t is not None:
+            return True
         return self.arm_linux and self.driver is not None and self.driver.major < 100
 
     @property
@@ -658,7 +663,8 @@ def _find_first_series_supporting(kb: KnowledgeBase, cc: Version, os: str) -> st
 
 def _arm_fix(m: Machine) -> str:
     if m.jetson:
-        return f"on a Jetson, install NVIDIA's build for your JetPack: {JETSON_TF}"
+        release = f" (this one runs L4T {m.l4t})" if m.l4t else ""
+        return f"on a Jetson{release}, install NVIDIA's build for its JetPack: {JETSON_TF}"
     return ("build TensorFlow from source for this CPU with CUDA, or run an NVIDIA container built for it "
             "(Grace Hopper, DGX Spark); tfgpu cannot create this environment")
 

@@ -325,6 +325,16 @@ def soname_version(name: str) -> tuple[str, str] | None:
 # --- platform ---------------------------------------------------------------------------------------------
 
 
+def parse_nv_tegra_release(text: str) -> dict[str, str] | None:
+    """Jetson's `/etc/nv_tegra_release` first line, e.g. ``# R32 (release), REVISION: 7.6, GCID: 38171779,
+    BOARD: t210ref, EABI: aarch64, DATE: ...`` -> {"l4t": "32.7.6", "board": "t210ref"}; None otherwise."""
+    m = re.search(r"#\s*R(\d+)\s*\(release\),\s*REVISION:\s*(\d+(?:\.\d+)*)", text)
+    if not m:
+        return None
+    board = re.search(r"BOARD:\s*([\w.-]+)", text)
+    return {"l4t": f"{m.group(1)}.{m.group(2)}", "board": board.group(1) if board else ""}
+
+
 def parse_os_release(text: str) -> dict[str, str]:
     """`/etc/os-release` key=value lines (values unquoted)."""
     out = {}

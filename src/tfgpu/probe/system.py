@@ -14,6 +14,7 @@ from tfgpu.probe._ctx import Ctx
 from tfgpu.probe.parsers import (
     parse_cpuinfo_flags,
     parse_ldd_version,
+    parse_nv_tegra_release,
     parse_os_release,
     parse_proc_version_wsl,
     parse_py_launcher,
@@ -65,6 +66,8 @@ def probe_platform(ctx: Ctx) -> dict[str, Any]:
         if osr.get("ID"):
             plat["distro"] = f"{osr['ID']} {osr.get('VERSION_ID', '')}".strip()
             plat["distro_name"] = osr.get("PRETTY_NAME")
+        tegra = ctx.read("/etc/nv_tegra_release")
+        plat["jetson"] = parse_nv_tegra_release(tegra) if tegra else None  # L4T release and board of a Jetson
         pv = ctx.read("/proc/version")
         if pv:
             plat["wsl"] = parse_proc_version_wsl(pv)
@@ -93,6 +96,8 @@ def probe_platform(ctx: Ctx) -> dict[str, Any]:
         if plat["arch"] is None:
             res_arch = ctx.run(["uname", "-m"])
             plat["arch"] = res_arch.stdout.strip() or None if res_arch.ok else None
+        if plat["arch"] is None and plat["jetson"]:
+            plat["arch"] = "aarch64"  # every Jetson L4T release is aarch64 (EABI field of the same file)
     elif os_name == "macos":
         plat["note"] = "macOS has no CUDA GPU support; TensorFlow on a Mac uses tensorflow-metal, not CUDA"
     elif os_name == "windows" and ctx.native:
