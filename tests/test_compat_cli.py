@@ -256,3 +256,18 @@ def test_wsl2_is_linux():
     kb = load_kb()
     doc = compat_document(kb, Query(os="wsl2", tf="2.15"))
     assert {r["os"] for r in doc["rows"]} == {"linux"}
+
+
+def test_conda_forge_builds_carry_their_own_gpu_code(cli, validator):
+    code, doc = _json(cli, "--tf", "2.19", "--os", "linux")
+    assert code == 0
+    validator.validate(doc)
+    (row,) = doc["rows"]
+    forge = row["conda_forge_builds"]
+    assert forge, row
+    newest = forge[0]
+    assert newest["tf"] == "2.19.1"
+    assert "12.0" in newest["sass"]  # tensorflow-feedstock 13015ae: sm_120 for RTX 50-series
+    assert "12.0" in row["compute_capabilities"]["ptx_fails"]  # which the official wheels cannot run
+    order = [(Version(b["tf"]), Version(b["cuda"])) for b in forge]
+    assert order == sorted(order, reverse=True)  # newest release and CUDA variant first

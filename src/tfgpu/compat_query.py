@@ -192,6 +192,22 @@ def _source_url(kb: KnowledgeBase, file: str, key: str) -> str:
     return str(entry.get("url") or key)
 
 
+def _conda_forge_builds(kb: KnowledgeBase, versions: Iterable[Version]) -> list[dict[str, Any]]:
+    """conda-forge's own CUDA builds of these releases, newest first, with the GPU code each carries
+    (it differs from the official wheels': compat/tf_archs.toml, build = "conda-forge")."""
+    wanted = set(versions)
+    out = []
+    rows = [p for p in kb.conda_packages(name="tensorflow", os="linux") if p.channel == "conda-forge" and p.cuda
+            and p.version in wanted]
+    for p in sorted(rows, key=lambda p: (p.version, version(normalize_cuda(p.cuda))), reverse=True):
+        archs = kb.archs_for(p.version, "linux", "conda-forge", p.cuda)
+        own = archs is not None and archs.build == "conda-forge"
+        out.append({"tf": str(p.version), "cuda": normalize_cuda(p.cuda), "build": p.build,
+                    "sass": list(archs.sass) if own and archs else None, "ptx": archs.ptx if own and archs else None,
+                    "source": _source_url(kb, "tf_archs", archs.source) if own and archs else None})
+    return out
+
+
 def _release_pythons(release: Release, os: str, macos_tags: Mapping[tuple[str, str], tuple[str, ...]]) -> list[str]:
     if os == "macos":
         return list(macos_tags.get((release.dist, str(release.version)), ()))
@@ -371,6 +387,7 @@ def build_row(kb: KnowledgeBase, build: Build, *, exact: Version | None = None, 
             "ptx_fails": list(archs.ptx_fails),
             "ptx_fails_source": _source_url(kb, "tf_archs", archs.source2) if archs.source2 else None,
         },
+        "conda_forge_builds": _conda_forge_builds(kb, versions or [rep]) if build.os == "linux" else [],
         "compiler": build.compiler, "bazel": build.bazel or None,
         "releases": [_release_json(r, build.os, _release_pythons(r, build.os, tags), kb) for r in releases],
         "install": _install(kb, build, versions),
@@ -489,6 +506,11 @@ def _detail(console: Any, row: Mapping[str, Any]) -> None:
         line("GPU code", f"SASS {', '.join(cc['sass'])}; PTX {cc['ptx'] or 'none'}"
              + (f" (does not load on {', '.join(cc['ptx_fails'])})" if cc.get("ptx_fails") else "")
              + (" (inferred)" if cc["confidence"] != "sourced" else ""))
+    forge = [b for b in row.get("conda_forge_builds") or [] if b.get("sass")]
+    if forge:
+        newest = forge[0]
+        line("conda-forge", f"TF {newest['tf']} CUDA {newest['cuda']} builds: SASS {', '.join(newest['sass'])}; "
+             f"PTX {newest['ptx'] or 'none'}" + (f" (+{len(forge) - 1} more builds: --json)" if len(forge) > 1 else ""))
     line("Built with", row["compiler"] + (f", Bazel {row['bazel']}" if row.get("bazel") else ""))
     if row["releases"]:
         line("Releases", "; ".join(_describe_release(r) for r in row["releases"]))
