@@ -456,3 +456,21 @@ def test_a_cached_knowledge_base_with_prebuilt_indexes_judges_exactly_as_a_fresh
             assert docs[0] == docs[1], tf
     finally:
         compat.load_kb.cache_clear()
+
+
+def test_a_failing_index_warm_up_still_gives_a_knowledge_base(tmp_path, monkeypatch):
+    import tfgpu.verdict
+    from tfgpu import compat
+
+    def broken(kb, os="linux"):
+        msg = "verdict bug"
+        raise RuntimeError(msg)
+
+    monkeypatch.setattr(tfgpu.verdict, "warm_up", broken)
+    monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path))
+    compat.load_kb.cache_clear()
+    try:
+        kb = compat.load_kb()
+        assert kb.builds and "_memo" not in kb.__dict__  # the tables, without half-built indexes
+    finally:
+        compat.load_kb.cache_clear()

@@ -909,8 +909,11 @@ def _build_indexes(kb: KnowledgeBase) -> None:
     machine about which nothing is known touches every index a verdict uses, for each OS."""
     from tfgpu.verdict import warm_up  # the verdicts define which indexes matter
 
-    for os in ("linux", "wsl2", "windows"):
-        warm_up(kb, os)
+    try:
+        for os in ("linux", "wsl2", "windows"):
+            warm_up(kb, os)
+    except Exception:  # an optimisation: a verdict bug surfaces when real facts are judged
+        kb.__dict__.pop("_memo", None)
 
 
 def os_getpid() -> int:
