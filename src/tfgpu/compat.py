@@ -366,7 +366,8 @@ class MinorCompat(_DriverFloors):
 
 @record
 class ArchTargets:
-    """GPU code an official TensorFlow wheel carries: SASS per compute capability, and a PTX target."""
+    """GPU code a TensorFlow build carries (``build``: the official wheels or conda-forge's own builds):
+    SASS per compute capability, and a PTX target."""
 
     tf: VersionSpec
     os: str
@@ -700,6 +701,14 @@ class KnowledgeBase:
                 p for p in self.conda
                 if (name is None or p.name == name) and (vv is None or p.version == vv) and (os is None or p.os == os)
             ]
+        return list(self._memo[key])
+
+    def conda_forge_tf_builds(self) -> list[CondaPackage]:
+        """conda-forge's own CUDA builds of TensorFlow (Linux), newest release and CUDA variant first."""
+        key = ("conda_forge_tf_builds", "")
+        if key not in self._memo:
+            rows = [p for p in self.conda_packages(name="tensorflow", os="linux") if p.channel == "conda-forge" and p.cuda]
+            self._memo[key] = sorted(rows, key=lambda p: (p.version, version(normalize_cuda(p.cuda))), reverse=True)
         return list(self._memo[key])
 
     # -- CUDA and GPUs ------------------------------------------------------------------------

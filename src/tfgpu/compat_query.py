@@ -197,9 +197,7 @@ def _conda_forge_builds(kb: KnowledgeBase, versions: Iterable[Version]) -> list[
     (it differs from the official wheels': compat/tf_archs.toml, build = "conda-forge")."""
     wanted = set(versions)
     out = []
-    rows = [p for p in kb.conda_packages(name="tensorflow", os="linux") if p.channel == "conda-forge" and p.cuda
-            and p.version in wanted]
-    for p in sorted(rows, key=lambda p: (p.version, version(normalize_cuda(p.cuda))), reverse=True):
+    for p in (p for p in kb.conda_forge_tf_builds() if p.version in wanted):
         archs = kb.archs_for(p.version, "linux", "conda-forge", p.cuda)
         own = archs is not None and archs.build == "conda-forge"
         out.append({"tf": str(p.version), "cuda": normalize_cuda(p.cuda), "build": p.build,

@@ -612,8 +612,7 @@ def _conda_forge_release_supporting(kb: KnowledgeBase, cc: Version, os: str) -> 
     if key not in memo:
         found = None
         if os == "linux":
-            rows = [r for r in kb.conda_packages(name="tensorflow", os="linux") if r.channel == "conda-forge" and r.cuda]
-            for r in sorted(rows, key=lambda r: (r.version, version(normalize_cuda(r.cuda))), reverse=True):
+            for r in kb.conda_forge_tf_builds():
                 t = kb.toolkit(r.cuda)
                 archs = kb.archs_for(r.version, "linux", "conda-forge", r.cuda)
                 if not (t and t.cc_max and _cc(t.cc_max).major >= cc.major and archs and archs.build == "conda-forge"):
@@ -765,6 +764,7 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
         recipes += [r for r in kb.recipes_for(v, "linux") if r.gpu and r not in recipes]
     verdicts: list[BackendVerdict] = []
     per_cuda: dict[tuple[str, str], tuple[list[Finding], list[Finding], bool, list[Finding], list[Finding]]] = {}
+    driver_cuda = m.driver_cuda_version(kb)
     for recipe in recipes:
         name = _backend_name(recipe)
         if backend not in ("auto", name) and not (backend == "rattler" and name == "conda"):
@@ -773,7 +773,7 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
             continue
         b_block: list[Finding] = []
         b_cav: list[Finding] = []
-        cuda, cudnn = _recipe_cuda(kb, recipe, v, os, build.cuda, build.cudnn, m.driver_cuda_version(kb))
+        cuda, cudnn = _recipe_cuda(kb, recipe, v, os, build.cuda, build.cudnn, driver_cuda)
         judged = (cuda, _arch_build(recipe))
         if judged not in per_cuda:  # recipes of one release mostly share their CUDA: judge the GPUs once
             g_block, g_cav, jit = _gpu_findings(m, kb, v, cuda, judged[1])
