@@ -90,6 +90,7 @@ class BackendVerdict:
     cuda: str = ""
     cudnn: str = ""
     python: tuple[str, ...] = ()
+    preference: int = 0  # among tied conda recipes, lower first (compat.Recipe.conda_preference)
 
     def to_json(self) -> dict[str, Any]:
         return {"backend": self.backend, "recipe": self.recipe, "viable": self.viable,
@@ -804,6 +805,7 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
                 b_block += _system_library_findings(m, kb, v, build.cuda, build.cudnn)
         verdicts.append(BackendVerdict(
             name, recipe.id, not b_block, tuple(b_block), tuple(b_cav), cuda, cudnn, pythons,
+            recipe.conda_preference() if name == "conda" else 0,
         ))
     # small GPUs: mitigated by the environment tfgpu makes, so it does not downgrade the verdict
     small = [g for g in (m.gpus or ()) if g.get("memory_mib") and int(g["memory_mib"]) <= SMALL_GPU_MIB]
@@ -832,7 +834,7 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
                     merged.append(Finding(f.check, f"[{b.backend}: {b.recipe}] {f.summary}", f.fix))
         return TargetVerdict(str(v), BLOCKED, verdicts[0].backend, verdicts[0].recipe, tuple(merged),
                              tuple(caveats), tuple(verdicts), str(v))
-    best = min(viable, key=lambda b: (len(b.caveats), 0 if b.backend == "pip" else 1))
+    best = rank_backends(viable)[0]
     all_cav = list(best.caveats) + caveats
     for b in verdicts:
         if not b.viable and b.backend != best.backend:
@@ -844,6 +846,16 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
     unmitigated = [c for c in all_cav if not c.mitigated_by]
     return TargetVerdict(str(v), CAVEATS if unmitigated else READY, best.backend, best.recipe, (),
                          tuple(all_cav), tuple(verdicts), str(v))
+
+
+def rank_backends(backends: Iterable[BackendVerdict]) -> list[BackendVerdict]:
+    """The order recipes are recommended in (tfgpu.choose follows it): viable ones first, fewest caveats
+    first, the pip way before the conda way on a tie, then the conda recipes in their order of preference (the
+    official docs' conda+pip, conda-forge's builds, Anaconda's); then the blocked ones, in the knowledge base's order."""
+    items = list(backends)
+    viable = sorted((b for b in items if b.viable),
+                    key=lambda b: (len(b.caveats), 0 if b.backend == "pip" else 1, b.preference))
+    return viable + [b for b in items if not b.viable]
 
 
 def _system_library_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str, cudnn: str) -> list[Finding]:
