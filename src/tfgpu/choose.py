@@ -27,7 +27,7 @@ from tfgpu.errors import UsageError
 
 if TYPE_CHECKING:
     from tfgpu.compat import KnowledgeBase, Recipe
-    from tfgpu.verdict import TargetVerdict
+    from tfgpu.verdict import DoctorResult, TargetVerdict
 
 #: The values --backend takes, everywhere (doctor, plan, create, lock).
 BACKENDS = ("auto", "pip", "conda", "rattler")
@@ -360,3 +360,56 @@ def choose(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict |
 
         return replace(c, reason=f"{prefs.prefer_source} prefers {prefs.prefer}: {c.reason}"), ""
     return _choose_one(kb, facts, verdict, v, os_name, tools, prefs), ""
+
+
+# --------------------------------------------------------------------------- the doctor's recipes
+
+
+def target_os(facts: Mapping[str, Any]) -> str:
+    from tfgpu.plan import target_os as plan_target_os
+
+    return plan_target_os(facts)
+
+
+def choose_for_target(kb: KnowledgeBase, facts: Mapping[str, Any], tv: TargetVerdict,
+                      tools: Mapping[str, str | None], prefs: Preferences) -> Choice | None:
+    """What `tfgpu plan --tf RELEASE` chooses for a judged target (None: nothing can build it here)."""
+    try:
+        return choose(kb, facts, tv, Version(tv.tf), target_os(facts), tools, prefs)[0]
+    except (UsageError, InvalidVersion):
+        return None
+
+
+def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Mapping[str, Any],
+                 tools: Mapping[str, str | None] | None = None, prefs: Preferences | None = None) -> DoctorResult:
+    """The doctor's per-target recipes and its recommendation, as `tfgpu plan` would build them: each
+    target that is not blocked names the recipe and backend :func:`choose` picks, and ``recipe_id``."""
+    from tfgpu._record import replace
+    from tfgpu.verdict import BLOCKED, create_command
+
+    tools = tools_from_facts(facts) if tools is None else tools
+    prefs = prefs or Preferences()
+    targets = []
+    runner: dict[str, str] = {}
+    for tv in result.targets:
+        c = choose_for_target(kb, facts, tv, tools, prefs)
+        if c is None:
+            targets.append(tv)
+            continue
+        if tv.verdict == BLOCKED:
+            targets.append(replace(tv, recipe_id=c.recipe.id))
+            continue
+        targets.append(replace(tv, backend="pip" if c.recipe.backend == "pip" and not c.python_from_conda
+                               else "conda", recipe=c.recipe.id, recipe_id=c.recipe.id))
+        runner[tv.tf] = c.backend
+    result.targets = targets
+    rec = result.recommendation
+    if rec is not None:
+        tv = next((t for t in targets if t.tf == rec.get("tf")), None)
+        if tv is not None and tv.tf in runner:
+            rec = {**rec, "backend": tv.backend, "recipe": tv.recipe, "recipe_id": tv.recipe_id,
+                   "command": f"tfgpu create --tf {tv.tf} --backend {runner[tv.tf]}"}
+        elif tv is not None:
+            rec = {**rec, "command": create_command(tv, result.machine)}
+        result.recommendation = rec
+    return result

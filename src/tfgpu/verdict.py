@@ -109,10 +109,11 @@ class TargetVerdict:
     caveats: tuple[Finding, ...]
     backends: tuple[BackendVerdict, ...] = ()
     requested: str = ""
+    recipe_id: str | None = None  # the recipe `tfgpu plan` builds it with (tfgpu.choose); None: not chosen
 
     def to_json(self) -> dict[str, Any]:
         return {"tf": self.tf, "series": series_of(version(self.tf)), "verdict": self.verdict,
-                "backend": self.backend, "recipe": self.recipe,
+                "backend": self.backend, "recipe": self.recipe, "recipe_id": self.recipe_id,
                 "blockers": [b.to_json() for b in self.blockers],
                 "caveats": [c.to_json() for c in self.caveats],
                 "backends": [b.to_json() for b in self.backends]}
@@ -981,8 +982,8 @@ def recommend(facts: Mapping[str, Any], kb: KnowledgeBase, verdicts: list[Target
 
 
 def _recommendation(tv: TargetVerdict, machine: Machine | None = None) -> dict[str, Any]:
-    return {"tf": tv.tf, "backend": tv.backend, "recipe": tv.recipe, "verdict": tv.verdict,
-            "command": create_command(tv, machine)}
+    return {"tf": tv.tf, "backend": tv.backend, "recipe": tv.recipe, "recipe_id": tv.recipe_id or tv.recipe,
+            "verdict": tv.verdict, "command": create_command(tv, machine)}
 
 
 @record(frozen=False)
