@@ -68,7 +68,7 @@ def leftovers(prefix: Path) -> list[str]:
 
 
 def make_lock(cli: Cli, channel: Path, out: Path) -> Path:
-    code, _, err = cli("lock", "--tf", "2.2.0", "--channel", channel.as_uri(), "-o", str(out))
+    code, _, err = cli("lock", "--tf", "2.2.0", "--backend", "rattler", "--channel", channel.as_uri(), "-o", str(out))
     assert code == 0, err
     return out
 

@@ -374,8 +374,10 @@ def target_os(facts: Mapping[str, Any]) -> str:
 def choose_for_target(kb: KnowledgeBase, facts: Mapping[str, Any], tv: TargetVerdict,
                       tools: Mapping[str, str | None], prefs: Preferences) -> Choice | None:
     """What `tfgpu plan --tf RELEASE` chooses for a judged target (None: nothing can build it here)."""
+    os_name = target_os(facts)
     try:
-        return choose(kb, facts, tv, Version(tv.tf), target_os(facts), tools, prefs)[0]
+        v = kb.resolve_tf(tv.tf, os=os_name)  # as the planner resolves it: a release this OS lacks is refused
+        return choose(kb, facts, tv, v, os_name, tools, prefs)[0]
     except (UsageError, InvalidVersion):
         return None
 
@@ -405,11 +407,11 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Mapping[str, An
     result.targets = targets
     rec = result.recommendation
     if rec is not None:
-        tv = next((t for t in targets if t.tf == rec.get("tf")), None)
-        if tv is not None and tv.tf in runner:
-            rec = {**rec, "backend": tv.backend, "recipe": tv.recipe, "recipe_id": tv.recipe_id,
-                   "command": f"tfgpu create --tf {tv.tf} --backend {runner[tv.tf]}"}
-        elif tv is not None:
-            rec = {**rec, "command": create_command(tv, result.machine)}
+        chosen = next((t for t in targets if t.tf == rec.get("tf")), None)
+        if chosen is not None and chosen.tf in runner:
+            rec = {**rec, "backend": chosen.backend, "recipe": chosen.recipe, "recipe_id": chosen.recipe_id,
+                   "command": f"tfgpu create --tf {chosen.tf} --backend {runner[chosen.tf]}"}
+        elif chosen is not None:
+            rec = {**rec, "command": create_command(chosen, result.machine)}
         result.recommendation = rec
     return result

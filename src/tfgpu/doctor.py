@@ -16,6 +16,9 @@ from tfgpu.errors import UsageError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from tfgpu.compat import KnowledgeBase
+    from tfgpu.verdict import DoctorResult
+
 BACKENDS = ("auto", "pip", "conda", "rattler")
 
 #: Every option of `tfgpu doctor`: flag -> (keyword of run_doctor, type). tests/test_entry.py checks
@@ -134,9 +137,9 @@ def _mark(facts: dict[str, Any], where: str) -> dict[str, Any]:
     return facts
 
 
-def doctor_result(facts: dict[str, Any], kb: Any, *, tf: str | None = None, backend: str = "auto",
+def doctor_result(facts: dict[str, Any], kb: KnowledgeBase, *, tf: str | None = None, backend: str = "auto",
                   tools: dict[str, str | None] | None = None, prefer: str | None = None,
-                  prefer_source: str = "config") -> Any:
+                  prefer_source: str = "config") -> DoctorResult:
     """Everything the doctor says (tfgpu.verdict.diagnose), with each target's recipe and the recommendation
     chosen as `tfgpu plan` chooses them (tfgpu.choose): the doctor and the planner cannot disagree."""
     from tfgpu.choose import Preferences, with_choices

@@ -303,61 +303,76 @@ def read_lockfile(path: Path) -> Lock:
 
 
 @record
-class CondaTarget:
-    """The conda side of a recipe for one TensorFlow release, Python and OS."""
+class LockTarget:
+    """What a lock for one platform holds: the recipe ``tfgpu plan`` chooses, its conda specs and channels,
+    its pip part (without the pins, which ``create --from-lock`` adds as create does) and Python."""
 
     recipe: str
+    kind: str  # conda | pip
+    tf: str
     channels: tuple[str, ...]
     specs: tuple[str, ...]
     pip: tuple[str, ...]
     python: str
     cuda: str | None  # the CUDA the TF build uses (for the __cuda the lock assumes)
+    notes: tuple[str, ...] = ()
 
 
+#: Interpreters a pip lock may name: uv resolves for --python-version without running one.
+_ANY_PYTHON = {f"python{x}": f"python{x}" for x in ("2.7", *(f"3.{m}" for m in range(5, 15)))}
 
 
-def conda_specs_for(kb: Any, version: Any, os_name: str, python: str | None = None,
-                    recipe_id: str | None = None) -> CondaTarget:
-    """Pure: the conda specs, channels and pip requirements of the best conda recipe (knowledge base)."""
+def facts_for_platform(facts: Mapping[str, Any], platform: str) -> dict[str, Any]:
+    """This machine's facts, on the OS a conda platform means (WSL2 stays WSL2 for linux-64)."""
+    os_name = PLATFORM_OS.get(platform)
+    if os_name is None:
+        msg = f"tfgpu does not lock for platform {platform}"
+        raise UsageError(msg, hint=f"use one of: {', '.join(PLATFORM_OS)}")
+    out = dict(facts)
+    plat = dict(out.get("platform") or {})
+    if str(plat.get("os") or "linux") != os_name:
+        plat.update({"os": os_name, "wsl": None})
+    if platform == "linux-aarch64":
+        plat["arch"] = "aarch64"
+    elif plat.get("arch") in ("aarch64", "arm64"):
+        plat["arch"] = "x86_64"
+    out["platform"] = plat
+    return out
+
+
+def lock_target(kb: Any, facts: Mapping[str, Any], tf: str, platform: str, *, backend: str = "auto",
+                python: str | None = None, channels: Sequence[str] = (), tools: Mapping[str, str | None] | None = None,
+                prefer: str | None = None) -> LockTarget:
+    """Pure: what to lock for ``platform``, chosen by the planner (tfgpu.plan.plan_environment) from this
+    machine's facts, so that ``tfgpu lock`` locks the recipe ``tfgpu plan`` and the doctor name.
+    ``backend`` rattler/conda: a conda recipe; pip: a pip recipe; auto: whichever the planner takes."""
     from packaging.version import Version
 
-    recipes = [r for r in kb.recipes_for(version, os_name) if r.backend in ("conda", "conda+pip")
-               and getattr(r, "gpu", True)]
-    if recipe_id:
-        recipes = [r for r in recipes if r.id == recipe_id]
-    if not recipes:
-        msg = f"no conda recipe for TensorFlow {version} on {os_name}"
-        raise UsageError(msg, hint="try --backend pip, or another --tf (tfgpu compat lists the recipes)")
-    recipe = sorted(recipes, key=lambda r: r.conda_preference())[0]
-    conda_part, _, pip_part = recipe.packages.partition("; pip:")
-    rows = kb.conda_packages(None, version, os_name)
-    cands = sorted({p for r in rows for p in r.python}, key=Version) if recipe.backend == "conda" else []
-    if not cands:
-        cands = list(kb.pythons_for(version, os_name))
-    if python is not None:
-        if cands and python not in cands:
-            msg = f"TensorFlow {version} with recipe {recipe.id} supports Python {', '.join(cands)}, not {python}"
-            raise UsageError(msg, hint=f"use --python {cands[-1]}")
-        py = python
-    elif cands:
-        py = max(cands, key=Version)
-    else:
-        msg = f"no Python version is known for TensorFlow {version} with recipe {recipe.id}"
-        raise UsageError(msg, hint="pass --python X.Y")
-    fmt = {"python": py, "tf": str(version)}
-    specs = [s.strip().format(**fmt) for s in conda_part.split(",") if s.strip()]
-    pip = [s.strip().format(**fmt) for s in pip_part.split(",") if s.strip()]
-    if pip and "pip" not in specs:
-        specs.append("pip")
-    build = kb.build_for(version, os_name)
+    from tfgpu.plan import pins_for, plan_environment
+
+    tools = dict(tools or {})
+    if backend == "pip":
+        tools = {**_ANY_PYTHON, **tools}
+    plan = plan_environment(kb, facts_for_platform(facts, platform), tf=tf,
+                            backend="rattler" if backend == "conda" else backend, python=python,
+                            tools={**tools, "rattler": tools.get("rattler", "embedded") or "embedded"},
+                            channels=channels, home="~", engine_python="python", prefer=prefer)
+    v = Version(plan.tf)
+    os_name = PLATFORM_OS[platform]
+    kind = "pip" if plan.backend == "pip" else "conda"
+    pins = {p.requirement for p in pins_for(v)}
+    pip = tuple(r for r in plan.pip_requirements if r not in pins)
     cuda = None
-    for r in rows:
-        if r.cudatoolkit or r.cuda:
-            cuda = r.cuda or r.cudatoolkit
-            break
-    if cuda is None and build is not None:
-        cuda = build.cuda
-    return CondaTarget(recipe.id, tuple(recipe.channels), tuple(specs), tuple(pip), py, cuda)
+    if kind == "conda":
+        for r in kb.conda_packages(None, v, os_name):
+            if r.cudatoolkit or r.cuda:
+                cuda = r.cuda or r.cudatoolkit
+                break
+        build = kb.build_for(v, os_name)
+        if cuda is None and build is not None:
+            cuda = build.cuda
+    return LockTarget(plan.recipe_id, kind, plan.tf, plan.channels, plan.conda_specs, pip if kind == "conda" else
+                      plan.pip_requirements, plan.python, cuda, tuple(plan.notes))
 
 
 # --------------------------------------------------------------------------- locking (effects)
@@ -371,8 +386,10 @@ class LockRequest:
     platforms: tuple[str, ...] = ("linux-64",)
     channels: tuple[str, ...] = ()  # empty: the recipe's
     python: str | None = None
-    recipe: str | None = None
     virtual_packages: tuple[str, ...] = ()  # NAME=VERSION[=BUILD], added to the platform defaults
+    facts: Mapping[str, Any] = field(default_factory=dict)  # the machine the recipe is chosen for
+    tools: Mapping[str, str | None] = field(default_factory=dict)
+    prefer: str | None = None
 
 
 def lock_virtual_packages(platform: str, cuda: str | None, explicit: Sequence[str],
@@ -406,13 +423,10 @@ def lock_conda(kb: Any, req: LockRequest, *, cache_dir: Path | None = None,
     custom: dict[str, str] = {"tfgpu_version": __version__, "tfgpu_data_version": data_version()}
     channels_used: list[str] = []
     for platform in req.platforms:
-        os_name = PLATFORM_OS.get(platform)
-        if os_name is None:
-            msg = f"tfgpu does not lock for platform {platform}"
-            raise UsageError(msg, hint=f"use one of: {', '.join(PLATFORM_OS)}")
-        version = kb.resolve_tf(req.tf, os=os_name)
-        target = conda_specs_for(kb, version, os_name, req.python, req.recipe)
-        channels = list(req.channels or target.channels)
+        target = lock_target(kb, req.facts, req.tf, platform, backend="rattler", python=req.python,
+                             channels=req.channels, tools=req.tools, prefer=req.prefer)
+        version = target.tf
+        channels = list(target.channels)
         vps, vnotes = lock_virtual_packages(platform, target.cuda, req.virtual_packages, env)
         notes.extend(f"{platform}: {n}" for n in vnotes)
         notes.append(f"{platform}: recipe {target.recipe}: {' '.join(target.specs)} from {', '.join(channels)}"
@@ -442,43 +456,18 @@ UV_PLATFORMS = {"linux-64": "x86_64-manylinux_2_28", "linux-aarch64": "aarch64-m
                 "win-64": "x86_64-pc-windows-msvc"}
 
 
-def pip_requirements_for(kb: Any, tf: str, os_name: str) -> tuple[str, list[str], list[str]]:
-    """Pure: (recipe id, requirements, Pythons) of the best pip recipe for a release (knowledge base)."""
-    version = kb.resolve_tf(tf, os=os_name)
-    recipes = [r for r in kb.recipes_for(version, os_name, "pip") if getattr(r, "gpu", True)]
-    if not recipes:
-        msg = f"no pip recipe for TensorFlow {version} on {os_name}"
-        raise UsageError(msg, hint="try --backend rattler (a conda recipe)")
-    recipe = recipes[0]
-    rel = kb.gpu_release(version, os_name)
-    dist = rel.dist if rel is not None else "tensorflow"
-    reqs = [f"{dist}[and-cuda]=={version}" if "[and-cuda]" in recipe.packages else f"{dist}=={version}"]
-    try:  # the pins `tfgpu create` adds (tfgpu.plan.PINS): a lock must install what create installs
-        from tfgpu.plan import pins_for
-    except ImportError:  # pragma: no cover - plan.py is part of tfgpu
-        pins = []
-    else:
-        pins = [p.requirement for p in pins_for(version)]
-    return recipe.id, reqs + pins, list(kb.pythons_for(version, os_name))
-
-
 def lock_pip(kb: Any, tf: str, platform: str, out: Path, *, python: str | None = None,
-             index_url: str | None = None, timeout: float = 900) -> list[str]:
+             index_url: str | None = None, timeout: float = 900, facts: Mapping[str, Any] | None = None,
+             tools: Mapping[str, str | None] | None = None, target: LockTarget | None = None) -> list[str]:
     """Lock a pip recipe to a ``--require-hashes`` requirements file with ``uv pip compile``."""
-    from packaging.version import Version
-
     from tfgpu import run
 
-    os_name = PLATFORM_OS.get(platform)
-    if os_name is None or platform not in UV_PLATFORMS:
+    if platform not in UV_PLATFORMS:
         msg = f"tfgpu does not lock for platform {platform}"
         raise UsageError(msg, hint=f"use one of: {', '.join(UV_PLATFORMS)}")
-    recipe, reqs, pythons = pip_requirements_for(kb, tf, os_name)
-    if python is None:
-        if not pythons:
-            msg = f"no Python version is known for TensorFlow {tf} on {os_name}"
-            raise UsageError(msg, hint="pass --python X.Y")
-        python = max(pythons, key=Version)
+    if target is None:
+        target = lock_target(kb, facts or {}, tf, platform, backend="pip", python=python, tools=tools)
+    recipe, reqs, python = target.recipe, list(target.pip), target.python
     uv = run.which("uv")
     if uv is None:  # installed into tfgpu's own environment (pip install uv) but that is not on PATH
         import sys

@@ -122,6 +122,7 @@ class Plan:
     pip_requirements: tuple[str, ...] = ()
     env_python: str = ""  # the new environment's interpreter
     conda_named: bool = False  # created with `-n NAME` in conda's envs directory
+    verdict: str = ""  # the target's verdict here, as the doctor judges it ("" = not judged: from a lock)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -136,6 +137,7 @@ class Plan:
             "python": self.python,
             "env_python": self.env_python,
             "recipe_id": self.recipe_id,
+            "verdict": self.verdict,
             "channels": list(self.channels),
             "conda_specs": list(self.conda_specs),
             "pip_requirements": list(self.pip_requirements),
@@ -332,6 +334,25 @@ def anaconda_tos_note(kb: Any, v: Version | None, os_name: str, channels: Sequen
 
 
 # --------------------------------------------------------------------------- the planner
+
+
+def resolve_target(kb: Any, facts: Mapping[str, Any], spec: str) -> tuple[str, list[str]]:
+    """What --tf means, everywhere (plan, create, lock): ``latest`` is the release the doctor recommends
+    here; a release or a series is returned as given (the planner picks a series' release by its verdict).
+    Returns (target, notes). Raises NotReady when ``latest`` has nothing that will use a GPU here."""
+    spec = spec.strip()
+    if spec != "latest":
+        return spec, []
+    from tfgpu.verdict import recommend
+
+    rec = recommend(facts, kb)
+    if rec is None:
+        from tfgpu.errors import NotReady
+
+        msg = "no TensorFlow release is ready to use a GPU on this machine"
+        raise NotReady(msg, hint="run `tfgpu doctor` to see why, or name a release with --tf")
+    return str(rec["tf"]), [f"latest: TensorFlow {rec['tf']} is the newest release the verdict engine calls "
+                            f"{rec.get('verdict', 'ready')}"]
 
 
 def judge_for_plan(kb: Any, facts: Mapping[str, Any], tf: str, *, backend: str) -> Any:
@@ -578,6 +599,7 @@ def plan_environment(
         recipe_id=recipe.id, sources=tuple(dict.fromkeys(s for s in sources if s)), tool=choice.tool,
         os=os_name, channels=tuple(chans), conda_specs=tuple(conda_specs), pip_requirements=tuple(pip_reqs),
         env_python=py_in_env, conda_named=conda_named,
+        verdict=verdict.verdict if verdict is not None and verdict.tf == tfs else "",
     )
 
 

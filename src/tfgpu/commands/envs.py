@@ -43,24 +43,6 @@ def _facts(facts_file: str | None) -> dict[str, Any]:
     return facts
 
 
-def _resolve_latest(facts: dict[str, Any], kb: Any, notes: list[str]) -> str:
-    try:
-        from tfgpu.verdict import recommend
-    except ImportError:
-        from tfgpu.plan import target_os
-
-        notes.append("the verdict engine is not available: `latest` is the newest GPU series in the knowledge base")
-        return str(kb.series(target_os(facts))[0])
-    rec = recommend(facts, kb)
-    if rec is None:
-        from tfgpu.errors import NotReady
-
-        msg = "no TensorFlow release is ready to use a GPU on this machine"
-        raise NotReady(msg, hint="run `tfgpu doctor` to see why, or name a release with --tf")
-    notes.append(f"latest: TensorFlow {rec['tf']} is the newest release the verdict engine calls {rec.get('verdict', 'ready')}")
-    return str(rec["tf"])
-
-
 def build_plan(
     *, tf: str, backend: str, name: str | None, prefix: str | None, python: str | None,
     channels: list[str], facts: dict[str, Any], find_links: list[str], index_url: str | None, offline: bool,
@@ -72,16 +54,14 @@ def build_plan(
     from tfgpu.backends.config import load_config
     from tfgpu.compat import load_kb
     from tfgpu.envs import check_prefix, home
-    from tfgpu.plan import CONDA_TOOLS, plan_environment
+    from tfgpu.plan import CONDA_TOOLS, plan_environment, resolve_target
 
     kb = load_kb()
     config = load_config()
-    notes: list[str] = []
     channels_source = "--channel"
     if not channels and config.channels:
         channels, channels_source = list(config.channels), config.source
-    if tf == "latest":
-        tf = _resolve_latest(facts, kb, notes)
+    tf, notes = resolve_target(kb, facts, tf)
     if name is not None and prefix is not None:
         from tfgpu.errors import UsageError
 
