@@ -215,7 +215,11 @@ def test_conda_cuda_build_without_driver_sets_conda_override_cuda() -> None:
     f = facts_for("linux", ["3.11"], driver_cuda=None)
     plan = plan_environment(KB, f, tf="2.18.0", backend="conda", tools=TOOLS_ALL, home=HOME)
     assert "tensorflow=2.18.0=cuda*" in plan.conda_specs
-    assert ("CONDA_OVERRIDE_CUDA", "12.6") in plan.steps[0].env
+    # the newest CUDA variant conda-forge's main history built for 2.18.0 (12.8 from feedstock 1d65c30)
+    newest = max(
+        (p for p in KB.conda_forge_tf_builds() if str(p.version) == "2.18.0"), key=lambda p: tuple(map(int, p.cuda.split("."))))
+    assert newest.cuda == "12.8"
+    assert ("CONDA_OVERRIDE_CUDA", newest.cuda) in plan.steps[0].env
     withdrv = plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.18.0", backend="rattler", tools=TOOLS_ALL,
                                home=HOME, engine_python="/p")
     assert "--virtual-package" in withdrv.steps[0].argv
