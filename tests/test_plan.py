@@ -10,11 +10,10 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from tfgpu.compat import load_kb
+from tfgpu.compat import load_kb, load_pins
 from tfgpu.errors import UsageError
 from tfgpu.plan import (
     NVIDIA_LIBPATH_TF,
-    PINS,
     Plan,
     check_name,
     plan_environment,
@@ -86,7 +85,7 @@ def _check_consistent(plan: Plan, os_name: str) -> None:
         assert req.name == KB.gpu_dist(v)
         assert str(req.specifier) == f"=={plan.tf}"
         assert ("and-cuda" in req.extras) == (v >= Version("2.14") and recipe.backend == "pip")
-        for pin in PINS:
+        for pin in load_pins():
             assert (pin.requirement in plan.pip_requirements) == (v in pin.tf)
     # conda: explicit channels only, never base
     for step in plan.steps:
