@@ -855,9 +855,9 @@ KB_FILES = ("meta", "tensorflow", "releases", "tf_archs", "cuda", "gpus", "recip
 def _cache_file() -> Path | None:
     """Where the parsed knowledge base is cached between runs, keyed by the data files' identity.
 
-    Parsing ~200 kB of TOML costs ~0.1 s on every `tfgpu doctor`; unpickling the checked records
-    costs a few ms. The key is tfgpu's version plus the size and modification time (ns) of every data
-    file and of the modules whose classes are pickled: stat calls, where hashing the contents meant
+    Parsing ~200 kB of TOML costs ~0.1 s on every `tfgpu doctor`; reading the checked records back
+    from plain JSON (tfgpu._kbcache: data only, never pickle) costs a few ms. The key is tfgpu's version plus the size and modification time (ns) of every data
+    file and of the modules whose classes are cached: stat calls, where hashing the contents meant
     reading them all and importing hashlib (~5 ms). TFGPU_CACHE_DIR overrides the directory;
     TFGPU_NO_CACHE=1 disables the cache."""
     import os
@@ -867,7 +867,7 @@ def _cache_file() -> Path | None:
         return None
     here = Path(__file__).resolve().parent
     parts = [__version__]
-    for path in (Path(__file__), here / "_record.py", *(compat_dir() / f"{name}.toml" for name in KB_FILES)):
+    for path in (Path(__file__), here / "_record.py", here / "_kbcache.py", *(compat_dir() / f"{name}.toml" for name in KB_FILES)):
         try:
             st = path.stat()
         except OSError:
@@ -883,40 +883,51 @@ def _cache_file() -> Path | None:
         from platformdirs import user_cache_dir
 
         base = user_cache_dir("tfgpu")
-    return Path(base) / f"kb-{digest}.pickle"
+    return Path(base) / f"kb-{digest}.json"
+
+
+def _cache_classes() -> dict[str, type]:
+    """The record classes a cache file may hold (an allow-list: nothing else is ever rebuilt)."""
+    return {c.__name__: c for c in (KnowledgeBase, Build, Release, PyRange, Toolkit, MinorCompat, ArchTargets,
+                                    Recipe, CondaPackage, GpuModel)}
 
 
 @functools.lru_cache(maxsize=1)
 def load_kb() -> KnowledgeBase:
-    """The whole knowledge base, parsed and checked once per process (and cached across runs)."""
-    import pickle
+    """The whole knowledge base, parsed and checked once per process (and cached across runs in a
+    data-only file, tfgpu._kbcache)."""
+    from tfgpu import _kbcache
 
     cache = _cache_file()
+    usable = cache is not None
     if cache is not None:
         try:
-            with cache.open("rb") as fh:
-                kb = pickle.load(fh)
+            kb = _kbcache.decode(_kbcache.read(cache), _cache_classes(), Version, VersionSpec)
             if isinstance(kb, KnowledgeBase):
                 return kb
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
-            pass  # absent, stale or unreadable: parse the TOML again
+            _kbcache.note(f"ignored the corrupt cache {cache}; rebuilt it")
+        except FileNotFoundError:
+            pass
+        except ValueError:  # valid JSON, not what tfgpu wrote
+            _kbcache.note(f"ignored the corrupt cache {cache}; rebuilt it")
+        except _kbcache.CacheRefused as exc:
+            _kbcache.note(str(exc))
+            usable = "not reading" not in str(exc)  # never write where reading is unsafe
+        except OSError:
+            pass  # unreadable: parse the TOML again
     kb = _parse_kb()
-    if cache is not None:
+    if cache is not None and usable:
         _build_indexes(kb)
         try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(f".{os_getpid()}.tmp")
-            with tmp.open("wb") as fh:
-                pickle.dump(kb, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            tmp.replace(cache)
-        except OSError:
+            _kbcache.write(cache, _kbcache.encode(kb, _cache_classes()))
+        except (OSError, TypeError, _kbcache.CacheRefused):
             pass  # a read-only home is fine: the cache is an optimisation
     return kb
 
 
 def _build_indexes(kb: KnowledgeBase) -> None:
     """Fill the knowledge base's derived indexes (``_memo``) before it is cached, so that every later
-    run unpickles them instead of building them (~8 ms of an 8-GPU machine's verdicts): judging a
+    run reads them back instead of building them (~8 ms of an 8-GPU machine's verdicts): judging a
     machine about which nothing is known touches every index a verdict uses, for each OS."""
     from tfgpu.verdict import warm_up  # the verdicts define which indexes matter
 
@@ -925,12 +936,6 @@ def _build_indexes(kb: KnowledgeBase) -> None:
             warm_up(kb, os)
     except Exception:  # an optimisation: a verdict bug surfaces when real facts are judged
         kb.__dict__.pop("_memo", None)
-
-
-def os_getpid() -> int:
-    import os
-
-    return os.getpid()
 
 
 # --------------------------------------------------------------------------- release notes (additive)
