@@ -16,7 +16,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from tfgpu._record import field, record
-from tfgpu.compat import VersionSpec
+from tfgpu.compat import Pin, VersionSpec, load_pins, pin_source_urls
 from tfgpu.errors import UsageError
 
 PLAN_SCHEMA = "tfgpu.plan/1"
@@ -31,41 +31,9 @@ CONDA_TOOLS = ("mamba", "micromamba", "conda")  # = tfgpu.choose.CONDA_TOOLS (ke
 SMALL_GPU_MIB = 4096
 
 
-@record
-class Pin:
-    """A requirement tfgpu adds next to TensorFlow because an unbounded dependency now breaks it."""
+#: The pins tfgpu adds next to TensorFlow (``Pin``) live in compat/pins.toml (tfgpu.compat.load_pins),
+#: each with its evidence; ``nox -s recipes`` proves them by a real install (compat/verified.toml).
 
-    tf: VersionSpec
-    requirement: str
-    why: str
-    source: str
-    confidence: str = "sourced"
-
-
-#: Pins, each with its evidence. Kept next to the planner because each is a fact about how pip resolves
-#: a TensorFlow release *today*; candidates to move into compat/recipes.toml.
-PINS: tuple[Pin, ...] = (
-    Pin(VersionSpec("<2.18"), "numpy<2",
-        "TensorFlow before 2.18 was compiled against NumPy 1.x and fails to import with NumPy 2 "
-        "('A module that was compiled using NumPy 1.x cannot be run in NumPy 2'); several of these "
-        "releases leave numpy unbounded (2.8-2.11: numpy>=1.20, 2.14: numpy>=1.23.5)",
-        "https://pypi.org/pypi/tensorflow/2.14.0/json (Requires-Dist numpy>=1.23.5; 2.16.1: numpy<2.0.0); "
-        "TF 2.18.0 release notes: 'TensorFlow now supports NumPy 2.0'"),
-    Pin(VersionSpec("<2.10"), "protobuf<3.20",
-        "protobuf 4.21 breaks TensorFlow releases that leave protobuf unbounded (protobuf>=3.9.2): "
-        "'TypeError: Descriptors cannot not be created directly'; TF 2.10 and 2.11 themselves pin protobuf<3.20",
-        "https://github.com/tensorflow/tensorflow/issues/56266; "
-        "https://pypi.org/pypi/tensorflow/2.10.0/json (Requires-Dist protobuf<3.20,>=3.9.2)"),
-    # Still inferred: no upstream report names a Keras 3.x release that breaks TF 2.16 or a Keras release
-    # note raising the minimum TensorFlow (searched keras-team/keras, tensorflow/tensorflow and keras.io,
-    # 2026-11). keras-team/keras#19273 only pinned Keras' own CI to TF 2.16 once 2.16 was released.
-    Pin(VersionSpec(">=2.16,<2.17"), "keras>=3.0.0,<3.5",
-        "TF 2.16 requires keras>=3.0.0 with no upper bound, so pip installs today's Keras 3 which was "
-        "written against newer TensorFlow; tfgpu keeps the Keras 3 releases published while 2.16 was "
-        "current (3.0.0-3.4.1; 3.5.0 came after TF 2.17.0 of 2024-07-11)",
-        "https://pypi.org/pypi/tensorflow/2.16.1/json (Requires-Dist keras>=3.0.0); "
-        "https://pypi.org/simple/keras/ (upload dates)", "inferred"),
-)
 
 #: TF 2.16/2.17 wheels do not find the CUDA libraries of their own nvidia-* wheels unless their lib
 #: directories are on LD_LIBRARY_PATH (tensorflow/tensorflow#63362, "TF 2.17.0 RC0 fails to work with
@@ -195,7 +163,8 @@ def series_of_str(text: str) -> str:
 
 
 def pins_for(tf: Version) -> list[Pin]:
-    return [p for p in PINS if tf in p.tf]
+    """The pins of compat/pins.toml that apply to release ``tf``."""
+    return [p for p in load_pins() if tf in p.tf]
 
 
 def small_gpu(facts: Mapping[str, Any]) -> bool:
@@ -474,7 +443,7 @@ def plan_environment(
         for p in pins:
             pip_reqs.append(p.requirement)
             notes.append(f"pin {p.requirement}: {p.why}" + (" (inferred)" if p.confidence != "sourced" else ""))
-            sources.append(p.source)
+            sources.append(pin_source_urls(p))
 
     # -- python ------------------------------------------------------------------------------
     conda_specs: list[str] = []
@@ -756,7 +725,7 @@ def plan_from_lock(
             for pin in pins_for(v):
                 reqs.append(pin.requirement)
                 notes.append(f"pin {pin.requirement}: {pin.why}" + (" (inferred)" if pin.confidence != "sourced" else ""))
-                sources.append(pin.source)
+                sources.append(pin_source_urls(pin))
         from tfgpu.backends import pip as pip_backend
 
         steps.append(pip_backend.pip_install_step(
