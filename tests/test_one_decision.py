@@ -60,19 +60,21 @@ def machine(os_name: str, driver: str | None, gpu: tuple[str, str, int] | None, 
 def tools_for(facts: dict[str, Any], uv: bool) -> dict[str, str | None]:
     tools: dict[str, str | None] = {"uv": "/usr/bin/uv" if uv else None, "rattler": "embedded",
                                     "mamba": None, "micromamba": None, "conda": None}
-    if facts.get("conda"):
-        tools[facts["conda"]["kind"]] = facts["conda"]["path"]
+    conda = facts.get("conda")
+    if isinstance(conda, dict) and conda.get("kind") in ("conda", "mamba", "micromamba"):
+        tools[conda["kind"]] = conda.get("path") or conda["kind"]
     return tools
 
 
-def plan_or_none(facts: dict[str, Any], tf: str, tools: dict[str, str | None]) -> Plan | None:
+def plan_or_none(facts: dict[str, Any], tf: str, tools: dict[str, str | None], backend: str = "auto") -> Plan | None:
     try:
-        return plan_environment(KB, facts, tf=tf, tools=tools, home="/h", engine_python="/usr/bin/python3")
+        return plan_environment(KB, facts, tf=tf, tools=tools, home="/h", engine_python="/usr/bin/python3",
+                                backend=backend)
     except UsageError:
         return None
 
 
-def assert_one_decision(facts: dict[str, Any], tf: str, tools: dict[str, str | None]) -> None:
+def assert_one_decision(facts: dict[str, Any], tf: str, tools: dict[str, str | None], backend: str = "auto") -> None:
     """doctor == plan == lock for one machine and one target (a release, a series or latest)."""
     try:
         target, _ = resolve_target(KB, facts, tf)
@@ -80,12 +82,12 @@ def assert_one_decision(facts: dict[str, Any], tf: str, tools: dict[str, str | N
         assert doctor_result(facts, KB, tools=tools).recommendation is None
         return
     try:
-        result = doctor_result(facts, KB, tf=target, tools=tools)
+        result = doctor_result(facts, KB, tf=target, tools=tools, backend=backend)
     except UsageError:  # a release this OS does not have: plan refuses it too
-        assert plan_or_none(facts, target, tools) is None
+        assert plan_or_none(facts, target, tools, backend) is None
         return
     row = result.targets[0]
-    plan = plan_or_none(facts, target, tools)
+    plan = plan_or_none(facts, target, tools, backend)
     if plan is None:
         assert row.recipe_id is None, (target, row)
         return
@@ -95,7 +97,7 @@ def assert_one_decision(facts: dict[str, Any], tf: str, tools: dict[str, str | N
         assert row.tf == plan.tf
     os_name = plan.os
     if os_name in LOCK_PLATFORM:
-        lock = lock_target(KB, facts, target, LOCK_PLATFORM[os_name], tools=tools)
+        lock = lock_target(KB, facts, target, LOCK_PLATFORM[os_name], tools=tools, backend=backend)
         assert lock.recipe == plan.recipe_id
         assert lock.tf == plan.tf
 
@@ -182,6 +184,23 @@ def test_the_recommendation_builds_with_the_recommended_recipe(facts: dict[str, 
 def test_doctor_plan_and_lock_agree_on_a_thousand_machines(facts: dict[str, Any], tf: str, uv: bool) -> None:
     assert_one_decision(facts, tf, tools_for(facts, uv))
     assert_recommendation_builds(facts, tools_for(facts, uv))
+
+
+def _cases() -> list[Any]:
+    try:
+        from tests.casebook import load_cases
+    except ImportError:  # the casebook has not landed
+        return []
+    return load_cases()
+
+
+@pytest.mark.parametrize("case", _cases(), ids=lambda c: c.id)
+def test_doctor_plan_and_lock_agree_on_the_casebook(case: Any) -> None:
+    # every real machine of tests/cases/, with the target and backend its thread used, then `latest`
+    facts = copy.deepcopy(case.facts)
+    assert_one_decision(facts, case.tf, tools_for(facts, uv=False), case.backend)
+    assert_one_decision(facts, "latest", tools_for(facts, True))
+    assert_recommendation_builds(facts, tools_for(facts, True))
 
 
 def test_generated_machines_cover_the_seeds() -> None:
