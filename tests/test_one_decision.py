@@ -186,6 +186,51 @@ def test_doctor_plan_and_lock_agree_on_a_thousand_machines(facts: dict[str, Any]
     assert_recommendation_builds(facts, tools_for(facts, uv))
 
 
+# --------------------------------------------------------------------------- series judging (item 3)
+
+
+def test_a_driver_that_runs_2_9_1_but_not_2_9_3_gets_2_9_1_with_the_reason() -> None:
+    # driver 450.80.02 supports CUDA 11.0: conda-forge built 2.9.1 for CUDA 11.0, 2.9.3 only for 11.2
+    facts = machine("linux", "450.80.02", GPUS[2], ["3.9"], None, None)
+    row = doctor_result(facts, KB, tf="2.9", tools=tools_for(facts, True)).targets[0]
+    assert (row.tf, row.verdict) == ("2.9.1", "ready")
+    patch = [c for c in row.caveats if c.check == "tf.patch"]
+    assert patch
+    assert "2.9.3" in patch[0].summary
+    assert patch[0].mitigated_by
+    # the same machine's series row in the doctor's table, and the plan of the series
+    table = {t.tf: t for t in doctor_result(facts, KB, tools=tools_for(facts, True)).targets}
+    assert "2.9.1" in table
+    assert plan_environment(KB, facts, tf="2.9", tools=tools_for(facts, True), home="/h").tf == "2.9.1"
+
+
+def _recommended(os_name: str, driver: str, gpu: tuple[str, str, int], pythons: list[str]) -> Version | None:
+    facts = machine(os_name, driver, gpu, pythons, None, None)
+    rec = doctor_result(facts, KB, tools=tools_for(facts, True)).recommendation
+    return Version(rec["tf"]) if rec else None
+
+
+#: GPUs from Pascal (6.x) on, for which every CUDA variant of conda-forge's builds carries code. Kepler and Maxwell (K80, M60) are left
+#: out: conda's solver takes the newest CUDA variant the driver allows (the __cuda virtual package), and
+#: conda-forge's CUDA 12 variants carry no code for them, so a newer driver can lose a release an older
+#: driver's CUDA 11.8 variant ran, until tfgpu pins the variant (build string cuda118*) in its plans.
+MODERN_GPUS = tuple(g for g in GPUS if Version(g[1]) >= Version("6.0"))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(("linux", "wsl2")), st.sampled_from(MODERN_GPUS),
+       st.lists(st.sampled_from(DRIVERS), min_size=2, max_size=2, unique=True),
+       st.lists(st.sampled_from(PYTHONS), min_size=1, max_size=2, unique=True))
+def test_a_newer_driver_never_gets_an_older_recommendation(os_name: str, gpu: tuple[str, str, int],
+                                                           drivers: list[str], pythons: list[str]) -> None:
+    older, newer = sorted(drivers, key=Version)
+    before = _recommended(os_name, older, gpu, pythons)
+    after = _recommended(os_name, newer, gpu, pythons)
+    if before is not None:
+        assert after is not None
+        assert after >= before, (older, before, newer, after)
+
+
 def _cases() -> list[Any]:
     try:
         from tests.casebook import load_cases

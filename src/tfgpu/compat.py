@@ -1065,9 +1065,9 @@ def verified_from_row(row: dict[str, Any], name: str = "verified") -> Verified:
     if row["result"] != "ok" and not str(row.get("reason", "")).strip():
         raise _bad(name, row, f"a {row['result']} row needs a reason")
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(row.get("date", ""))):
-        raise _bad(name, row, "date must be YYYY-MM-DD")  # noqa: EM101
+        raise _bad(name, row, "date must be YYYY-MM-DD")
     if row["result"] != "skipped" and not re.fullmatch(r"\d+\.\d+", str(row.get("python", ""))):
-        raise _bad(name, row, "python must be X.Y")  # noqa: EM101
+        raise _bad(name, row, "python must be X.Y")
     try:
         return Verified(
             tf=version(str(row["tf"])), recipe=str(row["recipe"]), python=str(row.get("python", "")),
