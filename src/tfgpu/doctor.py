@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfgpu.errors import UsageError
+from tfgpu.options import SHARED
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -21,20 +22,17 @@ if TYPE_CHECKING:
 
 BACKENDS = ("auto", "pip", "conda", "rattler")
 
-#: Every option of `tfgpu doctor`: flag -> (keyword of run_doctor, type). tests/test_entry.py checks
-#: this against the typer command, so the two cannot drift apart.
+#: Every option of `tfgpu doctor`: flag -> (keyword of run_doctor, type). The shared ones come from the one
+#: table of shared options (tfgpu.options.SHARED) the typer command is built from; tests/test_entry.py
+#: checks the whole dict against the typer command.
 OPTIONS: dict[str, tuple[str, type]] = {
     "--tf": ("tf", str),
-    "--json": ("json_out", bool),
-    "--facts": ("facts_file", str),
-    "--backend": ("backend", str),
+    **{SHARED[k].flags[0]: (SHARED[k].dest, SHARED[k].kind) for k in ("json", "facts", "backend")},
     "--require-gpu": ("require_gpu", bool),
     "--strict": ("strict", bool),
     "--ci": ("ci", bool),
     "--redact": ("redact_out", bool),
-    "--driver": ("driver", str),
-    "--gpu-cc": ("gpu_cc", str),
-    "--os": ("os_name", str),
+    **{SHARED[k].flags[0]: (SHARED[k].dest, SHARED[k].kind) for k in ("driver", "gpu_cc", "os")},
     "--timeout": ("timeout", float),
 }
 OVERRIDE_KEYS = {"driver": "driver", "gpu_cc": "gpu_cc", "os_name": "os"}

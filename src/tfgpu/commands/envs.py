@@ -7,8 +7,8 @@ from typing import Any, Optional  # typer needs Optional at runtime on 3.9
 
 import typer
 
-_BACKEND_HELP = ("auto, pip (uv or python -m venv), conda (mamba/micromamba/conda) or rattler (embedded engine). "
-                 "auto tries the config file's \\[backends] prefer first.")
+from tfgpu.options import typer_option
+
 _CHANNEL_HELP = ("conda channel name or URL (repeatable). Precedence: --channel, then `channels = [...]` in the "
                  "config file ($TFGPU_CONFIG, else ~/.config/tfgpu/config.toml), then the recipe's channels. "
                  "Anaconda's defaults/anaconda channels fall under Anaconda's Terms of Service; conda-forge does not.")
@@ -23,23 +23,13 @@ _CONFIG_EPILOG = (
 )
 
 
-def _facts(facts_file: str | None) -> dict[str, Any]:
-    import os
+def _facts(facts_file: str | None, driver: str | None = None, gpu_cc: str | None = None,
+           os_name: str | None = None) -> dict[str, Any]:
+    """The facts plan and create decide on: tfgpu.doctor.gather_facts, as for every command."""
+    from tfgpu.doctor import gather_facts
+    from tfgpu.options import overrides
 
-    if facts_file is not None:
-        from tfgpu.facts import load_facts_file
-
-        facts: dict[str, Any] = load_facts_file(facts_file)
-    else:
-        from tfgpu.probe import detect_facts
-
-        facts = detect_facts()
-    try:
-        from tfgpu.facts import apply_overrides, overrides_from_env
-
-        facts, _ = apply_overrides(facts, overrides_from_env(os.environ))
-    except ImportError:  # pragma: no cover - older facts module
-        pass
+    facts, _ = gather_facts(facts_file=facts_file, overrides=overrides(driver, gpu_cc, os_name))
     return facts
 
 
@@ -168,14 +158,17 @@ def plan_cmd(
     tf: Optional[str] = typer.Option(None, "--tf", help=_TF_HELP),
     from_lock: Optional[str] = typer.Option(None, "--from-lock", metavar="FILE", help=_FROM_LOCK_HELP),
     platform: Optional[str] = typer.Option(None, "--platform", help=_PLATFORM_HELP),
-    backend: str = typer.Option("auto", "--backend", help=_BACKEND_HELP),
+    backend: str = typer_option("backend"),
     name: Optional[str] = typer.Option(None, "--name", "-n", help="Environment name."),
     prefix: Optional[str] = typer.Option(None, "--prefix", "-p", help="Environment directory."),
     python: Optional[str] = typer.Option(None, "--python", help="Python X.Y for the environment."),
     channel: Optional[list[str]] = typer.Option(None, "--channel", "-c", help=_CHANNEL_HELP),  # noqa: B008
     json_out: bool = typer.Option(False, "--json", help='A versioned "tfgpu.plan/1" JSON document.'),
     fmt: Optional[str] = typer.Option(None, "--format", help="sh or environment.yml"),
-    facts_file: Optional[str] = typer.Option(None, "--facts", metavar="PATH", help="Read facts from a file."),
+    facts_file: Optional[str] = typer_option("facts"),
+    driver: Optional[str] = typer_option("driver"),
+    gpu_cc: Optional[str] = typer_option("gpu_cc"),
+    os_name: Optional[str] = typer_option("os"),
     find_links: Optional[list[str]] = typer.Option(None, "--find-links", help="Extra wheel directory/URL for pip (repeatable)."),  # noqa: B008
     index_url: Optional[str] = typer.Option(None, "--index-url", help="Package index for pip (env TFGPU_PIP_INDEX_URL)."),
     offline: bool = typer.Option(False, "--offline", help="pip/uv must not use the network; --from-lock: "
@@ -199,12 +192,12 @@ def plan_cmd(
 
         read_lock_info(from_lock)  # a bad lockfile is exit 2 before the machine is probed
         plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform,
-                               facts=_facts(facts_file), find_links=find_links or [], index_url=index_url,
+                               facts=_facts(facts_file, driver, gpu_cc, os_name), find_links=find_links or [], index_url=index_url,
                                offline=offline)
     else:
         assert tf is not None
         plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel or [],
-                          facts=_facts(facts_file), find_links=find_links or [], index_url=index_url, offline=offline)
+                          facts=_facts(facts_file, driver, gpu_cc, os_name), find_links=find_links or [], index_url=index_url, offline=offline)
     if json_out:
         from tfgpu import __version__
         from tfgpu.compat import data_version
@@ -228,7 +221,7 @@ def create_cmd(
     tf: Optional[str] = typer.Option(None, "--tf", help=_TF_HELP),
     from_lock: Optional[str] = typer.Option(None, "--from-lock", metavar="FILE", help=_FROM_LOCK_HELP),
     platform: Optional[str] = typer.Option(None, "--platform", help=_PLATFORM_HELP),
-    backend: str = typer.Option("auto", "--backend", help=_BACKEND_HELP),
+    backend: str = typer_option("backend"),
     name: Optional[str] = typer.Option(None, "--name", "-n", help="Environment name."),
     prefix: Optional[str] = typer.Option(None, "--prefix", "-p", help="Environment directory."),
     python: Optional[str] = typer.Option(None, "--python", help="Python X.Y for the environment."),
@@ -239,7 +232,10 @@ def create_cmd(
     no_smoke: bool = typer.Option(False, "--no-smoke", help="Skip the smoke test."),
     allow_cpu: bool = typer.Option(False, "--allow-cpu", help="A CPU-only smoke result is a success."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds each step may take."),
-    facts_file: Optional[str] = typer.Option(None, "--facts", metavar="PATH", help="Read facts from a file."),
+    facts_file: Optional[str] = typer_option("facts"),
+    driver: Optional[str] = typer_option("driver"),
+    gpu_cc: Optional[str] = typer_option("gpu_cc"),
+    os_name: Optional[str] = typer_option("os"),
     find_links: Optional[list[str]] = typer.Option(None, "--find-links", help="Extra wheel directory/URL for pip (repeatable)."),  # noqa: B008
     index_url: Optional[str] = typer.Option(None, "--index-url", help="Package index for pip (env TFGPU_PIP_INDEX_URL)."),
     offline: bool = typer.Option(False, "--offline", help="No network: pip/uv use only the given wheels; "
@@ -250,6 +246,7 @@ def create_cmd(
         tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel, dry_run=dry_run,
         yes=yes, force=force, no_smoke=no_smoke, allow_cpu=allow_cpu, timeout=timeout, facts_file=facts_file,
         find_links=find_links, index_url=index_url, offline=offline, from_lock=from_lock, platform=platform,
+        driver=driver, gpu_cc=gpu_cc, os_name=os_name,
     )
 
 
@@ -263,6 +260,7 @@ def run_create(
     force: bool = False, no_smoke: bool = False, allow_cpu: bool = False, timeout: float | None = None,
     facts_file: str | None = None, find_links: list[str] | None = None, index_url: str | None = None,
     offline: bool = False, from_lock: str | None = None, platform: str | None = None,
+    driver: str | None = None, gpu_cc: str | None = None, os_name: str | None = None,
 ) -> int:
     from tfgpu.errors import NotReady, TfgpuError, UsageError
 
@@ -275,7 +273,7 @@ def run_create(
         from tfgpu.envs import check_prefix
 
         _what_force_replaces(str(check_prefix(prefix)), force)
-    facts = _facts(facts_file)
+    facts = _facts(facts_file, driver, gpu_cc, os_name)
     lock_plan: Any = None
     if from_lock is not None:  # validate the lockfile first: a bad one is exit 2 before anything else
         lock_plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform, facts=facts,

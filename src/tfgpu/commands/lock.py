@@ -7,6 +7,8 @@ from typing import Any, List, Optional  # noqa: UP035 - typer needs typing.List 
 
 import typer
 
+from tfgpu.options import overrides, typer_option
+
 
 def lock(
     tf: str = typer.Option(..., "--tf", help="A release (2.2.0), a series (2.2) or `latest`."),
@@ -17,8 +19,8 @@ def lock(
         help="lockfile to write (default conda-lock.yml; requirements.lock.txt for --backend pip)."),
     channel: Optional[List[str]] = typer.Option(  # noqa: B008, UP006
         None, "--channel", "-c", help="channel instead of the recipe's (repeatable)."),
-    backend: str = typer.Option(
-        "auto", "--backend",
+    backend: str = typer_option(
+        "backend",
         help="auto: the recipe `tfgpu plan` chooses for this machine (a conda recipe: conda-lock's format; "
              "a pip recipe: hashed requirements); rattler or conda: a conda recipe, solved with tfgpu's embedded "
              "engine (conda-lock's format); pip: --require-hashes requirements with uv."),
@@ -27,17 +29,17 @@ def lock(
         None, "--virtual-package", help="assume a virtual package, e.g. __cuda=12.4 (repeatable)."),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="rattler cache directory."),  # noqa: B008
     force: bool = typer.Option(False, "--force", help="overwrite an existing lockfile."),
-    facts_file: Optional[str] = typer.Option(None, "--facts", metavar="PATH", help="Read facts from a file."),
-    driver: Optional[str] = typer.Option(None, "--driver", help="Assume this NVIDIA driver version."),
-    gpu_cc: Optional[str] = typer.Option(None, "--gpu-cc", help="Assume GPUs of these compute capabilities."),
-    os_name: Optional[str] = typer.Option(None, "--os", help="Assume this OS: linux, windows, macos or wsl2."),
+    facts_file: Optional[str] = typer_option("facts"),
+    driver: Optional[str] = typer_option("driver"),
+    gpu_cc: Optional[str] = typer_option("gpu_cc"),
+    os_name: Optional[str] = typer_option("os"),
 ) -> int:
     """Lock a TensorFlow GPU environment: exact URLs and hashes per platform (needs the network).
 
     The recipe is the one `tfgpu plan` and `tfgpu doctor` choose for this machine (or the --facts file)."""
     from tfgpu.doctor import gather_facts
 
-    facts, _ = gather_facts(facts_file=facts_file, overrides={"driver": driver, "gpu_cc": gpu_cc, "os": os_name})
+    facts, _ = gather_facts(facts_file=facts_file, overrides=overrides(driver, gpu_cc, os_name))
     return run_lock(tf=tf, platforms=tuple(platform or ("linux-64",)), output=output,
                     channels=tuple(channel or ()), backend=backend, python=python,
                     virtual_packages=tuple(virtual_package or ()), cache_dir=cache_dir, force=force, facts=facts)
