@@ -268,7 +268,7 @@ def test_pip_lock_from_uv_compile_builds_a_venv_with_require_hashes(
     req_in = tmp_path / "req.in"
     req_in.write_text("tensorflow==2.20.0\n")
     lock = tmp_path / "requirements.lock.txt"
-    # the same command tfgpu.lockfile.lock_pip runs, against the local wheel directory
+    # the same command tfgpu.locking.lock_pip runs, against the local wheel directory
     subprocess.run([UV, "pip", "compile", "--generate-hashes", "--no-index", "--find-links", str(wheels),
                     "--no-header", "--quiet", str(req_in), "-o", str(lock)], check=True, timeout=120)
     assert "--hash=sha256:" in lock.read_text()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import needs_engine
-from tfgpu import engine, lockfile
+from tfgpu import engine, lockfile, locking
 from tfgpu.errors import InputError, UsageError
 
 DATA = Path(__file__).resolve().parent / "data" / "lock"
@@ -49,20 +49,20 @@ def test_conda_lock_target_for_tf22_is_anacondas_metapackage_with_python38() -> 
     from tfgpu.compat import load_kb
 
     kb = load_kb()
-    t = lockfile.lock_target(kb, NO_GPU, "2.2.0", "linux-64", backend="rattler")
+    t = locking.lock_target(kb, NO_GPU, "2.2.0", "linux-64", backend="rattler")
     assert t.recipe == "conda-anaconda-tensorflow-gpu"
     assert t.specs == ("python=3.8", "tensorflow-gpu=2.2.0")
     assert t.channels == ("defaults",)
     assert t.cuda == "10.1"
     with pytest.raises(UsageError, match="supports Python"):
-        lockfile.lock_target(kb, NO_GPU, "2.2.0", "linux-64", backend="rattler", python="3.11")
+        locking.lock_target(kb, NO_GPU, "2.2.0", "linux-64", backend="rattler", python="3.11")
 
 
 def test_conda_lock_target_for_216_is_conda_forge_cuda_build() -> None:
     from tfgpu.compat import load_kb
 
     kb = load_kb()
-    t = lockfile.lock_target(kb, NO_GPU, "2.16.1", "linux-64", backend="rattler")
+    t = locking.lock_target(kb, NO_GPU, "2.16.1", "linux-64", backend="rattler")
     assert t.channels == ("conda-forge",)
     assert "tensorflow=2.16.1=cuda*" in t.specs
     assert t.cuda is not None
@@ -263,7 +263,7 @@ def test_unknown_backend_and_platform_are_usage_errors(cli: Cli, tmp_path: Path)
 def test_pip_lock_requirements_carry_the_create_pins() -> None:
     from tfgpu.compat import load_kb
 
-    t = lockfile.lock_target(load_kb(), NO_GPU, "2.16.1", "linux-64", backend="pip")
+    t = locking.lock_target(load_kb(), NO_GPU, "2.16.1", "linux-64", backend="pip")
     assert t.recipe == "pip-and-cuda"
     assert t.kind == "pip"
     assert t.pip[0] == "tensorflow[and-cuda]==2.16.1"

@@ -9,15 +9,20 @@ from __future__ import annotations
 import functools
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from packaging.version import InvalidVersion, Version
 
 from tfgpu import __version__
 from tfgpu._record import field, record
 from tfgpu.errors import DataError, UsageError
+from tfgpu.versions import normalize_cuda as normalize_cuda  # re-exported: compat is where callers look
+from tfgpu.versions import series_of as series_of
+from tfgpu.versions import version as version
+
+_T = TypeVar("_T")
 
 #: Files of the knowledge base and the schema each must declare.
 SCHEMAS = {
@@ -101,19 +106,6 @@ def _bad(name: str, row: dict[str, Any], problem: str) -> DataError:
     return DataError(f"{_where(name, row)}: {problem}")
 
 
-def version(text: str) -> Version:
-    """Parse a version such as "12.4" or "550.54.15" (raises InvalidVersion). Memoized: versions are
-    immutable, and the verdicts parse the same few dozen strings hundreds of times."""
-    key = str(text).strip()
-    found = _PARSED.get(key)
-    if found is None:
-        found = Version(key)
-        if len(_PARSED) < 4096:  # bounded: user input passes through here too
-            _PARSED[key] = found
-    return found
-
-
-_PARSED: dict[str, Version] = {}
 
 
 def _opt_version(name: str, row: dict[str, Any], key: str) -> Version | None:
@@ -130,24 +122,6 @@ def _split(value: Any) -> tuple[str, ...]:
     if isinstance(value, list):
         return tuple(str(v).strip() for v in value if str(v).strip())
     return tuple(p.strip() for p in str(value or "").split(",") if p.strip())
-
-
-def series_of(v: Version) -> str:
-    """2.15.1 -> "2.15" (memoized: the verdicts ask for the same few dozen versions thousands of times)."""
-    found = _SERIES.get(v)
-    if found is None:
-        release = v.release
-        found = _SERIES[v] = f"{release[0]}.{release[1] if len(release) > 1 else 0}"
-    return found
-
-
-_SERIES: dict[Version, str] = {}
-
-
-def normalize_cuda(text: str) -> str:
-    """TensorFlow's table writes CUDA "8", "9", "10.0": make it MAJOR.MINOR."""
-    text = str(text).strip()
-    return text if "." in text else f"{text}.0"
 
 
 class InvalidSpecifier(ValueError):
@@ -555,6 +529,17 @@ class KnowledgeBase:
     def _memo(self) -> dict[tuple[str, str], Any]:
         """Derived indexes, computed once per KnowledgeBase (the records themselves are immutable)."""
         return {}
+
+    def derived(self, kind: str, key: str, build: Callable[[], _T]) -> _T:
+        """A derived index the knowledge base keeps and caches with its tables (``kind``/``key``), built
+        once by ``build``: the verdicts' own look-ups (e.g. the first series whose CUDA knows a GPU) are
+        kept here without anyone writing into the knowledge base's private dictionaries."""
+        memo = self._memo
+        full = (kind, key)
+        if full not in memo:
+            memo[full] = build()
+        found: _T = memo[full]
+        return found
 
     def series(self, os: str = "linux") -> list[str]:
         """GPU minor series on ``os``, newest first (from the tested build configurations)."""

@@ -16,14 +16,14 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from tfgpu._record import field, record
+from tfgpu.choose import BACKENDS as BACKENDS  # re-exported: the values --backend takes
+from tfgpu.choose import CONDA_TOOLS as CONDA_TOOLS
+from tfgpu.choose import target_os as target_os
 from tfgpu.compat import Pin, VersionSpec, load_pins, pin_source_urls
 from tfgpu.errors import UsageError
+from tfgpu.steps import Step as Step  # re-exported: plans are made of steps
 
 PLAN_SCHEMA = "tfgpu.plan/1"
-BACKENDS = ("auto", "pip", "conda", "rattler")
-
-#: conda executables in the order tfgpu prefers them (issue 7: mamba, micromamba or conda).
-CONDA_TOOLS = ("mamba", "micromamba", "conda")  # = tfgpu.choose.CONDA_TOOLS (kept here: planning stays import-light)
 
 #: GPUs with at most this much memory get TF_FORCE_GPU_ALLOW_GROWTH=true: TensorFlow maps nearly all GPU
 #: memory by default and the seeds' 2 GB MX150 / GTX 1080 failed with cuDNN errors until memory growth
@@ -46,28 +46,6 @@ NVIDIA_LIBPATH_SOURCE = "https://github.com/tensorflow/tensorflow/issues/63362"
 ANACONDA_TOS_SOURCE = "https://anaconda.com/pricing/terms-of-service-faqs"
 _ANACONDA_NAMES = frozenset({"defaults", "anaconda", "main", "r", "msys2"})
 _ANACONDA_URL = re.compile(r"^https?://(repo\.anaconda\.com/|conda\.anaconda\.org/(anaconda|main|r|msys2)(/|$))")
-
-
-@record
-class Step:
-    """One step: a program to run (argv) or a file to write, and why it is there."""
-
-    argv: tuple[str, ...]
-    why: str
-    env: tuple[tuple[str, str], ...] = ()
-    kind: str = "run"  # "run" | "write-file" | "append-file"
-    path: str | None = None
-    content: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "why": self.why}
-        if self.kind == "run":
-            out["argv"] = list(self.argv)
-            out["env"] = dict(self.env)
-        else:
-            out["path"] = self.path
-            out["content"] = self.content
-        return out
 
 
 @record
@@ -128,16 +106,6 @@ def check_name(name: str) -> str:
         raise UsageError(msg, hint="use letters, digits, '.', '_' or '-', starting with a letter or digit, "
                                    "at most 64 characters, no '..'")
     return name
-
-
-def target_os(facts: Mapping[str, Any]) -> str:
-    """linux | wsl2 | windows | macos, from the facts' platform section (unknown -> this host)."""
-    plat = facts.get("platform") or {}
-    os_name = str(plat.get("os") or ("windows" if sys.platform == "win32" else
-                                     "macos" if sys.platform == "darwin" else "linux"))
-    if os_name == "linux" and plat.get("wsl") == 2:
-        return "wsl2"
-    return os_name
 
 
 def _xy(text: str) -> str:

@@ -13,12 +13,15 @@ Vocabulary (README, "Verdicts"):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
 from tfgpu._record import field, record, replace
-from tfgpu.compat import KnowledgeBase, Recipe, normalize_cuda, series_of, version
+from tfgpu.versions import normalize_cuda, series_of, version
+
+if TYPE_CHECKING:
+    from tfgpu.compat import KnowledgeBase, Recipe
 
 PASS, WARN, FAIL, SKIP, ERROR = "pass", "warn", "fail", "skip", "error"
 READY, CAVEATS, BLOCKED = "ready", "caveats", "blocked"
@@ -609,22 +612,20 @@ def _no_wheel_fix(kb: KnowledgeBase, cc: Version, cc_text: str, os: str) -> str:
 
 def _conda_forge_release_supporting(kb: KnowledgeBase, cc: Version, os: str) -> str | None:
     """The newest conda-forge TensorFlow whose CUDA and GPU code both cover ``cc`` (None: none does)."""
-    key = ("conda_forge_supporting", f"{cc}/{os}")
-    memo = kb._memo
-    if key not in memo:
-        found = None
-        if os == "linux":
-            for r in kb.conda_forge_tf_builds():
-                t = kb.toolkit(r.cuda)
-                archs = kb.archs_for(r.version, "linux", "conda-forge", r.cuda)
-                if not (t and t.cc_max and _cc(t.cc_max).major >= cc.major and archs and archs.build == "conda-forge"):
-                    continue
-                if any(_cc(s).major == cc.major and _cc(s) <= cc for s in archs.sass):
-                    found = str(r.version)
-                    break
-        memo[key] = found
-    result: str | None = memo[key]
-    return result
+
+    def find() -> str | None:
+        if os != "linux":
+            return None
+        for r in kb.conda_forge_tf_builds():
+            t = kb.toolkit(r.cuda)
+            archs = kb.archs_for(r.version, "linux", "conda-forge", r.cuda)
+            if not (t and t.cc_max and _cc(t.cc_max).major >= cc.major and archs and archs.build == "conda-forge"):
+                continue
+            if any(_cc(s).major == cc.major and _cc(s) <= cc for s in archs.sass):
+                return str(r.version)
+        return None
+
+    return kb.derived("conda_forge_supporting", f"{cc}/{os}", find)
 
 
 def _libs_cuda(kb: KnowledgeBase, v: Version, cuda: str, os: str) -> str:
@@ -639,12 +640,7 @@ def _libs_cuda(kb: KnowledgeBase, v: Version, cuda: str, os: str) -> str:
 
 
 def _first_series_supporting(kb: KnowledgeBase, cc: Version, os: str) -> str | None:
-    key = ("first_series_supporting", f"{cc}/{os}")
-    memo = kb._memo
-    if key not in memo:
-        memo[key] = _find_first_series_supporting(kb, cc, os)
-    result: str | None = memo[key]
-    return result
+    return kb.derived("first_series_supporting", f"{cc}/{os}", lambda: _find_first_series_supporting(kb, cc, os))
 
 
 def _find_first_series_supporting(kb: KnowledgeBase, cc: Version, os: str) -> str | None:

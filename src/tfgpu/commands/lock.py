@@ -55,7 +55,7 @@ def run_lock(
     if backend not in ("auto", "rattler", "conda", "pip"):
         msg = f"unknown --backend {backend!r}"
         raise UsageError(msg, hint="use auto, rattler, conda or pip")
-    from tfgpu import lockfile
+    from tfgpu import lockfile, locking
     from tfgpu.backends.base import detect_tools
     from tfgpu.backends.config import load_config
     from tfgpu.compat import load_kb
@@ -68,7 +68,7 @@ def run_lock(
     tf, resolve_notes = resolve_target(kb, facts, tf)
     pip_target = None
     if backend == "auto":  # the planner's choice for the first platform decides the kind of lock
-        first = lockfile.lock_target(kb, facts, tf, platforms[0], python=python, channels=channels, tools=tools,
+        first = locking.lock_target(kb, facts, tf, platforms[0], python=python, channels=channels, tools=tools,
                                      prefer=config.prefer)
         backend = "pip" if first.kind == "pip" else "rattler"
         pip_target = first if first.kind == "pip" else None
@@ -84,7 +84,7 @@ def run_lock(
         if len(platforms) != 1:
             msg = "--backend pip locks one platform per requirements file"
             raise UsageError(msg, hint="run tfgpu lock once per --platform with its own -o")
-        notes = lockfile.lock_pip(kb, tf, platforms[0], out, python=python, facts=facts, tools=tools,
+        notes = locking.lock_pip(kb, tf, platforms[0], out, python=python, facts=facts, tools=tools,
                                   target=pip_target)
     else:
         if backend == "conda":
@@ -95,10 +95,10 @@ def run_lock(
         if not channels and config.channels:  # --channel beats the config file, which beats the recipe's channels
             channels = tuple(config.channels)
             typer.echo(f"# channels from {config.path}: {', '.join(channels)}", err=True)
-        req = lockfile.LockRequest(tf=tf, platforms=platforms, channels=channels, python=python,
+        req = locking.LockRequest(tf=tf, platforms=platforms, channels=channels, python=python,
                                    virtual_packages=virtual_packages, facts=facts, tools=tools,
                                    prefer=config.prefer)
-        lock_, notes = lockfile.lock_conda(kb, req, cache_dir=cache_dir)
+        lock_, notes = locking.lock_conda(kb, req, cache_dir=cache_dir)
         lockfile.write_lockfile(lock_, out, force=force)
         counts = ", ".join(f"{p}: {len(lock_.for_platform(p))}" for p in lock_.platforms)
         notes.append(f"packages per platform: {counts}")

@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfgpu._record import record
-from tfgpu.errors import Interrupted, NotReady, StepFailed, TfgpuError, UsageError
+from tfgpu.engine.requirement import available as available  # re-exported: engine.available() is the API
+from tfgpu.engine.requirement import require as require
+from tfgpu.errors import Interrupted, StepFailed, TfgpuError, UsageError
 
 if TYPE_CHECKING:
     from rattler import RepoDataRecord
@@ -164,22 +166,6 @@ def detect_virtual_packages(
                 continue  # tfgpu's probe is the authority on the driver
             detected.append(VirtualPkg(name, str(g.version), str(g.build_string)))
     return resolve_virtual_packages(detected, driver_cuda=driver_cuda, env=env, explicit=explicit)
-
-
-def available() -> bool:
-    """The embedded engine needs py-rattler >= 0.26, whose wheels need Python >= 3.10 (the last
-    py-rattler for Python 3.9, 0.25, has an older API: no Subdir, BuildString or PackageCache)."""
-    import importlib.util
-    import sys
-
-    return sys.version_info >= (3, 10) and importlib.util.find_spec("rattler") is not None
-
-
-def require() -> None:
-    if not available():
-        msg = "tfgpu's embedded conda engine needs Python >= 3.10 (py-rattler >= 0.26)"
-        raise NotReady(msg, hint="install mamba, micromamba or conda (tfgpu uses them), or run tfgpu with "
-                                 "Python >= 3.10")
 
 
 def current_platform() -> str:
