@@ -362,11 +362,15 @@ def _conda_tool(tools: Mapping[str, str | None]) -> str | None:
 
 
 
-def _system_cuda_matches(facts: Mapping[str, Any], cuda: str) -> bool:
+def _system_cuda_matches(facts: Mapping[str, Any], cuda: str, tf: Version) -> bool:
+    """A system CUDA toolkit serves pip's TensorFlow ``tf`` built with ``cuda`` (the verdict's rule)."""
+    from tfgpu.verdict import system_cuda_serves
+
     want = _xy(cuda if "." in cuda else f"{cuda}.0")
     for tk in facts.get("cuda_toolkits") or []:
         try:
-            if isinstance(tk, Mapping) and tk.get("version") and _xy(str(tk["version"])) == want:
+            if isinstance(tk, Mapping) and tk.get("version") and system_cuda_serves(
+                    Version(_xy(str(tk["version"]))), Version(want), tf):
                 return True
         except Exception:
             continue
@@ -504,7 +508,7 @@ def plan_environment(
         recipe = best[0]
         if not recipe.provides_cuda:
             build = kb.build_for(v, os_name)
-            if backend == "auto" and conda_recipes and build is not None and not _system_cuda_matches(facts, build.cuda):
+            if backend == "auto" and conda_recipes and build is not None and not _system_cuda_matches(facts, build.cuda, v):
                 recipe = None
         if recipe is not None:
             py = pip_python()
