@@ -10,7 +10,8 @@ import pytest
 from packaging.version import Version
 
 from tfgpu.compat import load_kb
-from tfgpu.plan import _system_cuda_matches, plan_environment
+from tfgpu.choose import _system_cuda_matches
+from tfgpu.plan import plan_environment
 from tfgpu.verdict import _apply_cvd, judge_target, system_cuda_serves
 
 KB = load_kb()
