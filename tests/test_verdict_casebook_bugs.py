@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from tfgpu.compat import load_kb
 from tfgpu.choose import _system_cuda_matches
+from tfgpu.compat import load_kb
 from tfgpu.plan import plan_environment
 from tfgpu.verdict import _apply_cvd, judge_target, system_cuda_serves
 
