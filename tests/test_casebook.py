@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 from packaging.version import Version
 
 from tests.casebook import CASES_DIR, RESULTS, Case, judge, load_case, load_cases, mismatch, summary_lines
-from tfgpu.facts import validate_facts
+from tfgpu.facts import CONDA_OVERRIDE_CUDA, OVERRIDE_ENV, validate_facts
 
 CASES = load_cases()
 
@@ -26,10 +25,10 @@ def _param(case: Case) -> object:
 
 @pytest.fixture
 def no_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The cases are judged on their facts alone: no TFGPU_* / CONDA_OVERRIDE_CUDA from the host."""
-    for name in list(os.environ):
-        if name.startswith("TFGPU_") or name == "CONDA_OVERRIDE_CUDA":
-            monkeypatch.delenv(name)
+    """The cases are judged on their facts alone: no single-fact overrides (TFGPU_DRIVER_VERSION, ...,
+    CONDA_OVERRIDE_CUDA) and no config file from the host."""
+    for name in [*OVERRIDE_ENV.values(), CONDA_OVERRIDE_CUDA, "TFGPU_CONFIG"]:
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.mark.usefixtures("no_overrides")
