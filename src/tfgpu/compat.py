@@ -129,13 +129,22 @@ class InvalidSpecifier(ValueError):
 
 
 _SPEC_RE = re.compile(r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*([0-9][0-9a-zA-Z.*+!-]*)\s*$")
+#: The versions a knowledge-base range may name: final releases (N, N.N, N.N.N ...), optionally ==/!= X.*.
+_FINAL_RE = re.compile(r"^[0-9]+(\.[0-9]+)*(\.\*)?$")
 
 
 class VersionSpec:
     """A PEP 440 specifier set such as ">=2.4,<2.5" for the knowledge base's version ranges.
 
     packaging.specifiers would do, but importing it pulls packaging.tags and logging (~20 ms) into
-    every `tfgpu doctor`; the tables only need comparisons of final releases, which this does."""
+    every `tfgpu doctor`; the tables only need comparisons of final releases, which this does.
+
+    Its grammar is narrower than PEP 440's, so that it agrees with packaging.specifiers on everything it
+    accepts: the versions in a range are final releases (no pre-, post-, dev-release, local version or
+    epoch), and ``===`` (arbitrary equality) is refused (InvalidSpecifier). A version tested against a range
+    that is not a plain final release (2.15.0.post1, 2.16.0rc0, 2.1+local) is decided by
+    packaging.specifiers itself, imported only then (its rules for those are subtle: pre-releases are
+    excluded, ``>V`` excludes V's post-releases, ``<V`` excludes V's pre-releases, ...)."""
 
     __slots__ = ("_clauses", "_memo", "_parsed", "_text")
 
@@ -150,6 +159,10 @@ class VersionSpec:
                 msg = f"{part.strip()!r} is not a version specifier"
                 raise InvalidSpecifier(msg)
             op, ver = m.groups()
+            if op == "===" or not _FINAL_RE.match(ver):
+                msg = (f"{part.strip()!r}: tfgpu's ranges name final releases only (no ===, pre-, post- or "
+                       "dev-release, local version or epoch)")
+                raise InvalidSpecifier(msg)
             if op == "~=" and "." not in ver:
                 msg = f"{part.strip()!r}: ~= needs at least two release components (~=2.0)"
                 raise InvalidSpecifier(msg)
@@ -171,7 +184,13 @@ class VersionSpec:
         v = item if isinstance(item, Version) else Version(str(item))
         found = self._memo.get(v)
         if found is None:
-            found = self._memo[v] = all(_clause_holds(op, spec, wild, v) for op, spec, wild in self._parsed)
+            if v.pre is None and v.post is None and v.dev is None and v.local is None and not v.epoch:
+                found = all(_clause_holds(op, spec, wild, v) for op, spec, wild in self._parsed)
+            else:
+                from packaging.specifiers import SpecifierSet
+
+                found = SpecifierSet(self._text).contains(v)
+            self._memo[v] = found
         return found
 
     def __str__(self) -> str:
