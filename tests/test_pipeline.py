@@ -170,3 +170,32 @@ def test_no_module_of_tfgpu_imports_one_that_imports_it_back() -> None:
     assert "tfgpu.verdict" in graph["tfgpu.choose"]
     cycle = find_cycle({k: {m for m in v if not k.startswith(m + ".")} for k, v in graph.items()})
     assert cycle is None, " -> ".join(cycle or [])
+
+
+# --------------------------------------------------------------------------- the engine child gets the facts
+
+
+def test_the_engine_child_is_told_the_drivers_cuda_and_does_not_probe_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tfgpu import engine
+    from tfgpu.backends.conda import rattler_create_steps
+    from tfgpu.compat import load_kb
+
+    kb = load_kb()
+    facts = {"platform": {"os": "linux"}, "driver": {"version": "470.82.01", "cuda": None}}
+    argv = rattler_create_steps("/p", "/env", ["conda-forge"], ["python=3.11"], facts=facts, kb=kb,
+                                tf=None, os_name="linux")[0].argv
+    assert argv[argv.index("--driver-cuda") + 1] == "11.4"  # derived from the driver table, as the verdict does
+    none = rattler_create_steps("/p", "/env", ["conda-forge"], ["python=3.11"], kb=kb, tf=None, os_name="linux",
+                                facts={"platform": {"os": "linux"}, "driver": {"version": None}})[0].argv
+    assert none[none.index("--driver-cuda") + 1] == "none"
+    if not engine.available():
+        pytest.skip("the embedded engine needs Python >= 3.10")
+
+    def no_probe() -> tuple[bool, str | None]:
+        raise AssertionError("the engine probed the machine again")
+
+    monkeypatch.setattr(engine, "_probe_driver_cuda", no_probe)
+    vps, _ = engine.detect_virtual_packages(env={}, driver_cuda_known=("11.4",))
+    assert [v.version for v in vps if v.name == "__cuda"] == ["11.4"]
+    vps, _ = engine.detect_virtual_packages(env={}, driver_cuda_known=(None,))
+    assert not [v for v in vps if v.name == "__cuda"]
