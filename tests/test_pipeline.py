@@ -199,3 +199,58 @@ def test_the_engine_child_is_told_the_drivers_cuda_and_does_not_probe_again(monk
     assert [v.version for v in vps if v.name == "__cuda"] == ["11.4"]
     vps, _ = engine.detect_virtual_packages(env={}, driver_cuda_known=(None,))
     assert not [v for v in vps if v.name == "__cuda"]
+
+
+# --------------------------------------------------------------------------- create as a library function
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def note(self, text: str) -> None:
+        self.seen.append(("note", text))
+
+    def say(self, text: str) -> None:
+        self.seen.append(("say", text))
+
+    def planned(self, plan: Any) -> None:
+        self.seen.append(("planned", plan.recipe_id))
+
+    def confirm(self, plan: Any, replacing: str | None) -> bool:
+        self.seen.append(("confirm", plan.prefix))
+        return False
+
+    def building(self, plan: Any) -> Any:
+        raise AssertionError("nothing is built in these tests")
+
+    def step(self, i: int, n: int, step: Any) -> None: ...
+
+    def line(self, line: str) -> None: ...
+
+    def built(self, plan: Any) -> None: ...
+
+
+def test_create_environment_is_a_library_function(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tfgpu.compat import load_kb
+    from tfgpu.doctor import doctor_result
+    from tfgpu.pipeline import CreateRequest, create_environment
+
+    monkeypatch.setenv("TFGPU_HOME", str(tmp_path / "home"))
+    (tmp_path / "config.toml").write_text("")
+    monkeypatch.setenv("TFGPU_CONFIG", str(tmp_path / "config.toml"))
+    facts = {"schema": "tfgpu.facts/1", "platform": {"os": "linux", "arch": "x86_64", "glibc": "2.35"},
+             "python": {"current": "3.11.4", "interpreters": [{"version": "3.11.4", "path": "/usr/bin/python3.11"}]},
+             "gpus": [{"index": 0, "name": "GeForce MX150", "compute_capability": "6.1", "memory_mib": 2002}],
+             "driver": {"version": "450.80.02", "cuda": None}}
+    events = _Recorder()
+    dry = create_environment(CreateRequest(tf="2.9", facts=facts, dry_run=True), events)
+    assert dry.exit_code == 0
+    assert dry.plan.tf == "2.9.1"  # the series' release the doctor names
+    assert ("planned", "conda-forge-tensorflow-cuda") in events.seen
+    assert ("say", "dry run: nothing was changed") in events.seen
+    row = doctor_result(facts, load_kb(), tf="2.9").targets[0]
+    assert (row.tf, row.recipe_id) == (dry.plan.tf, dry.plan.recipe_id)
+    declined = create_environment(CreateRequest(tf="2.9", facts=facts), _Recorder())
+    assert declined.exit_code == 1
+    assert declined.built is None
