@@ -198,7 +198,7 @@ def build_plan(
     channels_source = "--channel"
     if not channels and config.channels:
         channels, channels_source = list(config.channels), config.source
-    tf, notes = resolve_target(kb, facts, tf)
+    tf, notes = resolve_target(kb, facts, tf, backend=backend)
     if name is not None and prefix is not None:
         from tfgpu.errors import UsageError
 

@@ -273,16 +273,17 @@ def anaconda_tos_note(kb: Any, v: Version | None, os_name: str, channels: Sequen
 # --------------------------------------------------------------------------- the planner
 
 
-def resolve_target(kb: Any, facts: Mapping[str, Any], spec: str) -> tuple[str, list[str]]:
-    """What --tf means, everywhere (plan, create, lock): ``latest`` is the release the doctor recommends
-    here; a release or a series is returned as given (the planner picks a series' release by its verdict).
-    Returns (target, notes). Raises NotReady when ``latest`` has nothing that will use a GPU here."""
+def resolve_target(kb: Any, facts: Mapping[str, Any], spec: str, *, backend: str = "auto") -> tuple[str, list[str]]:
+    """What --tf means for plan, create and lock: ``latest`` is the release the doctor recommends here
+    (tfgpu.verdict.resolve_latest); a release or a series is returned as given (the planner picks a series'
+    release by its verdict). Returns (target, notes). Raises NotReady when ``latest`` has nothing that will
+    use a GPU here."""
     spec = spec.strip()
     if spec != "latest":
         return spec, []
-    from tfgpu.verdict import recommend
+    from tfgpu.verdict import resolve_latest
 
-    rec = recommend(facts, kb)
+    _, rec = resolve_latest(facts, kb, backend=backend)
     if rec is None:
         from tfgpu.errors import NotReady
 

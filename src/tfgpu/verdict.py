@@ -962,12 +962,20 @@ def judge_requested(facts: Mapping[str, Any], kb: KnowledgeBase, tf: str, *, bac
     return judge_release(facts, kb, v, backend=backend, machine=m)
 
 
+def resolve_latest(facts: Mapping[str, Any], kb: KnowledgeBase, *, backend: str = "auto",
+                   machine: Machine | None = None) -> tuple[str, dict[str, Any] | None]:
+    """What ``latest`` means, everywhere (doctor, plan, create, lock): the release the doctor recommends here,
+    and that recommendation; when nothing will use a GPU, the newest GPU series and None (its verdict says why)."""
+    m = machine or Machine.from_facts(facts)
+    rec = recommend(facts, kb, judge_series(facts, kb, backend=backend, machine=m), m)
+    return (str(rec["tf"]), rec) if rec else (kb.series(m.tf_os)[0], None)
+
+
 def judge_target(facts: Mapping[str, Any], kb: KnowledgeBase, tf: str, *, backend: str = "auto") -> dict[str, Any]:
     """A release, a series or ``latest`` -> the target's verdict as a JSON-ready dict."""
     m = Machine.from_facts(facts)
     if tf == "latest":
-        rec = recommend(facts, kb)
-        tf = rec["tf"] if rec else kb.series(m.os or "linux")[0]
+        tf, _ = resolve_latest(facts, kb, backend=backend, machine=m)
     out = judge_requested(facts, kb, tf, backend=backend, machine=m).to_json()
     out["requested"] = tf
     return out
@@ -1083,8 +1091,7 @@ def diagnose(facts: Mapping[str, Any], kb: KnowledgeBase, *, tf: str | None = No
         targets = judge_series(facts, kb, backend=backend, machine=m)
         return DoctorResult(checks, targets, recommend(facts, kb, targets, m), machine=m)
     if tf == "latest":
-        rec = recommend(facts, kb, judge_series(facts, kb, backend=backend, machine=m), m)
-        tf_resolved = rec["tf"] if rec else kb.series(m.tf_os)[0]
+        tf_resolved, _ = resolve_latest(facts, kb, backend=backend, machine=m)
     else:
         tf_resolved = tf
     target = judge_requested(facts, kb, tf_resolved, backend=backend, machine=m)

@@ -65,7 +65,7 @@ def run_lock(
     facts = facts or {}
     config = load_config()
     tools = detect_tools(facts)
-    tf, resolve_notes = resolve_target(kb, facts, tf)
+    tf, resolve_notes = resolve_target(kb, facts, tf, backend=backend)
     pip_target = None
     if backend == "auto":  # the planner's choice for the first platform decides the kind of lock
         first = locking.lock_target(kb, facts, tf, platforms[0], python=python, channels=channels, tools=tools,

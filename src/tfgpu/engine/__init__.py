@@ -122,16 +122,12 @@ def default_virtual_packages(platform: str) -> list[VirtualPkg]:
 
 
 def _probe_driver_cuda() -> tuple[bool, str | None]:
-    """(probe available, CUDA version the driver supports) from tfgpu's driver probe, if it exists."""
+    """(probe available, CUDA version the driver supports) from tfgpu's probe (used when the caller did not
+    say what the facts know: create's plans do, with --driver-cuda)."""
+    from tfgpu.probe import detect_facts
+
     try:
-        from tfgpu import probe
-    except ImportError:
-        return False, None
-    detect = getattr(probe, "detect_facts", None)
-    if detect is None:
-        return False, None
-    try:
-        facts = detect()
+        facts = detect_facts()
         driver = facts["driver"] if isinstance(facts, Mapping) else getattr(facts, "driver", None)
         cuda = driver.get("cuda") if isinstance(driver, Mapping) else getattr(driver, "cuda", None)
     except Exception:  # a probe must never break a solve: fall back to rattler's own detection
