@@ -11,7 +11,7 @@ import posixpath
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -22,6 +22,10 @@ from tfgpu.choose import target_os as target_os
 from tfgpu.compat import Pin, VersionSpec, load_pins, pin_source_urls
 from tfgpu.errors import UsageError
 from tfgpu.steps import Step as Step  # re-exported: plans are made of steps
+
+if TYPE_CHECKING:
+    from tfgpu.compat import KnowledgeBase
+    from tfgpu.verdict import TargetVerdict
 
 PLAN_SCHEMA = "tfgpu.plan/1"
 
@@ -247,7 +251,7 @@ def is_anaconda_channel(channel: str) -> bool:
     return c in _ANACONDA_NAMES or bool(_ANACONDA_URL.match(c + "/"))
 
 
-def anaconda_tos_note(kb: Any, v: Version | None, os_name: str, channels: Sequence[str], *,
+def anaconda_tos_note(kb: KnowledgeBase, v: Version | None, os_name: str, channels: Sequence[str], *,
                       recipe_id: str = "", recipe_channels: Sequence[str] = ()) -> str:
     """Pure: a note when ``channels`` include Anaconda's, naming the knowledge base's conda-forge alternative."""
     used = [c for c in channels if is_anaconda_channel(c)]
@@ -273,7 +277,7 @@ def anaconda_tos_note(kb: Any, v: Version | None, os_name: str, channels: Sequen
 # --------------------------------------------------------------------------- the planner
 
 
-def resolve_target(kb: Any, facts: Mapping[str, Any], spec: str, *, backend: str = "auto") -> tuple[str, list[str]]:
+def resolve_target(kb: KnowledgeBase, facts: Mapping[str, Any], spec: str, *, backend: str = "auto") -> tuple[str, list[str]]:
     """What --tf means for plan, create and lock: ``latest`` is the release the doctor recommends here
     (tfgpu.verdict.resolve_latest); a release or a series is returned as given (the planner picks a series'
     release by its verdict). Returns (target, notes). Raises NotReady when ``latest`` has nothing that will
@@ -293,7 +297,7 @@ def resolve_target(kb: Any, facts: Mapping[str, Any], spec: str, *, backend: str
                             f"{rec.get('verdict', 'ready')}"]
 
 
-def judge_for_plan(kb: Any, facts: Mapping[str, Any], tf: str, *, backend: str) -> Any:
+def judge_for_plan(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, *, backend: str) -> TargetVerdict | None:
     """The target's verdict as the doctor judges it (a release as is; a series by its best release), or None
     when the knowledge base cannot place the target here (the planner then says why)."""
     from tfgpu.verdict import Machine, judge_requested
@@ -305,7 +309,7 @@ def judge_for_plan(kb: Any, facts: Mapping[str, Any], tf: str, *, backend: str) 
 
 
 def plan_environment(
-    kb: Any,
+    kb: KnowledgeBase,
     facts: Mapping[str, Any],
     *,
     tf: str,
@@ -425,11 +429,11 @@ def plan_environment(
                                   ("conda-forge" in recipe.channels) == (r.channel == "conda-forge")}, key=Version)
             cands = row_pythons or wheel_pythons
             if not rows:
-                known = sorted({str(r.version) for r in kb.conda_packages(None, None, os_name)
-                                if series_of_str(str(r.version)) == series_of_str(tfs)
-                                and (r.channel == "conda-forge") == ("conda-forge" in recipe.channels)}, key=Version)
+                recorded = sorted({str(r.version) for r in kb.conda_packages(None, None, os_name)
+                                   if series_of_str(str(r.version)) == series_of_str(tfs)
+                                   and (r.channel == "conda-forge") == ("conda-forge" in recipe.channels)}, key=Version)
                 notes.append(f"tfgpu has no record of {tfs} on {', '.join(recipe.channels)}; the solver will say if it "
-                             "is missing" + (f" (recorded for this series: {', '.join(known)})" if known else ""))
+                             "is missing" + (f" (recorded for this series: {', '.join(recorded)})" if recorded else ""))
         elif choice.python_from_conda:
             cands = wheel_pythons
         else:
@@ -543,9 +547,6 @@ def plan_environment(
 
 # --------------------------------------------------------------------------- from a lockfile
 
-#: conda platform -> the knowledge base's OS (tfgpu.lockfile.PLATFORM_OS, repeated to keep planning import-light).
-LOCK_PLATFORM_OS = {"linux-64": "linux", "linux-aarch64": "linux", "linux-ppc64le": "linux", "win-64": "windows",
-                    "osx-64": "macos", "osx-arm64": "macos"}
 #: conda package names whose version is the environment's TensorFlow, best first.
 _TF_PACKAGES = ("tensorflow", "tensorflow-gpu", "tensorflow-base", "tensorflow-cpu")
 
@@ -592,7 +593,7 @@ def _lock_tf(lock: LockInfo, pkgs: Sequence[LockedPkg]) -> str:
     return next((by_name[n] for n in _TF_PACKAGES if n in by_name), "")
 
 
-def _kb_version(kb: Any, text: str, os_name: str) -> Version | None:
+def _kb_version(kb: KnowledgeBase, text: str, os_name: str) -> Version | None:
     """The release as the knowledge base knows it, or None (a lock may hold a build tfgpu has no row for)."""
     if not text:
         return None
@@ -620,7 +621,7 @@ def _pip_hash_req(p: LockedPkg) -> str:
 
 
 def plan_from_lock(
-    kb: Any,
+    kb: KnowledgeBase,
     facts: Mapping[str, Any],
     lock: LockInfo,
     *,
@@ -651,7 +652,9 @@ def plan_from_lock(
     if platform not in lock.platforms:
         msg = f"the lockfile {lock.path} has no packages for {platform} (it locks {', '.join(lock.platforms) or 'nothing'})"
         raise UsageError(msg, hint=f"lock for it: tfgpu lock ... --platform {platform}, or pass --platform")
-    os_name = LOCK_PLATFORM_OS.get(platform, target_os(facts))
+    from tfgpu.lockfile import PLATFORM_OS
+
+    os_name = PLATFORM_OS.get(platform, target_os(facts))
     pkgs = [p for p in lock.packages if p.platform == platform]
     conda_pkgs = [p for p in pkgs if p.manager == "conda"]
     pip_pkgs = [p for p in pkgs if p.manager == "pip"]
@@ -733,7 +736,7 @@ def plan_from_lock(
 
 
 def _plan_pip_lock(
-    kb: Any, facts: Mapping[str, Any], lock: LockInfo, *, name: str | None, prefix: str | None,
+    kb: KnowledgeBase, facts: Mapping[str, Any], lock: LockInfo, *, name: str | None, prefix: str | None,
     tools: Mapping[str, str | None], home: str, index_url: str | None, find_links: Sequence[str], offline: bool,
 ) -> Plan:
     os_name = target_os(facts)
