@@ -45,6 +45,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import tomllib
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
@@ -54,7 +56,8 @@ PYPI = "https://pypi.org/pypi/{name}/json"
 USER_AGENT = "tfgpu-scan-wheel-archs/1 (+stdlib urllib)"
 RECORD = ROOT / "compat" / "wheel_scan.json"
 SHARED = re.compile(r"\.(so(\.\d+)*|pyd|dll)$")
-BUILD_INFO = "tensorflow/python/platform/build_info.py"
+# tensorflow_core/ in 1.15 and 2.0 (the package moved there, `tensorflow` was a virtual pip package)
+BUILD_INFO = re.compile(r"^(?:[^/]+\.data/purelib/)?tensorflow(?:_core)?/python/platform/build_info\.py$")
 CHUNK = 4 << 20
 RECORD_SCHEMA = "tfgpu.wheel_scan/1"
 _print_lock = threading.Lock()
@@ -227,7 +230,9 @@ def scan_wheel(url: str, *, full: bool = True, verbose: bool = False) -> dict[st
     wanted members are inflated and parsed as they stream by, the others skipped."""
     members = central_directory(url)
     result: dict[str, Any] = {"build_info": {}}
-    wanted = [m for m in members if m["name"].endswith(BUILD_INFO) or (full and SHARED.search(m["name"]))]
+    info = [m for m in members if BUILD_INFO.match(m["name"])]
+    result["build_info_file"] = info[0]["name"] if info else ""
+    wanted = info[:1] + [m for m in members if full and SHARED.search(m["name"])]
     wanted.sort(key=lambda m: m["local"])
     if not wanted:
         return result
@@ -251,7 +256,7 @@ def scan_wheel(url: str, *, full: bool = True, verbose: bool = False) -> dict[st
         stream.skip_to(m["local"] + 30 + nlen + xlen)
         t0 = time.monotonic()
         pieces = stream.read(m["csize"])
-        if m["name"].endswith(BUILD_INFO):
+        if BUILD_INFO.match(m["name"]):
             result["build_info"] = parse_build_info(b"".join(_inflate(pieces, m["method"])).decode("utf-8"))
             continue
         key = (m["crc"], m["usize"], m["name"])
@@ -375,7 +380,14 @@ def plan(projects: dict[str, dict[str, Any]], only: str | None) -> list[dict[str
                                  "file": f["filename"],
                                  "url": urllib.parse.urljoin(PYPI.format(name=dist), f["url"]), "sha256": f["digests"]["sha256"], "full": full})
     # the first tier (one wheel per release and OS) before the other Python tags (glibc floors)
-    jobs.sort(key=lambda j: (j["tier"], vkey(j["version"]), j["dist"], j["os"], j["file"]))
+    # then the other tags, newest releases first, the cp37 wheels of 1.12-1.14 (built on a newer image
+    # than their manylinux1 tag promises) before all
+    def order(j: dict[str, Any]) -> tuple[Any, ...]:
+        first = j["tier"] == 1 and _tag(j["file"]) == "cp37" and (1, 12) <= vkey(j["version"])[:2] <= (1, 14)
+        ver = vkey(j["version"]) if j["tier"] == 0 else tuple(-x for x in vkey(j["version"]))
+        return (j["tier"], not first, ver, j["dist"], j["os"], j["file"])
+
+    jobs.sort(key=order)
     return jobs
 
 
@@ -406,7 +418,8 @@ def dump_record(record: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-KEY_ORDER = ("dist", "version", "os", "file", "sha256", "url", "scanned", "full", "build_info", "containers",
+KEY_ORDER = ("dist", "version", "os", "file", "sha256", "url", "scanned", "full", "build_info_file", "build_info",
+             "containers",
              "sass", "ptx", "versions", "cuda_libs", "objects")
 
 
@@ -414,7 +427,13 @@ def run_scan(args: argparse.Namespace, record: dict[str, Any]) -> None:
     projects = {n: json.loads(http_get(PYPI.format(name=n))) for n in ("tensorflow-gpu", "tensorflow")}
     have = {w["sha256"]: w for w in record["wheels"]}
     jobs = [j for j in plan(projects, args.only)
-            if args.rescan or j["sha256"] not in have or (j["full"] and not have[j["sha256"]].get("full"))]
+            if args.rescan or j["sha256"] not in have or (j["full"] and not have[j["sha256"]].get("full"))
+            or "build_info_file" not in have[j["sha256"]]]
+    for j in jobs:  # a row read before build_info_file was recorded: only its build info is read again
+        old = have.get(j["sha256"])
+        if old is not None and not args.rescan and (old.get("full") or not j["full"]):
+            j["refresh"], j["full"] = True, False
+    jobs.sort(key=lambda j: not j.get("refresh"))  # the cheap build-info reads first (a stable sort)
     log(f"{len(jobs)} wheels to read ({sum(j['full'] for j in jobs)} full scans)")
     lock = threading.Lock()
     today = _dt.date.today().isoformat()
@@ -422,23 +441,314 @@ def run_scan(args: argparse.Namespace, record: dict[str, Any]) -> None:
     def work(job: dict[str, Any]) -> None:
         t0 = time.monotonic()
         res = scan_wheel(job["url"], full=job["full"], verbose=args.verbose)
-        row = {**{k: job[k] for k in ("dist", "version", "os", "file", "sha256", "url", "full")},
-               "scanned": today, **res}
+        if job.get("refresh"):
+            row = {**have[job["sha256"]], "build_info": res["build_info"], "build_info_file": res["build_info_file"]}
+        else:
+            row = {**{k: job[k] for k in ("dist", "version", "os", "file", "sha256", "url", "full")},
+                   "scanned": today, **res}
         row = {k: row[k] for k in KEY_ORDER if k in row}
         with lock:
             record["wheels"] = [w for w in record["wheels"] if w["sha256"] != job["sha256"]] + [row]
-            RECORD.write_text(dump_record(record), encoding="utf-8")
+            tmp = RECORD.with_suffix(".json.tmp")
+            tmp.write_text(dump_record(record), encoding="utf-8")
+            tmp.replace(RECORD)  # a scan stopped half-way leaves the record whole
         log(f"{job['file']}: {time.monotonic() - t0:.0f} s"
+            + (" (build info again)" if job.get("refresh") else "")
             + (f", {row.get('containers')} fatbins, sass {sorted(row.get('sass', {}), key=int)},"
-               f" ptx {sorted(row.get('ptx', {}), key=int)}, {row.get('versions')}" if job["full"] else ""))
+               f" ptx {sorted(row.get('ptx', {}), key=int)}, {row.get('versions')}" if job["full"] else "")
+            + (f", build info {row['build_info_file']}" if row.get("build_info_file") else ""))
 
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         for fut in [pool.submit(work, j) for j in jobs]:
             fut.result()
 
 
+# ---------------------------------------------------------------- render (offline, from the record)
+
+#: An architecture counts as carried when at least this share of TensorFlow's own fatbin containers
+#: hold it; below that it is "partial" (the verdict rule is in the tf_archs.toml header).
+FULL_SHARE = 0.9
+#: NVIDIA libraries some wheels bundle (TensorRT in 1.7-1.8): their code is not TensorFlow's kernels.
+BUNDLED = re.compile(r"^lib(nvinfer|nvonnxparser|nvparsers|nvrtc|cublas|cudnn|cufft|curand|cusolver|cusparse|nccl|"
+                     r"cudart|cupti)")
+ARCHS_FILE, WHEELS_FILE = "tf_archs.toml", "wheels.toml"
+
+
+def _cc(arch: str | int) -> str:
+    n = int(arch)
+    return f"{n // 10}.{n % 10}"
+
+
+def _quote(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    text = str(v).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
+
+
+def _inline(row: dict[str, Any]) -> str:
+    return "  { " + ", ".join(f"{k} = {_quote(v)}" for k, v in row.items() if v not in (None, "")) + " },"
+
+
+def arch_facts(wheel: dict[str, Any]) -> dict[str, Any]:
+    """SASS / PTX of a fully scanned wheel, over TensorFlow's own fatbin containers."""
+    own = {n: o for n, o in wheel.get("objects", {}).items() if not BUNDLED.match(n.rsplit("/", 1)[-1])}
+    total = sum(o["containers"] for o in own.values())
+    share: dict[str, dict[int, int]] = {"sass": {}, "ptx": {}}
+    for o in own.values():
+        for kind in ("sass", "ptx"):
+            for arch, (n_cont, _n_ent) in o[kind].items():
+                share[kind][int(arch)] = share[kind].get(int(arch), 0) + n_cont
+    out: dict[str, Any] = {"kernels": total}
+    for kind in ("sass", "ptx"):
+        full = [a for a, n in sorted(share[kind].items()) if total and n / total >= FULL_SHARE]
+        part = [(a, n / total) for a, n in sorted(share[kind].items()) if total and n / total < FULL_SHARE]
+        out[kind] = [_cc(a) for a in full]
+        out[f"{kind}_partial"] = ",".join(f"{_cc(a)}={f:.2f}" for a, f in part)
+    return out
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return all(a[k] == b[k] for k in ("sass", "ptx", "sass_partial", "ptx_partial"))
+
+
+def _primary(wheels: list[dict[str, Any]], version: str) -> dict[str, Any]:
+    """The wheel a row cites: the GPU distribution of the release, newest Python tag."""
+    want = "tensorflow-gpu" if vkey(version) < (2, 1) else "tensorflow"
+    pool = [w for w in wheels if w["dist"] == want] or wheels
+    return max(pool, key=lambda w: (vkey(_tag(w["file"]).replace("cp", "")[:1] + "." + _tag(w["file"])[3:]), w["file"]))
+
+
+def public_url(url: str) -> str:
+    """The wheel's address on files.pythonhosted.org (what PyPI's JSON API links to), whichever index
+    mirror the scan read it through."""
+    m = re.search(r"/packages/(?:packages/)?([0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]+/[^/]+\.whl)$", url)
+    return f"https://files.pythonhosted.org/packages/{m.group(1)}" if m else url
+
+
+def _source_key(w: dict[str, Any]) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", f"whl {w['dist']} {w['version']} {_tag(w['file'])} {w['os']}".lower())
+
+
+def _old_rows(text: str) -> tuple[list[str], dict[str, str], list[dict[str, Any]]]:
+    """conda-forge row lines (kept verbatim), every source line by key, and the old pip rows."""
+    keep, sources = [], {}
+    for line in text.splitlines():
+        if line.startswith("  {") and 'build = "conda-forge"' in line:
+            keep.append(line)
+        m = re.match(r"^([A-Za-z0-9_-]+) = \{ title = ", line)
+        if m:
+            sources[m.group(1)] = line
+    data = tomllib.loads(text) if text else {"archs": []}
+    old = [r for r in data.get("archs", []) if r.get("build", "pip") == "pip"]
+    return keep, sources, old
+
+
+def _in_spec(version: str, spec: str) -> bool:
+    from packaging.specifiers import SpecifierSet
+
+    return version in SpecifierSet(spec)
+
+
+ARCHS_HEADER = """\
+# GPU architectures (CUDA compute capabilities) compiled into TensorFlow builds. GENERATED for the official
+# wheels (rows without `build`) by scripts/scan_wheel_archs.py from the scan record compat/wheel_scan.json:
+#   python3 scripts/scan_wheel_archs.py --check | --force      (offline: render from the record)
+#   python3 scripts/scan_wheel_archs.py --scan --force         (read new wheels from PyPI first)
+# The conda-forge rows (build = "conda-forge") are hand-curated from the feedstock and kept verbatim.
+#
+# How the official rows were read: each wheel's .so/.pyd files were streamed out of the zip on PyPI and
+# their `.nv_fatbin` sections parsed (one fatbin container per compiled unit; each holds ELF cubins =
+# SASS sm_XX and PTX compute_XX). Shares are over TensorFlow's own containers (`kernels` = how many);
+# NVIDIA libraries a wheel bundles (TensorRT's libnvinfer in 1.7-1.8) are left out.
+#   sass      = "X.Y" list: SASS present in >= 90% of the containers
+#   sass_partial = "X.Y=share" list: SASS present in fewer (share = fraction of containers, 2 decimals)
+#   ptx       = the highest PTX present in >= 90% of the containers (the driver JIT-compiles it for any
+#               NEWER GPU: slow first start; CUDA_CACHE_MAXSIZE helps); ptx_all = every such PTX
+#   ptx_partial = PTX present in fewer containers, as sass_partial
+#   ptx_fails = compute capabilities on which that PTX is REPORTED not to load (CUDA_ERROR_INVALID_PTX);
+#               `source2` cites the report (carried over from the hand-curated table)
+#   wheel, sha256 = the wheel the row was read from (PyPI's digest); wheel_newest, sha256_newest = the
+#               newest patch of the series when it was read too and found alike
+# A row covers its minor series: when the first and the newest patch differ, the first patch's row covers
+# the patches before the newest. Patches in between were not read (assumed like the row's wheel).
+#
+# Rule the verdict applies (tfgpu.verdict, gpu.arch / gpu.ptx_jit): a GPU runs a container's SASS when
+# the SASS has its major and a minor <= its own. SASS in `sass` -> native. SASS only in `sass_partial`
+# -> that share of the kernels is native and the rest needs PTX: with a `ptx` <= the GPU it is
+# JIT-compiled (warning, the share is named), without one the GPU fails (those kernels have no image).
+# No SASS at all -> JIT from `ptx` if it is <= the GPU, else the GPU cannot run TensorFlow's kernels.
+#
+# What the binaries settled (they replace the hand-curated rows of data version 1, which followed docs
+# and build configs): 1.x carries far more than the documented 3.5 floor (1.0-1.2: 3.0, 3.5, 5.2 SASS
+# + PTX; 1.3+ adds 3.7, 6.0, 6.1; 1.5+ 7.0); the Windows 1.11-1.12 wheels carry only sm_37 + compute_37;
+# 2.4-2.7 carry sm_80 SASS (the build's `compute_80` entry makes both). 1.0-2.2 carry PTX for every
+# SASS architecture (ptx_all), as the TF 2.3 release notes say of releases before 2.3.
+schema = "tfgpu.compat.tf_archs/1"
+
+archs = ["""
+
+
+def render_archs(record: dict[str, Any], old_text: str) -> str:
+    keep, old_sources, old_rows = _old_rows(old_text)
+    full = [w for w in record["wheels"] if w.get("full")]
+    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for w in full:
+        by.setdefault((w["os"], w["version"]), []).append(w)
+    rows: list[dict[str, Any]] = []
+    sources: dict[str, str] = {}
+    warnings: list[str] = []
+    for os_name in ("linux", "windows"):
+        series: dict[tuple[int, ...], list[str]] = {}
+        for (o, v), ws in by.items():
+            if o == os_name and any(w.get("containers") for w in ws):
+                series.setdefault(vkey(v)[:2], []).append(v)
+        keys = sorted(series)
+        for idx, key in enumerate(keys):
+            vs = sorted(series[key], key=lambda v: (vkey(v), v))
+            scans = []
+            for v in (vs[0], vs[-1]) if len(vs) > 1 else (vs[0],):
+                prim = _primary(by[(os_name, v)], v)
+                facts = arch_facts(prim)
+                for other in by[(os_name, v)]:
+                    if other is not prim and other.get("containers") and not _same(arch_facts(other), facts):
+                        warnings.append(f"{other['file']} differs from {prim['file']}")
+                scans.append((v, prim, facts))
+            nxt = f"{key[0]}.{key[1] + 1}"
+            if len(scans) == 2 and _same(scans[0][2], scans[1][2]):
+                groups = [(f">={scans[0][0]},<{nxt}", scans[0], scans[1])]
+            elif len(scans) == 2:
+                groups = [(f">={scans[0][0]},<{scans[1][0]}", scans[0], None),
+                          (f">={scans[1][0]},<{nxt}", scans[1], None)]
+            else:
+                groups = [(f">={scans[0][0]},<{nxt}", scans[0], None)]
+            newest_on_pypi = max(vkey(w["version"])[:2] for w in record["wheels"] if w["os"] == os_name)
+            if idx == len(keys) - 1 and key == newest_on_pypi:  # also covers later releases until they are read
+                groups[-1] = (groups[-1][0].split(",<")[0], *groups[-1][1:])
+            for spec, (v, prim, facts), newest in groups:
+                row: dict[str, Any] = {"tf": spec, "os": os_name, "sass": ",".join(facts["sass"]),
+                                       "ptx": facts["ptx"][-1] if facts["ptx"] else ""}
+                if facts["sass_partial"]:
+                    row["sass_partial"] = facts["sass_partial"]
+                row["ptx_all"] = ",".join(facts["ptx"])
+                if facts["ptx_partial"]:
+                    row["ptx_partial"] = facts["ptx_partial"]
+                row["kernels"] = facts["kernels"]
+                carried = next((r for r in old_rows if r.get("os", "linux") == os_name and r.get("ptx_fails")
+                                and _in_spec(v, r["tf"])), None)
+                if carried:
+                    row["ptx_fails"] = carried["ptx_fails"]
+                row.update({"wheel": prim["file"], "sha256": prim["sha256"]})
+                if newest:
+                    row.update({"wheel_newest": newest[1]["file"], "sha256_newest": newest[1]["sha256"]})
+                row["source"] = _source_key(prim)
+                if carried:
+                    row["source2"] = carried["source2"]
+                    sources[carried["source2"]] = old_sources[carried["source2"]]
+                for w in [prim] + ([newest[1]] if newest else []):
+                    sources[_source_key(w)] = (
+                        f'{_source_key(w)} = {{ title = "{w["file"]} (PyPI sha256 {w["sha256"]}): .nv_fatbin sections'
+                        f' of its shared objects, read {w["scanned"]}", url = "{public_url(w["url"])}", retrieved = "{w["scanned"]}" }}')
+                rows.append(row)
+    for w in warnings:
+        log(f"warning: {w}")
+    # hand-curated rows of series the record does not cover yet stay (after the scanned ones) until it does
+    candidates = [f"1.{m}.0" for m in range(16)] + [f"2.{m}.0" for m in range(40)]
+    kept_old = []
+    for old in old_rows:
+        os_name = old.get("os", "linux")
+        uncovered = [c for c in candidates if _in_spec(c, old["tf"])
+                     and not any(r["os"] == os_name and _in_spec(c, r["tf"]) for r in rows)]
+        if uncovered:
+            kept_old.append(next(line for line in old_text.splitlines()
+                                 if line.startswith("  {") and f'tf = "{old["tf"]}", os = "{os_name}"' in line))
+            log(f"kept hand-curated row {old['tf']} {os_name}: series {', '.join(c[:-2] for c in uncovered)} not scanned")
+    keep = kept_old + keep
+    for line in keep:
+        for key in re.findall(r'source2? = "([^"]+)"', line):
+            sources[key] = old_sources[key]
+    out = [ARCHS_HEADER] + [_inline(r) for r in rows] + keep + [
+        "]", "", "# [sources] comes last: in TOML every key after a [table] header belongs to that table.", "[sources]"]
+    out += [sources[k] for k in sorted(sources)]
+    return "\n".join(out) + "\n"
+
+
+WHEELS_HEADER = """\
+# Facts read from TensorFlow's wheels themselves, one row per wheel read. GENERATED by
+# scripts/scan_wheel_archs.py from the scan record compat/wheel_scan.json (see its docstring).
+#   python      the wheel's CPython tag
+#   cuda_build  the wheel is a CUDA build: `is_cuda_build` of tensorflow/python/platform/build_info.py
+#               (1.4+), else fatbins in its shared objects (1.0-1.3 have no build_info.py); absent = unknown
+#   cuda, cudnn the build info's CUDA / cuDNN versions (else the soname of the libcudart it links)
+#   glibc       Linux: the highest GLIBC_x.y symbol version any of its .so files needs (ELF .gnu.version_r):
+#               the wheel does not load on an older glibc, whatever its manylinux tag promises
+#   glibcxx     the same for GLIBCXX_ (libstdc++)
+#   fatbins     fatbin containers in its shared objects (0 for CPU builds)
+# Rows with only build info (no glibc/fatbins) are releases whose shared objects were not read; the
+# full scans cover the first and the newest patch of every series (every Linux tag).
+schema = "tfgpu.compat.wheels/1"
+
+wheels = ["""
+
+
+def _cuda_version(w: dict[str, Any]) -> str:
+    bi = w.get("build_info", {})
+    for key in ("cuda_version", "cuda_version_number"):
+        val = str(bi.get(key) or "")
+        m = re.fullmatch(r"(?:64_)?(\d+)(\d)", val) if "_" in val else None
+        if m:
+            return f"{m.group(1)}.{m.group(2)}"
+        if re.fullmatch(r"\d+(\.\d+)*", val):
+            return val
+    dll = re.fullmatch(r"cudart64_(\d+)(\d)\.dll", str(bi.get("cudart_dll_name") or ""))
+    if dll:
+        return f"{dll.group(1)}.{dll.group(2)}"
+    for lib in w.get("cuda_libs", []):
+        m = re.fullmatch(r"libcudart\.so\.(\d+\.\d+)", lib)
+        if m:
+            return m.group(1)
+    return ""
+
+
+def render_wheels(record: dict[str, Any]) -> str:
+    rows = []
+    for w in sorted(record["wheels"], key=lambda w: (tuple(-x for x in vkey(w["version"])), w["dist"], w["os"],
+                                                     _tag(w["file"]))):
+        bi = w.get("build_info", {})
+        cuda_build: bool | None = None
+        if "is_cuda_build" in bi:
+            cuda_build = bool(bi["is_cuda_build"])
+        elif w.get("full"):
+            cuda_build = bool(w.get("containers"))
+        row: dict[str, Any] = {"dist": w["dist"], "version": w["version"], "os": w["os"], "python": _tag(w["file"])}
+        if cuda_build is not None:
+            row["cuda_build"] = cuda_build
+        if cuda_build is not False:
+            row["cuda"] = _cuda_version(w)
+            cudnn = str(bi.get("cudnn_version") or bi.get("cudnn_version_number") or "").replace("64_", "")
+            row["cudnn"] = cudnn
+        if w.get("full"):
+            versions = w.get("versions", {})
+            if w["os"] == "linux":
+                row["glibc"] = versions.get("GLIBC", "")
+                row["glibcxx"] = versions.get("GLIBCXX", "")
+            row["fatbins"] = int(w.get("containers") or 0)
+        row.update({"file": w["file"], "sha256": w["sha256"], "source": "pypi-files"})
+        rows.append(row)
+    out = [WHEELS_HEADER] + [_inline(r) for r in rows] + [
+        "]", "", "# [sources] comes last: in TOML every key after a [table] header belongs to that table.", "[sources]",
+        'pypi-files = { title = "The wheel files on PyPI (file name and sha256 per row; PyPI JSON API for the list'
+        ' and digests)", url = "https://pypi.org/project/tensorflow/#files", retrieved = "'
+        + max((w["scanned"] for w in record["wheels"]), default="") + '" }']
+    return "\n".join(out) + "\n"
+
+
 def render_all(record: dict[str, Any], compat: Path) -> dict[Path, str]:
-    return {}
+    archs = compat / ARCHS_FILE
+    old = archs.read_text(encoding="utf-8") if archs.exists() else ""
+    return {archs: render_archs(record, old), compat / WHEELS_FILE: render_wheels(record)}
 
 
 def main(argv: list[str] | None = None) -> int:
