@@ -286,3 +286,71 @@ def test_scanning_a_real_wheel_from_pypi_matches_the_record() -> None:
 
 def test_record_path_is_in_the_repository() -> None:
     assert Path(COMPAT / "wheel_scan.json").stat().st_size > 1000
+
+
+# --------------------------------------------------------------------------- tfgpu compat --json
+
+
+def _compat_json(cli: Any, *args: str) -> dict[str, Any]:
+    code, out, err = cli("compat", *args, "--json")
+    assert err == ""
+    assert code == 0
+    doc: dict[str, Any] = json.loads(out)
+    return doc
+
+
+@pytest.fixture(scope="module")
+def compat_validator() -> Any:
+    import jsonschema
+
+    schema = json.loads((REPO / "src" / "tfgpu" / "schemas" / "compat.schema.json").read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema)
+
+
+def test_compat_json_shows_the_scanned_gpu_code_and_the_wheel_it_came_from(cli: Any, compat_validator: Any) -> None:
+    doc = _compat_json(cli, "--tf", "1.12", "--os", "windows")
+    compat_validator.validate(doc)
+    (row,) = doc["rows"]
+    cc = row["compute_capabilities"]
+    assert cc["sass"] == ["3.7"]
+    assert cc["ptx_all"] == ["3.7"]
+    assert cc["wheel"]["file"].startswith("tensorflow_gpu-1.12.0-")
+    assert SHA256.match(cc["wheel"]["sha256"])
+    assert cc["kernels"] > 100
+
+
+def test_compat_json_shows_glibc_floors_and_cuda_builds(cli: Any, compat_validator: Any) -> None:
+    doc = _compat_json(cli, "--tf", "1.15", "--os", "linux")
+    compat_validator.validate(doc)
+    (row,) = doc["rows"]
+    builds = {(b["dist"], b["version"]): b for b in row["wheel_builds"]}
+    assert builds[("tensorflow", "1.15.0")]["cuda_build"] is True
+    if ("tensorflow", "1.15.2") in builds:
+        assert builds[("tensorflow", "1.15.2")]["cuda_build"] is False
+    read = [r for r in row["releases"] if r["glibc_symbols"]]
+    assert read
+    for rel in read:
+        assert rel["glibc_symbols_by_python"]
+        assert rel["glibc_symbols"] == min(rel["glibc_symbols_by_python"].values(), key=Version)
+        assert all(SHA256.match(w["sha256"]) for w in rel["wheels_read"])
+
+
+# --------------------------------------------------------------------------- the record against cuobjdump
+
+CROSS_CHECKS = [
+    ("tensorflow-2.4.0-cp38-cp38-manylinux2010_x86_64.whl", "tensorflow/python/_pywrap_tensorflow_internal.so",
+     "tensorflow-2.4.0-cp38-linux_pywrap_tensorflow_internal"),
+]
+
+
+@pytest.mark.parametrize(("wheel", "member", "stem"), CROSS_CHECKS)
+def test_record_entry_counts_match_cuobjdump_on_the_real_member(wheel: str, member: str, stem: str) -> None:
+    """cuobjdump 11.8's listing of the member (tests/data/binscan/SOURCES.md) against the record's counts."""
+    from collections import Counter
+
+    data = REPO / "tests" / "data" / "binscan"
+    for kind, flag in (("sass", "elf"), ("ptx", "ptx")):
+        text = (data / f"{stem}.cuobjdump-list-{flag}.txt").read_text(encoding="utf-8")
+        listed = Counter(re.findall(r"\.sm_(\d+)\.(?:cubin|ptx)$", text, flags=re.MULTILINE))
+        counted = {a: n_ent for a, (_n_cont, n_ent) in BY_FILE[wheel]["objects"][member][kind].items()}
+        assert counted == dict(listed), kind
