@@ -18,7 +18,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from tfgpu._record import field, record
-from tfgpu.compat import KnowledgeBase, Recipe, Release, normalize_cuda, series_of, version
+from tfgpu.compat import ArchTargets, KnowledgeBase, Recipe, Release, normalize_cuda, series_of, version
 
 PASS, WARN, FAIL, SKIP, ERROR = "pass", "warn", "fail", "skip", "error"
 READY, CAVEATS, BLOCKED = "ready", "caveats", "blocked"
@@ -559,7 +559,7 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
         if archs is None:
             continue
         sass = [_cc(s) for s in archs.sass]
-        ptx = _cc(archs.ptx) if archs.ptx else None
+        ptx = _usable_ptx(archs, cc)
         if sass and cc < min(sass) and (ptx is None or cc < ptx):
             blockers.append(Finding(
                 "gpu.arch",
@@ -603,6 +603,15 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
             f"{archs.ptx or 'none'})", fix="use a newer TensorFlow",
         ))
     return blockers, caveats, jit
+
+
+def _usable_ptx(archs: ArchTargets, cc: Version) -> Version | None:
+    """The PTX the driver would JIT-compile for ``cc``: the highest one <= it among every PTX the build
+    carries (rows read from the wheels list them all in ptx_all: 1.x-2.2 carry PTX for each SASS
+    architecture), else the highest PTX (the caller compares it with ``cc``)."""
+    ptxs = [_cc(p) for p in (archs.ptx_all or ((archs.ptx,) if archs.ptx else ()))]
+    usable = [p for p in ptxs if p <= cc]
+    return max(usable) if usable else (max(ptxs) if ptxs else None)
 
 
 def _glibc_findings(m: Machine, kb: KnowledgeBase, rel: Release) -> list[Finding]:
