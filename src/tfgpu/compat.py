@@ -375,7 +375,7 @@ class ArchTargets:
     tf: VersionSpec
     os: str
     sass: tuple[str, ...]
-    ptx: str | None
+    ptx: str | None  # the highest PTX target
     source: str
     confidence: str = "sourced"
     note: str = ""
@@ -900,11 +900,14 @@ def _parse_kb() -> KnowledgeBase:
     for row in _rows("tf_archs", archs_data, "archs", required=False):
         archs.append(ArchTargets(
             tf=_spec("tf_archs", row), os=str(row.get("os", "linux")), sass=_split(row.get("sass", "")),
-            ptx=str(row.get("ptx") or "") or None, source=row["source"],
+            ptx=max(_split(row.get("ptx", "")), key=Version, default=None),
+            source=row["source"],
             confidence=str(row.get("confidence", "sourced")), note=str(row.get("note", "")),
             ptx_fails=_split(row.get("ptx_fails", "")), source2=str(row.get("source2", "")),
             build=str(row.get("build", "pip")), cuda=_spec("tf_archs", row, "cuda") if "cuda" in row else None,
-            sass_partial=_shares("tf_archs", row, "sass_partial"), ptx_all=_split(row.get("ptx_all", "")),
+            # every PTX target: `ptx_all` (rows read from the wheels), or `ptx` listing several
+            sass_partial=_shares("tf_archs", row, "sass_partial"),
+            ptx_all=_split(row.get("ptx_all", "")) or _split(row.get("ptx", "")),
             ptx_partial=_shares("tf_archs", row, "ptx_partial"), kernels=int(row.get("kernels", 0)),
             wheel=str(row.get("wheel", "")), sha256=str(row.get("sha256", "")),
             wheel_newest=str(row.get("wheel_newest", "")), sha256_newest=str(row.get("sha256_newest", "")),
