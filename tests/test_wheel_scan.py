@@ -177,7 +177,7 @@ def _partial_row(ptx: str | None) -> ArchTargets:
     base = KB.archs_for("2.10.0", "linux")
     assert base is not None
     return replace(base, tf=VersionSpec("==2.10.0"), sass=("3.5", "5.0", "6.0", "7.0", "7.5"),
-                   sass_partial=(("8.0", 0.25),), ptx=ptx, ptx_fails=())
+                   sass_partial=(("8.0", 0.25),), ptx=ptx, ptx_all=(ptx,) if ptx else (), ptx_fails=())
 
 
 def test_a_gpu_only_some_kernels_carry_sass_for_jit_compiles_the_rest_from_ptx() -> None:
