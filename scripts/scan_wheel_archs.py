@@ -616,14 +616,15 @@ def render_archs(record: dict[str, Any], old_text: str) -> str:
                     if other is not prim and other.get("containers") and not _same(arch_facts(other), facts):
                         warnings.append(f"{other['file']} differs from {prim['file']}")
                 scans.append((v, prim, facts))
-            nxt = f"{key[0]}.{key[1] + 1}"
+            # the first final release of a series opens it (1.13.1 is 1.13's first: no final 1.13.0)
+            start, nxt = f"{key[0]}.{key[1]}", f"{key[0]}.{key[1] + 1}"
             if len(scans) == 2 and _same(scans[0][2], scans[1][2]):
-                groups = [(f">={scans[0][0]},<{nxt}", scans[0], scans[1])]
+                groups = [(f">={start},<{nxt}", scans[0], scans[1])]
             elif len(scans) == 2:
-                groups = [(f">={scans[0][0]},<{scans[1][0]}", scans[0], None),
+                groups = [(f">={start},<{scans[1][0]}", scans[0], None),
                           (f">={scans[1][0]},<{nxt}", scans[1], None)]
             else:
-                groups = [(f">={scans[0][0]},<{nxt}", scans[0], None)]
+                groups = [(f">={start},<{nxt}", scans[0], None)]
             newest_on_pypi = max(vkey(w["version"])[:2] for w in record["wheels"] if w["os"] == os_name)
             if idx == len(keys) - 1 and key == newest_on_pypi:  # also covers later releases until they are read
                 groups[-1] = (groups[-1][0].split(",<")[0], *groups[-1][1:])
