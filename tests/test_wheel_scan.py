@@ -354,3 +354,21 @@ def test_record_entry_counts_match_cuobjdump_on_the_real_member(wheel: str, memb
         listed = Counter(re.findall(r"\.sm_(\d+)\.(?:cubin|ptx)$", text, flags=re.MULTILINE))
         counted = {a: n_ent for a, (_n_cont, n_ent) in BY_FILE[wheel]["objects"][member][kind].items()}
         assert counted == dict(listed), kind
+
+
+def test_no_symbol_floor_is_claimed_while_a_usable_wheel_is_unread() -> None:
+    """A machine whose Pythons include a tag nobody read: that wheel may need less, so only the tag counts."""
+    wheel, rel = _glibc_gap()
+    others = [p for p in rel.linux_pythons if f"cp{p.replace('.', '')}" != wheel.python]
+    if not others:
+        pytest.skip("the release has one Linux tag")
+    kb = replace(KB, wheels=(wheel,))
+    py = f"{wheel.python[2]}.{wheel.python[3:]}"
+    interp = {"current": f"{py}.1", "interpreters": [{"version": f"{v}.1", "path": f"/usr/bin/python{v}"}
+                                                     for v in (py, others[0])]}
+    facts = base_facts(python=interp, platform__glibc=str(rel.glibc))
+    tv = judge_release(facts, kb, wheel.version, backend="pip")
+    assert not _found(tv, "glibc.symbols")
+    only = base_facts(python={"current": f"{py}.1", "interpreters": [{"version": f"{py}.1", "path": "/usr/bin/python"}]},
+                      platform__glibc=str(rel.glibc))
+    assert _found(judge_release(only, kb, wheel.version, backend="pip"), "glibc.symbols")

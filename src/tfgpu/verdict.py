@@ -672,7 +672,11 @@ def _glibc_findings(m: Machine, kb: KnowledgeBase, rel: Release) -> list[Finding
         return [Finding(
             "glibc.manylinux", f"{rel.dist} {rel.version} wheels need glibc >= {rel.glibc} ({rel.linux_platform}); "
             f"this machine has {m.glibc}, so pip cannot install them", fix=fix)]
-    read = kb.glibc_floor(rel.dist, rel.version, m.pythons)
+    # only when every wheel this machine could take was read: an unread tag may need less
+    tags = [f"cp{p.replace('.', '')}" for p in (m.pythons if m.pythons is not None else rel.linux_pythons)
+            if p in rel.linux_pythons]
+    read_tags = {w.python for w in kb.wheel_facts(rel.dist, rel.version, "linux") if w.glibc is not None}
+    read = kb.glibc_floor(rel.dist, rel.version, m.pythons) if tags and set(tags) <= read_tags else None
     if read is not None and read.glibc is not None and m.glibc < read.glibc:
         return [Finding(
             "glibc.symbols", f"{rel.dist} {rel.version} ({read.file}) needs glibc >= {read.glibc}: its shared objects "
