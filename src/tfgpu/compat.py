@@ -437,6 +437,18 @@ class GpuModel:
     source: str
 
 
+@record
+class GpuDevice:
+    """One NVIDIA PCI device ID of compat/gpus.toml `devices` (generated from pci.ids)."""
+
+    id: str  # 4 lowercase hex digits, e.g. "1e81"
+    chip: str
+    cc: str
+    via: str
+    pci_name: str
+    source: str
+
+
 _ACTIVATION_SPLIT = re.compile(r";(?=\s*[A-Za-z_][A-Za-z0-9_]*=)")
 
 
@@ -547,6 +559,7 @@ class KnowledgeBase:
     conda: tuple[CondaPackage, ...]
     arch_names: tuple[tuple[str, str], ...]
     models: tuple[GpuModel, ...]
+    devices: tuple[GpuDevice, ...] = ()
 
     # -- TensorFlow -----------------------------------------------------------------------
     @functools.cached_property
@@ -732,18 +745,51 @@ class KnowledgeBase:
                 return name
         return None
 
-    def gpu_cc(self, name: str) -> str | None:
-        """Compute capability of a GPU model by name (normalized substring; longest match wins)."""
-        key = ("gpu_cc", str(name))
+    def gpu_cc(self, name: str, device_id: str | None = None) -> str | None:
+        """Compute capability of a GPU from the tables: by PCI device ID when known, else by its whole
+        model name after :func:`normalize_gpu_name` (NVIDIA's model table first, then the names pci.ids
+        gives the device IDs). None when neither table knows the GPU: never a guess from part of a name.
+        A capability the machine reports (NVML, nvidia-smi, a TF log) wins over this; callers ask only
+        when there is none."""
+        key = ("gpu_cc", f"{name}\x00{device_id}")
         if key not in self._memo:
-            index = self._memo.get(("gpu_names", ""))
-            if index is None:
-                index = [(_norm_gpu(c), m.cc) for m in self.models for c in (m.name, *m.aliases)]
-                index.sort(key=lambda item: len(item[0]), reverse=True)
-                self._memo[("gpu_names", "")] = index
-            wanted = _norm_gpu(name)
-            self._memo[key] = next((cc for k, cc in index if k and (k == wanted or k in wanted)), None)
+            found = self.gpu_cc_by_id(device_id) if device_id else None
+            if found is None:
+                wanted = normalize_gpu_name(name)
+                found = self._gpu_name_index()[0].get(wanted) or self._gpu_name_index()[1].get(wanted)
+            self._memo[key] = found
         result: str | None = self._memo[key]
+        return result
+
+    def gpu_cc_by_id(self, device_id: str | None) -> str | None:
+        """Compute capability of an NVIDIA PCI device ID ("1e81", "0x1E81", "0x1E8110DE", "1E8110DE")."""
+        wanted = normalize_pci_device_id(device_id)
+        if wanted is None:
+            return None
+        index = self._memo.get(("gpu_ids", ""))
+        if index is None:
+            index = {d.id: d.cc for d in self.devices}
+            self._memo[("gpu_ids", "")] = index
+        found: str | None = index.get(wanted)
+        return found
+
+    def _gpu_name_index(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(normalized model name -> CC from `models`, normalized pci.ids name -> CC from `devices`, the
+        latter only for names all of whose device IDs agree)."""
+        index = self._memo.get(("gpu_names", ""))
+        if index is None:
+            models = {normalize_gpu_name(c): m.cc for m in self.models for c in (m.name, *m.aliases)}
+            by_pci: dict[str, set[str]] = {}
+            for d in self.devices:
+                m = re.search(r"\[([^\]]+)\]\s*$", d.pci_name)
+                for part in (m.group(1).split(" / ") if m else ()):
+                    key = normalize_gpu_name(part)
+                    if key:
+                        by_pci.setdefault(key, set()).add(d.cc)
+            pci = {k: next(iter(v)) for k, v in by_pci.items() if len(v) == 1}
+            index = (models, pci)
+            self._memo[("gpu_names", "")] = index
+        result: tuple[dict[str, str], dict[str, str]] = index
         return result
 
     def sources(self, file: str) -> dict[str, dict[str, Any]]:
@@ -760,12 +806,38 @@ def _nearest(wanted: Version, candidates: Iterable[Version]) -> list[str]:
     return [str(v) for v in sorted(candidates, key=distance)[:3]]
 
 
-def _norm_gpu(name: str) -> str:
-    text = re.sub(r"\s+", " ", str(name).lower()).strip()
-    for prefix in ("nvidia ",):
-        if text.startswith(prefix):
-            text = text[len(prefix):]
-    return text
+#: Words of a GPU's name that say who sells it or what variant of one model it is (memory size, form
+#: factor, laptop/Max-Q, workstation/server edition), dropped before names are compared. A laptop or
+#: Max-Q part shares its desktop model's chip from Pascal on (NVIDIA's CUDA GPUs page lists one row);
+#: Maxwell/Kepler mobile parts carry the M in the model number ("GTX 960M") and stay distinct.
+_GPU_NAME_DROP = re.compile(
+    r"\b(?:nvidia|geforce|tesla|quadro|laptop|mobile|embedded|gpu|generation|workstation|server|edition|"
+    r"with|max q|design|nvgpu|pcie|sxm\d?|nvl\d*|hbm\d?e?|\d+(?:\.\d+)?\s?(?:gb|g|mb))\b"
+)
+#: A MIG slice ("... MIG 1g.5gb") or vGPU profile ("A40-48Q") suffix: the rest names the physical GPU.
+_GPU_NAME_SLICE = re.compile(r"\s(?:mig\b.*|\d+[abcq])$")
+
+
+def normalize_gpu_name(name: str) -> str:
+    """A GPU name as compared with the tables: "NVIDIA GeForce RTX 3060 Laptop GPU" -> "rtx 3060",
+    "NVIDIA A100-SXM4-40GB" -> "a100", "Quadro M1000M" -> "m1000m", "TITAN X (Pascal)" -> "titan x
+    pascal". Whole names are compared, never parts: "RTX A3000 Laptop" is not "A30"."""
+    text = str(name).lower().replace("_", " ").replace("-", " ").replace("(tm)", " ").replace("(r)", " ")
+    text = re.sub(r"[()\[\],]", " ", text)
+    text = re.sub(r"\s+", " ", text).strip()
+    text = _GPU_NAME_SLICE.sub("", text)
+    text = _GPU_NAME_DROP.sub(" ", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def normalize_pci_device_id(value: str | None) -> str | None:
+    """An NVIDIA PCI device ID as 4 lowercase hex digits from the forms the probes read: sysfs "0x1e81",
+    lspci "1e81", nvidia-smi "0x1E8110DE" (device << 16 | vendor), NVML pciDeviceId as hex. None when
+    it is not one."""
+    text = str(value or "").strip().lower().removeprefix("0x")
+    if re.fullmatch(r"[0-9a-f]{8}", text):
+        return text[:4] if text.endswith("10de") else None
+    return text if re.fullmatch(r"[0-9a-f]{4}", text) else None
 
 
 def _parse_kb() -> KnowledgeBase:
@@ -844,7 +916,19 @@ def _parse_kb() -> KnowledgeBase:
             GpuModel(name=str(r["name"]), cc=str(r["cc"]), aliases=_split(r.get("aliases", "")), source=r["source"])
             for r in _rows("gpus", gpus, "models")
         ),
+        devices=tuple(_parse_gpu_devices(gpus)),
     )
+
+
+def _parse_gpu_devices(gpus: dict[str, Any]) -> list[GpuDevice]:
+    out = []
+    for row in _rows("gpus", gpus, "devices", required=False):
+        dev_id = normalize_pci_device_id(str(row.get("id", "")))
+        if dev_id is None or dev_id != row.get("id"):
+            raise _bad("gpus", row, f"id {row.get('id')!r} is not 4 lowercase hex digits")  # noqa: EM101
+        out.append(GpuDevice(id=dev_id, chip=str(row.get("chip", "")), cc=str(row["cc"]), via=str(row.get("via", "")),
+                             pci_name=str(row.get("pci_name", "")), source=row["source"]))
+    return out
 
 
 KB_FILES = ("meta", "tensorflow", "releases", "tf_archs", "cuda", "gpus", "recipes", "conda")
@@ -919,6 +1003,7 @@ def _build_indexes(kb: KnowledgeBase) -> None:
     from tfgpu.verdict import warm_up  # the verdicts define which indexes matter
 
     try:
+        kb._gpu_name_index()  # judging a GPU whose probe reported no compute capability
         for os in ("linux", "wsl2", "windows"):
             warm_up(kb, os)
     except Exception:  # an optimisation: a verdict bug surfaces when real facts are judged

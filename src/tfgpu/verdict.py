@@ -270,6 +270,13 @@ def _apply_cvd(gpus: Iterable[dict[str, Any]], cvd: str) -> tuple[dict[str, Any]
     return tuple(out)
 
 
+def gpu_cc_of(kb: KnowledgeBase, gpu: Mapping[str, Any]) -> str:
+    """A GPU's compute capability: the one the machine reported (NVML, nvidia-smi, a TF log), else the
+    tables' answer for its PCI device ID, else for its whole model name; "" when nobody knows."""
+    return str(gpu.get("compute_capability")
+               or kb.gpu_cc(str(gpu.get("name") or ""), gpu.get("pci_device_id")) or "")
+
+
 def _cc(text: str) -> Version:
     return version(str(text))
 
@@ -384,7 +391,7 @@ def _gpu_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         return [Check("gpu.present", FAIL, "the driver reports no GPU", source="driver probe",
                       fix="check `nvidia-smi`; in a container run with --gpus all")]
     for g in m.all_gpus:
-        cc = g.get("compute_capability") or kb.gpu_cc(str(g.get("name", ""))) or ""
+        cc = gpu_cc_of(kb, g)
         arch = kb.arch_name(cc) if cc else None
         mem = g.get("memory_mib")
         desc = f"GPU {g.get('index')}: {g.get('name') or 'unknown model'}" + (f", compute capability {cc}" if cc else "") + (
@@ -530,7 +537,7 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
     toolkit = kb.toolkit(_libs_cuda(kb, v, cuda, m.tf_os))
     kinds: dict[tuple[str, str], int] = {}  # identical GPUs (8 x H100) are judged once
     for g in m.gpus or ():
-        cc_text = str(g.get("compute_capability") or kb.gpu_cc(str(g.get("name", ""))) or "")
+        cc_text = gpu_cc_of(kb, g)
         if cc_text:
             key = (str(g.get("name") or "GPU of unknown model"), cc_text)
             kinds[key] = kinds.get(key, 0) + 1

@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Regenerate the `devices` block of compat/gpus.toml: NVIDIA PCI device ID -> compute capability.
+
+Upstream: the PCI ID Repository's pci.ids (https://pci-ids.ucw.cz/, mirrored at
+https://github.com/pciutils/pciids; Debian ships it in the `hwdata` package as /usr/share/misc/pci.ids).
+Each NVIDIA (vendor 10de) device line reads "<id>  <chip> [<marketing name> / <name>]", e.g.
+"139b  GM107M [GeForce GTX 960M]".
+
+The join, in two steps, uses no fact that is not in one of the two sources:
+  1. name: a device whose marketing name is, after tfgpu's GPU-name normalisation
+     (tfgpu.compat.normalize_gpu_name), a model of compat/gpus.toml `models` (NVIDIA's CUDA GPUs page)
+     gets that model's compute capability (via = "name").
+  2. chip: a compute capability belongs to the silicon, so when every named device of a chip family
+     (GM107, GA104, ...; the chip column without its M/GL/GLM variant suffix) that step 1 resolved
+     agrees on one value, the chip's other devices get it too (via = "chip"): "GM107M [GeForce GTX
+     960M]" gets GM107's 5.0 from the GeForce GTX 750 Ti / Quadro K2200 / Tesla M10 rows, not the
+     GeForce GTX 960's (GM206) 5.2. A chip whose names disagree gets nothing from this step.
+A device whose own names disagree, or that neither step resolves, has no row: tfgpu then says
+"unknown" rather than guess. Audio functions, bridges, USB controllers and NVSwitches are skipped.
+
+Usage:
+  python3 scripts/update_gpu_ids.py [--pci-ids PATH]            # print a unified diff (exit 1 if stale)
+  python3 scripts/update_gpu_ids.py [--pci-ids PATH] --force    # write compat/gpus.toml
+PATH defaults to $TFGPU_PCI_IDS, then /usr/share/hwdata/pci.ids, /usr/share/misc/pci.ids; without any
+the script says so and skips (exit 0). Needs tfgpu importable (nox -s update_compat sets PYTHONPATH).
+
+Output is deterministic (rows by device ID).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import re
+import sys
+from pathlib import Path
+
+import tomllib
+
+from tfgpu.compat import normalize_gpu_name
+
+ROOT = Path(__file__).resolve().parent.parent
+GPUS_TOML = ROOT / "compat" / "gpus.toml"
+DEFAULT_PATHS = ("/usr/share/hwdata/pci.ids", "/usr/share/misc/pci.ids")
+SOURCE = "pci-ids"
+NOT_A_GPU = re.compile(r"audio|usb|bridge|pcie host|root port|nvswitch|reserved|smbus|controller|memory", re.I)
+CHIP = re.compile(r"^((?:GK|GM|GP|GV|TU|GA|AD|GH|GB)\d{2,3}B?)(?:GLM|GL|GM|M)?$")
+BLOCK = re.compile(r"^devices = \[\n.*?^\]\n", re.M | re.S)
+BLOCK_ANCHOR = "# [sources] comes last"
+
+
+def parse_pci_ids(text: str) -> tuple[str, list[tuple[str, str, str]]]:
+    """pci.ids -> (its Version header, [(device id, chip column, description)] of vendor 10de)."""
+    version = ""
+    if m := re.search(r"^#\s*Version:\s*(\S+)", text, re.M):
+        version = m.group(1)
+    out = []
+    in_nvidia = False
+    for line in text.splitlines():
+        if re.match(r"^[0-9a-f]{4}  ", line):
+            in_nvidia = line.startswith("10de  ")
+            continue
+        if not in_nvidia or not line.startswith("\t") or line.startswith("\t\t"):
+            continue
+        m = re.match(r"^\t([0-9a-f]{4})  (.*)$", line)
+        if m:
+            desc = m.group(2).strip()
+            chip = desc.split("[", 1)[0].strip()
+            out.append((m.group(1), chip, desc))
+    return version, out
+
+
+def chip_family(chip_column: str) -> str | None:
+    """"GM107GLM" -> "GM107", "GB203M / GN22" -> "GB203", "GB10B" -> "GB10B" (Tegra: its own family)."""
+    first = chip_column.split("/", 1)[0].strip().split(" ", 1)[0]
+    m = CHIP.match(first)
+    return m.group(1) if m else None
+
+
+def marketing_names(desc: str) -> list[str]:
+    """The bracketed names of a description, split on " / "; a fragment that is only a number
+    ("GeForce GT 640M / 645M") borrows the first name's words before its number."""
+    m = re.search(r"\[([^\]]+)\]\s*$", desc)
+    if not m:
+        return []
+    parts = [p.strip() for p in m.group(1).split(" / ") if p.strip()]
+    out = []
+    for part in parts:
+        if out and re.match(r"^\d", part):
+            head = re.match(r"^(.*?)\s*\d", out[0])
+            part = f"{head.group(1)} {part}" if head and head.group(1) else part
+        out.append(part)
+    return [p for p in out if normalize_gpu_name(p)]
+
+
+def build_rows(devices: list[tuple[str, str, str]], models: dict[str, str]) -> list[dict[str, str]]:
+    gpus = [(dev_id, chip, desc) for dev_id, chip, desc in devices if not NOT_A_GPU.search(desc)]
+    named: dict[str, set[str]] = {}
+    for dev_id, _chip, desc in gpus:
+        named[dev_id] = {models[k] for k in (normalize_gpu_name(n) for n in marketing_names(desc)) if k in models}
+    chip_ccs: dict[str, set[str]] = {}
+    for dev_id, chip, _desc in gpus:
+        family = chip_family(chip)
+        if family:
+            chip_ccs.setdefault(family, set()).update(named[dev_id])
+    rows = []
+    for dev_id, chip, desc in gpus:
+        family = chip_family(chip)
+        ccs = named[dev_id]
+        family_ccs = chip_ccs.get(family or "", set())
+        if len(ccs) == 1:  # NVIDIA's own table names this device
+            cc, via = next(iter(ccs)), "name"
+        elif not ccs and len(family_ccs) == 1:
+            cc, via = next(iter(family_ccs)), f"chip {family}"
+        else:
+            continue  # unnamed on an unresolved chip, or names / chip that disagree
+        rows.append({"id": dev_id, "chip": family or chip, "pci_name": desc, "cc": cc, "via": via})
+    return sorted(rows, key=lambda r: r["id"])
+
+
+def _q(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def render_block(rows: list[dict[str, str]], version: str) -> str:
+    lines = [f"# GENERATED by scripts/update_gpu_ids.py from pci.ids version {version}: do not edit by hand.",
+             "devices = ["]
+    for r in rows:
+        lines.append(f'  {{ id = {_q(r["id"])}, chip = {_q(r["chip"])}, cc = {_q(r["cc"])}, via = {_q(r["via"])}, '
+                     f'pci_name = {_q(r["pci_name"])}, source = "{SOURCE}" }},')
+    lines.append("]")
+    return "\n".join(lines) + "\n"
+
+
+def regenerate(text: str, block: str) -> str:
+    """Put ``block`` (with its comment line) in place of the current one, or before [sources]."""
+    text = re.sub(r"^# GENERATED by scripts/update_gpu_ids\.py.*\n", "", text, flags=re.M)
+    if BLOCK.search(text):
+        return BLOCK.sub(lambda _m: block, text, count=1)
+    if BLOCK_ANCHOR not in text:
+        msg = f"{GPUS_TOML}: no `{BLOCK_ANCHOR}` line to put the devices block before"
+        raise SystemExit(msg)
+    return text.replace(BLOCK_ANCHOR, block + "\n" + BLOCK_ANCHOR, 1)
+
+
+def table_models(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for row in tomllib.loads(text)["models"]:
+        for name in (row["name"], *(a.strip() for a in str(row.get("aliases", "")).split(",") if a.strip())):
+            out[normalize_gpu_name(name)] = str(row["cc"])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pci-ids", help="a pci.ids file (default: $TFGPU_PCI_IDS, then the hwdata paths)")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--force", action="store_true", help="write compat/gpus.toml")
+    mode.add_argument("--check", action="store_true", help="print a diff; exit 1 when out of date (default)")
+    ap.add_argument("--file", default=str(GPUS_TOML), help=argparse.SUPPRESS)
+    args, _unknown = ap.parse_known_args(argv)  # nox update_compat passes every script the same posargs
+    candidates = [args.pci_ids or os.environ.get("TFGPU_PCI_IDS") or "", *DEFAULT_PATHS]
+    source = next((c for c in candidates if c and Path(c).is_file()), None)
+    if source is None:
+        print("update_gpu_ids: no pci.ids (--pci-ids, TFGPU_PCI_IDS, or apt-get install hwdata); skipped")
+        return 0
+    version, devices = parse_pci_ids(Path(source).read_text(encoding="utf-8", errors="replace"))
+    path = Path(args.file)
+    old = path.read_text(encoding="utf-8")
+    rows = build_rows(devices, table_models(old))
+    new = regenerate(old, render_block(rows, version))
+    if new == old:
+        print(f"{path.name}: devices block up to date ({len(rows)} devices, pci.ids {version})")
+        return 0
+    if args.force:
+        path.write_text(new, encoding="utf-8")
+        print(f"{path.name}: devices block written ({len(rows)} devices, pci.ids {version})")
+        return 0
+    sys.stdout.writelines(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                               f"a/compat/{path.name}", f"b/compat/{path.name}"))
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
