@@ -251,7 +251,21 @@ def test_generator_diff_then_force(tmp_path: Path) -> None:
     script = _load_script("update_gpu_ids")
     table = tmp_path / "gpus.toml"
     table.write_text((COMPAT / "gpus.toml").read_text(encoding="utf-8"), encoding="utf-8")
-    assert script.main(["--pci-ids", str(EXCERPT), "--file", str(table)]) == 1  # 25 lines != the full table
+    assert script.main(["--pci-ids", str(EXCERPT), "--file", str(table)]) == 1  # 24 lines != the full table
     assert script.main(["--pci-ids", str(EXCERPT), "--file", str(table), "--force"]) == 0
     assert script.main(["--pci-ids", str(EXCERPT), "--file", str(table)]) == 0
     assert table.read_text().count('source = "pci-ids" },') == 22
+
+
+@needs_tomllib
+def test_generator_refuses_an_older_pci_ids(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Debian 12's hwdata ships pci.ids 2023.04.10: regenerating from it would drop Blackwell's IDs."""
+    script = _load_script("update_gpu_ids")
+    old_ids = tmp_path / "pci.ids"
+    old_ids.write_text(EXCERPT.read_text().replace("2026.08.22", "2023.04.10"))
+    table = tmp_path / "gpus.toml"
+    before = (COMPAT / "gpus.toml").read_text(encoding="utf-8")
+    table.write_text(before, encoding="utf-8")
+    assert script.main(["--pci-ids", str(old_ids), "--file", str(table), "--force"]) == 0
+    assert "older than the 2026.08.22" in capsys.readouterr().out
+    assert table.read_text(encoding="utf-8") == before
