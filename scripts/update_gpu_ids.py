@@ -10,13 +10,17 @@ The join, in two steps, uses no fact that is not in one of the two sources:
   1. name: a device whose marketing name is, after tfgpu's GPU-name normalisation
      (tfgpu.compat.normalize_gpu_name), a model of compat/gpus.toml `models` (NVIDIA's CUDA GPUs page)
      gets that model's compute capability (via = "name").
-  2. chip: a compute capability belongs to the silicon, so when every named device of a chip family
-     (GM107, GA104, ...; the chip column without its M/GL/GLM variant suffix) that step 1 resolved
-     agrees on one value, the chip's other devices get it too (via = "chip"): "GM107M [GeForce GTX
-     960M]" gets GM107's 5.0 from the GeForce GTX 750 Ti / Quadro K2200 / Tesla M10 rows, not the
-     GeForce GTX 960's (GM206) 5.2. A chip whose names disagree gets nothing from this step.
-A device whose own names disagree, or that neither step resolves, has no row: tfgpu then says
-"unknown" rather than guess. Audio functions, bridges, USB controllers and NVSwitches are skipped.
+  2. chip: a compute capability belongs to the silicon, so when more than half of the named devices
+     of a chip family (GM107, GA104, ...; the chip column without its M/GL/GLM variant suffix) that
+     step 1 resolved agree on one value, the chip's other devices get it too (via = "chip"): "GM107M
+     [GeForce GTX 960M]" gets GM107's 5.0 from the GeForce GTX 750 Ti / Quadro K2200 / Tesla M10 rows,
+     not the GeForce GTX 960's (GM206) 5.2. A named device whose chip's majority says otherwise (pci.ids
+     lists "0fc5 GK107 [GeForce GT 1030]"; the GT 1030 is a GP108 part) gets neither value. A chip
+     without such a majority gets nothing from this step.
+A device whose own names disagree, or that neither step resolves, has no capability: tfgpu then says
+"unknown" rather than guess. Such a device is still listed (cc = "", via = "unresolved") when it shares
+a marketing name with a resolved one, so that the name alone stays ambiguous ("GeForce GT 730" is
+GF108 or GK208). Audio functions, bridges, USB controllers and NVSwitches are skipped.
 
 Usage:
   python3 scripts/update_gpu_ids.py [--pci-ids PATH]            # print a unified diff (exit 1 if stale)
@@ -45,7 +49,7 @@ GPUS_TOML = ROOT / "compat" / "gpus.toml"
 DEFAULT_PATHS = ("/usr/share/hwdata/pci.ids", "/usr/share/misc/pci.ids")
 SOURCE = "pci-ids"
 NOT_A_GPU = re.compile(r"audio|usb|bridge|pcie host|root port|nvswitch|reserved|smbus|controller|memory", re.I)
-CHIP = re.compile(r"^((?:GK|GM|GP|GV|TU|GA|AD|GH|GB)\d{2,3}B?)(?:GLM|GL|GM|M)?$")
+CHIP = re.compile(r"^((?:GF|GK|GM|GP|GV|TU|GA|AD|GH|GB)\d{2,3}B?)(?:GLM|GL|GM|M)?$")
 BLOCK = re.compile(r"^devices = \[\n.*?^\]\n", re.M | re.S)
 BLOCK_ANCHOR = "# [sources] comes last"
 
@@ -99,23 +103,29 @@ def build_rows(devices: list[tuple[str, str, str]], models: dict[str, str]) -> l
     named: dict[str, set[str]] = {}
     for dev_id, _chip, desc in gpus:
         named[dev_id] = {models[k] for k in (normalize_gpu_name(n) for n in marketing_names(desc)) if k in models}
-    chip_ccs: dict[str, set[str]] = {}
+    votes: dict[str, list[str]] = {}
     for dev_id, chip, _desc in gpus:
         family = chip_family(chip)
-        if family:
-            chip_ccs.setdefault(family, set()).update(named[dev_id])
-    rows = []
+        if family and len(named[dev_id]) == 1:
+            votes.setdefault(family, []).extend(named[dev_id])
+    chip_cc = {family: top for family, ccs in votes.items()
+               for top in [max(set(ccs), key=ccs.count)] if ccs.count(top) * 2 > len(ccs)}
+    rows, unresolved = [], []
     for dev_id, chip, desc in gpus:
         family = chip_family(chip)
         ccs = named[dev_id]
-        family_ccs = chip_ccs.get(family or "", set())
-        if len(ccs) == 1:  # NVIDIA's own table names this device
-            cc, via = next(iter(ccs)), "name"
-        elif not ccs and len(family_ccs) == 1:
-            cc, via = next(iter(family_ccs)), f"chip {family}"
-        else:
-            continue  # unnamed on an unresolved chip, or names / chip that disagree
-        rows.append({"id": dev_id, "chip": family or chip, "pci_name": desc, "cc": cc, "via": via})
+        family_cc = chip_cc.get(family or "")
+        row = {"id": dev_id, "chip": family or chip, "pci_name": desc}
+        if len(ccs) == 1 and family_cc in (None, *ccs):  # NVIDIA's table names it; its chip agrees
+            rows.append({**row, "cc": next(iter(ccs)), "via": "name"})
+        elif not ccs and family_cc:
+            rows.append({**row, "cc": family_cc, "via": f"chip {family}"})
+        else:  # unnamed on an unresolved chip, or its names and chip disagree
+            unresolved.append({**row, "cc": "", "via": "unresolved"})
+    # An unresolved device that shares a marketing name with a resolved one is listed with no capability,
+    # so that the name alone resolves to nothing: "GeForce GT 730" is GF108 (2.1) or GK208 (3.5).
+    resolved_names = {normalize_gpu_name(n) for r in rows for n in marketing_names(r["pci_name"])}
+    rows += [r for r in unresolved if resolved_names & {normalize_gpu_name(n) for n in marketing_names(r["pci_name"])}]
     return sorted(rows, key=lambda r: r["id"])
 
 

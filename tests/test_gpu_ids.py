@@ -73,6 +73,8 @@ def test_names_that_substring_matching_got_wrong(name: str, cc: str) -> None:
     ("geforce  gtx_1080", "6.1"),
     ("Tesla M60", "5.2"),
     ("GeForce GT 730", None),  # two chips (GK208 3.5, GF108 2.1): only its device ID can tell
+    ("GeForce GTX 860M", None),  # GK104M (3.0) or GM107M (5.0)
+    ("GeForce GT 635M", "2.1"),  # Fermi GF108M: identified, so the verdict can say no build runs on it
     ("NVIDIA GeForce RTX 3080 Ti Lap...", None),  # truncated by the nvidia-smi table: never guessed
     ("A3", None),
     ("", None),
@@ -106,6 +108,10 @@ def test_device_id_wins_over_the_name_and_a_reported_cc_over_both() -> None:
     assert KB.gpu_cc("GeForce GTX 960", "0x139B10DE") == "5.0"
     assert KB.gpu_cc("GeForce GTX 960", None) == "5.2"
     assert KB.gpu_cc("some new GPU", "ffff") is None
+    # the three chips pci.ids sells as "GeForce GT 730": GF108 (0f02), GK107 (0fc9), GK208B (1287)
+    assert KB.gpu_cc("GeForce GT 730", "0f02") == "2.1"
+    assert KB.gpu_cc("GeForce GT 730", "0fc9") == "3.0"
+    assert KB.gpu_cc("GeForce GT 730", "1287") is None  # listed, but no table names a GK208B part
     assert gpu_cc_of(KB, {"name": "GeForce GTX 960", "pci_device_id": "139b", "compute_capability": "5.2"}) == "5.2"
     assert gpu_cc_of(KB, {"name": "GeForce GTX 960", "pci_device_id": "139b"}) == "5.0"
 
@@ -196,8 +202,8 @@ def test_device_rows_are_canonical_and_consistent() -> None:
     archs = {cc for cc, _ in KB.arch_names}
     models = {normalize_gpu_name(n): m.cc for m in KB.models for n in (m.name, *m.aliases)}
     for r in rows:
-        assert r["cc"] in archs, r
-        assert r["via"] == "name" or r["via"].startswith("chip "), r
+        assert r["cc"] in archs or (r["cc"], r["via"]) == ("", "unresolved"), r
+        assert r["via"] in ("name", "unresolved") or r["via"].startswith("chip "), r
         if r["via"] == "name":  # one of its pci.ids names is a model with that capability
             names = re.search(r"\[([^\]]+)\]\s*$", r["pci_name"]).group(1).split(" / ")
             assert r["cc"] in {models.get(normalize_gpu_name(n)) for n in names}, r
@@ -239,9 +245,20 @@ def test_generator_refuses_a_chip_whose_names_disagree() -> None:
     script = _load_script("update_gpu_ids")
     devices = [("0001", "GX100", "GX100 [Alpha]"), ("0002", "GX100", "GX100 [Beta]"), ("0003", "GX100", "GX100")]
     assert [r["id"] for r in script.build_rows(devices, {"alpha": "8.0", "beta": "8.6"})] == ["0001", "0002"]
+    # a majority of a chip's named devices decides; the odd one out gets nothing (pci.ids 0fc5 "GK107 [GeForce
+    # GT 1030]": the GT 1030 is GP108)
+    devices = [("0001", "GK107", "GK107 [Alpha]"), ("0002", "GK107", "GK107 [Beta]"), ("0003", "GK107", "GK107 [Odd]"),
+               ("0004", "GK107M", "GK107M")]
+    rows = script.build_rows(devices, {"alpha": "3.0", "beta": "3.0", "odd": "6.1"})
+    assert [(r["id"], r["cc"], r["via"]) for r in rows] == [
+        ("0001", "3.0", "name"), ("0002", "3.0", "name"), ("0004", "3.0", "chip GK107")]
+    # listed with no capability when its name is also a resolved device's (so the name stays ambiguous)
+    rows = script.build_rows([*devices, ("0005", "GP108", "GP108 [Odd]"), ("0006", "GP108", "GP108 [Odd]")],
+                             {"alpha": "3.0", "beta": "3.0", "odd": "6.1"})
+    assert ("0003", "", "unresolved") in [(r["id"], r["cc"], r["via"]) for r in rows]
     devices = [("0001", "GM107", "GM107 [Alpha]"), ("0002", "GM107", "GM107 [Beta]"), ("0003", "GM107M", "GM107M")]
     rows = script.build_rows(devices, {"alpha": "5.0", "beta": "5.2"})
-    assert [r["id"] for r in rows] == ["0001", "0002"]  # the unnamed device gets no guess
+    assert [(r["id"], r["cc"]) for r in rows] == [("0001", "5.0"), ("0002", "5.2")]  # the unnamed one: no guess
     rows = script.build_rows(devices, {"alpha": "5.0"})
     assert [(r["id"], r["via"]) for r in rows] == [("0001", "name"), ("0002", "chip GM107"), ("0003", "chip GM107")]
 

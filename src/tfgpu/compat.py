@@ -772,7 +772,7 @@ class KnowledgeBase:
         if index is None:
             index = {d.id: d.cc for d in self.devices}
             self._memo[("gpu_ids", "")] = index
-        found: str | None = index.get(wanted)
+        found: str | None = index.get(wanted) or None  # "" = pci.ids lists the device, its CC is unknown
         return found
 
     def _gpu_name_index(self) -> tuple[dict[str, str], dict[str, str]]:
@@ -1150,9 +1150,9 @@ def verified_from_row(row: dict[str, Any], name: str = "verified") -> Verified:
     if row["result"] != "ok" and not str(row.get("reason", "")).strip():
         raise _bad(name, row, f"a {row['result']} row needs a reason")
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(row.get("date", ""))):
-        raise _bad(name, row, "date must be YYYY-MM-DD")  # noqa: EM101
+        raise _bad(name, row, "date must be YYYY-MM-DD")
     if row["result"] != "skipped" and not re.fullmatch(r"\d+\.\d+", str(row.get("python", ""))):
-        raise _bad(name, row, "python must be X.Y")  # noqa: EM101
+        raise _bad(name, row, "python must be X.Y")
     try:
         return Verified(
             tf=version(str(row["tf"])), recipe=str(row["recipe"]), python=str(row.get("python", "")),
