@@ -112,7 +112,8 @@ def update_compat(session: nox.Session) -> None:
     """Regenerate compat/ tables from their upstreams; prints diffs, writes only with `-- --force`.
 
     Upstreams that are local copies come from the environment: TFGPU_TF_DOCS (tensorflow/docs),
-    TFGPU_CF_FEEDSTOCK (conda-forge/tensorflow-feedstock), TFGPU_PCI_IDS (a pci.ids file)."""
+    TFGPU_CF_FEEDSTOCK (conda-forge/tensorflow-feedstock), TFGPU_ANACONDA_FEEDSTOCK
+    (AnacondaRecipes/tensorflow-feedstock), TFGPU_PCI_IDS (a pci.ids file)."""
     session.install("packaging>=21")  # update_gpu_ids.py uses tfgpu's own GPU-name normalisation
     for script in sorted((ROOT / "scripts").glob("update_*.py")):
         session.run("python", str(script), *session.posargs, env={"PYTHONPATH": os.fspath(ROOT / "src")})

@@ -973,7 +973,7 @@ def _cache_file() -> Path | None:
 def _cache_classes() -> dict[str, type]:
     """The record classes a cache file may hold (an allow-list: nothing else is ever rebuilt)."""
     return {c.__name__: c for c in (KnowledgeBase, Build, Release, PyRange, Toolkit, MinorCompat, ArchTargets,
-                                    Recipe, CondaPackage, GpuModel)}
+                                    Recipe, CondaPackage, GpuModel, GpuDevice)}
 
 
 @functools.lru_cache(maxsize=1)
