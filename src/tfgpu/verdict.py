@@ -719,7 +719,9 @@ def _recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) ->
     if want is None:
         return True
     rows = kb.conda_packages(name=want[0], v=v, os="windows" if os == "windows" else "linux")
-    return any(r.channel in (want[1], "defaults", "anaconda", "main") or want[1] == r.channel for r in rows)
+    # Anaconda's channel goes by three names; conda-forge's builds are only conda-forge's
+    same = ("anaconda", "defaults", "main") if want[1] == "anaconda" else (want[1],)
+    return any(r.channel in same for r in rows)
 
 
 def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, backend: str = "auto",
