@@ -286,3 +286,26 @@ def test_generator_refuses_an_older_pci_ids(tmp_path: Path, capsys: pytest.Captu
     assert script.main(["--pci-ids", str(old_ids), "--file", str(table), "--force"]) == 0
     assert "older than the 2026.08.22" in capsys.readouterr().out
     assert table.read_text(encoding="utf-8") == before
+
+
+@pytest.mark.real_subprocess
+def test_machine_without_compute_cap_gets_its_device_id_from_sysfs(tmp_path: Path) -> None:
+    """A driver whose nvidia-smi rejects compute_cap (recorded) and prints the table (TITAN Xp, bus
+    00000000:17:00.0); sysfs lists the device at 0000:17:00.0 as 0x1b02 (GP102 [TITAN Xp] in pci.ids)."""
+    from tests.probe_helpers import Profile
+    from tfgpu.facts import validate_facts
+    from tfgpu.probe import detect_facts
+
+    p = Profile(tmp_path)
+    p.program("nvidia-smi", {"--query-gpu=*compute_cap*": (SMI / "fail-compute-cap-not-valid-field.txt", 6),
+                             "--query-gpu=*": (None, 0)},
+              default=(SMI / "table-1gpu-titanxp-450.57-no-processes.txt", 0))
+    slot = "/sys/bus/pci/devices/0000:17:00.0"
+    p.file(f"{slot}/vendor", "0x10de\n")
+    p.file(f"{slot}/class", "0x030000\n")
+    p.file(f"{slot}/device", "0x1b02\n")
+    facts = detect_facts(root=tmp_path, env=p.env, timeout=2.0)
+    (gpu,) = facts["gpus"]
+    assert (gpu["name"], gpu.get("compute_capability"), gpu["pci_device_id"]) == ("TITAN Xp", None, "1b02")
+    assert gpu_cc_of(KB, gpu) == "6.1"
+    assert validate_facts(facts) == []
