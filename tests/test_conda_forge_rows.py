@@ -236,3 +236,13 @@ def test_anacondas_build_of_a_release_does_not_make_conda_forge_have_it() -> Non
     assert any(p.channel == "anaconda" for p in kb.conda_packages(name="tensorflow", v="2.20.0", os="linux"))
     assert not _recipe_available(kb, forge, version("2.20.0"), "linux")
     assert _recipe_available(kb, forge, version("2.19.1"), "linux")
+
+
+def test_compat_json_names_the_feedstock_commits_and_the_reverted_variant() -> None:
+    from tfgpu.compat_query import _conda_forge_builds
+
+    builds = {b["cuda"]: b for b in _conda_forge_builds(load_kb(), [version("2.19.1")])}
+    assert builds["12.9"]["dropped_at"].endswith("/commit/2cc3b129b716df332eca23d6169be93bf05fabd6")
+    assert builds["12.8"]["dropped_at"] is None
+    assert builds["12.8"]["feedstock_commit"].endswith("/commit/df7febeca6d70dfef16a997a10d41df2b69c2b08")
+    assert builds["12.8"]["python"] == ["3.10", "3.11", "3.12", "3.13"]

@@ -744,6 +744,9 @@ def _recipe_cuda(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str, default
         rows = [r for r in rows if r.name in ("tensorflow-gpu", "tensorflow") and (r.cudatoolkit or r.cuda)
                 and (r.channel == "conda-forge") == forge]  # each channel's own builds
         if rows and forge:
+            # a variant the feedstock dropped again (2.19.1's CUDA 12.9) has older builds than the variant
+            # that replaced it: the solver takes the newest build, so the replacement is what installs
+            rows = [r for r in rows if not r.raw.get("dropped")] or rows
             by_cuda = sorted(rows, key=lambda r: version(normalize_cuda(r.cuda or r.cudatoolkit)))
             allowed = [r for r in by_cuda if driver_cuda is None
                        or version(normalize_cuda(r.cuda or r.cudatoolkit)) <= driver_cuda]
