@@ -38,13 +38,16 @@ from __future__ import annotations
 
 import argparse
 import ast
-import difflib
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/_table_io.py
+from _table_io import write_or_diff
 
 ROOT = Path(__file__).resolve().parent.parent
 CONDA_TOML = ROOT / "compat" / "conda.toml"
@@ -138,16 +141,22 @@ class Snapshot:
     caveat: str = ""  # something at this commit that limits what the variants say (Anaconda: a skip flag)
 
 
-def snapshots(git_dir: str, ref: str = REF) -> list[Snapshot]:
-    """Every first-parent commit of ``ref`` with a readable recipe, oldest first."""
+def main_commits(git_dir: str, ref: str = REF) -> Iterator[tuple[str, str, str, str, int | None]]:
+    """(commit, date, meta.yaml, version, build number) of every first-parent commit of ``ref`` whose
+    recipe/meta.yaml names a version, oldest first."""
     log = git(git_dir, "log", "--first-parent", "--reverse", "--format=%H %ad", "--date=short", ref)
-    out = []
     for line in log.splitlines():
         commit, date = line.split()
         meta = git(git_dir, "show", f"{commit}:recipe/meta.yaml")
         version, build = read_recipe(meta)
-        if version is None:
-            continue
+        if version is not None:
+            yield commit, date, meta, version, build
+
+
+def snapshots(git_dir: str, ref: str = REF) -> list[Snapshot]:
+    """Every first-parent commit of ``ref`` with a readable recipe, oldest first."""
+    out = []
+    for commit, date, _meta, version, build in main_commits(git_dir, ref):
         names = git(git_dir, "ls-tree", "--name-only", commit, ".ci_support/").split()
         found: set[tuple[str, str, str]] = set()
         for name in names:
@@ -214,14 +223,10 @@ def _linux_values(cbc: str, key: str) -> list[str]:
 
 def anaconda_snapshots(git_dir: str, ref: str = REF) -> list[Snapshot]:
     """Every first-parent commit of ``ref`` whose recipe declares CUDA variants, oldest first."""
-    log = git(git_dir, "log", "--first-parent", "--reverse", "--format=%H %ad", "--date=short", ref)
     out = []
-    for line in log.splitlines():
-        commit, date = line.split()
-        meta = git(git_dir, "show", f"{commit}:recipe/meta.yaml")
-        version, build = read_recipe(meta)
+    for commit, date, meta, version, build in main_commits(git_dir, ref):
         cbc = git(git_dir, "show", f"{commit}:recipe/conda_build_config.yaml")
-        if version is None or not cbc:
+        if not cbc:
             continue
         cudas = [c for c in _linux_values(cbc, "cuda_compiler_version") if c != "None"]
         cudnn = ".".join((_linux_values(cbc, "cudnn") or [""])[0].split(".")[:2])
@@ -411,16 +416,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = [render_row(r, "anaconda", ANACONDA_SOURCE, "recipe") for r in build_rows(snaps, cudnn_parts=2)]
         new = regenerate(new, rows, ANACONDA_PREFIX, after=ROW_PREFIX)
         read.append(f"anaconda: {len(snaps)} main commits")
-    if new == old:
-        print(f"{path.name}: generated rows up to date ({', '.join(read)} read)")
-        return 0
-    if args.force:
-        path.write_text(new, encoding="utf-8")
-        print(f"{path.name}: generated rows written ({', '.join(read)} read)")
-        return 0
-    sys.stdout.writelines(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                               f"a/compat/{path.name}", f"b/compat/{path.name}"))
-    return 1
+    return write_or_diff(path, old, new, force=args.force, what=f"generated rows ({', '.join(read)} read)")
 
 
 if __name__ == "__main__":

@@ -34,7 +34,6 @@ Output is deterministic (rows by device ID).
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import re
 import sys
@@ -43,6 +42,9 @@ from pathlib import Path
 import tomllib
 
 from tfgpu.compat import normalize_gpu_name
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/_table_io.py
+from _table_io import write_or_diff
 
 ROOT = Path(__file__).resolve().parent.parent
 GPUS_TOML = ROOT / "compat" / "gpus.toml"
@@ -191,16 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows = build_rows(devices, table_models(old))
     new = regenerate(old, render_block(rows, version))
-    if new == old:
-        print(f"{path.name}: devices block up to date ({len(rows)} devices, pci.ids {version})")
-        return 0
-    if args.force:
-        path.write_text(new, encoding="utf-8")
-        print(f"{path.name}: devices block written ({len(rows)} devices, pci.ids {version})")
-        return 0
-    sys.stdout.writelines(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                               f"a/compat/{path.name}", f"b/compat/{path.name}"))
-    return 1
+    return write_or_diff(path, old, new, force=args.force, what=f"devices block ({len(rows)} devices, pci.ids {version})")
 
 
 if __name__ == "__main__":
