@@ -309,3 +309,16 @@ def test_machine_without_compute_cap_gets_its_device_id_from_sysfs(tmp_path: Pat
     assert (gpu["name"], gpu.get("compute_capability"), gpu["pci_device_id"]) == ("TITAN Xp", None, "1b02")
     assert gpu_cc_of(KB, gpu) == "6.1"
     assert validate_facts(facts) == []
+
+
+def test_the_doctor_says_where_a_looked_up_capability_came_from() -> None:
+    from tfgpu.verdict import Machine, machine_checks
+
+    facts = {"schema": "tfgpu.facts/1", "platform": {"os": "linux"}, "driver": {"version": "450.57", "cuda": "11.0"},
+             "gpus": [{"index": 0, "name": "TITAN Xp", "compute_capability": None, "pci_device_id": "1b02"},
+                      {"index": 1, "name": "GeForce GTX 960M", "compute_capability": None},
+                      {"index": 2, "name": "NVIDIA GeForce RTX 4090", "compute_capability": "8.9"}]}
+    checks = {c.id: c.summary for c in machine_checks(Machine.from_facts(facts), KB)}
+    assert checks["gpu.0"].endswith("compute capability 6.1 (Pascal) (from PCI device ID 1b02, compat/gpus.toml)")
+    assert checks["gpu.1"].endswith("compute capability 5.0 (Maxwell) (from its model name, compat/gpus.toml)")
+    assert checks["gpu.2"].endswith("compute capability 8.9 (Ada Lovelace)")

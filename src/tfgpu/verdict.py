@@ -421,6 +421,10 @@ def _gpu_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         mem = g.get("memory_mib")
         desc = f"GPU {g.get('index')}: {g.get('name') or 'unknown model'}" + (f", compute capability {cc}" if cc else "") + (
             f" ({arch})" if arch else "") + (f", {mem} MiB" if mem else "")
+        if cc and not g.get("compute_capability"):  # the tables' answer, not the machine's: say which table
+            by_id = g.get("pci_device_id") and kb.gpu_cc_by_id(g.get("pci_device_id"))
+            desc += (f" (from PCI device ID {g.get('pci_device_id')}, compat/gpus.toml)" if by_id
+                     else " (from its model name, compat/gpus.toml)")
         out.append(Check(f"gpu.{g.get('index')}", PASS, desc, source=str(g.get("source") or "gpu probe")))
         if mem and int(mem) <= SMALL_GPU_MIB:
             out.append(Check(
