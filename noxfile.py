@@ -113,9 +113,12 @@ def update_compat(session: nox.Session) -> None:
 
     scripts/scan_wheel_archs.py first reads the TensorFlow wheels on PyPI that compat/wheel_scan.json
     lacks (range requests, nothing stored but the record; an hour or more for a full scan on two cores),
-    then renders compat/tf_archs.toml and compat/wheels.toml from the record."""
+    then renders compat/tf_archs.toml and compat/wheels.toml from the record. Upstreams that are local
+    copies come from the environment: TFGPU_TF_DOCS (tensorflow/docs), TFGPU_CF_FEEDSTOCK
+    (conda-forge/tensorflow-feedstock), TFGPU_ANACONDA_FEEDSTOCK (AnacondaRecipes/tensorflow-feedstock),
+    TFGPU_PCI_IDS (a pci.ids file)."""
     env = {"PYTHONPATH": os.fspath(ROOT / "src")}
+    session.install("packaging>=21")  # update_gpu_ids.py uses tfgpu's own GPU-name normalisation
     for script in sorted((ROOT / "scripts").glob("update_*.py")):
         session.run("python", str(script), *session.posargs, env=env)
-    session.install("packaging")
     session.run("python", str(ROOT / "scripts" / "scan_wheel_archs.py"), "--scan", *session.posargs, env=env)

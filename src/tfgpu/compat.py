@@ -474,6 +474,18 @@ class GpuModel:
     source: str
 
 
+@record
+class GpuDevice:
+    """One NVIDIA PCI device ID of compat/gpus.toml `devices` (generated from pci.ids)."""
+
+    id: str  # 4 lowercase hex digits, e.g. "1e81"
+    chip: str
+    cc: str
+    via: str
+    pci_name: str
+    source: str
+
+
 _ACTIVATION_SPLIT = re.compile(r";(?=\s*[A-Za-z_][A-Za-z0-9_]*=)")
 
 
@@ -613,6 +625,7 @@ class KnowledgeBase:
     arch_names: tuple[tuple[str, str], ...]
     models: tuple[GpuModel, ...]
     wheels: tuple[WheelFacts, ...] = ()
+    devices: tuple[GpuDevice, ...] = ()
 
     # -- TensorFlow -----------------------------------------------------------------------
     @functools.cached_property
@@ -825,18 +838,51 @@ class KnowledgeBase:
                 return name
         return None
 
-    def gpu_cc(self, name: str) -> str | None:
-        """Compute capability of a GPU model by name (normalized substring; longest match wins)."""
-        key = ("gpu_cc", str(name))
+    def gpu_cc(self, name: str, device_id: str | None = None) -> str | None:
+        """Compute capability of a GPU from the tables: by PCI device ID when known, else by its whole
+        model name after :func:`normalize_gpu_name` (NVIDIA's model table first, then the names pci.ids
+        gives the device IDs). None when neither table knows the GPU: never a guess from part of a name.
+        A capability the machine reports (NVML, nvidia-smi, a TF log) wins over this; callers ask only
+        when there is none."""
+        key = ("gpu_cc", f"{name}\x00{device_id}")
         if key not in self._memo:
-            index = self._memo.get(("gpu_names", ""))
-            if index is None:
-                index = [(_norm_gpu(c), m.cc) for m in self.models for c in (m.name, *m.aliases)]
-                index.sort(key=lambda item: len(item[0]), reverse=True)
-                self._memo[("gpu_names", "")] = index
-            wanted = _norm_gpu(name)
-            self._memo[key] = next((cc for k, cc in index if k and (k == wanted or k in wanted)), None)
+            found = self.gpu_cc_by_id(device_id) if device_id else None
+            if found is None:
+                wanted = normalize_gpu_name(name)
+                found = self._gpu_name_index()[0].get(wanted) or self._gpu_name_index()[1].get(wanted)
+            self._memo[key] = found
         result: str | None = self._memo[key]
+        return result
+
+    def gpu_cc_by_id(self, device_id: str | None) -> str | None:
+        """Compute capability of an NVIDIA PCI device ID ("1e81", "0x1E81", "0x1E8110DE", "1E8110DE")."""
+        wanted = normalize_pci_device_id(device_id)
+        if wanted is None:
+            return None
+        index = self._memo.get(("gpu_ids", ""))
+        if index is None:
+            index = {d.id: d.cc for d in self.devices}
+            self._memo[("gpu_ids", "")] = index
+        found: str | None = index.get(wanted) or None  # "" = pci.ids lists the device, its CC is unknown
+        return found
+
+    def _gpu_name_index(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(normalized model name -> CC from `models`, normalized pci.ids name -> CC from `devices`, the
+        latter only for names all of whose device IDs agree)."""
+        index = self._memo.get(("gpu_names", ""))
+        if index is None:
+            models = {normalize_gpu_name(c): m.cc for m in self.models for c in (m.name, *m.aliases)}
+            by_pci: dict[str, set[str]] = {}
+            for d in self.devices:
+                m = re.search(r"\[([^\]]+)\]\s*$", d.pci_name)
+                for part in (m.group(1).split(" / ") if m else ()):
+                    key = normalize_gpu_name(part)
+                    if key:
+                        by_pci.setdefault(key, set()).add(d.cc)
+            pci = {k: next(iter(v)) for k, v in by_pci.items() if len(v) == 1}
+            index = (models, pci)
+            self._memo[("gpu_names", "")] = index
+        result: tuple[dict[str, str], dict[str, str]] = index
         return result
 
     def sources(self, file: str) -> dict[str, dict[str, Any]]:
@@ -853,12 +899,38 @@ def _nearest(wanted: Version, candidates: Iterable[Version]) -> list[str]:
     return [str(v) for v in sorted(candidates, key=distance)[:3]]
 
 
-def _norm_gpu(name: str) -> str:
-    text = re.sub(r"\s+", " ", str(name).lower()).strip()
-    for prefix in ("nvidia ",):
-        if text.startswith(prefix):
-            text = text[len(prefix):]
-    return text
+#: Words of a GPU's name that say who sells it or what variant of one model it is (memory size, form
+#: factor, laptop/Max-Q, workstation/server edition), dropped before names are compared. A laptop or
+#: Max-Q part shares its desktop model's chip from Pascal on (NVIDIA's CUDA GPUs page lists one row);
+#: Maxwell/Kepler mobile parts carry the M in the model number ("GTX 960M") and stay distinct.
+_GPU_NAME_DROP = re.compile(
+    r"\b(?:nvidia|geforce|tesla|quadro|laptop|mobile|embedded|gpu|generation|workstation|server|edition|"
+    r"with|max q|design|nvgpu|pcie|sxm\d?|nvl\d*|hbm\d?e?|\d+(?:\.\d+)?\s?(?:gb|g|mb))\b"
+)
+#: A MIG slice ("... MIG 1g.5gb") or vGPU profile ("A40-48Q") suffix: the rest names the physical GPU.
+_GPU_NAME_SLICE = re.compile(r"\s(?:mig\b.*|\d+[abcq])$")
+
+
+def normalize_gpu_name(name: str) -> str:
+    """A GPU name as compared with the tables: "NVIDIA GeForce RTX 3060 Laptop GPU" -> "rtx 3060",
+    "NVIDIA A100-SXM4-40GB" -> "a100", "Quadro M1000M" -> "m1000m", "TITAN X (Pascal)" -> "titan x
+    pascal". Whole names are compared, never parts: "RTX A3000 Laptop" is not "A30"."""
+    text = str(name).lower().replace("_", " ").replace("-", " ").replace("(tm)", " ").replace("(r)", " ")
+    text = re.sub(r"[()\[\],]", " ", text)
+    text = re.sub(r"\s+", " ", text).strip()
+    text = _GPU_NAME_SLICE.sub("", text)
+    text = _GPU_NAME_DROP.sub(" ", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def normalize_pci_device_id(value: str | None) -> str | None:
+    """An NVIDIA PCI device ID as 4 lowercase hex digits from the forms the probes read: sysfs "0x1e81",
+    lspci "1e81", nvidia-smi "0x1E8110DE" (device << 16 | vendor), NVML pciDeviceId as hex. None when
+    it is not one."""
+    text = str(value or "").strip().lower().removeprefix("0x")
+    if re.fullmatch(r"[0-9a-f]{8}", text):
+        return text[:4] if text.endswith("10de") else None
+    return text if re.fullmatch(r"[0-9a-f]{4}", text) else None
 
 
 def _parse_kb() -> KnowledgeBase:
@@ -949,7 +1021,19 @@ def _parse_kb() -> KnowledgeBase:
             for r in _rows("gpus", gpus, "models")
         ),
         wheels=_parse_wheels("wheels", wheels_data),
+        devices=tuple(_parse_gpu_devices(gpus)),
     )
+
+
+def _parse_gpu_devices(gpus: dict[str, Any]) -> list[GpuDevice]:
+    out = []
+    for row in _rows("gpus", gpus, "devices", required=False):
+        dev_id = normalize_pci_device_id(str(row.get("id", "")))
+        if dev_id is None or dev_id != row.get("id"):
+            raise _bad("gpus", row, f"id {row.get('id')!r} is not 4 lowercase hex digits")  # noqa: EM101
+        out.append(GpuDevice(id=dev_id, chip=str(row.get("chip", "")), cc=str(row["cc"]), via=str(row.get("via", "")),
+                             pci_name=str(row.get("pci_name", "")), source=row["source"]))
+    return out
 
 
 KB_FILES = ("meta", "tensorflow", "releases", "tf_archs", "cuda", "gpus", "recipes", "conda", "wheels")
@@ -992,7 +1076,7 @@ def _cache_file() -> Path | None:
 def _cache_classes() -> dict[str, type]:
     """The record classes a cache file may hold (an allow-list: nothing else is ever rebuilt)."""
     return {c.__name__: c for c in (KnowledgeBase, Build, Release, PyRange, Toolkit, MinorCompat, ArchTargets,
-                                    Recipe, CondaPackage, GpuModel, WheelFacts)}
+                                    Recipe, CondaPackage, GpuModel, WheelFacts, GpuDevice)}
 
 
 @functools.lru_cache(maxsize=1)
@@ -1035,6 +1119,7 @@ def _build_indexes(kb: KnowledgeBase) -> None:
     from tfgpu.verdict import warm_up  # the verdicts define which indexes matter
 
     try:
+        kb._gpu_name_index()  # judging a GPU whose probe reported no compute capability
         for os in ("linux", "wsl2", "windows"):
             warm_up(kb, os)
     except Exception:  # an optimisation: a verdict bug surfaces when real facts are judged
@@ -1168,9 +1253,9 @@ def verified_from_row(row: dict[str, Any], name: str = "verified") -> Verified:
     if row["result"] != "ok" and not str(row.get("reason", "")).strip():
         raise _bad(name, row, f"a {row['result']} row needs a reason")
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(row.get("date", ""))):
-        raise _bad(name, row, "date must be YYYY-MM-DD")  # noqa: EM101
+        raise _bad(name, row, "date must be YYYY-MM-DD")
     if row["result"] != "skipped" and not re.fullmatch(r"\d+\.\d+", str(row.get("python", ""))):
-        raise _bad(name, row, "python must be X.Y")  # noqa: EM101
+        raise _bad(name, row, "python must be X.Y")
     try:
         return Verified(
             tf=version(str(row["tf"])), recipe=str(row["recipe"]), python=str(row.get("python", "")),

@@ -283,6 +283,13 @@ def _apply_cvd(gpus: Iterable[dict[str, Any]], cvd: str) -> tuple[dict[str, Any]
     return tuple(out)
 
 
+def gpu_cc_of(kb: KnowledgeBase, gpu: Mapping[str, Any]) -> str:
+    """A GPU's compute capability: the one the machine reported (NVML, nvidia-smi, a TF log), else the
+    tables' answer for its PCI device ID, else for its whole model name; "" when nobody knows."""
+    return str(gpu.get("compute_capability")
+               or kb.gpu_cc(str(gpu.get("name") or ""), gpu.get("pci_device_id")) or "")
+
+
 def _mig_parent(gpus: list[dict[str, Any]], item: str) -> dict[str, Any] | None:
     """The GPU a MIG device name refers to (see _apply_cvd); None when no listed GPU can hold MIG slices."""
     gpu_uuid = item[len("MIG-"):].split("/")[0]
@@ -409,11 +416,15 @@ def _gpu_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         return [Check("gpu.present", FAIL, "the driver reports no GPU", source="driver probe",
                       fix="check `nvidia-smi`; in a container run with --gpus all")]
     for g in m.all_gpus:
-        cc = g.get("compute_capability") or kb.gpu_cc(str(g.get("name", ""))) or ""
+        cc = gpu_cc_of(kb, g)
         arch = kb.arch_name(cc) if cc else None
         mem = g.get("memory_mib")
         desc = f"GPU {g.get('index')}: {g.get('name') or 'unknown model'}" + (f", compute capability {cc}" if cc else "") + (
             f" ({arch})" if arch else "") + (f", {mem} MiB" if mem else "")
+        if cc and not g.get("compute_capability"):  # the tables' answer, not the machine's: say which table
+            by_id = g.get("pci_device_id") and kb.gpu_cc_by_id(g.get("pci_device_id"))
+            desc += (f" (from PCI device ID {g.get('pci_device_id')}, compat/gpus.toml)" if by_id
+                     else " (from its model name, compat/gpus.toml)")
         out.append(Check(f"gpu.{g.get('index')}", PASS, desc, source=str(g.get("source") or "gpu probe")))
         if mem and int(mem) <= SMALL_GPU_MIB:
             out.append(Check(
@@ -576,7 +587,7 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
     toolkit = kb.toolkit(_libs_cuda(kb, v, cuda, m.tf_os))
     kinds: dict[tuple[str, str], int] = {}  # identical GPUs (8 x H100) are judged once
     for g in m.gpus or ():
-        cc_text = str(g.get("compute_capability") or kb.gpu_cc(str(g.get("name", ""))) or "")
+        cc_text = gpu_cc_of(kb, g)
         if cc_text:
             key = (str(g.get("name") or "GPU of unknown model"), cc_text)
             kinds[key] = kinds.get(key, 0) + 1
@@ -772,6 +783,9 @@ def _recipe_cuda(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str, default
         rows = [r for r in rows if r.name in ("tensorflow-gpu", "tensorflow") and (r.cudatoolkit or r.cuda)
                 and (r.channel == "conda-forge") == forge]  # each channel's own builds
         if rows and forge:
+            # a variant the feedstock dropped again (2.19.1's CUDA 12.9) has older builds than the variant
+            # that replaced it: the solver takes the newest build, so the replacement is what installs
+            rows = [r for r in rows if not r.raw.get("dropped")] or rows
             by_cuda = sorted(rows, key=lambda r: version(normalize_cuda(r.cuda or r.cudatoolkit)))
             allowed = [r for r in by_cuda if driver_cuda is None
                        or version(normalize_cuda(r.cuda or r.cudatoolkit)) <= driver_cuda]
@@ -803,7 +817,9 @@ def _recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) ->
     if want is None:
         return True
     rows = kb.conda_packages(name=want[0], v=v, os="windows" if os == "windows" else "linux")
-    return any(r.channel in (want[1], "defaults", "anaconda", "main") or want[1] == r.channel for r in rows)
+    # Anaconda's channel goes by three names; conda-forge's builds are only conda-forge's
+    same = ("anaconda", "defaults", "main") if want[1] == "anaconda" else (want[1],)
+    return any(r.channel in same for r in rows)
 
 
 def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, backend: str = "auto",
