@@ -65,14 +65,18 @@ def _skip_reason(kb: Any, tf: str, exc: Exception) -> str:
 def summarise_libs(probe: dict[str, Any], provides_cuda: bool, build_cuda: str) -> tuple[bool, str]:
     """(every library the recipe brings loaded, a one-line account)."""
     wheel = probe.get("nvidia_wheel_libs") or []
-    wheel_bad = [w["lib"] for w in wheel if w.get("error")]
+    # a library linked against the driver itself (cuDNN 9's runtime-compiled engines) loads only with one
+    needs_driver = [w["lib"] for w in wheel if w.get("error") and "libcuda.so.1" in w["error"]]
+    wheel_bad = [w["lib"] for w in wheel if w.get("error") and w["lib"] not in needs_driver]
     info = probe.get("build_info_libs") or []
     loaded = [f"{e['loaded']}" for e in info if e.get("loaded")]
     missing = [e["candidates"][0] for e in info if not e.get("loaded")]
     parts = []
     if wheel:
-        parts.append(f"{len(wheel) - len(wheel_bad)}/{len(wheel)} nvidia-wheel libraries loaded"
+        parts.append(f"{len(wheel) - len(wheel_bad) - len(needs_driver)}/{len(wheel)} nvidia-wheel libraries loaded"
                      + (f" (failed: {', '.join(wheel_bad[:4])})" if wheel_bad else ""))
+    if needs_driver:
+        parts.append(f"{len(needs_driver)} need the driver's libcuda.so.1 to load ({', '.join(needs_driver[:3])})")
     if loaded:
         parts.append("build-info libraries loaded: " + ", ".join(loaded))
     if missing:
@@ -105,7 +109,13 @@ def verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, log
                           facts=facts, find_links=[], index_url=None, offline=False)
     except TfgpuError as exc:
         recipes = kb.recipes_for(version(tf), "linux", backend="pip")
-        row.update(recipe=recipes[0].id if recipes else "none", result="skipped", reason=_skip_reason(kb, tf, exc))
+        if recipes:
+            row.update(recipe=recipes[0].id, result="skipped", reason=_skip_reason(kb, tf, exc))
+        else:  # the official recipes of 2.11-2.13 bring CUDA with conda
+            others = [r for r in kb.recipes_for(version(tf), "linux") if r.gpu]
+            row.update(recipe=others[0].id if others else "none", result="skipped",
+                       reason=f"no pip recipe on Linux: its recipes ({', '.join(r.id for r in others)}) install "
+                              "CUDA with conda, and there are no conda channels where tfgpu verifies")
         return row
     row.update(recipe=plan.recipe_id, python=plan.python,
                pins=",".join(r for r in plan.pip_requirements[1:]))
@@ -128,6 +138,7 @@ def verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, log
         except (ValueError, IndexError):
             row["reason"] = f"probe failed (exit {probe_res.returncode}): {probe_res.stderr.strip()[-300:]}"
             return row
+        (scratch / f"probe-{tf}.json").write_text(json.dumps(probe, indent=1) + "\n", encoding="utf-8")
         versions = probe.get("versions") or {}
         row.update(numpy=versions.get("numpy", ""), protobuf=versions.get("protobuf", ""),
                    keras=versions.get("keras", ""), h5py=versions.get("h5py", ""),
@@ -153,6 +164,20 @@ def verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, log
     finally:
         if not keep and prefix.exists():
             shutil.rmtree(prefix, ignore_errors=True)
+
+
+def prepare(scratch: Path) -> dict[str, Any]:
+    """Make ``scratch``, keep tfgpu's registry and logs there, put pyenv's Pythons on PATH; this
+    machine's facts (as `tfgpu create` probes them)."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    os.environ["TFGPU_HOME"] = str(scratch / "home")
+    os.environ["PATH"] = pyenv_path()
+    if str(ROOT / "src") not in sys.path:
+        sys.path.insert(0, str(ROOT / "src"))
+    from tfgpu.commands.envs import _facts
+
+    facts: dict[str, Any] = _facts(None)
+    return facts
 
 
 def render_table(rows: list[dict[str, str]]) -> str:
@@ -193,17 +218,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="tfgpu-recipes-")).resolve()
-    scratch.mkdir(parents=True, exist_ok=True)
-    os.environ["TFGPU_HOME"] = str(scratch / "home")  # the registry and logs of these runs stay in scratch
-    os.environ["PATH"] = pyenv_path()
-    sys.path.insert(0, str(ROOT / "src"))
-    from tfgpu.commands.envs import _facts
+    facts = prepare(scratch)
     from tfgpu.compat import load_kb
 
     def log(msg: str) -> None:
         print(msg, flush=True)
 
-    facts = _facts(None)
     rows = []
     for tf in targets(load_kb(), args.only):
         t0 = time.monotonic()

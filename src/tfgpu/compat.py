@@ -1060,9 +1060,9 @@ def verified_from_row(row: dict[str, Any], name: str = "verified") -> Verified:
     if row["result"] != "ok" and not str(row.get("reason", "")).strip():
         raise _bad(name, row, f"a {row['result']} row needs a reason")
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(row.get("date", ""))):
-        raise _bad(name, row, "date must be YYYY-MM-DD")  # noqa: EM101
+        raise _bad(name, row, "date must be YYYY-MM-DD")
     if row["result"] != "skipped" and not re.fullmatch(r"\d+\.\d+", str(row.get("python", ""))):
-        raise _bad(name, row, "python must be X.Y")  # noqa: EM101
+        raise _bad(name, row, "python must be X.Y")
     try:
         return Verified(
             tf=version(str(row["tf"])), recipe=str(row["recipe"]), python=str(row.get("python", "")),
@@ -1072,6 +1072,8 @@ def verified_from_row(row: dict[str, Any], name: str = "verified") -> Verified:
         )
     except KeyError as exc:
         raise _bad(name, row, f"missing key {exc}") from None
+    except InvalidVersion:
+        raise _bad(name, row, f"tf {row.get('tf')!r} is not a version") from None
 
 
 @functools.lru_cache(maxsize=1)
@@ -1085,26 +1087,35 @@ def load_verified() -> tuple[Verified, ...]:
 
 
 def verified_for(tf: Version | str, recipe: str) -> Verified | None:
-    """The install that proved (or failed) ``recipe`` for release ``tf``; None when none was made."""
+    """The install that proved (or failed) ``recipe`` for release ``tf``, else for the newest release of
+    its series that was tried; None when none was made."""
     vv = tf if isinstance(tf, Version) else version(str(tf))
-    for row in load_verified():
-        if row.tf == vv and row.recipe == recipe:
-            return row
-    return None
+    rows = [r for r in load_verified() if r.recipe == recipe and series_of(r.tf) == series_of(vv)]
+    exact = [r for r in rows if r.tf == vv]
+    if exact:
+        return exact[0]
+    return max(rows, key=lambda r: r.tf) if rows else None
 
 
 def verified_status(tf: Version | str, recipe_id: str, backend: str) -> dict[str, Any]:
-    """What `tfgpu compat` and `doctor --tf` say about one recipe: verified / failed / not verified here."""
+    """What `tfgpu compat` and `doctor --tf` say about one recipe: install verified DATE, failed, skipped
+    (could not run where tfgpu verifies), not verified here, or cannot verify (conda recipes)."""
     if backend != "pip":
-        return {"status": "cannot verify", "text": "conda recipes cannot be verified here (no conda channels)"}
+        return {"status": "cannot verify",
+                "text": "not verified here: conda recipes cannot be verified where tfgpu verifies (no conda channels)"}
     row = verified_for(tf, recipe_id)
     if row is None:
         return {"status": "not verified", "text": "not verified here"}
+    doc: dict[str, Any] = {"tf": str(row.tf), "date": row.date}
+    if row.python:
+        doc["python"] = row.python
+    versions = {k: v for k, v in row.versions if v}
+    if versions:
+        doc["versions"] = versions
     if row.result == "ok":
-        return {"status": "verified", "date": row.date, "python": row.python,
-                "text": f"install verified {row.date} (Python {row.python})"}
-    return {"status": row.result, "date": row.date, "python": row.python, "reason": row.reason,
-            "text": f"install {row.result} {row.date}: {row.reason}"}
+        return {"status": "verified", "text": f"install verified {row.date} (TF {row.tf}, Python {row.python})", **doc}
+    return {"status": row.result, "reason": row.reason,
+            "text": f"install {row.result} {row.date} (TF {row.tf}): {row.reason}", **doc}
 
 
 def _toml_str(value: str) -> str:
