@@ -9,6 +9,7 @@ import ctypes
 import glob
 import json
 import os
+import re
 import sys
 
 PACKAGES = ("tensorflow", "tensorflow-gpu", "numpy", "protobuf", "keras", "h5py", "typing-extensions",
@@ -19,28 +20,17 @@ CUDA_FAMILIES = ("cudart", "cublas", "cublasLt", "cufft", "curand", "cusolver", 
 
 
 def versions():
+    """name -> version of the installed distributions we report, from their *.dist-info directory names
+    (works on every Python: uv's venvs have no pkg_resources, and importlib.metadata is 3.8+)."""
+    wanted = dict((n.lower().replace("_", "-"), n) for n in PACKAGES)
     out = {}
-    try:
-        from importlib import metadata  # Python 3.8+
-
-        for name in PACKAGES:
-            try:
-                out[name.replace("_", "-")] = metadata.version(name)
-            except Exception:
-                pass
-        return out
-    except ImportError:
-        pass
-    try:
-        import pkg_resources
-
-        for name in PACKAGES:
-            try:
-                out[name.replace("_", "-")] = pkg_resources.get_distribution(name).version
-            except Exception:
-                pass
-    except ImportError:
-        pass
+    for d in site_dirs():
+        for path in glob.glob(os.path.join(d, "*.dist-info")) + glob.glob(os.path.join(d, "*.egg-info")):
+            stem = os.path.basename(path).rsplit(".", 1)[0]
+            name, _, ver = stem.partition("-")
+            key = name.lower().replace("_", "-")
+            if key in wanted and ver:
+                out[key] = ver.split("-py")[0]
     return out
 
 
@@ -93,9 +83,34 @@ def keras_check(tf):
         keras = tf.keras
         inp = keras.Input(shape=(3, 1))
         keras.layers.LSTM(2)(inp)
+    except Exception as exc:
+        return "LSTM: %s: %s" % (type(exc).__name__, str(exc)[:300])
+    return None
+
+
+def h5_check(tf):
+    """Save and load a Keras model in HDF5: h5py 3 broke load_model of TF < 2.4 ('str' object has no
+    attribute 'decode'). None when it works or h5py is not installed."""
+    try:
+        import h5py  # noqa: F401
+    except Exception:
+        return None
+    import shutil
+    import tempfile
+
+    tmp = tempfile.mkdtemp()
+    try:
+        keras = tf.keras
+        model = keras.Sequential([keras.layers.Dense(2, input_shape=(3,))])
+        model.compile(loss="mse", optimizer="sgd")
+        path = os.path.join(tmp, "m.h5")
+        model.save(path)
+        keras.models.load_model(path)
         return None
     except Exception as exc:
         return "%s: %s" % (type(exc).__name__, str(exc)[:300])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def wanted_sonames(info):
@@ -117,7 +132,10 @@ def main():
     try:
         import tensorflow as tf
     except Exception as exc:
-        doc["import_error"] = "%s: %s" % (type(exc).__name__, str(exc)[:500])
+        text = str(exc)
+        missing = re.findall(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file", text)
+        doc["import_error"] = "%s: %s" % (type(exc).__name__, text.strip().splitlines()[-1][:400] if text.strip() else "")
+        doc["missing_libraries"] = missing
         doc["versions"] = versions()
         print(json.dumps(doc))
         return
@@ -150,6 +168,7 @@ def main():
         loads.append(entry)
     doc["build_info_libs"] = loads
     doc["keras_error"] = keras_check(tf)
+    doc["h5_error"] = h5_check(tf)
     wheel_results = []
     errors = load_all(wheel_libs)
     for path in wheel_libs:

@@ -29,6 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PROBE = Path(__file__).resolve().with_name("recipe_probe.py")
 HEADLINE = "2.2.0"  # the seed's release (MX150): `import tensorflow` failed with numpy 1.24
 SOURCE_KEY = "tfgpu-recipes"
+#: Libraries of the CUDA toolkit and cuDNN (an import that misses one of these needs system CUDA).
+CUDA_LIB_PREFIXES = ("libcudart", "libcublas", "libcudnn", "libcufft", "libcurand", "libcusolver", "libcusparse",
+                     "libcupti", "libnvrtc", "libnvinfer", "libnccl")
 SOURCES = {SOURCE_KEY: {
     "title": "Installed from PyPI by `nox -s recipes` (scripts/verify_recipes.py): tfgpu's create code path, pip "
              "backend, Linux x86_64 without an NVIDIA driver; packages from the PyPI simple index",
@@ -90,13 +93,18 @@ def summarise_libs(probe: dict[str, Any], provides_cuda: bool, build_cuda: str) 
 
 
 def verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, log: Any) -> dict[str, str]:
-    """Build, smoke-test and probe one release; a row for compat/verified.toml (a dict of strings)."""
+    """Build, smoke-test and probe one release; a row for compat/verified.toml (a dict of one-line strings)."""
+    row = _verify_one(tf, scratch=scratch, facts=facts, keep=keep, log=log)
+    return {k: " ".join(v.split()) for k, v in row.items()}
+
+
+def _verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, log: Any) -> dict[str, str]:
     from tfgpu import run
     from tfgpu.commands.envs import build_plan
     from tfgpu.compat import load_kb, version
     from tfgpu.create import activation_env, run_plan
     from tfgpu.errors import TfgpuError
-    from tfgpu.smoke.runner import run_smoke
+    from tfgpu.smoke.runner import child_env, run_smoke
 
     kb = load_kb()
     today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
@@ -132,7 +140,7 @@ def verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, log
             row["reason"] = f"install failed: {exc.message}" + (f" ({tail})" if tail else "")
             return row
         env = activation_env(plan)
-        probe_res = run.capture([plan.env_python, str(PROBE)], timeout=900, env=env)
+        probe_res = run.capture([plan.env_python, str(PROBE)], timeout=900, env=child_env(env))
         try:
             probe = json.loads(probe_res.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
@@ -143,6 +151,15 @@ def verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, log
         row.update(numpy=versions.get("numpy", ""), protobuf=versions.get("protobuf", ""),
                    keras=versions.get("keras", ""), h5py=versions.get("h5py", ""),
                    typing_extensions=versions.get("typing-extensions", ""))
+        missing_cuda = [m for m in probe.get("missing_libraries") or [] if m.startswith(CUDA_LIB_PREFIXES)]
+        if probe.get("import_error") and missing_cuda and not recipe.provides_cuda:
+            # TF <= 1.13's GPU wheels link CUDA itself: no import without the system CUDA the recipe requires
+            row.update(result="skipped", cuda_libs=f"needs the system CUDA {build.cuda if build else '?'}: "
+                                                  f"{', '.join(missing_cuda)} not found",
+                       reason=f"installed, but `import tensorflow` needs the system CUDA "
+                              f"{build.cuda if build else '?'} ({', '.join(missing_cuda)}), which this machine "
+                              "does not have (only CUDA 13.0), and no CUDA of that age comes from PyPI")
+            return row
         if probe.get("import_error"):
             row["reason"] = f"import tensorflow failed: {probe['import_error']}"[:400]
             return row
@@ -155,7 +172,9 @@ def verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, log
         if not smoke_ok:
             problems.append(f"smoke test: {doc.get('summary')}")
         if probe.get("keras_error"):
-            problems.append(f"Keras LSTM on a symbolic input failed: {probe['keras_error']}")
+            problems.append(f"Keras on a symbolic input failed: {probe['keras_error']}")
+        if probe.get("h5_error"):
+            problems.append(f"Keras model save/load in HDF5 failed: {probe['h5_error']}")
         if not libs_ok:
             problems.append(f"CUDA libraries: {libs}")
         row["result"] = "failed" if problems else "ok"

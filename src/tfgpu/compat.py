@@ -1004,10 +1004,39 @@ def load_pins() -> tuple[Pin, ...]:
     return tuple(out)
 
 
-def pin_source_urls(pin: Pin) -> str:
+@record
+class PythonLimit:
+    """The Pythons recipe ``recipe`` can install releases ``tf`` with (compat/pins.toml `pythons`)."""
+
+    tf: VersionSpec
+    recipe: str
+    python: tuple[str, ...]
+    why: str
+    source: str
+
+
+@functools.lru_cache(maxsize=1)
+def load_python_limits() -> tuple[PythonLimit, ...]:
+    data = load_toml("pins")
+    out = []
+    for row in _rows("pins", data, "pythons", required=False):
+        pythons = _split(row.get("python", ""))
+        if not pythons or not all(re.fullmatch(r"\d+\.\d+", p) for p in pythons):
+            raise _bad("pins", row, "python must list X.Y versions")  # noqa: EM101
+        out.append(PythonLimit(tf=_spec("pins", row), recipe=str(row["recipe"]), python=pythons,
+                               why=str(row.get("why", "")), source=str(row["source"])))
+    return tuple(out)
+
+
+def python_limit_for(tf: Version, recipe: str) -> PythonLimit | None:
+    return next((lim for lim in load_python_limits() if lim.recipe == recipe and tf in lim.tf), None)
+
+
+def pin_source_urls(pin: Pin | PythonLimit) -> str:
     """The URLs behind a pin's source keys, `; `-joined (what plans cite)."""
     sources = load_toml("pins").get("sources", {})
-    return "; ".join(str(sources[k]["url"]) for k in (pin.source, pin.source2) if k and k in sources)
+    keys = (pin.source, pin.source2) if isinstance(pin, Pin) else (pin.source,)
+    return "; ".join(str(sources[k]["url"]) for k in keys if k and k in sources)
 
 
 # --------------------------------------------------------------------------- verified installs (additive)
@@ -1119,7 +1148,10 @@ def verified_status(tf: Version | str, recipe_id: str, backend: str) -> dict[str
 
 
 def _toml_str(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A TOML basic string (JSON's escapes are valid TOML escapes for every character but DEL)."""
+    import json
+
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 VERIFIED_HEADER = """\

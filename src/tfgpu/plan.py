@@ -16,7 +16,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from tfgpu._record import field, record, replace
-from tfgpu.compat import Pin, VersionSpec, load_pins, pin_source_urls
+from tfgpu.compat import Pin, VersionSpec, load_pins, pin_source_urls, python_limit_for
 from tfgpu.errors import UsageError
 
 PLAN_SCHEMA = "tfgpu.plan/1"
@@ -434,6 +434,11 @@ def plan_environment(
     conda_recipes = sorted((r for r in recipes if r.backend in ("conda", "conda+pip")), key=lambda r: r.conda_preference())
     interps = _interpreters(facts, tools)
     wheel_pythons = kb.pythons_for(v, os_name)
+    limit = python_limit_for(v, pip_recipes[0].id) if pip_recipes else None
+    if limit is not None:  # a package the pip recipe pins has wheels for fewer Pythons (compat/pins.toml)
+        wheel_pythons = [p for p in wheel_pythons if p in limit.python]
+        notes.append(f"Python {', '.join(wheel_pythons)} only: {limit.why}")
+        sources.append(pin_source_urls(limit))
     if python is not None:
         try:
             python = _xy(python)
