@@ -82,6 +82,20 @@ def e2e(session: nox.Session) -> None:
     session.run("pytest", "-m", "e2e", *session.posargs, env=env)
 
 
+@nox.session(default=False)
+def recipes(session: nox.Session) -> None:
+    """Prove the pip recipes by real installs from PyPI (slow, networked; not run by .ci/run).
+
+    For the newest patch of every GPU series (and 2.2.0) it builds the environment through tfgpu's own
+    create code path with a Python of ~/.pyenv/versions, imports TensorFlow, runs the CPU part of the
+    smoke test and loads every CUDA library the build needs; writes compat/verified.toml and prints a
+    table. `nox -s recipes -- --only 2.2 2.15` limits it; `-- --keep` keeps the environments. Then the
+    networked test that proves the 2.2.0 fix: `pytest -m recipes`."""
+    _install(session, "uv")
+    session.run("python", str(ROOT / "scripts" / "verify_recipes.py"), "--write", *session.posargs)
+    session.run("pytest", "-m", "recipes", "-p", "no:cacheprovider")
+
+
 @nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks against the alternatives; writes bench/results.md."""

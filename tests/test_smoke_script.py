@@ -132,6 +132,40 @@ def test_tf24_experimental_compile_fallback() -> None:
     assert r.gpu_ok
 
 
+def test_tf20_has_no_xla_option_so_xla_is_skipped_not_failed() -> None:
+    """TF 2.0's tf.function takes neither jit_compile nor experimental_compile: `nox -s recipes` saw the
+    smoke test of a working TF 2.0.4 environment fail on it (TypeError ... 'experimental_compile')."""
+    r = _run(version="2.0.4", gpus="1")
+    assert [(op.name, op.status) for op in r.ops] == [("matmul", "pass"), ("conv2d", "pass"), ("xla", "skip")]
+    assert "experimental_compile" in (r.ops[2].reason or "")
+    assert r.gpu_ok
+
+
+def test_an_empty_pythonhome_is_removed_not_passed_to_the_child() -> None:
+    """activation_env blanks PYTHONHOME/PYTHONPATH; Python 3.6 and 2.7 die on PYTHONHOME="" (`nox -s recipes`)."""
+    env = runner.child_env({"PYTHONHOME": "", "PYTHONPATH": "", "PYTHONSTARTUP": ""},
+                           base={"PYTHONHOME": "/elsewhere", "PATH": "/bin"})
+    assert not {"PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP"} & set(env)
+    assert runner.child_env({"PYTHONPATH": "/x"}, base={})["PYTHONPATH"] == "/x"
+
+
+@pytest.mark.skipif(not list(Path("~/.pyenv/versions").expanduser().glob("3.6.*/bin/python3.6")),
+                    reason="needs a Python 3.6")
+def test_the_smoke_runner_starts_a_python_3_6(tmp_path: Path) -> None:
+    """The real interpreter that failed: a Python 3.6 child under the environment `tfgpu create` gives it."""
+    from tfgpu.create import activation_env
+    from tfgpu.plan import Plan
+    from tfgpu.run import capture
+
+    py36 = str(next(Path("~/.pyenv/versions").expanduser().glob("3.6.*/bin/python3.6")))
+    plan = Plan(tf="1.12.3", backend="pip", backend_reason="", prefix=str(tmp_path), name=None, python="3.6",
+                steps=())
+    res = capture([py36, "-c", "import sys; print(sys.version_info[:2])"], timeout=60,
+                  env=runner.child_env(activation_env(plan)))
+    assert res.ok, res.stderr
+    assert res.stdout.strip() == "(3, 6)"
+
+
 def test_cudnn_failure_at_the_conv(tmp_path: Path) -> None:
     handle = _file(tmp_path, "handle", SAMPLES["cudnn.handle_error"] + "\n")
     error = _file(tmp_path, "error", SAMPLES["cudnn.conv_algorithm_failed"].split("UnknownError:", 1)[1].strip())

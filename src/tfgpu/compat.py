@@ -1197,10 +1197,39 @@ def load_pins() -> tuple[Pin, ...]:
     return tuple(out)
 
 
-def pin_source_urls(pin: Pin) -> str:
+@record
+class PythonLimit:
+    """The Pythons recipe ``recipe`` can install releases ``tf`` with (compat/pins.toml `pythons`)."""
+
+    tf: VersionSpec
+    recipe: str
+    python: tuple[str, ...]
+    why: str
+    source: str
+
+
+@functools.lru_cache(maxsize=1)
+def load_python_limits() -> tuple[PythonLimit, ...]:
+    data = load_toml("pins")
+    out = []
+    for row in _rows("pins", data, "pythons", required=False):
+        pythons = _split(row.get("python", ""))
+        if not pythons or not all(re.fullmatch(r"\d+\.\d+", p) for p in pythons):
+            raise _bad("pins", row, "python must list X.Y versions")  # noqa: EM101
+        out.append(PythonLimit(tf=_spec("pins", row), recipe=str(row["recipe"]), python=pythons,
+                               why=str(row.get("why", "")), source=str(row["source"])))
+    return tuple(out)
+
+
+def python_limit_for(tf: Version, recipe: str) -> PythonLimit | None:
+    return next((lim for lim in load_python_limits() if lim.recipe == recipe and tf in lim.tf), None)
+
+
+def pin_source_urls(pin: Pin | PythonLimit) -> str:
     """The URLs behind a pin's source keys, `; `-joined (what plans cite)."""
     sources = load_toml("pins").get("sources", {})
-    return "; ".join(str(sources[k]["url"]) for k in (pin.source, pin.source2) if k and k in sources)
+    keys = (pin.source, pin.source2) if isinstance(pin, Pin) else (pin.source,)
+    return "; ".join(str(sources[k]["url"]) for k in keys if k and k in sources)
 
 
 # --------------------------------------------------------------------------- verified installs (additive)
@@ -1265,6 +1294,8 @@ def verified_from_row(row: dict[str, Any], name: str = "verified") -> Verified:
         )
     except KeyError as exc:
         raise _bad(name, row, f"missing key {exc}") from None
+    except InvalidVersion:
+        raise _bad(name, row, f"tf {row.get('tf')!r} is not a version") from None
 
 
 @functools.lru_cache(maxsize=1)
@@ -1278,30 +1309,42 @@ def load_verified() -> tuple[Verified, ...]:
 
 
 def verified_for(tf: Version | str, recipe: str) -> Verified | None:
-    """The install that proved (or failed) ``recipe`` for release ``tf``; None when none was made."""
+    """The install that proved (or failed) ``recipe`` for release ``tf``, else for the newest release of
+    its series that was tried; None when none was made."""
     vv = tf if isinstance(tf, Version) else version(str(tf))
-    for row in load_verified():
-        if row.tf == vv and row.recipe == recipe:
-            return row
-    return None
+    rows = [r for r in load_verified() if r.recipe == recipe and series_of(r.tf) == series_of(vv)]
+    exact = [r for r in rows if r.tf == vv]
+    if exact:
+        return exact[0]
+    return max(rows, key=lambda r: r.tf) if rows else None
 
 
 def verified_status(tf: Version | str, recipe_id: str, backend: str) -> dict[str, Any]:
-    """What `tfgpu compat` and `doctor --tf` say about one recipe: verified / failed / not verified here."""
+    """What `tfgpu compat` and `doctor --tf` say about one recipe: install verified DATE, failed, skipped
+    (could not run where tfgpu verifies), not verified here, or cannot verify (conda recipes)."""
     if backend != "pip":
-        return {"status": "cannot verify", "text": "conda recipes cannot be verified here (no conda channels)"}
+        return {"status": "cannot verify",
+                "text": "not verified here: conda recipes cannot be verified where tfgpu verifies (no conda channels)"}
     row = verified_for(tf, recipe_id)
     if row is None:
         return {"status": "not verified", "text": "not verified here"}
+    doc: dict[str, Any] = {"tf": str(row.tf), "date": row.date}
+    if row.python:
+        doc["python"] = row.python
+    versions = {k: v for k, v in row.versions if v}
+    if versions:
+        doc["versions"] = versions
     if row.result == "ok":
-        return {"status": "verified", "date": row.date, "python": row.python,
-                "text": f"install verified {row.date} (Python {row.python})"}
-    return {"status": row.result, "date": row.date, "python": row.python, "reason": row.reason,
-            "text": f"install {row.result} {row.date}: {row.reason}"}
+        return {"status": "verified", "text": f"install verified {row.date} (TF {row.tf}, Python {row.python})", **doc}
+    return {"status": row.result, "reason": row.reason,
+            "text": f"install {row.result} {row.date} (TF {row.tf}): {row.reason}", **doc}
 
 
 def _toml_str(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A TOML basic string (JSON's escapes are valid TOML escapes for every character but DEL)."""
+    import json
+
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 VERIFIED_HEADER = """\

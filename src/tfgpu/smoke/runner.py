@@ -299,6 +299,12 @@ def child_env(env: Mapping[str, str] | None = None, base: Mapping[str, str] | No
     out.update(CHILD_ENV)
     if env:
         out.update(env)
+    # tfgpu.create.activation_env blanks these to keep the caller's Python out; an empty value must be
+    # removed, not passed: Python 3.6 (and 2.7) take PYTHONHOME="" as a home and die before main
+    # ("Fatal Python error: Py_Initialize: Unable to get the locale encoding"), found by `nox -s recipes`
+    for key in ("PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP"):
+        if out.get(key) == "":
+            del out[key]
     return out
 
 
