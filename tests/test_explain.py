@@ -205,7 +205,8 @@ def test_binary_input_is_safe() -> None:
     import random
 
     rnd = random.Random(6)
-    blob = bytes(rnd.getrandbits(8) for _ in range(300_000)).replace(b"\n", b"") + b"\x00" * 100
+    # no \n and no \r (a lone \r ends a segment since issue 15): one 300 kB line, cut
+    blob = bytes(rnd.getrandbits(8) for _ in range(300_000)).replace(b"\n", b"").replace(b"\r", b"") + b"\x00" * 100
     report = ex.explain_stream(io.BytesIO(blob + b"\n" + _dlopen("libcudart.so.10.0").encode() + b"\n"))
     assert [f.id for f in report.findings] == ["dlopen.cudart"]
     assert any("cut" in n for n in report.notes)
