@@ -25,9 +25,9 @@ else:  # pragma: no cover - Python < 3.11
 
 HELDOUT = DATA / "explain" / "heldout" / "heldout.toml"
 SCHEMA = "tfgpu.explain.heldout/1"
-#: The score may only go up (a ratchet against regressions); it is the measured score at the last change,
-#: not a target the patterns were tuned to. The issue's goal is 80 %.
-FLOOR = 0.0
+#: The score must stay at the goal of issue 15 (80 %). Measured: 11/61 before the engine work of issue 15,
+#: 52/61 with it and the mined catalog of main at 2026-11-22 15:20 (170 entries). Patterns are never tuned to it.
+FLOOR = 0.80
 
 
 def load_heldout() -> list[dict[str, Any]]:

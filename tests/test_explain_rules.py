@@ -149,6 +149,9 @@ def test_driver_hint_turns_a_cudnn_failure_into_a_driver_cause() -> None:
     assert "driver 384.145.0 is too old" in cudnn.cause
     assert "memory" not in cudnn.fix
     assert not any(f.id == "unrecognised.tf_log" and "insufficient driver" in f.text for f in findings)
+    top = ex.top_finding(findings)  # whichever finding sums the log up, it names the driver, not memory
+    assert top is not None
+    assert "driver 384.145.0 is too old" in top.cause
 
 
 def test_driver_hint_alone_is_still_reported() -> None:
@@ -251,3 +254,21 @@ def test_chunk_boundaries_do_not_change_the_findings(chunk: int, newline: str) -
     finally:
         ex._CHUNK = old
     assert [(f.id, f.line, f.count) for f in got.findings] == expected
+
+
+# ------------------------------------------------------------------- TensorFlow >= 2.16 on this machine
+
+
+@pytest.mark.parametrize("name", ["tf221_no_gpu_import.log", "tf220_no_gpu_import.log"])
+def test_recorded_tf_without_gpu_is_explained(name: str) -> None:
+    """The cuInit 303 line of TF 2.20/2.21 (recorded here, tests/data/explain/recorded/SOURCES.md) is known,
+    nothing is left unrecognised, and with this machine's facts the cause names the missing driver."""
+    facts = {"driver": {"version": None, "error": "no NVIDIA driver"}, "gpus": []}
+    report = ex.explain_file(DATA / "explain" / "recorded" / name, facts=facts)
+    assert not [f for f in report.findings if f.unrecognised]
+    cuinit = [f for f in report.findings if "cuInit" in f.text]
+    assert cuinit
+    assert "No NVIDIA driver is loaded on this machine" in cuinit[0].cause
+    top = ex.top_finding(report.findings)
+    assert top is not None
+    assert top.problem

@@ -318,6 +318,9 @@ def _describe(items: Sequence[Mapping[str, Any]], label: str) -> str:
     return ", ".join(dict.fromkeys(parts))
 
 
+_CUINIT_WITH_DRIVER = frozenset({"cuda.cuinit_compat_not_supported", "cuda.cuinit_system_driver_mismatch"})
+
+
 def refine_cause(entry: Entry, groups: Mapping[str, str], facts: Mapping[str, Any] | None) -> str | None:
     """A cause sentence specific to this machine, from the probe facts (None: nothing to add)."""
     if not facts:
@@ -365,7 +368,9 @@ def refine_cause(entry: Entry, groups: Mapping[str, str], facts: Mapping[str, An
         return None
     if entry.id == "cudnn.version_mismatch" and cudnns:
         return f"cuDNN installed here: {_describe(cudnns, 'cuDNN')}; TensorFlow needs >= {groups.get('compiled')}."
-    if entry.id in ("cuda.cuinit_no_device", "cuda.cuinit_303_no_libcuda") and driver is not None:
+    # every cuInit failure that means "no usable driver/GPU here" (not the driver-mismatch ones, which
+    # presuppose a driver): what the doctor knows about this machine's driver
+    if (entry.id.startswith("cuda.cuinit") and entry.id not in _CUINIT_WITH_DRIVER) and driver is not None:
         gpus = facts.get("gpus")
         if not driver.get("version"):
             err = f": {driver['error']}" if driver.get("error") else ""
@@ -488,10 +493,11 @@ _CONTEXT = {
     "driver_hint": ("insufficient driver version", re.compile(r"possibly insufficient driver version: (?P<ver>[\d.]+)")),
     "cudnn_loaded": ("Loaded cuDNN version", re.compile(r"Loaded cuDNN version (?P<ver>\d+)")),
 }
-#: cuDNN could not start (handle, init, convolution algorithm): the findings a driver hint explains.
+#: cuDNN could not start (handle, init, convolution algorithms, and the Check failed on them that aborts
+#: TF 1.x): the findings a driver hint explains.
 _CUDNN_INIT = re.compile(
     r"(?i)CUDNN_STATUS_(?:NOT_INITIALIZED|INTERNAL_ERROR|EXECUTION_FAILED|ARCH_MISMATCH)|cudnn handle"
-    r"|DNN library (?:initialization failed|is not found)|convolution algorithm"
+    r"|DNN library (?:initialization failed|is not found)|convolution algorithm|GetConvolveAlgorithms"
 )
 #: Both wordings: ``7301 (compatibility version 7300) but source was compiled with 7004`` (TF <= 1.x)
 #: and ``8.0.4 but source was compiled with: 8.1.0`` (TF >= 2).
