@@ -272,3 +272,15 @@ def test_recorded_tf_without_gpu_is_explained(name: str) -> None:
     top = ex.top_finding(report.findings)
     assert top is not None
     assert top.problem
+
+
+def test_word_index_finds_exactly_what_trying_every_entry_finds() -> None:
+    """The catalog's word index is only a shortcut: on every real line we have (the catalog's samples,
+    the whole logs, these rule lines) it matches the same entries as trying each pattern."""
+    cat = ex.load_catalog()
+    corpus = [e.sample for e in cat.entries]
+    corpus += [x for p in sorted(LOGS.glob("*.log")) for x in p.read_text(encoding="utf-8").splitlines()]
+    corpus += [x for table in LINES.values() if isinstance(table, dict) for x in table["lines"]]
+    for line in corpus:
+        brute = sorted(e.id for e in cat.entries if e.pattern.search(line))
+        assert sorted(e.id for e, _ in ex._match_line(cat, line)) == brute, line

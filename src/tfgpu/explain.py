@@ -155,24 +155,30 @@ def _parser() -> Any:
     return parser
 
 
-def _needle(pattern: str, flags: int) -> str | None:
-    """The longest literal run at the top level of a regex, if it is long enough to filter on."""
+def _literal_runs(pattern: str, flags: int = 0) -> list[str]:
+    """The literal runs at the top level of a regex: every match contains each of them."""
     parser = _parser()
     try:
         parsed = parser.parse(pattern, flags)
     except Exception:  # pragma: no cover - re.compile already accepted it
-        return None
+        return []
     literal = parser.LITERAL
-    best, run = "", []
+    runs, run = [], []
     for op, arg in parsed:
         if op == literal:
             run.append(chr(arg))
             continue
-        if len(run) > len(best):
-            best = "".join(run)
+        if run:
+            runs.append("".join(run))
         run = []
-    if len(run) > len(best):
-        best = "".join(run)
+    if run:
+        runs.append("".join(run))
+    return runs
+
+
+def _needle(pattern: str, flags: int) -> str | None:
+    """The longest literal run at the top level of a regex, if it is long enough to filter on."""
+    best = max(_literal_runs(pattern, flags), key=len, default="")
     return best if len(best) >= 4 else None
 
 
@@ -228,10 +234,15 @@ def build_catalog(data: Mapping[str, Any], *, origin: str = "compat/explain.toml
             needle=(needle.lower() if icase and needle else needle), ignore_case=icase,
         ))
     entries = tuple(sorted(out, key=lambda e: (e.rank, e.id)))
+    # how common each word is in real log lines (the entries' own samples): index by the rarest word
+    common: dict[str, int] = {}
+    for e in entries:
+        for w in set(_WORD.findall(e.sample.lower())):
+            common[w] = common.get(w, 0) + 1
     index: dict[str, list[Entry]] = {}
     always: list[Entry] = []
     for e in entries:
-        word = _index_word(e.needle)
+        word = _index_word(_literal_runs(e.pattern.pattern), common)
         if word is None:
             always.append(e)
         else:
@@ -242,15 +253,20 @@ def build_catalog(data: Mapping[str, Any], *, origin: str = "compat/explain.toml
 _WORD = re.compile(r"[a-z0-9_]+")
 
 
-def _index_word(needle: str | None) -> str | None:
-    """The longest whole word inside ``needle`` (lower-cased): one bounded by non-word characters of
-    the needle itself, so every line the entry matches has it as a token of ``_WORD``."""
-    if not needle:
-        return None
-    low = needle.lower()
-    inner = [m.group() for m in _WORD.finditer(low) if m.start() > 0 and m.end() < len(low)]
+def _index_word(runs: Sequence[str], common: Mapping[str, int] | None = None) -> str | None:
+    """A whole word inside one of the literal ``runs`` (lower-cased): one bounded by non-word characters
+    of the run itself, so every line the entry matches has it as a token of ``_WORD``. The rarest such
+    word in ``common`` (word -> how many sample lines have it), then the longest: "tensorflow" is in
+    most lines."""
+    inner = []
+    for run in runs:
+        low = run.lower()
+        inner += [m.group() for m in _WORD.finditer(low) if m.start() > 0 and m.end() < len(low)]
     inner = [w for w in inner if len(w) >= 3]
-    return max(inner, key=len) if inner else None
+    if not inner:
+        return None
+    freq = common or {}
+    return min(inner, key=lambda w: (freq.get(w, 0), -len(w), w))
 
 
 @functools.lru_cache(maxsize=1)
@@ -383,19 +399,18 @@ def refine_cause(entry: Entry, groups: Mapping[str, str], facts: Mapping[str, An
 # -------------------------------------------------------------------------------------- matching
 
 
-def _match_line(catalog: Catalog, line: str) -> Iterator[tuple[Entry, dict[str, str]]]:
+def _match_line(catalog: Catalog, line: str) -> list[tuple[Entry, dict[str, str]]]:
     lowered = line.lower()
-    hit = catalog.words.intersection(_WORD.findall(lowered)) if catalog.words else ()
-    if hit:
-        candidates: Iterable[Entry] = [*catalog.always, *(e for w in hit for e in catalog.index[w])]
-    else:
-        candidates = catalog.always
-    for e in candidates:
-        if e.needle is not None and e.needle not in (lowered if e.ignore_case else line):
-            continue
-        m = e.pattern.search(line)
-        if m:
-            yield e, {k: v for k, v in m.groupdict().items() if v is not None}
+    hit = catalog.words.intersection(_WORD.findall(lowered))
+    found = []
+    for group in (catalog.always, *(catalog.index[w] for w in hit)):
+        for e in group:
+            if e.needle is not None and e.needle not in (lowered if e.ignore_case else line):
+                continue
+            m = e.pattern.search(line)
+            if m:
+                found.append((e, {k: v for k, v in m.groupdict().items() if v is not None}))
+    return found
 
 
 # ------------------------------------------------------------------------- unrecognised error lines
