@@ -284,3 +284,22 @@ def test_word_index_finds_exactly_what_trying_every_entry_finds() -> None:
     for line in corpus:
         brute = sorted(e.id for e in cat.entries if e.pattern.search(line))
         assert sorted(e.id for e, _ in ex._match_line(cat, line)) == brute, line
+
+
+def test_redact_also_cleans_the_search_key(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    import json
+    import socket
+
+    host = "gpu-node-17.example"
+    monkeypatch.setattr(socket, "gethostname", lambda: host)
+    monkeypatch.setattr(ex, "load_catalog", lambda: EMPTY)  # the line stays unrecognised whatever compat/ knows
+    # the real line of tensorflow#59578 with a host name in its message
+    line = lines("tf_log")[0].replace("inEfficientDet-D2", f"on {host} in EfficientDet-D2")
+    log = tmp_path / "tf.log"
+    log.write_text(line + "\n", encoding="utf-8")
+    code, out, _ = cli("explain", str(log), "--json", "--no-probe", "--redact")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["findings"][0]["id"] == "unrecognised.tf_log"
+    assert host not in out
+    assert "<host>" in doc["findings"][0]["key"]
