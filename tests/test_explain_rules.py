@@ -294,7 +294,7 @@ def test_redact_also_cleans_the_search_key(cli, tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(socket, "gethostname", lambda: host)
     monkeypatch.setattr(ex, "load_catalog", lambda: EMPTY)  # the line stays unrecognised whatever compat/ knows
     # the real line of tensorflow#59578 with a host name in its message
-    line = lines("tf_log")[0].replace("inEfficientDet-D2", f"on {host} in EfficientDet-D2")
+    line = lines("tf_log")[0].replace("layout failed:", f"layout failed on {host}:")
     log = tmp_path / "tf.log"
     log.write_text(line + "\n", encoding="utf-8")
     code, out, _ = cli("explain", str(log), "--json", "--no-probe", "--redact")
