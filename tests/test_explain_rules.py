@@ -91,6 +91,7 @@ def test_generic_findings_are_bounded_and_counted() -> None:
 def test_search_key_drops_what_differs_between_machines() -> None:
     assert ex._search_key("failed at 0x00007FFA1C753DA5 in /home/u/x.py line 1234567") == "failed at in line"
     assert ex._search_key("GPU 0000:01:00.0: RmInitAdapter failed! (0x22:0x56:894)") == "GPU RmInitAdapter failed!"
+    assert ex._search_key("on gpu-node-17.example: x") == "on gpu-node-17.example: x"  # names stay whole
 
 
 # ------------------------------------------------------------------------------------- the summary

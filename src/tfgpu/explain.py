@@ -451,7 +451,8 @@ def _search_key(text: str, limit: int = 80) -> str:
     """A message without the parts that differ between machines (addresses, paths, long numbers)."""
     text = re.sub(r"0x[0-9a-fA-F]+|\S*[/\\]\S*|\b\d{5,}\b", " ", text)
     # PCI addresses and register triples: 0000:01:00.0, (0x22:0x56:894)
-    text = re.sub(r"[(\[]?\b[0-9a-fA-F]{2,}(?:[:.][0-9a-fA-F]+)+:?[)\]]?|\(\s*[: ]*\d*\s*\)", " ", text)
+    text = re.sub(r"(?<![\w.-])[(\[]?[0-9a-fA-F]{2,}(?:[:.][0-9a-fA-F]+)+:?[)\]]?(?![\w.-])"
+                  r"|\(\s*[: ]*\d*\s*\)", " ", text)
     text = re.sub(r"\s+", " ", text).strip(" :;,.")
     if len(text) > limit:
         text = text[:limit].rsplit(" ", 1)[0]
