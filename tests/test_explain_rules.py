@@ -49,6 +49,7 @@ def catalog_sample(entry_id: str) -> str:
         ("exception", 0, "exception", "error", "InternalError: CUDA runtime implicit initialization on GPU:0 failed"),
         ("numpy_exception", 0, "exception", "error", "AttributeError: module 'numpy' has no attribute 'object'"),
         ("nvrm", 0, "nvrm", "error", "NVRM: GPU RmInitAdapter failed!"),
+        ("xid", 0, "nvrm", "error", "NVRM: Xid 13"),
         ("tf_log", 0, "tf_log", "error", "layout failed: INVALID_ARGUMENT: Size of values 0 does not match size of"),
     ],
 )
