@@ -62,6 +62,14 @@ def test_every_entry_explains_its_own_real_sample(row: dict[str, str]) -> None:
     assert f.source.startswith(("https://", "seed:"))
 
 
+@pytest.mark.parametrize("row", ENTRIES, ids=[r["id"] for r in ENTRIES])
+def test_every_placeholder_is_a_group_of_its_pattern(row: dict[str, str]) -> None:
+    groups = set(re.compile(row["pattern"]).groupindex)
+    for key in ("meaning", "cause", "fix"):
+        used = set(re.findall(r"\{(\w+)\}", row[key]))
+        assert used <= groups, f"{row['id']}.{key} names {sorted(used - groups)}, not groups of its pattern"
+
+
 def _also_rows() -> list[tuple[str, str, str]]:
     """(entry id, line, source key) for every extra real line an entry lists under `also`."""
     rows = []
