@@ -291,6 +291,10 @@ def run_create(
         from tfgpu.backends.lock import read_lock_info
 
         read_lock_info(from_lock)
+    if prefix is not None and force:  # a directory tfgpu did not make is refused before anything else
+        from tfgpu.envs import check_prefix
+
+        _what_force_replaces(str(check_prefix(prefix)), force)
     facts = _facts(facts_file)
     lock_plan: Any = None
     if from_lock is not None:  # validate the lockfile first: a bad one is exit 2 before anything else
@@ -335,11 +339,15 @@ def run_create(
     if dry_run:
         typer.echo("dry run: nothing was changed")
         return 0
+    replacing = _what_force_replaces(plan.prefix, force)
+    if replacing:
+        _err(f"tfgpu: --force replaces {plan.prefix} ({replacing}); it is kept until the new one works")
     if not yes:
         if not sys.stdin.isatty():
             msg = "create needs confirmation and there is no terminal to ask on"
             raise UsageError(msg, hint="pass --yes")
-        if not typer.confirm(f"Create {plan.prefix}?", default=True):
+        question = f"Replace {plan.prefix} ({replacing})?" if replacing else f"Create {plan.prefix}?"
+        if not typer.confirm(question, default=not replacing):
             typer.echo("cancelled")
             return 1
 
@@ -372,7 +380,10 @@ def run_create(
             for line in tail:
                 _err(f"  | {line}")
         raise
-    typer.echo(f"created {result.prefix} in {result.seconds:.0f} s (log: {result.log_path})")
+    for note in result.notes:
+        _err(f"tfgpu: note: {note}")
+    replaced = f"; replaced {result.replaced_what}" if result.replaced_what else ""
+    typer.echo(f"created {result.prefix} in {result.seconds:.0f} s{replaced} (log: {result.log_path})")
 
     # 3. smoke
     if no_smoke:
@@ -398,16 +409,45 @@ def run_create(
     return 1
 
 
+def _what_force_replaces(prefix: str, force: bool) -> str | None:
+    """What `create --force` would replace at ``prefix`` (None: nothing there); refuses, before any
+    prompt, a directory tfgpu did not make."""
+    from pathlib import Path
+
+    from tfgpu import envs
+    from tfgpu.create import describe_entry
+
+    path = Path(prefix)
+    try:
+        occupied = path.is_dir() and any(path.iterdir())
+    except OSError:
+        return None
+    if not (force and occupied):
+        return None
+    entry = envs.created_by_tfgpu(path)
+    if entry is None and not envs.stranded([path]):
+        raise envs.not_created_error(path)
+    return describe_entry(entry) if entry is not None else "the environment a killed create left"
+
+
 def envs_cmd(json_out: bool = typer.Option(False, "--json", help="A JSON document.")) -> int:
-    """List the environments tfgpu made, with their TensorFlow and last smoke result."""
+    """List the environments tfgpu made, with their TensorFlow and last smoke result, and any directory a
+    killed `tfgpu create` left behind (with the command that puts it right)."""
     import json
 
     from tfgpu import envs
 
     items = envs.load()
+    stranded = envs.stranded()
     if json_out:
-        typer.echo(json.dumps({"schema": envs.REGISTRY_SCHEMA, "envs": items}, indent=2))
+        typer.echo(json.dumps({"schema": envs.REGISTRY_SCHEMA, "envs": items, "stranded": [
+            {"path": str(s.path), "prefix": str(s.prefix), "kind": s.kind, "pid": s.pid, "command": s.command()}
+            for s in stranded]}, indent=2))
         return 0
+    for s in stranded:
+        what = "the previous environment of" if s.kind == "old" else "a half-made or half-deleted copy of"
+        _err(f"tfgpu: warning: {s.path} is {what} {s.prefix}, left by a killed create (pid {s.pid}); "
+             f"`tfgpu create --force` or `tfgpu remove` on it puts it right, or by hand: {s.command()}")
     if not items:
         typer.echo("no environments yet: `tfgpu create --tf latest`")
         return 0
