@@ -39,7 +39,7 @@ M60 = LOGS / "tesla_m60_tf114_cuda100_missing.log"
 
 def test_catalog_is_big_enough_and_well_formed() -> None:
     cat = ex.load_catalog()
-    assert len(cat.entries) >= 40
+    assert len(cat.entries) >= 250  # issue 15: the catalog was mined from real threads, keep it that big
     assert len({e.id for e in cat.entries}) == len(cat.entries)
     assert {e.severity for e in cat.entries} <= set(ex.SEVERITIES)
     assert any(e.severity == "harmless" for e in cat.entries)
