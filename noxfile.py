@@ -109,6 +109,13 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def update_compat(session: nox.Session) -> None:
-    """Regenerate compat/ tables from their upstreams; prints diffs, writes only with `-- --force`."""
+    """Regenerate compat/ tables from their upstreams; prints diffs, writes only with `-- --force`.
+
+    scripts/scan_wheel_archs.py first reads the TensorFlow wheels on PyPI that compat/wheel_scan.json
+    lacks (range requests, nothing stored but the record; an hour or more for a full scan on two cores),
+    then renders compat/tf_archs.toml and compat/wheels.toml from the record."""
+    env = {"PYTHONPATH": os.fspath(ROOT / "src")}
     for script in sorted((ROOT / "scripts").glob("update_*.py")):
-        session.run("python", str(script), *session.posargs, env={"PYTHONPATH": os.fspath(ROOT / "src")})
+        session.run("python", str(script), *session.posargs, env=env)
+    session.install("packaging")
+    session.run("python", str(ROOT / "scripts" / "scan_wheel_archs.py"), "--scan", *session.posargs, env=env)

@@ -29,6 +29,7 @@ SCHEMAS = {
     "gpus": "tfgpu.compat.gpus/1",
     "recipes": "tfgpu.compat.recipes/1",
     "conda": "tfgpu.compat.conda/1",
+    "wheels": "tfgpu.compat.wheels/1",
     "explain": "tfgpu.compat.explain/1",
     "pins": "tfgpu.compat.pins/1",
     "verified": "tfgpu.compat.verified/1",
@@ -382,7 +383,40 @@ class ArchTargets:
     source2: str = ""  # the report behind ptx_fails
     build: str = "pip"  # whose binaries: "pip" (official wheels) or "conda-forge" (the feedstock's builds)
     cuda: VersionSpec | None = None  # conda-forge: the CUDA variants the row covers
-    ptx_all: tuple[str, ...] = ()  # every PTX target when the row lists several (`ptx = "3.5,...,7.0"`)
+    # read from the wheel's fatbins (scripts/scan_wheel_archs.py): SASS / PTX only some kernels carry,
+    # as (compute capability, share of the fatbin containers); every PTX >= 90%; how many containers
+    sass_partial: tuple[tuple[str, float], ...] = ()
+    ptx_all: tuple[str, ...] = ()
+    ptx_partial: tuple[tuple[str, float], ...] = ()
+    kernels: int = 0
+    wheel: str = ""  # the wheel file the row was read from, and PyPI's sha256 of it
+    sha256: str = ""
+    wheel_newest: str = ""  # the series' newest patch, read too and found alike
+    sha256_newest: str = ""
+
+    def partial_share(self, cc: Version) -> float:
+        """Share of the kernels whose SASS runs on compute capability ``cc`` (same major, minor <= cc's),
+        among the architectures only some kernels carry; 0.0 when none does."""
+        return max((share for arch, share in self.sass_partial
+                    if (v := version(arch)).major == cc.major and v <= cc), default=0.0)
+
+
+@record
+class WheelFacts:
+    """Facts read from one TensorFlow wheel (compat/wheels.toml): CUDA build, glibc symbol floor."""
+
+    dist: str
+    version: Version
+    os: str
+    python: str  # CPython tag, e.g. cp37
+    file: str
+    sha256: str
+    cuda_build: bool | None = None  # None: not known (build info absent, shared objects not read)
+    cuda: str = ""
+    cudnn: str = ""
+    glibc: Version | None = None  # the highest GLIBC_x.y symbol version its .so files need
+    glibcxx: str = ""
+    fatbins: int | None = None  # None: shared objects not read
 
 
 @record
@@ -511,6 +545,34 @@ def _parse_releases(name: str, data: dict[str, Any]) -> tuple[Release, ...]:
     return tuple(out)
 
 
+def _shares(name: str, row: dict[str, Any], key: str) -> tuple[tuple[str, float], ...]:
+    out = []
+    for item in _split(row.get(key, "")):
+        arch, _, share = item.partition("=")
+        try:
+            out.append((arch.strip(), float(share)))
+        except ValueError:
+            raise _bad(name, row, f"{key} item {item!r} is not ARCH=SHARE") from None
+    return tuple(out)
+
+
+def _parse_wheels(name: str, data: dict[str, Any]) -> tuple[WheelFacts, ...]:
+    out = []
+    for row in _rows(name, data, "wheels", required=False):
+        try:
+            out.append(WheelFacts(
+                dist=str(row["dist"]), version=version(row["version"]), os=str(row["os"]),
+                python=str(row.get("python", "")), file=str(row["file"]), sha256=str(row["sha256"]),
+                cuda_build=bool(row["cuda_build"]) if "cuda_build" in row else None,
+                cuda=str(row.get("cuda", "")), cudnn=str(row.get("cudnn", "")),
+                glibc=_opt_version(name, row, "glibc"), glibcxx=str(row.get("glibcxx", "")),
+                fatbins=int(row["fatbins"]) if "fatbins" in row else None,
+            ))
+        except (KeyError, ValueError, InvalidVersion) as exc:
+            raise _bad(name, row, f"bad wheel row: {exc}") from None
+    return tuple(out)
+
+
 def _split_and_cuda(text: str) -> tuple[str, ...]:
     """and_cuda pins: requirements joined by ";" (or by "," although specifiers contain commas)."""
     if ";" in str(text):
@@ -550,6 +612,7 @@ class KnowledgeBase:
     conda: tuple[CondaPackage, ...]
     arch_names: tuple[tuple[str, str], ...]
     models: tuple[GpuModel, ...]
+    wheels: tuple[WheelFacts, ...] = ()
 
     # -- TensorFlow -----------------------------------------------------------------------
     @functools.cached_property
@@ -685,6 +748,33 @@ class KnowledgeBase:
         found: ArchTargets | None = self._memo[key]
         return found
 
+    # -- facts read from the wheels ------------------------------------------------------------
+    def wheel_facts(self, dist: str, v: Version | str, os: str = "linux") -> list[WheelFacts]:
+        """Every wheel of ``dist`` ``v`` on ``os`` that was read (compat/wheels.toml), one per Python tag."""
+        vv = v if isinstance(v, Version) else version(str(v))
+        os = "linux" if os == "wsl2" else os
+        key = ("wheel_facts", "")
+        if key not in self._memo:
+            index: dict[tuple[str, Version, str], list[WheelFacts]] = {}
+            for w in self.wheels:
+                index.setdefault((w.dist, w.version, w.os), []).append(w)
+            self._memo[key] = index
+        found: list[WheelFacts] = self._memo[key].get((dist, vv, os), [])
+        return found
+
+    def glibc_floor(self, dist: str, v: Version | str, pythons: Iterable[str] | None = None) -> WheelFacts | None:
+        """The Linux wheel of ``dist`` ``v`` with the lowest scanned glibc floor among ``pythons`` ("3.7"
+        style; all tags when None): the wheel that needs the least of the machine's glibc."""
+        tags = {f"cp{p.replace('.', '')}" for p in pythons} if pythons is not None else None
+        read = [w for w in self.wheel_facts(dist, v, "linux")
+                if w.glibc is not None and (tags is None or w.python in tags)]
+        return min(read, key=lambda w: (w.glibc, w.python)) if read else None
+
+    def cuda_build(self, dist: str, v: Version | str, os: str = "linux") -> bool | None:
+        """Whether the wheels of ``dist`` ``v`` are CUDA builds, as read from them (None: not read)."""
+        known = [w.cuda_build for w in self.wheel_facts(dist, v, os) if w.cuda_build is not None]
+        return any(known) if known else None
+
     # -- install recipes --------------------------------------------------------------------
     def recipes_for(self, v: Version | str, os: str = "linux", backend: str | None = None) -> list[Recipe]:
         vv = v if isinstance(v, Version) else version(str(v))
@@ -780,6 +870,10 @@ def _parse_kb() -> KnowledgeBase:
     recipes = load_toml("recipes")
     conda = load_toml("conda")
     try:
+        wheels_data = load_toml("wheels")
+    except DataError:
+        wheels_data = {"wheels": [], "sources": {}}
+    try:
         archs_data = load_toml("tf_archs")
     except DataError:
         archs_data = {"archs": [], "sources": {}}
@@ -806,11 +900,17 @@ def _parse_kb() -> KnowledgeBase:
     for row in _rows("tf_archs", archs_data, "archs", required=False):
         archs.append(ArchTargets(
             tf=_spec("tf_archs", row), os=str(row.get("os", "linux")), sass=_split(row.get("sass", "")),
-            ptx=max(_split(row.get("ptx", "")), key=Version, default=None), ptx_all=_split(row.get("ptx", "")),
+            ptx=max(_split(row.get("ptx", "")), key=Version, default=None),
             source=row["source"],
             confidence=str(row.get("confidence", "sourced")), note=str(row.get("note", "")),
             ptx_fails=_split(row.get("ptx_fails", "")), source2=str(row.get("source2", "")),
             build=str(row.get("build", "pip")), cuda=_spec("tf_archs", row, "cuda") if "cuda" in row else None,
+            # every PTX target: `ptx_all` (rows read from the wheels), or `ptx` listing several
+            sass_partial=_shares("tf_archs", row, "sass_partial"),
+            ptx_all=_split(row.get("ptx_all", "")) or _split(row.get("ptx", "")),
+            ptx_partial=_shares("tf_archs", row, "ptx_partial"), kernels=int(row.get("kernels", 0)),
+            wheel=str(row.get("wheel", "")), sha256=str(row.get("sha256", "")),
+            wheel_newest=str(row.get("wheel_newest", "")), sha256_newest=str(row.get("sha256_newest", "")),
         ))
         if archs[-1].build not in ARCH_BUILDS:
             file, msg = "tf_archs", f"build {archs[-1].build!r} is not one of {ARCH_BUILDS}"
@@ -848,10 +948,11 @@ def _parse_kb() -> KnowledgeBase:
             GpuModel(name=str(r["name"]), cc=str(r["cc"]), aliases=_split(r.get("aliases", "")), source=r["source"])
             for r in _rows("gpus", gpus, "models")
         ),
+        wheels=_parse_wheels("wheels", wheels_data),
     )
 
 
-KB_FILES = ("meta", "tensorflow", "releases", "tf_archs", "cuda", "gpus", "recipes", "conda")
+KB_FILES = ("meta", "tensorflow", "releases", "tf_archs", "cuda", "gpus", "recipes", "conda", "wheels")
 
 
 def _cache_file() -> Path | None:
@@ -891,7 +992,7 @@ def _cache_file() -> Path | None:
 def _cache_classes() -> dict[str, type]:
     """The record classes a cache file may hold (an allow-list: nothing else is ever rebuilt)."""
     return {c.__name__: c for c in (KnowledgeBase, Build, Release, PyRange, Toolkit, MinorCompat, ArchTargets,
-                                    Recipe, CondaPackage, GpuModel)}
+                                    Recipe, CondaPackage, GpuModel, WheelFacts)}
 
 
 @functools.lru_cache(maxsize=1)

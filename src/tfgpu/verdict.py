@@ -18,7 +18,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from tfgpu._record import field, record
-from tfgpu.compat import ArchTargets, KnowledgeBase, Recipe, normalize_cuda, series_of, version
+from tfgpu.compat import ArchTargets, KnowledgeBase, Recipe, Release, normalize_cuda, series_of, version
 
 PASS, WARN, FAIL, SKIP, ERROR = "pass", "warn", "fail", "skip", "error"
 READY, CAVEATS, BLOCKED = "ready", "caveats", "blocked"
@@ -614,6 +614,13 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
             continue
         if any(s.major == cc.major and s <= cc for s in sass):
             continue  # SASS runs on later minors of the same major
+        share = archs.partial_share(cc)
+        if share and not (ptx is not None and ptx <= cc):
+            blockers.append(Finding(
+                "gpu.arch", f"{name}: only {share:.0%} of TensorFlow {v}'s kernels carry SASS for it and there is no "
+                f"PTX it can JIT-compile (SASS {', '.join(archs.sass)}, PTX {archs.ptx or 'none'}): the others have "
+                "no kernel image", fix=_no_wheel_fix(kb, cc, cc_text, m.tf_os)))
+            continue
         if ptx is not None and ptx <= cc and any(_cc(f) == cc for f in archs.ptx_fails):
             blockers.append(Finding(
                 "gpu.arch",
@@ -625,9 +632,12 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
             continue
         if ptx is not None and ptx <= cc:
             jit = True
+            some = (f"SASS for it in only {share:.0%} of TensorFlow {v}'s kernels (SASS {', '.join(archs.sass)}); "
+                    "the others" if share else
+                    f"no SASS for it in TensorFlow {v} (SASS {', '.join(archs.sass)}); kernels")
             caveats.append(Finding(
                 "gpu.ptx_jit",
-                f"{name}: no SASS for it in TensorFlow {v} (SASS {', '.join(archs.sass)}); kernels will be JIT-compiled "
+                f"{name}: {some} will be JIT-compiled "
                 f"from compute_{str(ptx).replace('.', '')} PTX at start-up (minutes on first run)",
                 fix="export CUDA_CACHE_MAXSIZE=4294967296 to keep the JIT cache, or use a newer TensorFlow",
             ))
@@ -649,6 +659,31 @@ def _usable_ptx(archs: ArchTargets, cc: Version) -> Version | None:
         return None
     below = [p for p in ptxs if p <= cc]
     return below[-1] if below else ptxs[0]
+
+
+def _glibc_findings(m: Machine, kb: KnowledgeBase, rel: Release) -> list[Finding]:
+    """glibc against the wheels: the manylinux tag decides whether pip installs them; the highest GLIBC_
+    symbol version their .so files need (read from the wheels, compat/wheels.toml) whether they load.
+    Of the wheels for this machine's Pythons, the one needing the least glibc counts."""
+    if m.glibc is None:
+        return []
+    fix = "use the conda backend, or a newer Linux distribution"
+    if rel.glibc and m.glibc < rel.glibc:
+        return [Finding(
+            "glibc.manylinux", f"{rel.dist} {rel.version} wheels need glibc >= {rel.glibc} ({rel.linux_platform}); "
+            f"this machine has {m.glibc}, so pip cannot install them", fix=fix)]
+    # only when every wheel this machine could take was read: an unread tag may need less
+    tags = [f"cp{p.replace('.', '')}" for p in (m.pythons if m.pythons is not None else rel.linux_pythons)
+            if p in rel.linux_pythons]
+    read_tags = {w.python for w in kb.wheel_facts(rel.dist, rel.version, "linux") if w.glibc is not None}
+    read = kb.glibc_floor(rel.dist, rel.version, m.pythons) if tags and set(tags) <= read_tags else None
+    if read is not None and read.glibc is not None and m.glibc < read.glibc:
+        return [Finding(
+            "glibc.symbols", f"{rel.dist} {rel.version} ({read.file}) needs glibc >= {read.glibc}: its shared objects "
+            f"use GLIBC_{read.glibc} symbols although the wheel is tagged {rel.linux_platform or 'manylinux'}; "
+            f"this machine has {m.glibc}, so pip installs it but `import tensorflow` fails "
+            f"(version `GLIBC_{read.glibc}' not found)", fix=fix)]
+    return []
 
 
 def _no_wheel_fix(kb: KnowledgeBase, cc: Version, cc_text: str, os: str) -> str:
@@ -852,12 +887,8 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
             if rel is None:
                 b_block.append(Finding("tf.wheel", f"no {kb.gpu_dist(v)} {v} wheels on PyPI",
                                        fix="use the conda backend"))
-            elif m.tf_os == "linux" and rel.glibc and m.glibc and m.glibc < rel.glibc:
-                b_block.append(Finding(
-                    "glibc.manylinux", f"{rel.dist} {v} wheels need glibc >= {rel.glibc} ({rel.linux_platform}); "
-                    f"this machine has {m.glibc}, so pip cannot install them",
-                    fix="use the conda backend, or a newer Linux distribution",
-                ))
+            elif m.tf_os == "linux" and m.glibc:
+                b_block += _glibc_findings(m, kb, rel)
             if not recipe.provides_cuda:
                 b_block += _system_library_findings(m, kb, v, build.cuda, build.cudnn)
         verdicts.append(BackendVerdict(
