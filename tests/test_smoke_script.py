@@ -277,7 +277,12 @@ def test_tf114_scenario_on_python36(tmp_path: Path) -> None:
     assert r.python_version is not None
     assert r.python_version.startswith("3.6")
     assert r.gpu_ok, r.log_tail
-    assert [f.id for f in r.findings] == ["harmless.numa_file_missing"]
+    # a working TF 1.14 GPU log: apart from info notes (libraries opened, GPUs added) only the WSL2 NUMA note
+    # (its two lines: "could not open file to read NUMA node" and "Your kernel may have been built without ...")
+    assert {f.id for f in r.findings if f.severity != "info"} == {
+        "harmless.numa_file_missing",
+        "harmless.numa_kernel_note",
+    }
 
 
 # ------------------------------------------------------------------------------------------ CLI
