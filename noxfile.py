@@ -21,7 +21,7 @@ nox.options.default_venv_backend = "uv|virtualenv"
 
 ROOT = Path(__file__).resolve().parent
 TEST_DEPS = ["pytest>=8", "pytest-cov>=5", "hypothesis>=6.100", "hatchling>=1.18", "jsonschema>=4", "pyyaml>=6",
-             "conda-lock>=2.5", "uv"]
+             "conda-lock>=2.5", "uv", "kubernetes-validate>=1.30"]
 
 
 def _install(session: nox.Session, *extra: str) -> None:
@@ -41,7 +41,9 @@ def tests(session: nox.Session) -> None:
 @nox.session
 def slow(session: nox.Session) -> None:
     """Slower tests with real components that need no network: real venvs, the real nvcc here."""
-    _install(session, "uv")
+    # playwright drives Debian's Chromium (apt-get install chromium) for the fleet page; without a
+    # browser that test skips with the reason.
+    _install(session, "uv", "playwright")
     session.run("pytest", "-m", "slow", *session.posargs)
 
 
@@ -87,6 +89,8 @@ def bench(session: nox.Session) -> None:
     bench_script = ROOT / "bench" / "run.py"
     if bench_script.exists():
         session.run("python", str(bench_script), *session.posargs)
+        # `tfgpu fleet merge` of 10,000 reports: its own section of bench/results.md
+        session.run("python", str(ROOT / "bench" / "fleet.py"))
     else:
         session.log("bench/run.py not written yet")
 

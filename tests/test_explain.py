@@ -62,6 +62,26 @@ def test_every_entry_explains_its_own_real_sample(row: dict[str, str]) -> None:
     assert f.source.startswith(("https://", "seed:"))
 
 
+def _also_rows() -> list[tuple[str, str, str]]:
+    """(entry id, line, source key) for every extra real line an entry lists under `also`."""
+    rows = []
+    for row in ENTRIES:
+        for item in row.get("also", []):
+            line, source = (item, row["source"]) if isinstance(item, str) else (item[0], item[1])
+            rows.append((row["id"], line, source))
+    return rows
+
+
+ALSO_ROWS = _also_rows()
+
+
+@pytest.mark.parametrize(("entry", "line", "source"), ALSO_ROWS,
+                         ids=[f"{r[0]}-{i}" for i, r in enumerate(ALSO_ROWS)])
+def test_every_extra_real_line_names_only_its_entry(entry: str, line: str, source: str) -> None:
+    assert [f.id for f in ex.explain_lines([line])] == [entry]
+    assert source in CATALOG["sources"], f"{entry}: also-line source {source!r} is not in [sources]"
+
+
 @pytest.mark.parametrize(("name", "expected"), LOG_ROWS, ids=[r[0] for r in LOG_ROWS])
 def test_whole_real_logs_give_their_diagnosis_in_order(name: str, expected: list[str]) -> None:
     report = ex.explain_file(LOGS / name)

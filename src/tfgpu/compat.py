@@ -30,6 +30,8 @@ SCHEMAS = {
     "recipes": "tfgpu.compat.recipes/1",
     "conda": "tfgpu.compat.conda/1",
     "explain": "tfgpu.compat.explain/1",
+    "pins": "tfgpu.compat.pins/1",
+    "verified": "tfgpu.compat.verified/1",
 }
 
 OSES = ("linux", "windows", "macos")
@@ -969,3 +971,178 @@ def load_notes() -> tuple[Note, ...]:
         out.append(Note(id=str(row["id"]), tf=_spec("tensorflow", row), os=oses, text=str(row["text"]),
                         source=row["source"], confidence=str(row.get("confidence", "sourced"))))
     return tuple(out)
+
+
+# --------------------------------------------------------------------------- pins (additive)
+
+
+@record
+class Pin:
+    """A requirement tfgpu adds next to TensorFlow because an unbounded dependency now breaks it
+    (compat/pins.toml), with the evidence for it."""
+
+    tf: VersionSpec
+    requirement: str
+    why: str
+    source: str
+    confidence: str = "sourced"
+    source2: str = ""
+
+
+@functools.lru_cache(maxsize=1)
+def load_pins() -> tuple[Pin, ...]:
+    """The rows of compat/pins.toml; a requirement that does not parse is refused with its file and line."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    data = load_toml("pins")
+    out = []
+    for row in _rows("pins", data, "pins"):
+        try:
+            Requirement(str(row["requirement"]))
+        except (KeyError, InvalidRequirement) as exc:
+            raise _bad("pins", row, f"bad requirement: {exc}") from None  # noqa: EM101
+        if not str(row.get("why", "")).strip():
+            raise _bad("pins", row, "a pin needs a `why`")  # noqa: EM101
+        out.append(Pin(tf=_spec("pins", row), requirement=str(row["requirement"]), why=str(row["why"]),
+                       source=str(row["source"]), confidence=str(row.get("confidence", "sourced")),
+                       source2=str(row.get("source2", ""))))
+    return tuple(out)
+
+
+def pin_source_urls(pin: Pin) -> str:
+    """The URLs behind a pin's source keys, `; `-joined (what plans cite)."""
+    sources = load_toml("pins").get("sources", {})
+    return "; ".join(str(sources[k]["url"]) for k in (pin.source, pin.source2) if k and k in sources)
+
+
+# --------------------------------------------------------------------------- verified installs (additive)
+
+#: The results a row of compat/verified.toml may carry.
+VERIFY_RESULTS = ("ok", "failed", "skipped")
+#: The resolved versions each row records, in column order (TOML keys).
+VERIFIED_PACKAGES = ("numpy", "protobuf", "keras", "h5py", "typing_extensions")
+#: Columns of a verified row, in the order the file writes them.
+VERIFIED_KEYS = ("tf", "recipe", "python", "date", "result", "reason", *VERIFIED_PACKAGES, "cuda_libs", "pins",
+                 "source")
+
+
+@record
+class Verified:
+    """One install `nox -s recipes` made: release, recipe, Python, when, and what it resolved to."""
+
+    tf: Version
+    recipe: str
+    python: str
+    date: str
+    result: str  # ok | failed | skipped
+    reason: str
+    versions: tuple[tuple[str, str], ...]  # (package, version) for VERIFIED_PACKAGES, "" when absent
+    cuda_libs: str
+    pins: str
+    source: str
+
+    def to_row(self) -> dict[str, str]:
+        row = {"tf": str(self.tf), "recipe": self.recipe, "python": self.python, "date": self.date,
+               "result": self.result, "reason": self.reason}
+        row.update(dict(self.versions))
+        row.update(cuda_libs=self.cuda_libs, pins=self.pins, source=self.source)
+        return row
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = dict(self.to_row())
+        doc["versions"] = {k: v for k, v in self.versions if v}
+        for k in VERIFIED_PACKAGES:
+            doc.pop(k)
+        return doc
+
+
+def verified_from_row(row: dict[str, Any], name: str = "verified") -> Verified:
+    unknown = set(row) - set(VERIFIED_KEYS)
+    if unknown:
+        raise _bad(name, row, f"unknown key(s) {', '.join(sorted(unknown))}")
+    if row.get("result") not in VERIFY_RESULTS:
+        raise _bad(name, row, f"result {row.get('result')!r} is not one of {VERIFY_RESULTS}")
+    if row["result"] != "ok" and not str(row.get("reason", "")).strip():
+        raise _bad(name, row, f"a {row['result']} row needs a reason")
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(row.get("date", ""))):
+        raise _bad(name, row, "date must be YYYY-MM-DD")  # noqa: EM101
+    if row["result"] != "skipped" and not re.fullmatch(r"\d+\.\d+", str(row.get("python", ""))):
+        raise _bad(name, row, "python must be X.Y")  # noqa: EM101
+    try:
+        return Verified(
+            tf=version(str(row["tf"])), recipe=str(row["recipe"]), python=str(row.get("python", "")),
+            date=str(row["date"]), result=str(row["result"]), reason=str(row.get("reason", "")),
+            versions=tuple((k, str(row.get(k, ""))) for k in VERIFIED_PACKAGES),
+            cuda_libs=str(row.get("cuda_libs", "")), pins=str(row.get("pins", "")), source=str(row["source"]),
+        )
+    except KeyError as exc:
+        raise _bad(name, row, f"missing key {exc}") from None
+
+
+@functools.lru_cache(maxsize=1)
+def load_verified() -> tuple[Verified, ...]:
+    """The rows of compat/verified.toml (written by `nox -s recipes`); none when the file is absent."""
+    try:
+        data = load_toml("verified")
+    except DataError:
+        return ()
+    return tuple(verified_from_row(row) for row in _rows("verified", data, "installs"))
+
+
+def verified_for(tf: Version | str, recipe: str) -> Verified | None:
+    """The install that proved (or failed) ``recipe`` for release ``tf``; None when none was made."""
+    vv = tf if isinstance(tf, Version) else version(str(tf))
+    for row in load_verified():
+        if row.tf == vv and row.recipe == recipe:
+            return row
+    return None
+
+
+def verified_status(tf: Version | str, recipe_id: str, backend: str) -> dict[str, Any]:
+    """What `tfgpu compat` and `doctor --tf` say about one recipe: verified / failed / not verified here."""
+    if backend != "pip":
+        return {"status": "cannot verify", "text": "conda recipes cannot be verified here (no conda channels)"}
+    row = verified_for(tf, recipe_id)
+    if row is None:
+        return {"status": "not verified", "text": "not verified here"}
+    if row.result == "ok":
+        return {"status": "verified", "date": row.date, "python": row.python,
+                "text": f"install verified {row.date} (Python {row.python})"}
+    return {"status": row.result, "date": row.date, "python": row.python, "reason": row.reason,
+            "text": f"install {row.result} {row.date}: {row.reason}"}
+
+
+def _toml_str(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+VERIFIED_HEADER = """\
+# compat/verified.toml -- recipes proven by a real install. GENERATED by `nox -s recipes`
+# (scripts/verify_recipes.py); do not edit by hand.
+#
+# One row per (TensorFlow release, recipe): the newest patch of every minor series plus 2.2.0, built
+# through tfgpu's own create code path (pip backend) with a Python installed on the verifying machine,
+# on Linux x86_64 without an NVIDIA driver. A row is `ok` when TensorFlow imported, the CPU part of the
+# smoke test passed (matmul, conv2d) and every CUDA library the recipe brings loaded with ctypes
+# (only libcuda, the driver, may be missing). `skipped` rows could not run here; `reason` says why.
+# numpy .. typing_extensions are the versions the install resolved ("" = not installed); `pins` are the
+# requirements tfgpu added (compat/pins.toml); `cuda_libs` says what loaded.
+
+schema = "tfgpu.compat.verified/1"
+
+"""
+
+
+def dump_verified(rows: Iterable[Verified], sources: dict[str, dict[str, str]]) -> str:
+    """compat/verified.toml's text for ``rows`` (sorted by release), one row per line."""
+    lines = [VERIFIED_HEADER + "installs = ["]
+    for row in sorted(rows, key=lambda r: (r.tf, r.recipe)):
+        cells = ", ".join(f"{k} = {_toml_str(v)}" for k, v in row.to_row().items())
+        lines.append(f"  {{ {cells} }},")
+    lines.append("]\n")
+    lines.append("# [sources] comes last: in TOML every key after a [table] header belongs to that table.")
+    lines.append("[sources]")
+    for key in sorted(sources):
+        cells = ", ".join(f"{k} = {_toml_str(str(v))}" for k, v in sources[key].items())
+        lines.append(f"{key} = {{ {cells} }}")
+    return "\n".join(lines) + "\n"

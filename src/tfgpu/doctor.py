@@ -134,6 +134,19 @@ def _mark(facts: dict[str, Any], where: str) -> dict[str, Any]:
     return facts
 
 
+def doctor_result(facts: dict[str, Any], kb: Any, *, tf: str | None = None, backend: str = "auto",
+                  tools: dict[str, str | None] | None = None, prefer: str | None = None,
+                  prefer_source: str = "config") -> Any:
+    """Everything the doctor says (tfgpu.verdict.diagnose), with each target's recipe and the recommendation
+    chosen as `tfgpu plan` chooses them (tfgpu.choose): the doctor and the planner cannot disagree."""
+    from tfgpu.choose import Preferences, with_choices
+    from tfgpu.verdict import diagnose
+
+    result = diagnose(facts, kb, tf=tf, backend=backend)
+    return with_choices(result, kb, facts, tools, Preferences(backend=backend, prefer=prefer,
+                                                                  prefer_source=prefer_source))
+
+
 def run_doctor(
     *, tf: str | None = None, json_out: bool = False, facts_file: str | Path | None = None, backend: str = "auto",
     require_gpu: bool = False, strict: bool = False, ci: bool = False, redact_out: bool = False,
@@ -150,14 +163,15 @@ def run_doctor(
     try:
         from tfgpu import report
         from tfgpu.compat import load_kb
-        from tfgpu.verdict import diagnose
-
         kb = load_kb()
     except BaseException:  # a bad knowledge base or Ctrl-C: stop the probe child before the error goes up
         pending.cancel()  # type: ignore[attr-defined]
         raise
     facts, active = pending()
-    result = diagnose(facts, kb, tf=tf, backend=backend)
+    from tfgpu.backends.config import load_config
+
+    config = load_config()  # its [backends] prefer steers the recipe exactly as it does for plan and create
+    result = doctor_result(facts, kb, tf=tf, backend=backend, prefer=config.prefer, prefer_source=config.source)
     doc = report.doctor_document(facts, result, data_version=kb.data_version, overrides=active)
     code = result.exit_code(require_gpu=require_gpu, strict=strict)
     doc["exit_code"] = code

@@ -15,15 +15,15 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from tfgpu._record import field, record, replace
-from tfgpu.compat import VersionSpec
+from tfgpu._record import field, record
+from tfgpu.compat import Pin, VersionSpec, load_pins, pin_source_urls
 from tfgpu.errors import UsageError
 
 PLAN_SCHEMA = "tfgpu.plan/1"
 BACKENDS = ("auto", "pip", "conda", "rattler")
 
 #: conda executables in the order tfgpu prefers them (issue 7: mamba, micromamba or conda).
-CONDA_TOOLS = ("mamba", "micromamba", "conda")
+CONDA_TOOLS = ("mamba", "micromamba", "conda")  # = tfgpu.choose.CONDA_TOOLS (kept here: planning stays import-light)
 
 #: GPUs with at most this much memory get TF_FORCE_GPU_ALLOW_GROWTH=true: TensorFlow maps nearly all GPU
 #: memory by default and the seeds' 2 GB MX150 / GTX 1080 failed with cuDNN errors until memory growth
@@ -31,41 +31,9 @@ CONDA_TOOLS = ("mamba", "micromamba", "conda")
 SMALL_GPU_MIB = 4096
 
 
-@record
-class Pin:
-    """A requirement tfgpu adds next to TensorFlow because an unbounded dependency now breaks it."""
+#: The pins tfgpu adds next to TensorFlow (``Pin``) live in compat/pins.toml (tfgpu.compat.load_pins),
+#: each with its evidence; ``nox -s recipes`` proves them by a real install (compat/verified.toml).
 
-    tf: VersionSpec
-    requirement: str
-    why: str
-    source: str
-    confidence: str = "sourced"
-
-
-#: Pins, each with its evidence. Kept next to the planner because each is a fact about how pip resolves
-#: a TensorFlow release *today*; candidates to move into compat/recipes.toml.
-PINS: tuple[Pin, ...] = (
-    Pin(VersionSpec("<2.18"), "numpy<2",
-        "TensorFlow before 2.18 was compiled against NumPy 1.x and fails to import with NumPy 2 "
-        "('A module that was compiled using NumPy 1.x cannot be run in NumPy 2'); several of these "
-        "releases leave numpy unbounded (2.8-2.11: numpy>=1.20, 2.14: numpy>=1.23.5)",
-        "https://pypi.org/pypi/tensorflow/2.14.0/json (Requires-Dist numpy>=1.23.5; 2.16.1: numpy<2.0.0); "
-        "TF 2.18.0 release notes: 'TensorFlow now supports NumPy 2.0'"),
-    Pin(VersionSpec("<2.10"), "protobuf<3.20",
-        "protobuf 4.21 breaks TensorFlow releases that leave protobuf unbounded (protobuf>=3.9.2): "
-        "'TypeError: Descriptors cannot not be created directly'; TF 2.10 and 2.11 themselves pin protobuf<3.20",
-        "https://github.com/tensorflow/tensorflow/issues/56266; "
-        "https://pypi.org/pypi/tensorflow/2.10.0/json (Requires-Dist protobuf<3.20,>=3.9.2)"),
-    # Still inferred: no upstream report names a Keras 3.x release that breaks TF 2.16 or a Keras release
-    # note raising the minimum TensorFlow (searched keras-team/keras, tensorflow/tensorflow and keras.io,
-    # 2026-11). keras-team/keras#19273 only pinned Keras' own CI to TF 2.16 once 2.16 was released.
-    Pin(VersionSpec(">=2.16,<2.17"), "keras>=3.0.0,<3.5",
-        "TF 2.16 requires keras>=3.0.0 with no upper bound, so pip installs today's Keras 3 which was "
-        "written against newer TensorFlow; tfgpu keeps the Keras 3 releases published while 2.16 was "
-        "current (3.0.0-3.4.1; 3.5.0 came after TF 2.17.0 of 2024-07-11)",
-        "https://pypi.org/pypi/tensorflow/2.16.1/json (Requires-Dist keras>=3.0.0); "
-        "https://pypi.org/simple/keras/ (upload dates)", "inferred"),
-)
 
 #: TF 2.16/2.17 wheels do not find the CUDA libraries of their own nvidia-* wheels unless their lib
 #: directories are on LD_LIBRARY_PATH (tensorflow/tensorflow#63362, "TF 2.17.0 RC0 fails to work with
@@ -193,7 +161,8 @@ def series_of_str(text: str) -> str:
 
 
 def pins_for(tf: Version) -> list[Pin]:
-    return [p for p in PINS if tf in p.tf]
+    """The pins of compat/pins.toml that apply to release ``tf``."""
+    return [p for p in load_pins() if tf in p.tf]
 
 
 def small_gpu(facts: Mapping[str, Any]) -> bool:
@@ -214,19 +183,9 @@ def _recipe_parts(packages: str) -> tuple[str, str]:
 
 
 def _interpreters(facts: Mapping[str, Any], tools: Mapping[str, str | None]) -> dict[str, str]:
-    """Python X.Y -> path, from tools ("python3.11": path) and facts["python"]["interpreters"]."""
-    found: dict[str, str] = {}
-    py = facts.get("python") or {}
-    for it in py.get("interpreters") or []:
-        if isinstance(it, Mapping) and it.get("version") and it.get("path"):
-            try:
-                found.setdefault(_xy(str(it["version"])), str(it["path"]))
-            except Exception:  # a garbled version in a facts file is not fatal for planning
-                continue
-    for key, path in tools.items():  # the probe's interpreters first, then what the caller found on PATH
-        if key.startswith("python") and path and re.fullmatch(r"python\d+\.\d+", key):
-            found.setdefault(key[len("python"):], path)
-    return found
+    from tfgpu.choose import interpreters
+
+    return interpreters(facts, tools)
 
 
 def _newest(candidates: Sequence[str]) -> str:
@@ -344,52 +303,15 @@ def anaconda_tos_note(kb: Any, v: Version | None, os_name: str, channels: Sequen
 # --------------------------------------------------------------------------- the planner
 
 
-@record
-class _Choice:
-    backend: str  # pip | conda | rattler
-    tool: str
-    recipe: Any  # compat.Recipe
-    reason: str
-    python_from_conda: bool = False  # a pip recipe run inside a conda-made interpreter
+def judge_for_plan(kb: Any, facts: Mapping[str, Any], tf: str, *, backend: str) -> Any:
+    """The target's verdict as the doctor judges it (a release as is; a series by its best release), or None
+    when the knowledge base cannot place the target here (the planner then says why)."""
+    from tfgpu.verdict import Machine, judge_requested
 
-
-def _conda_tool(tools: Mapping[str, str | None]) -> str | None:
-    for t in CONDA_TOOLS:
-        if tools.get(t):
-            return t
-    return None
-
-
-
-
-def _system_cuda_matches(facts: Mapping[str, Any], cuda: str) -> bool:
-    want = _xy(cuda if "." in cuda else f"{cuda}.0")
-    for tk in facts.get("cuda_toolkits") or []:
-        try:
-            if isinstance(tk, Mapping) and tk.get("version") and _xy(str(tk["version"])) == want:
-                return True
-        except Exception:
-            continue
-    return False
-
-
-def _conda_for_this_gpu(kb: Any, facts: Mapping[str, Any], v: Version, conda_recipes: Sequence[Any]) -> tuple[Any, str] | None:
-    """Auto mode: the conda recipe to use when the official wheels cannot use this machine's GPU but a
-    conda recipe's build can (conda-forge's builds carry other GPU code, e.g. sm_120 for RTX 50-series
-    from 2.19.1): the verdict decides, as `tfgpu doctor` does. None: no reason to leave pip."""
-    if not conda_recipes or not facts.get("gpus"):
+    try:
+        return judge_requested(facts, kb, tf, backend=backend, machine=Machine.from_facts(facts))
+    except (UsageError, InvalidVersion):
         return None
-    from tfgpu.verdict import judge_release
-
-    tv = judge_release(facts, kb, v)
-    pip = [b for b in tv.backends if b.backend == "pip"]
-    if not pip or any(b.viable for b in pip) or not all(f.check.startswith("gpu.") for b in pip for f in b.blockers):
-        return None
-    for b in tv.backends:
-        recipe = next((r for r in conda_recipes if r.id == b.recipe), None) if b.backend == "conda" and b.viable else None
-        if recipe is not None:
-            return recipe, f"the official wheels cannot use this GPU ({pip[0].blockers[0].summary})"
-    return None
 
 
 def plan_environment(
@@ -426,129 +348,35 @@ def plan_environment(
     if backend not in BACKENDS:
         msg = f"unknown backend {backend!r}"
         raise UsageError(msg, hint=f"use one of: {', '.join(BACKENDS)}")
-    prefer_note = ""
-    if backend == "auto" and prefer and prefer != "auto":
-        if prefer not in BACKENDS:
-            msg = f"unknown preferred backend {prefer!r} ({prefer_source})"
-            raise UsageError(msg, hint=f"use one of: {', '.join(BACKENDS)}")
-        try:
-            preferred = plan_environment(
-                kb, facts, tf=tf, backend=prefer, name=name, prefix=prefix, python=python, tools=tools,
-                channels=channels, home=home, conda_envs_dir=conda_envs_dir, index_url=index_url,
-                find_links=find_links, offline=offline, engine_python=engine_python,
-                channels_source=channels_source)
-        except UsageError as exc:
-            prefer_note = (f"{prefer_source} prefers backend {prefer}, which cannot build this target "
-                           f"({exc.message}); tfgpu chose automatically")
-        else:
-            return replace(
-                preferred, backend_reason=f"{prefer_source} prefers {prefer}: {preferred.backend_reason}")
+    if prefer and prefer != "auto" and prefer not in BACKENDS:
+        msg = f"unknown preferred backend {prefer!r} ({prefer_source})"
+        raise UsageError(msg, hint=f"use one of: {', '.join(BACKENDS)}")
     os_name = target_os(facts)
-    v = kb.resolve_tf(tf, os=os_name)
-    tfs = str(v)
-    if name is not None:
-        check_name(name)
-    default_name = prefix is None and name is None
-    if default_name:
-        name = f"tf{tfs}"
-    notes: list[str] = [prefer_note] if prefer_note else []
-    sources: list[str] = []
-
-    recipes = [r for r in kb.recipes_for(v, os_name) if r.gpu]
-    if not recipes:
-        where = {"windows": "native Windows", "wsl2": "WSL2", "macos": "macOS"}.get(os_name, os_name)
-        msg = f"tfgpu knows no GPU install recipe for TensorFlow {tfs} on {where}"
-        hint = ("TensorFlow 2.11+ has no GPU build for native Windows: use WSL2, or --tf 2.10"
-                if os_name == "windows" else "see `tfgpu compat` for the versions with a recipe")
-        raise UsageError(msg, hint=hint)
-    pip_recipes = [r for r in recipes if r.backend == "pip"]
-    conda_recipes = sorted((r for r in recipes if r.backend in ("conda", "conda+pip")), key=lambda r: r.conda_preference())
-    interps = _interpreters(facts, tools)
-    wheel_pythons = kb.pythons_for(v, os_name)
     if python is not None:
         try:
             python = _xy(python)
         except InvalidVersion:
             msg = f"--python {python!r} is not a Python version"
             raise UsageError(msg, hint="use X.Y, e.g. --python 3.11") from None
+    if name is not None:
+        check_name(name)
+    verdict = judge_for_plan(kb, facts, tf, backend=backend)
+    v = kb.resolve_tf(tf, os=os_name)
+    if verdict is not None and verdict.verdict != "blocked" and len(tf.strip().split(".")) == 2:
+        v = Version(verdict.tf)  # a series: the newest release that works here, as the doctor says
+    tfs = str(v)
+    default_name = prefix is None and name is None
+    if default_name:
+        name = f"tf{tfs}"
+    from tfgpu.choose import Preferences, choose
 
-    def pip_python() -> str | None:
-        cands = [p for p in wheel_pythons if p in interps]
-        if python is not None:
-            return python if python in interps and (python in wheel_pythons or not wheel_pythons) else None
-        return _newest(cands) if cands else None
-
-    engine_ok = tools is None or tools.get("rattler", "embedded") is not None
-
-    def conda_exec() -> tuple[str, str]:
-        if backend == "rattler" or (backend == "auto" and _conda_tool(tools) is None):
-            if not engine_ok:
-                msg = "no mamba, micromamba or conda, and tfgpu's embedded conda engine needs Python >= 3.10"
-                raise UsageError(msg, hint="install micromamba (or mamba/conda), or run tfgpu with Python >= 3.10")
-            return "rattler", "rattler"
-        tool = _conda_tool(tools)
-        if tool is None:
-            msg = "--backend conda needs mamba, micromamba or conda, and none is installed"
-            raise UsageError(msg, hint="install one (e.g. micromamba), or use --backend rattler "
-                                       "(tfgpu's embedded conda engine)")
-        return "conda", tool
-
-    choice: _Choice
-    gpu_pick = _conda_for_this_gpu(kb, facts, v, conda_recipes) if backend == "auto" and pip_recipes else None
-    if gpu_pick is not None:
-        ex_backend, ex_tool = conda_exec()
-        choice = _Choice(ex_backend, ex_tool, gpu_pick[0],
-                         f"{gpu_pick[1]}; conda recipe {gpu_pick[0].id} carries code for it, run with {ex_tool}")
-    elif backend in ("auto", "pip") and pip_recipes:
-        best = [r for r in pip_recipes if r.provides_cuda] or pip_recipes
-        recipe = best[0]
-        if not recipe.provides_cuda:
-            build = kb.build_for(v, os_name)
-            if backend == "auto" and conda_recipes and build is not None and not _system_cuda_matches(facts, build.cuda):
-                recipe = None
-        if recipe is not None:
-            py = pip_python()
-            if py is not None:
-                tool = "uv" if tools.get("uv") else "venv"
-                reason = (f"pip recipe {recipe.id}: a Python {py} interpreter is installed, "
-                          f"{'uv' if tool == 'uv' else 'python -m venv (uv is not installed)'} makes the venv")
-                if backend == "pip":
-                    reason = f"--backend pip: {reason}"
-                choice = _Choice("pip", tool, recipe, reason)
-            elif backend == "pip":
-                want = python or (", ".join(wheel_pythons) or "?")
-                msg = f"TensorFlow {tfs} needs Python {want} and no such interpreter was found"
-                raise UsageError(msg, hint=f"install one (e.g. `uv python install {python or wheel_pythons[-1] if wheel_pythons else '3.11'}`), "
-                                           "or use --backend conda / --backend rattler")
-            else:
-                ex_backend, ex_tool = conda_exec()
-                if conda_recipes:
-                    choice = _Choice(ex_backend, ex_tool, conda_recipes[0],
-                                     f"no Python in {', '.join(wheel_pythons)} is installed for the pip recipe; "
-                                     f"conda recipe {conda_recipes[0].id} brings its own Python, run with {ex_tool}")
-                else:
-                    choice = _Choice(ex_backend, ex_tool, recipe,
-                                     f"no Python in {', '.join(wheel_pythons)} is installed: {ex_tool} makes a "
-                                     f"conda-forge environment with that Python, then pip installs recipe {recipe.id}",
-                                     python_from_conda=True)
-        else:
-            ex_backend, ex_tool = conda_exec()
-            build = kb.build_for(v, os_name)
-            choice = _Choice(ex_backend, ex_tool, conda_recipes[0],
-                             f"the pip recipe needs system CUDA {build.cuda if build else '?'} which is not installed; "
-                             f"conda recipe {conda_recipes[0].id} brings CUDA into the environment, run with {ex_tool}")
-    elif backend == "pip":
-        msg = f"no pip recipe for TensorFlow {tfs} on {os_name}"
-        raise UsageError(msg, hint="use --backend conda or --backend rattler")
-    else:
-        if not conda_recipes:
-            msg = f"no conda recipe for TensorFlow {tfs} on {os_name}"
-            raise UsageError(msg, hint="use --backend pip")
-        ex_backend, ex_tool = conda_exec()
-        why = "--backend " + backend if backend != "auto" else "no pip recipe applies"
-        if backend == "auto" and ex_tool == "rattler":
-            why += "; no mamba, micromamba or conda is installed, so tfgpu's embedded engine (rattler) runs it"
-        choice = _Choice(ex_backend, ex_tool, conda_recipes[0], f"{why}: conda recipe {conda_recipes[0].id}, run with {ex_tool}")
+    choice, prefer_note = choose(kb, facts, verdict if verdict is not None and verdict.tf == tfs else None, v,
+                                 os_name, tools, Preferences(backend=backend, python=python, prefer=prefer,
+                                                             prefer_source=prefer_source))
+    notes: list[str] = [prefer_note] if prefer_note else []
+    sources: list[str] = []
+    interps = _interpreters(facts, tools)
+    wheel_pythons = kb.pythons_for(v, os_name)
 
     recipe = choice.recipe
     if recipe.backend == "conda" and len(tf.strip().split(".")) == 2:
@@ -594,7 +422,7 @@ def plan_environment(
         for p in pins:
             pip_reqs.append(p.requirement)
             notes.append(f"pin {p.requirement}: {p.why}" + (" (inferred)" if p.confidence != "sourced" else ""))
-            sources.append(p.source)
+            sources.append(pin_source_urls(p))
 
     # -- python ------------------------------------------------------------------------------
     conda_specs: list[str] = []
@@ -637,8 +465,8 @@ def plan_environment(
             chans = recipe.channels
         base_python = ""
     else:
-        py_ver = pip_python() or ""
-        base_python = interps[py_ver]
+        py_ver = choice.python
+        base_python = interps.get(py_ver) or f"python{py_ver}"
     if channels and conda_like:
         chans = tuple(channels)
         notes.append(f"channels from {channels_source}: {', '.join(chans)} "
@@ -875,7 +703,7 @@ def plan_from_lock(
             for pin in pins_for(v):
                 reqs.append(pin.requirement)
                 notes.append(f"pin {pin.requirement}: {pin.why}" + (" (inferred)" if pin.confidence != "sourced" else ""))
-                sources.append(pin.source)
+                sources.append(pin_source_urls(pin))
         from tfgpu.backends import pip as pip_backend
 
         steps.append(pip_backend.pip_install_step(

@@ -90,6 +90,7 @@ class BackendVerdict:
     cuda: str = ""
     cudnn: str = ""
     python: tuple[str, ...] = ()
+    preference: int = 0  # among tied conda recipes, lower first (compat.Recipe.conda_preference)
 
     def to_json(self) -> dict[str, Any]:
         return {"backend": self.backend, "recipe": self.recipe, "viable": self.viable,
@@ -108,10 +109,11 @@ class TargetVerdict:
     caveats: tuple[Finding, ...]
     backends: tuple[BackendVerdict, ...] = ()
     requested: str = ""
+    recipe_id: str | None = None  # the recipe `tfgpu plan` builds it with (tfgpu.choose); None: not chosen
 
     def to_json(self) -> dict[str, Any]:
         return {"tf": self.tf, "series": series_of(version(self.tf)), "verdict": self.verdict,
-                "backend": self.backend, "recipe": self.recipe,
+                "backend": self.backend, "recipe": self.recipe, "recipe_id": self.recipe_id,
                 "blockers": [b.to_json() for b in self.blockers],
                 "caveats": [c.to_json() for c in self.caveats],
                 "backends": [b.to_json() for b in self.backends]}
@@ -804,6 +806,7 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
                 b_block += _system_library_findings(m, kb, v, build.cuda, build.cudnn)
         verdicts.append(BackendVerdict(
             name, recipe.id, not b_block, tuple(b_block), tuple(b_cav), cuda, cudnn, pythons,
+            recipe.conda_preference() if name == "conda" else 0,
         ))
     # small GPUs: mitigated by the environment tfgpu makes, so it does not downgrade the verdict
     small = [g for g in (m.gpus or ()) if g.get("memory_mib") and int(g["memory_mib"]) <= SMALL_GPU_MIB]
@@ -832,7 +835,7 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
                     merged.append(Finding(f.check, f"[{b.backend}: {b.recipe}] {f.summary}", f.fix))
         return TargetVerdict(str(v), BLOCKED, verdicts[0].backend, verdicts[0].recipe, tuple(merged),
                              tuple(caveats), tuple(verdicts), str(v))
-    best = min(viable, key=lambda b: (len(b.caveats), 0 if b.backend == "pip" else 1))
+    best = rank_backends(viable)[0]
     all_cav = list(best.caveats) + caveats
     for b in verdicts:
         if not b.viable and b.backend != best.backend:
@@ -844,6 +847,16 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
     unmitigated = [c for c in all_cav if not c.mitigated_by]
     return TargetVerdict(str(v), CAVEATS if unmitigated else READY, best.backend, best.recipe, (),
                          tuple(all_cav), tuple(verdicts), str(v))
+
+
+def rank_backends(backends: Iterable[BackendVerdict]) -> list[BackendVerdict]:
+    """The order recipes are recommended in (tfgpu.choose follows it): viable ones first, fewest caveats
+    first, the pip way before the conda way on a tie, then the conda recipes in their order of preference (the
+    official docs' conda+pip, conda-forge's builds, Anaconda's); then the blocked ones, in the knowledge base's order."""
+    items = list(backends)
+    viable = sorted((b for b in items if b.viable),
+                    key=lambda b: (len(b.caveats), 0 if b.backend == "pip" else 1, b.preference))
+    return viable + [b for b in items if not b.viable]
 
 
 def _system_library_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str, cudnn: str) -> list[Finding]:
@@ -969,8 +982,8 @@ def recommend(facts: Mapping[str, Any], kb: KnowledgeBase, verdicts: list[Target
 
 
 def _recommendation(tv: TargetVerdict, machine: Machine | None = None) -> dict[str, Any]:
-    return {"tf": tv.tf, "backend": tv.backend, "recipe": tv.recipe, "verdict": tv.verdict,
-            "command": create_command(tv, machine)}
+    return {"tf": tv.tf, "backend": tv.backend, "recipe": tv.recipe, "recipe_id": tv.recipe_id or tv.recipe,
+            "verdict": tv.verdict, "command": create_command(tv, machine)}
 
 
 @record(frozen=False)

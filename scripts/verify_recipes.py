@@ -1,0 +1,223 @@
+"""Prove tfgpu's pip recipes by real installs: `nox -s recipes` (slow, networked; not in .ci/run).
+
+For the newest patch of every GPU minor series (and 2.2.0, the seed's release) it builds the environment
+through tfgpu's own create code path (tfgpu.commands.envs.build_plan -> tfgpu.create.run_plan, pip
+backend, the Python the plan picks among those installed), runs the smoke test (the CPU part counts on a
+machine without a GPU, as `tfgpu create --allow-cpu` does), then scripts/recipe_probe.py inside the
+environment: import TensorFlow, the resolved versions, and a ctypes load of every CUDA library the
+build names (tf.sysconfig.get_build_info()) and of every nvidia-* wheel library. Environments live in a
+scratch directory and are deleted after each release. Results go to compat/verified.toml (with
+--write) and a table is printed at the end.
+
+    python scripts/verify_recipes.py [--only 2.2 2.15.1 ...] [--scratch DIR] [--write] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBE = Path(__file__).resolve().with_name("recipe_probe.py")
+HEADLINE = "2.2.0"  # the seed's release (MX150): `import tensorflow` failed with numpy 1.24
+SOURCE_KEY = "tfgpu-recipes"
+SOURCES = {SOURCE_KEY: {
+    "title": "Installed from PyPI by `nox -s recipes` (scripts/verify_recipes.py): tfgpu's create code path, pip "
+             "backend, Linux x86_64 without an NVIDIA driver; packages from the PyPI simple index",
+    "url": "https://pypi.org/simple/",
+    "retrieved": "",
+}}
+
+
+def pyenv_path() -> str:
+    """PATH with every pyenv-installed CPython's bin directory first (pythonX.Y for the planner)."""
+    root = Path(os.environ.get("PYENV_ROOT", "~/.pyenv")).expanduser() / "versions"
+    dirs = [str(p / "bin") for p in sorted(root.glob("3.*"), reverse=True) if (p / "bin").is_dir()]
+    return os.pathsep.join([*dirs, os.environ.get("PATH", "")])
+
+
+def targets(kb: Any, only: list[str]) -> list[str]:
+    """The newest GPU release of every Linux series, plus the headline release; or those named."""
+    if only:
+        return [str(kb.resolve_tf(t, "linux")) for t in only]
+    out = [str(kb.gpu_versions_in(s, "linux")[0]) for s in kb.series("linux") if kb.gpu_versions_in(s, "linux")]
+    if HEADLINE not in out:
+        out.append(HEADLINE)
+    return sorted(out, key=lambda t: tuple(int(x) for x in t.split(".")), reverse=True)
+
+
+def _skip_reason(kb: Any, tf: str, exc: Exception) -> str:
+    from tfgpu.compat import version
+
+    wheels = kb.pythons_for(version(tf), "linux")
+    return (f"no Python installed here has a Linux wheel (wheels: {', '.join(wheels) or 'none'}; "
+            f"installed: 3.6-3.13 and 2.7, which uv cannot make a venv for): {exc}")
+
+
+def summarise_libs(probe: dict[str, Any], provides_cuda: bool, build_cuda: str) -> tuple[bool, str]:
+    """(every library the recipe brings loaded, a one-line account)."""
+    wheel = probe.get("nvidia_wheel_libs") or []
+    wheel_bad = [w["lib"] for w in wheel if w.get("error")]
+    info = probe.get("build_info_libs") or []
+    loaded = [f"{e['loaded']}" for e in info if e.get("loaded")]
+    missing = [e["candidates"][0] for e in info if not e.get("loaded")]
+    parts = []
+    if wheel:
+        parts.append(f"{len(wheel) - len(wheel_bad)}/{len(wheel)} nvidia-wheel libraries loaded"
+                     + (f" (failed: {', '.join(wheel_bad[:4])})" if wheel_bad else ""))
+    if loaded:
+        parts.append("build-info libraries loaded: " + ", ".join(loaded))
+    if missing:
+        parts.append("not found: " + ", ".join(missing))
+    if probe.get("libcuda"):
+        parts.append("libcuda.so.1 absent (no driver here, as expected)")
+    if not provides_cuda:
+        parts.insert(0, f"recipe uses the system CUDA {build_cuda or '?'} (not installed here; not checked)")
+        return True, "; ".join(parts)
+    return not wheel_bad and not missing and bool(wheel or loaded), "; ".join(parts)
+
+
+def verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, log: Any) -> dict[str, str]:
+    """Build, smoke-test and probe one release; a row for compat/verified.toml (a dict of strings)."""
+    from tfgpu import run
+    from tfgpu.commands.envs import build_plan
+    from tfgpu.compat import load_kb, version
+    from tfgpu.create import activation_env, run_plan
+    from tfgpu.errors import TfgpuError
+    from tfgpu.smoke.runner import run_smoke
+
+    kb = load_kb()
+    today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    row = {"tf": tf, "recipe": "", "python": "", "date": today, "result": "failed", "reason": "",
+           "numpy": "", "protobuf": "", "keras": "", "h5py": "", "typing_extensions": "", "cuda_libs": "",
+           "pins": "", "source": SOURCE_KEY}
+    prefix = scratch / f"tf{tf}"
+    try:
+        plan = build_plan(tf=tf, backend="pip", name=None, prefix=str(prefix), python=None, channels=[],
+                          facts=facts, find_links=[], index_url=None, offline=False)
+    except TfgpuError as exc:
+        recipes = kb.recipes_for(version(tf), "linux", backend="pip")
+        row.update(recipe=recipes[0].id if recipes else "none", result="skipped", reason=_skip_reason(kb, tf, exc))
+        return row
+    row.update(recipe=plan.recipe_id, python=plan.python,
+               pins=",".join(r for r in plan.pip_requirements[1:]))
+    log(f"== TensorFlow {tf}: recipe {plan.recipe_id}, Python {plan.python}: {' '.join(plan.pip_requirements)}")
+    recipe = next(r for r in kb.recipes if r.id == plan.recipe_id)
+    build = kb.build_for(version(tf), "linux")
+    try:
+        try:
+            t0 = time.monotonic()
+            run_plan(plan, force=True, timeout=1800, echo=None)
+            log(f"   built in {time.monotonic() - t0:.0f} s")
+        except TfgpuError as exc:
+            tail = " | ".join(getattr(exc, "log_tail", [])[-3:])
+            row["reason"] = f"install failed: {exc.message}" + (f" ({tail})" if tail else "")
+            return row
+        env = activation_env(plan)
+        probe_res = run.capture([plan.env_python, str(PROBE)], timeout=900, env=env)
+        try:
+            probe = json.loads(probe_res.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            row["reason"] = f"probe failed (exit {probe_res.returncode}): {probe_res.stderr.strip()[-300:]}"
+            return row
+        versions = probe.get("versions") or {}
+        row.update(numpy=versions.get("numpy", ""), protobuf=versions.get("protobuf", ""),
+                   keras=versions.get("keras", ""), h5py=versions.get("h5py", ""),
+                   typing_extensions=versions.get("typing-extensions", ""))
+        if probe.get("import_error"):
+            row["reason"] = f"import tensorflow failed: {probe['import_error']}"[:400]
+            return row
+        libs_ok, libs = summarise_libs(probe, recipe.provides_cuda, str(build.cuda) if build else "")
+        row["cuda_libs"] = libs
+        report = run_smoke(plan.env_python, timeout=900, env=env, facts=facts)
+        doc = report.to_json(allow_cpu=True)
+        smoke_ok = bool(report.passed(True))
+        problems = []
+        if not smoke_ok:
+            problems.append(f"smoke test: {doc.get('summary')}")
+        if probe.get("keras_error"):
+            problems.append(f"Keras LSTM on a symbolic input failed: {probe['keras_error']}")
+        if not libs_ok:
+            problems.append(f"CUDA libraries: {libs}")
+        row["result"] = "failed" if problems else "ok"
+        row["reason"] = "; ".join(problems)[:600]
+        return row
+    finally:
+        if not keep and prefix.exists():
+            shutil.rmtree(prefix, ignore_errors=True)
+
+
+def render_table(rows: list[dict[str, str]]) -> str:
+    cols = ("tf", "recipe", "python", "result", "numpy", "protobuf", "keras", "h5py", "typing_extensions")
+    widths = {c: max(len(c), *(len(r.get(c, "")) for r in rows)) for c in cols}
+    lines = ["  ".join(c.ljust(widths[c]) for c in cols)]
+    for r in rows:
+        lines.append("  ".join(r.get(c, "").ljust(widths[c]) for c in cols))
+        if r.get("reason"):
+            lines.append(f"    {r['result']}: {r['reason']}")
+    return "\n".join(lines)
+
+
+def write(rows: list[dict[str, str]], path: Path) -> None:
+    """Merge ``rows`` into compat/verified.toml (a row per release + recipe; newer runs replace older)."""
+    from tfgpu.compat import dump_verified, load_toml, verified_from_row
+
+    old: dict[tuple[str, str], dict[str, str]] = {}
+    sources = {k: dict(v) for k, v in SOURCES.items()}
+    if path.exists():
+        load_toml.cache_clear()
+        data = load_toml("verified")
+        old = {(r["tf"], r["recipe"]): r for r in data.get("installs", [])}
+    for r in rows:
+        old[(r["tf"], r["recipe"])] = r
+    sources[SOURCE_KEY]["retrieved"] = max(r["date"] for r in old.values())
+    text = dump_verified([verified_from_row(r) for r in old.values()], sources)
+    path.write_text(text, encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", nargs="*", default=[], help="releases or series (default: every series + 2.2.0)")
+    ap.add_argument("--scratch", help="where environments are built (default: a temporary directory)")
+    ap.add_argument("--write", action="store_true", help="merge the results into compat/verified.toml")
+    ap.add_argument("--keep", action="store_true", help="keep the environments")
+    ap.add_argument("--json", help="also write the rows to this JSON file")
+    args = ap.parse_args(argv)
+
+    scratch = Path(args.scratch or tempfile.mkdtemp(prefix="tfgpu-recipes-")).resolve()
+    scratch.mkdir(parents=True, exist_ok=True)
+    os.environ["TFGPU_HOME"] = str(scratch / "home")  # the registry and logs of these runs stay in scratch
+    os.environ["PATH"] = pyenv_path()
+    sys.path.insert(0, str(ROOT / "src"))
+    from tfgpu.commands.envs import _facts
+    from tfgpu.compat import load_kb
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+
+    facts = _facts(None)
+    rows = []
+    for tf in targets(load_kb(), args.only):
+        t0 = time.monotonic()
+        row = verify_one(tf, scratch=scratch, facts=facts, keep=args.keep, log=log)
+        rows.append(row)
+        log(f"   {tf}: {row['result']} ({time.monotonic() - t0:.0f} s) {row['reason'][:300]}")
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
+        if args.write:
+            write([row], ROOT / "compat" / "verified.toml")
+    print()
+    print(render_table(rows))
+    return 0 if all(r["result"] != "failed" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
