@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from tfgpu import __version__
 from tfgpu.verdict import BLOCKED, CAVEATS, ERROR, FAIL, PASS, READY, SKIP, WARN, DoctorResult
@@ -110,6 +110,11 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
     from rich.table import Table
     from rich.text import Text
 
+    from tfgpu.safety import terminal_safe_doc
+
+    # facts come from this machine's tools or from a file: no escape sequence (CSI, OSC 8 links, a
+    # window title) and no lone surrogate reaches the terminal raw
+    doc = cast("Mapping[str, Any]", terminal_safe_doc(doc))
     console = Console(file=out, force_terminal=color, no_color=color is False, highlight=False,
                       width=max(100, Console(file=out).width if color else 100), soft_wrap=False)
     facts = doc.get("facts", {})
@@ -232,9 +237,11 @@ def _md(text: str) -> str:
 
 
 def plain_log(doc: Mapping[str, Any]) -> str:
+    from tfgpu.safety import comment_safe  # one line per check, whatever the facts' strings hold
+
     lines = []
     for c in doc["checks"]:
-        lines.append(f"[{MARKS.get(c['status'], '?')}] {c['id']}: {c['summary']}")
+        lines.append(f"[{MARKS.get(c['status'], '?')}] {c['id']}: {comment_safe(str(c['summary']))}")
     for t in doc["targets"]:
         lines.append(f"TensorFlow {t['tf']}: {t['verdict']}" + (f" ({t['backend']})" if t.get("backend") else ""))
     rec = doc.get("recommendation")

@@ -80,6 +80,12 @@ def build_plan(
     channels_source = "--channel"
     if not channels and config.channels:
         channels, channels_source = list(config.channels), config.source
+    from tfgpu.safety import check_text
+
+    for value, what in [*((c, "the channel") for c in channels), *((f, "--find-links") for f in find_links),
+                        (index_url or "", "--index-url"), (os.environ.get("TFGPU_PIP_INDEX_URL", ""),
+                                                           "TFGPU_PIP_INDEX_URL")]:
+        check_text(value, what)
     if tf == "latest":
         tf = _resolve_latest(facts, kb, notes)
     if name is not None and prefix is not None:
