@@ -205,3 +205,23 @@ def test_doctor_human_output_never_carries_escape_sequences_or_surrogates(cli: C
     assert "\x1b" not in out
     assert "Tesla M60" in out
     assert "\\ud800" in out
+
+
+# --------------------------------------------------------------------------- create --facts
+
+
+def test_create_with_a_facts_file_never_runs_programs_named_in_it(cli: Cli, tmp_path: Path) -> None:
+    evil = tmp_path / "evil"
+    facts = _facts()
+    facts["python"] = {"interpreters": [{"version": v, "path": f"{evil}/python{v}"}
+                                        for v in ("3.9", "3.10", "3.11", "3.12", "3.13")]}
+    facts["conda"] = {"kind": "conda", "path": f"{evil}/conda", "version": "24.1.0"}
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(facts))
+    for backend in ("pip", "conda"):
+        rc, out, err = cli("create", "--tf", "2.20.0", "--backend", backend, "--prefix", str(tmp_path / "env"),
+                           "--facts", str(path), "--dry-run", "--force")
+        assert str(evil) not in out + err, (backend, out, err)
+    # plan (which runs nothing) still shows the facts' machine as given
+    rc, out, err = cli("plan", "--tf", "2.20.0", "--backend", "pip", "--facts", str(path), "--json")
+    assert rc == 0, err

@@ -279,6 +279,21 @@ def create_cmd(
     )
 
 
+def without_programs(facts: dict[str, Any]) -> dict[str, Any]:
+    """Facts with the paths of programs removed (interpreters, conda): what is kept is their versions
+    and kinds, which this machine's PATH then resolves (`pythonX.Y`, `conda`)."""
+    out = dict(facts)
+    py = facts.get("python")
+    if isinstance(py, dict):
+        out["python"] = {**py, "interpreters": [
+            {k: v for k, v in it.items() if k != "path"} for it in py.get("interpreters") or [] if isinstance(it, dict)]}
+        out["python"].pop("executable", None)
+    conda = facts.get("conda")
+    if isinstance(conda, dict):
+        out["conda"] = {k: v for k, v in conda.items() if k not in ("path", "root", "exe")}
+    return out
+
+
 def _err(text: str) -> None:
     sys.stderr.write(text + "\n")
 
@@ -302,9 +317,12 @@ def run_create(
 
         _what_force_replaces(str(check_prefix(prefix)), force)
     facts = _facts(facts_file)
+    # facts from a file describe someone else's machine: judge with them, but never run a program
+    # (an interpreter, a conda) whose path came from the file
+    build_facts = facts if facts_file is None else without_programs(facts)
     lock_plan: Any = None
     if from_lock is not None:  # validate the lockfile first: a bad one is exit 2 before anything else
-        lock_plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform, facts=facts,
+        lock_plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform, facts=build_facts,
                                     find_links=find_links or [], index_url=index_url, offline=offline)
         tf = lock_plan.tf
     assert tf is not None
@@ -338,7 +356,7 @@ def run_create(
         plan = lock_plan
     else:
         plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channels or [],
-                          facts=facts, find_links=find_links or [], index_url=index_url, offline=offline)
+                          facts=build_facts, find_links=find_links or [], index_url=index_url, offline=offline)
     _print_plan(plan)
     for c in (verdict or {}).get("caveats") or []:
         _err(f"tfgpu: caveat: {c.get('summary') if isinstance(c, dict) else c}")
