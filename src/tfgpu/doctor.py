@@ -157,6 +157,9 @@ def run_doctor(
     if backend not in BACKENDS:
         msg = f"--backend {backend!r} is not one of {', '.join(BACKENDS)}"
         raise UsageError(msg)
+    from tfgpu.safety import check_timeout
+
+    timeout = check_timeout(timeout)
     # Probes start first; with fork_probes they run in a child process while this one loads the
     # knowledge base (in a thread instead, it was slower: GIL and import-lock contention).
     pending = start_facts(facts_file=facts_file, overrides=overrides, timeout=timeout, fork=fork_probes)

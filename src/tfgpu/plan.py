@@ -139,6 +139,8 @@ def target_os(facts: Mapping[str, Any]) -> str:
 
 
 def _xy(text: str) -> str:
+    if len(str(text)) > 64:  # a 5,000-digit number would not even convert to int
+        raise InvalidVersion(str(text)[:20])
     v = Version(str(text))
     return f"{v.major}.{v.minor}"
 

@@ -10,7 +10,7 @@ import re
 
 from tfgpu.errors import UsageError
 
-__all__ = ["check_text", "comment_safe", "terminal_safe", "terminal_safe_doc", "workflow_safe"]
+__all__ = ["check_text", "check_timeout", "comment_safe", "too_deep", "terminal_safe", "terminal_safe_doc", "workflow_safe"]
 
 #: C0 controls (tab included), DEL and the C1 controls (U+0080..U+009F: 8-bit CSI/OSC on some terminals).
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
@@ -34,6 +34,34 @@ def check_text(value: str, what: str) -> str:
         msg = f"refusing {what} {value!r}: it contains control characters"
         raise UsageError(msg, hint="remove the newline, tab or escape character from it")
     return value
+
+
+#: The longest wait tfgpu accepts (a week): more is a typo, and inf/1e308 overflow every clock.
+MAX_TIMEOUT = 7 * 24 * 3600.0
+
+
+def check_timeout(value: float | None, what: str = "--timeout") -> float | None:
+    """A timeout in seconds: finite, > 0 and at most a week; UsageError (rc 2) otherwise."""
+    if value is None:
+        return None
+    if not (value > 0 and value <= MAX_TIMEOUT):  # also false for NaN
+        msg = f"{what} {value:g} is not a number of seconds between 0 and {MAX_TIMEOUT:g}"
+        raise UsageError(msg, hint=f"e.g. {what} 600")
+    return float(value)
+
+
+def too_deep(obj: object, limit: int = 64) -> bool:
+    """Whether a JSON value nests deeper than ``limit`` (walked without recursion)."""
+    stack: list[tuple[object, int]] = [(obj, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+    return False
 
 
 def comment_safe(text: str) -> str:

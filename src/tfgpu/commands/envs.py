@@ -308,6 +308,9 @@ def run_create(
     from tfgpu.errors import NotReady, TfgpuError, UsageError
 
     _check_target(tf, from_lock, backend=backend, python=python, channels=channels)
+    from tfgpu.safety import check_timeout
+
+    timeout = check_timeout(timeout)
     if from_lock is not None:  # a bad lockfile is exit 2 before the machine is probed
         from tfgpu.backends.lock import read_lock_info
 

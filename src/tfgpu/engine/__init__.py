@@ -73,10 +73,17 @@ class VirtualPkg:
 def parse_virtual_package(text: str) -> VirtualPkg:
     """``__cuda=12.4`` or ``__cuda=12.4=0`` (conda's NAME=VERSION[=BUILD]) -> VirtualPkg."""
     parts = text.strip().split("=")
-    if len(parts) not in (2, 3) or not parts[0].startswith("__") or not parts[1]:
+    if (len(parts) not in (2, 3) or not _VP_NAME.fullmatch(parts[0]) or not _VP_VERSION.fullmatch(parts[1])
+            or (len(parts) == 3 and parts[2] and not _VP_VERSION.fullmatch(parts[2]))):
         msg = f"bad virtual package {text!r}"
         raise UsageError(msg, hint="write NAME=VERSION[=BUILD], e.g. __cuda=12.4")
     return VirtualPkg(parts[0], parts[1], parts[2] if len(parts) == 3 and parts[2] else "0")
+
+
+#: A virtual package's name and version as conda writes them (ASCII, bounded): garbage is rc 2 here,
+#: not a solver error or a crash later.
+_VP_NAME = re.compile(r"__[a-z0-9_-]{1,32}")
+_VP_VERSION = re.compile(r"[0-9A-Za-z_][0-9A-Za-z_.+]{0,31}")
 
 
 def resolve_virtual_packages(
@@ -102,6 +109,9 @@ def resolve_virtual_packages(
         if var not in env:
             continue
         value = env[var].strip()
+        if value and not re.fullmatch(r"[0-9]{1,4}(\.[0-9]{1,4}){0,3}", value):
+            msg = f"{var}={env[var]!r} is not a version"
+            raise UsageError(msg, hint=f"set {var} to a version like 12.4, or to an empty value for none")
         if value:
             by_name[name] = VirtualPkg(name, value)
             notes.append(f"{name}={value} from {var}")
