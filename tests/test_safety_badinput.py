@@ -209,9 +209,8 @@ def test_full_tfgpu_home_during_prefix_lock_is_rc_1(monkeypatch: pytest.MonkeyPa
     from tfgpu.errors import NotReady
 
     monkeypatch.setenv("TFGPU_HOME", str(full_fs / "home"))
-    with pytest.raises(NotReady) as info:
-        with envs.prefix_lock(full_fs / "x"):
-            pass
+    with pytest.raises(NotReady) as info, envs.prefix_lock(full_fs / "x"):
+        pass
     assert "No space left on device" in info.value.one_line()
     with pytest.raises(NotReady):
         run_plan(_plan(full_fs.parent / "env"))

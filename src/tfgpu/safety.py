@@ -10,7 +10,7 @@ import re
 
 from tfgpu.errors import UsageError
 
-__all__ = ["check_text", "check_timeout", "comment_safe", "too_deep", "terminal_safe", "terminal_safe_doc", "workflow_safe"]
+__all__ = ["check_text", "check_timeout", "comment_safe", "terminal_safe", "terminal_safe_doc", "too_deep", "workflow_safe"]
 
 #: C0 controls (tab included), DEL and the C1 controls (U+0080..U+009F: 8-bit CSI/OSC on some terminals).
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
