@@ -51,17 +51,19 @@ def check_timeout(value: float | None, what: str = "--timeout") -> float | None:
 
 
 def too_deep(obj: object, limit: int = 64) -> bool:
-    """Whether a JSON value nests deeper than ``limit`` (walked without recursion)."""
-    stack: list[tuple[object, int]] = [(obj, 0)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > limit:
-            return True
-        if isinstance(value, dict):
-            stack.extend((v, depth + 1) for v in value.values())
-        elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value)
-    return False
+    """Whether a JSON value nests deeper than ``limit`` (walked without recursion; scalars are skipped)."""
+    level: list[object] = [obj]
+    for _ in range(limit + 1):
+        nxt: list[object] = []
+        for value in level:
+            if type(value) is dict:
+                nxt.extend(v for v in value.values() if type(v) in (dict, list))
+            elif type(value) is list:
+                nxt.extend(v for v in value if type(v) in (dict, list))
+        if not nxt:
+            return False
+        level = nxt
+    return True
 
 
 def comment_safe(text: str) -> str:
