@@ -152,8 +152,8 @@ def load_facts_file(path: str | Path) -> dict[str, Any]:
     if isinstance(facts_part, dict) and isinstance(gpus, list) and len(gpus) > MAX_GPUS:
         # judging is linear in the GPUs; no machine has this many (a DGX has 8-16), so a bounded run wins
         facts_part["gpus"] = gpus[:MAX_GPUS]
-        notes = facts_part.get("notes") if isinstance(facts_part.get("notes"), list) else []
-        facts_part["notes"] = [*notes, f"the facts file lists {len(gpus)} GPUs; only the first {MAX_GPUS} are judged"]
+        notes = facts_part.get("notes")
+        facts_part["notes"] = [*(notes if isinstance(notes, list) else []), f"the facts file lists {len(gpus)} GPUs; only the first {MAX_GPUS} are judged"]
     from tfgpu.safety import too_deep
 
     if too_deep(doc):
