@@ -80,17 +80,16 @@ def load_cases(root: Path = CASES_DIR) -> list[Case]:
 
 def judge(case: Case) -> dict[str, Any]:
     """The target of the doctor's JSON document for this case, computed as `tfgpu doctor --facts FILE --tf X
-    --backend B --json` computes it (tfgpu.doctor.run_doctor: gather_facts, then verdict.diagnose, then
-    report.doctor_document). Environment overrides (TFGPU_*) apply as they would on the command line, so
-    callers clear them."""
+    --backend B --json` computes it (tfgpu.doctor.run_doctor: gather_facts, then doctor_result, then
+    report.doctor_document), with no config file steering the recipe. Environment overrides (TFGPU_*) apply
+    as they would on the command line, so callers clear them."""
     from tfgpu import report
     from tfgpu.compat import load_kb
-    from tfgpu.doctor import gather_facts
-    from tfgpu.verdict import diagnose
+    from tfgpu.doctor import doctor_result, gather_facts
 
     kb = load_kb()
     facts, active = gather_facts(facts_file=case.path, overrides={})
-    result = diagnose(facts, kb, tf=case.tf, backend=case.backend)
+    result = doctor_result(facts, kb, tf=case.tf, backend=case.backend)
     doc = report.doctor_document(facts, result, data_version=kb.data_version, overrides=active)
     target: dict[str, Any] = doc["targets"][0]
     return target

@@ -214,10 +214,10 @@ def candidate_recipes(kb: KnowledgeBase, v: Version, os_name: str) -> list[Recip
     return recipes
 
 
-def _system_cuda_matches(facts: Mapping[str, Any], cuda: str) -> bool:
+def _system_cuda_matches(facts: Mapping[str, Any], cuda: str, v: Version) -> bool:
     from tfgpu.verdict import Machine, _system_cuda_matches
 
-    return _system_cuda_matches(Machine.from_facts(facts), cuda) is not None
+    return _system_cuda_matches(Machine.from_facts(facts), cuda, v) is not None
 
 
 def kb_order(kb: KnowledgeBase, facts: Mapping[str, Any], v: Version, os_name: str,
@@ -229,7 +229,7 @@ def kb_order(kb: KnowledgeBase, facts: Mapping[str, Any], v: Version, os_name: s
     condas = sorted((r for r in recipes if r.backend in _CONDA_FAMILY), key=lambda r: r.conda_preference())
     build = kb.build_for(v, os_name)
     first = [r for r in pips if r.provides_cuda or not condas or build is None
-             or _system_cuda_matches(facts, build.cuda)]
+             or _system_cuda_matches(facts, build.cuda, v)]
     return first + condas + [r for r in pips if r not in first]
 
 

@@ -377,7 +377,7 @@ class ArchTargets:
     tf: VersionSpec
     os: str
     sass: tuple[str, ...]
-    ptx: str | None
+    ptx: str | None  # the highest PTX target
     source: str
     confidence: str = "sourced"
     note: str = ""
@@ -385,6 +385,7 @@ class ArchTargets:
     source2: str = ""  # the report behind ptx_fails
     build: str = "pip"  # whose binaries: "pip" (official wheels) or "conda-forge" (the feedstock's builds)
     cuda: VersionSpec | None = None  # conda-forge: the CUDA variants the row covers
+    ptx_all: tuple[str, ...] = ()  # every PTX target when the row lists several (`ptx = "3.5,...,7.0"`)
 
 
 @record
@@ -808,7 +809,8 @@ def _parse_kb() -> KnowledgeBase:
     for row in _rows("tf_archs", archs_data, "archs", required=False):
         archs.append(ArchTargets(
             tf=_spec("tf_archs", row), os=str(row.get("os", "linux")), sass=_split(row.get("sass", "")),
-            ptx=str(row.get("ptx") or "") or None, source=row["source"],
+            ptx=max(_split(row.get("ptx", "")), key=Version, default=None), ptx_all=_split(row.get("ptx", "")),
+            source=row["source"],
             confidence=str(row.get("confidence", "sourced")), note=str(row.get("note", "")),
             ptx_fails=_split(row.get("ptx_fails", "")), source2=str(row.get("source2", "")),
             build=str(row.get("build", "pip")), cuda=_spec("tf_archs", row, "cuda") if "cuda" in row else None,

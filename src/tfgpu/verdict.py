@@ -18,7 +18,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from tfgpu._record import field, record
-from tfgpu.compat import KnowledgeBase, Recipe, normalize_cuda, series_of, version
+from tfgpu.compat import ArchTargets, KnowledgeBase, Recipe, normalize_cuda, series_of, version
 
 PASS, WARN, FAIL, SKIP, ERROR = "pass", "warn", "fail", "skip", "error"
 READY, CAVEATS, BLOCKED = "ready", "caveats", "blocked"
@@ -32,6 +32,8 @@ SMALL_GPU_MIB = 4096
 #: use AVX instructions. This may break TF on older CPUs.").
 AVX_FROM = Version("1.6")
 _TF_2_11, _TF_2_12, _CUDA_11 = Version("2.11"), Version("2.12"), Version("11.0")
+#: MIG partitioning exists on A100 and newer data-centre GPUs (compute capability >= 8.0; NVIDIA MIG user guide).
+_MIG_MIN_CC = Version("8.0")
 
 ALLOW_GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH=true"
 
@@ -254,9 +256,15 @@ class Machine:
 
 def _apply_cvd(gpus: Iterable[dict[str, Any]], cvd: str) -> tuple[dict[str, Any], ...]:
     """CUDA_VISIBLE_DEVICES semantics: indices or UUIDs, in order; an empty value hides all;
-    parsing stops at the first invalid entry (CUDA C Programming Guide, "CUDA Environment Variables")."""
+    parsing stops at the first invalid entry (CUDA C Programming Guide, "CUDA Environment Variables").
+
+    A MIG device (`MIG-GPU-<gpu uuid>/<gi>/<ci>` with R450-R465 drivers, `MIG-<uuid>` from R470) is a slice of
+    one GPU, and a CUDA process enumerates one MIG device only (NVIDIA MIG user guide, section
+    "CUDA_VISIBLE_DEVICES": "only enumeration of a single MIG instance is supported", quoted in
+    pytorch/pytorch#130181). Its GPU is the one whose UUID the name embeds; a `MIG-<uuid>` name does not say,
+    so the first GPU that can be partitioned (A100 and newer, compute capability >= 8.0) stands for it."""
     gpus = list(gpus)
-    out = []
+    out: list[dict[str, Any]] = []
     for raw in cvd.split(","):
         item = raw.strip()
         if not item:
@@ -264,12 +272,27 @@ def _apply_cvd(gpus: Iterable[dict[str, Any]], cvd: str) -> tuple[dict[str, Any]
         match = None
         if item.isdigit():
             match = next((g for g in gpus if g.get("index") == int(item)), None)
+        elif item.startswith("MIG-"):
+            parent = None if out else _mig_parent(gpus, item)
+            return tuple(out) if parent is None else (parent,)  # one MIG device per process, nothing after it
         else:
             match = next((g for g in gpus if str(g.get("uuid", "")).startswith(item)), None)
         if match is None:
             break
         out.append(match)
     return tuple(out)
+
+
+def _mig_parent(gpus: list[dict[str, Any]], item: str) -> dict[str, Any] | None:
+    """The GPU a MIG device name refers to (see _apply_cvd); None when no listed GPU can hold MIG slices."""
+    gpu_uuid = item[len("MIG-"):].split("/")[0]
+    if gpu_uuid.startswith("GPU-"):
+        return next((g for g in gpus if str(g.get("uuid") or "") == gpu_uuid), None)
+    for g in gpus:
+        cc = _v(g.get("compute_capability"))
+        if cc is not None and cc >= _MIG_MIN_CC:
+            return g
+    return None
 
 
 def _cc(text: str) -> Version:
@@ -450,11 +473,32 @@ def _tf_checks(m: Machine) -> list[Check]:
 # --------------------------------------------------------------------------- per-target verdicts
 
 
-def _system_cuda_matches(m: Machine, cuda: str) -> dict[str, Any] | None:
+#: From TF 2.5 the pip wheels (built with CUDA 11.2-11.8) load the CUDA libraries by major-version sonames,
+#: which every CUDA 11.x toolkit provides: the runtime's SONAME is libcudart.so.11.0 in CUDA 11.8 too
+#: (readelf -d nvidia/cuda_runtime/lib/libcudart.so.11.0 in nvidia_cuda_runtime_cu11-11.8.89-py3-none-
+#: manylinux1_x86_64.whl, sha256 f587bd72...f64f7c; on Windows cudart64_110.dll). So any 11.x toolkit serves them
+#: (tests/cases: tensorflow#45263 2.5.0 on CUDA 11.1, #56235 on 11.4). TF 2.4 is the exception: it loads
+#: libcusolver.so.10, which only CUDA 11.0 ships (11.1+ ship libcusolver.so.11: tensorflow#45263, #44777, #46471).
+SYSTEM_CUDA_ANY_MINOR_FROM = Version("2.5")
+
+
+def system_cuda_serves(have: Version, built: Version, tf: Version) -> bool:
+    """Does a system CUDA toolkit ``have`` provide the libraries pip's TensorFlow ``tf`` (built with CUDA ``built``)
+    loads? The same major.minor always; any minor of the same major from TF 2.5 on (CUDA 11 sonames)."""
+    if have.major != built.major:
+        return False
+    return have.minor == built.minor or _any_minor_serves(built, tf)
+
+
+def _any_minor_serves(built: Version, tf: Version) -> bool:
+    return built.major >= 11 and tf >= SYSTEM_CUDA_ANY_MINOR_FROM
+
+
+def _system_cuda_matches(m: Machine, cuda: str, tf: Version) -> dict[str, Any] | None:
     want = _v(normalize_cuda(cuda))
     for t in m.toolkits:
         have = _v(t.get("version"))
-        if have is not None and want is not None and (have.major, have.minor) == (want.major, want.minor):
+        if have is not None and want is not None and system_cuda_serves(have, want, tf):
             return t
     return None
 
@@ -559,7 +603,7 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
         if archs is None:
             continue
         sass = [_cc(s) for s in archs.sass]
-        ptx = _cc(archs.ptx) if archs.ptx else None
+        ptx = _usable_ptx(archs, cc)
         if sass and cc < min(sass) and (ptx is None or cc < ptx):
             blockers.append(Finding(
                 "gpu.arch",
@@ -593,6 +637,18 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
             f"{archs.ptx or 'none'})", fix="use a newer TensorFlow",
         ))
     return blockers, caveats, jit
+
+
+def _usable_ptx(archs: ArchTargets, cc: Version) -> Version | None:
+    """The PTX a GPU of compute capability ``cc`` JIT-compiles from: the highest target not above ``cc``
+    (PTX compiles forward only); when every target is above it, the lowest (the verdict then blocks).
+    Rows list every PTX target where a build carries several: TF <= 2.2 embedded PTX for each listed
+    architecture (compat/tf_archs.toml; tests/cases: a Maxwell MX110, 5.0, runs TF 2.0.1 after minutes of JIT)."""
+    ptxs = sorted(_cc(p) for p in (archs.ptx_all or ((archs.ptx,) if archs.ptx else ())))
+    if not ptxs:
+        return None
+    below = [p for p in ptxs if p <= cc]
+    return below[-1] if below else ptxs[0]
 
 
 def _no_wheel_fix(kb: KnowledgeBase, cc: Version, cc_text: str, os: str) -> str:
@@ -860,17 +916,19 @@ def rank_backends(backends: Iterable[BackendVerdict]) -> list[BackendVerdict]:
 
 
 def _system_library_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str, cudnn: str) -> list[Finding]:
-    """pip installs up to 2.13 load the system CUDA and cuDNN of exactly the built major.minor."""
+    """pip installs up to 2.13 load the system CUDA (the built major.minor; any 11.x from TF 2.5, see
+    system_cuda_serves) and a cuDNN of the built major with at least its minor."""
     out = []
     cuda_n = normalize_cuda(cuda)
     so = "cudart64_" + cuda_n.replace(".", "") + ".dll" if m.os == "windows" else f"libcudart.so.{cuda_n}"
     if version(cuda_n) >= _CUDA_11 and m.os != "windows":
         so = f"libcudart.so.{version(cuda_n).major}.0"  # CUDA 11+ sonames carry the major only
-    if _system_cuda_matches(m, cuda) is None:
+    if _system_cuda_matches(m, cuda, v) is None:
         have = ", ".join(str(t.get("version")) for t in m.toolkits) or "none"
+        wanted = f"{version(cuda_n).major}.x" if _any_minor_serves(version(cuda_n), v) else cuda_n
         out.append(Finding(
             "cuda.system_toolkit",
-            f"pip's {kb.gpu_dist(v)} {v} loads the system CUDA {cuda_n} ({so}); installed here: {have} — TensorFlow "
+            f"pip's {kb.gpu_dist(v)} {v} loads the system CUDA {wanted} ({so}); installed here: {have} — TensorFlow "
             "would print \"Could not dlopen library\" and silently skip the GPU",
             fix=f"use the conda backend (brings CUDA {cuda_n} into the environment): tfgpu create --tf {v} --backend conda",
         ))
