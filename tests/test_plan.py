@@ -313,7 +313,7 @@ def test_environment_yml_for_conda_and_refusal_for_pip() -> None:
     turing["gpus"][0]["compute_capability"] = "7.5"  # SASS in both builds: the docs' conda+pip recipe is preferred
     plan = plan_environment(KB, turing, tf="2.12.0", backend="conda", tools=TOOLS_ALL, home=HOME, name="tf212")
     yml = render_environment_yml(plan)
-    assert "name: tf212\n" in yml
+    assert 'name: "tf212"\n' in yml
     assert '  - "cudatoolkit=11.8.0"' in yml
     assert '    - "tensorflow==2.12.0"' in yml
     assert '    - "nvidia-cudnn-cu11==8.6.0.163"' in yml

@@ -115,6 +115,8 @@ def tools_from_facts(facts: Mapping[str, Any]) -> dict[str, str | None]:
 
 
 def _xy(text: str) -> str:
+    if len(str(text)) > 64:  # a 5,000-digit number would not even convert to int
+        raise InvalidVersion(str(text)[:20])
     v = Version(str(text))
     return f"{v.major}.{v.minor}"
 

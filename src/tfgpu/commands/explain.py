@@ -52,6 +52,9 @@ def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, 
     from tfgpu.errors import UsageError
     from tfgpu.explain import explain_file
 
+    if logfile == "-" and sys.stdin is None:  # `tfgpu explain - <&-`
+        msg = "no log given and standard input is closed"
+        raise UsageError(msg, hint="tfgpu explain LOGFILE, or: python train.py 2>&1 | tfgpu explain -")
     if logfile == "-" and sys.stdin is not None and sys.stdin.isatty():
         msg = "no log given and standard input is a terminal"
         raise UsageError(msg, hint="tfgpu explain LOGFILE, or: python train.py 2>&1 | tfgpu explain -")

@@ -177,8 +177,14 @@ def parse_output(stdout: str) -> tuple[dict[str, Any] | None, list[str], str | N
         doc = json.loads(body)
     except ValueError as exc:
         return None, other, f"the smoke script's result is not JSON: {exc}"
+    except RecursionError:
+        return None, other, "the smoke script's result is nested too deeply"
     if not isinstance(doc, dict):
         return None, other, "the smoke script's result is not a JSON object"
+    from tfgpu.safety import too_deep
+
+    if too_deep(doc):  # the script writes a flat document; a deep one would crash whatever walks it
+        return None, other, "the smoke script's result is nested too deeply"
     return doc, other, None
 
 
