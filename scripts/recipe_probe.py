@@ -1,9 +1,11 @@
+# -*- coding: utf-8 -*-
 """Runs INSIDE an environment `nox -s recipes` built: import TensorFlow, report the resolved versions of
 the packages recipes pin, and load with ctypes every CUDA library the build needs.
 
 Standard library + tensorflow only, Python 2.7/3.5+ syntax (no f-strings). Prints one JSON document.
 A missing NVIDIA driver makes only libcuda (cuInit) fail; libcudart/libcublas/libcudnn load without one.
 """
+from __future__ import print_function
 
 import ctypes
 import glob
@@ -94,7 +96,7 @@ def keras_check(tf):
         inp = keras.Input(shape=(3, 1))
         keras.layers.LSTM(2)(inp)
         return None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001
         return "%s: %s" % (type(exc).__name__, str(exc)[:300])
 
 
@@ -116,7 +118,7 @@ def main():
     doc = {"python": "%d.%d.%d" % sys.version_info[:3]}
     try:
         import tensorflow as tf
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the failure is the answer
         doc["import_error"] = "%s: %s" % (type(exc).__name__, str(exc)[:500])
         doc["versions"] = versions()
         print(json.dumps(doc))
@@ -126,12 +128,12 @@ def main():
     info = {}
     try:
         info = dict(tf.sysconfig.get_build_info())  # TF >= 2.3
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001
         doc["build_info_error"] = "%s: %s" % (type(exc).__name__, exc)
     doc["build_info"] = dict((k, str(v)) for k, v in info.items())
     try:
         doc["cuda_build"] = bool(tf.test.is_built_with_cuda())
-    except Exception:
+    except Exception:  # noqa: BLE001
         doc["cuda_build"] = None
     wheel_libs = nvidia_wheel_libs()
     by_name = dict((os.path.basename(p), p) for p in wheel_libs)
