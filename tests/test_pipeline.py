@@ -44,7 +44,7 @@ def test_backend_means_the_same_and_defaults_to_auto_everywhere() -> None:
 
 
 def test_plan_takes_the_driver_and_gpu_overrides(cli: Any, tmp_path: Path) -> None:
-    # RTX 3080 on driver 470: the doctor says conda-forge's CUDA 11.8 build of 2.15, and so must plan
+    # RTX 3080 on driver 470: plan judges the overridden driver exactly as the doctor does
     facts = {"schema": "tfgpu.facts/1", "platform": {"os": "linux", "arch": "x86_64", "glibc": "2.35"},
              "python": {"current": "3.11.4", "interpreters": [{"version": "3.11.4", "path": "/usr/bin/python3.11"}]},
              "gpus": [{"index": 0, "name": "NVIDIA GeForce RTX 3080", "compute_capability": "8.6", "memory_mib": 10240}],
@@ -54,7 +54,7 @@ def test_plan_takes_the_driver_and_gpu_overrides(cli: Any, tmp_path: Path) -> No
     code, out, err = cli("plan", "--tf", "2.15", "--facts", str(path), "--driver", "470.82.01", "--json")
     assert code == 0, err
     plan = json.loads(out)
-    assert plan["recipe_id"] == "conda-forge-tensorflow-cuda"
+    assert plan["verdict"] == "blocked"  # driver 470 (CUDA 11.4) runs none of 2.15's builds as recorded
     code, out, err = cli("doctor", "--tf", "2.15", "--facts", str(path), "--driver", "470.82.01", "--json")
     target = json.loads(out)["targets"][0]
     assert (target["tf"], target["recipe_id"], target["verdict"]) == (plan["tf"], plan["recipe_id"], plan["verdict"])

@@ -125,6 +125,8 @@ def tools_from_facts(facts: Mapping[str, Any]) -> dict[str, str | None]:
 
 
 def _xy(text: str) -> str:
+    if len(str(text)) > 64:  # a 5,000-digit number would not even convert to int
+        raise InvalidVersion(str(text)[:20])
     v = Version(str(text))
     return f"{v.major}.{v.minor}"
 
@@ -298,6 +300,19 @@ def _reason(runner: Runner, tool: str, recipe: Recipe, ctx: Context, prefs: Pref
     return f"{why}: conda recipe {recipe.id}, run with {tool}"
 
 
+def _for_recipe(ctx: Context, recipe: Recipe) -> Context:
+    """A pip recipe's Pythons: the release's wheels, less what a package it pins lacks (compat/pins.toml)."""
+    if recipe.backend != "pip":
+        return ctx
+    from tfgpu._record import replace
+    from tfgpu.compat import python_limit_for
+
+    limit = python_limit_for(ctx.v, recipe.id)
+    if limit is None:
+        return ctx
+    return replace(ctx, wheel_pythons=tuple(p for p in ctx.wheel_pythons if p in limit.python))
+
+
 def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict | None, v: Version, os_name: str,
                 tools: Mapping[str, str | None], prefs: Preferences) -> Choice:
     if prefs.backend not in BACKENDS:
@@ -322,7 +337,9 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
         raise UsageError(msg, hint="use --backend conda or --backend rattler" if family == "pip" else "use --backend pip")
     first_error: UsageError | None = None
     pip_without_python = False
+    base_ctx = ctx
     for recipe in usable:
+        ctx = _for_recipe(base_ctx, recipe)
         for runner in runners:
             if not runner.runs(recipe):
                 continue
@@ -339,6 +356,7 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     if prefs.backend == "auto" and not any(r.backend in _CONDA_FAMILY for r in recipes):
         # a pip recipe and no interpreter for it: a conda-made interpreter, then pip
         recipe = usable[0]
+        ctx = _for_recipe(base_ctx, recipe)
         runner = CONDA if conda_tool(tools) else RATTLER
         if runner.can_build(recipe, ctx) is None:
             tool = runner.available(ctx) or runner.name

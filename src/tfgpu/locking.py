@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 from tfgpu._record import field, record
 from tfgpu.errors import StepFailed, UsageError
-from tfgpu.lockfile import LOCK_PLATFORMS, PLATFORM_OS, Lock, LockedPackage, content_hash, package_from_record
+from tfgpu.lockfile import (
+    LOCK_PLATFORMS,
+    PLATFORM_OS,
+    Lock,
+    LockedPackage,
+    content_hash,
+    package_from_record,
+    write_atomic,
+)
 
 if TYPE_CHECKING:
     from tfgpu.compat import KnowledgeBase
@@ -207,7 +215,7 @@ def lock_pip(kb: KnowledgeBase, tf: str, platform: str, out: Path, *, python: st
         body = tmp.read_text(encoding="utf-8")
         header = (f"# Locked by tfgpu (recipe {recipe}) for {platform}, Python {python}.\n"
                   f"# Install with: pip install --require-hashes --no-deps -r {out.name}\n")
-        out.write_text(header + body, encoding="utf-8")
+        write_atomic(out, header + body)
     finally:
         for p in (tmp, req_in):
             try:

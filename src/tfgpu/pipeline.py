@@ -37,6 +37,7 @@ class CreateRequest:
     offline: bool = False
     from_lock: str | None = None
     platform: str | None = None
+    facts_from_file: bool = False  # someone else's machine: judged with, never used to pick programs to run
 
 
 @record(frozen=False)
@@ -71,6 +72,21 @@ class CreateEvents(Protocol):
     def built(self, plan: Any) -> None: ...
 
 
+def without_programs(facts: dict[str, Any]) -> dict[str, Any]:
+    """Facts with the paths of programs removed (interpreters, conda): what is kept is their versions
+    and kinds, which this machine's PATH then resolves (`pythonX.Y`, `conda`)."""
+    out = dict(facts)
+    py = facts.get("python")
+    if isinstance(py, dict):
+        out["python"] = {**py, "interpreters": [
+            {k: v for k, v in it.items() if k != "path"} for it in py.get("interpreters") or [] if isinstance(it, dict)]}
+        out["python"].pop("executable", None)
+    conda = facts.get("conda")
+    if isinstance(conda, dict):
+        out["conda"] = {k: v for k, v in conda.items() if k not in ("path", "root", "exe")}
+    return out
+
+
 def refuse_foreign_prefix(prefix: str | None, force: bool) -> None:
     """`create --force --prefix DIR`: a directory tfgpu did not make is refused before anything else."""
     if prefix is not None and force:
@@ -84,11 +100,14 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
     from tfgpu.errors import NotReady, TfgpuError, UsageError
 
     facts = dict(req.facts)
+    # facts from a file describe someone else's machine: judge with them, but never run a program
+    # (an interpreter, a conda) whose path came from the file
+    build_facts = without_programs(facts) if req.facts_from_file else facts
     tf = req.tf
     lock_plan: Any = None
     if req.from_lock is not None:  # validate the lockfile first: a bad one is exit 2 before anything else
         lock_plan = build_lock_plan(from_lock=req.from_lock, name=req.name, prefix=req.prefix, platform=req.platform,
-                                    facts=facts, find_links=list(req.find_links), index_url=req.index_url,
+                                    facts=build_facts, find_links=list(req.find_links), index_url=req.index_url,
                                     offline=req.offline)
         tf = lock_plan.tf
     assert tf is not None
@@ -120,7 +139,7 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
         plan = lock_plan
     else:
         plan = build_plan(tf=tf, backend=req.backend, name=req.name, prefix=req.prefix, python=req.python,
-                          channels=list(req.channels), facts=facts, find_links=list(req.find_links),
+                          channels=list(req.channels), facts=build_facts, find_links=list(req.find_links),
                           index_url=req.index_url, offline=req.offline)
     events.planned(plan)
     for c in (verdict or {}).get("caveats") or []:
@@ -198,6 +217,12 @@ def build_plan(
     channels_source = "--channel"
     if not channels and config.channels:
         channels, channels_source = list(config.channels), config.source
+    from tfgpu.safety import check_text
+
+    for value, what in [*((c, "the channel") for c in channels), *((f, "--find-links") for f in find_links),
+                        (index_url or "", "--index-url"), (os.environ.get("TFGPU_PIP_INDEX_URL", ""),
+                                                           "TFGPU_PIP_INDEX_URL")]:
+        check_text(value, what)
     tf, notes = resolve_target(kb, facts, tf, backend=backend)
     if name is not None and prefix is not None:
         from tfgpu.errors import UsageError

@@ -175,6 +175,9 @@ def run_create(
     from tfgpu.pipeline import CreateRequest, create_environment, refuse_foreign_prefix
 
     check_target(tf, from_lock, backend=backend, python=python, channels=channels)
+    from tfgpu.safety import check_timeout
+
+    timeout = check_timeout(timeout)
     if from_lock is not None:  # a bad lockfile is exit 2 before the machine is probed
         from tfgpu.backends.lock import read_lock_info
 
@@ -184,7 +187,7 @@ def run_create(
         tf=tf, facts=_facts(facts_file, driver, gpu_cc, os_name), backend=backend, name=name, prefix=prefix,
         python=python, channels=tuple(channels or ()), dry_run=dry_run, force=force, no_smoke=no_smoke,
         allow_cpu=allow_cpu, timeout=timeout, find_links=tuple(find_links or ()), index_url=index_url,
-        offline=offline, from_lock=from_lock, platform=platform)
+        offline=offline, from_lock=from_lock, platform=platform, facts_from_file=facts_file is not None)
     return create_environment(request, _CreateRenderer(yes=yes)).exit_code
 
 

@@ -75,11 +75,12 @@ def run_lock(
         kind_text = "hashed pip requirements" if first.kind == "pip" else "conda-lock's format"
         typer.echo(f"# --backend auto: recipe {first.recipe} ({kind_text})", err=True)
     out = output or Path("requirements.lock.txt" if backend == "pip" else "conda-lock.yml")
-    if out.exists() and not force:
+    if (out.exists() or out.is_symlink()) and not force:
         msg = f"{out} already exists"
         raise UsageError(msg, hint="pass --force to overwrite it, or choose another file with -o")
     for n in resolve_notes:
         typer.echo(f"# {n}", err=True)
+    lockfile.check_output(out)  # before solving: a device node, a missing or read-only directory
     if backend == "pip":
         if len(platforms) != 1:
             msg = "--backend pip locks one platform per requirements file"
