@@ -9,7 +9,7 @@ caveats first, pip before conda on a tie), then the blocked ones in the knowledg
 :data:`RUNNERS`, an ordered table in the manner of cibuildwheel's platform modules and nox's
 ``uv|virtualenv`` fallback chain: the first runner that is available and can build the recipe wins.
 
-Pure: ``tools`` (what is installed) is handed in by the caller (``tfgpu.backends.base.detect_tools``, or
+Pure: ``tools`` (what is installed) is handed in by the caller (``tfgpu.backends.detect.detect_tools``, or
 :func:`tools_from_facts` for the doctor).
 """
 

@@ -206,8 +206,8 @@ def build_plan(
     """Read the config file and detect the installed tools (effects), then plan (pure)."""
     import os
 
-    from tfgpu.backends.base import detect_conda_envs_dir, detect_tools
     from tfgpu.backends.config import load_config
+    from tfgpu.backends.detect import detect_conda_envs_dir, detect_tools
     from tfgpu.compat import load_kb
     from tfgpu.envs import check_prefix, home
     from tfgpu.plan import CONDA_TOOLS, plan_environment, resolve_target
@@ -258,7 +258,7 @@ def build_lock_plan(
     """Read and validate the lockfile and detect tools (effects), then plan exactly its packages (pure)."""
     import os
 
-    from tfgpu.backends.base import detect_tools
+    from tfgpu.backends.detect import detect_tools
     from tfgpu.backends.lock import read_lock_info
     from tfgpu.compat import load_kb
     from tfgpu.envs import check_prefix, home

@@ -1,7 +1,7 @@
 """Pure planning: a resolved TensorFlow target + facts + installed tools -> a Plan (Steps of argv + why).
 
 Nothing here touches the filesystem or starts a process: ``tools`` (what is installed) and the
-default locations are handed in by the caller (``tfgpu.backends.base.detect_tools``), so plans are
+default locations are handed in by the caller (``tfgpu.backends.detect.detect_tools``), so plans are
 tested with plain values for every release x backend x OS of the knowledge base.
 """
 

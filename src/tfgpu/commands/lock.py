@@ -56,8 +56,8 @@ def run_lock(
         msg = f"unknown --backend {backend!r}"
         raise UsageError(msg, hint="use auto, rattler, conda or pip")
     from tfgpu import lockfile, locking
-    from tfgpu.backends.base import detect_tools
     from tfgpu.backends.config import load_config
+    from tfgpu.backends.detect import detect_tools
     from tfgpu.compat import load_kb
     from tfgpu.plan import resolve_target
 

@@ -1,0 +1,132 @@
+"""`tfgpu plan`: print exactly what `tfgpu create` would run (argv, environment variables, why). Changes nothing.
+
+The helpers every environment-building command shares (the facts, the plan's text) live here too."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional  # typer needs Optional at runtime on 3.9
+
+import typer
+
+from tfgpu.options import typer_option
+from tfgpu.pipeline import build_lock_plan, build_plan, check_target  # shared with scripts/verify_recipes.py
+
+CHANNEL_HELP = ("conda channel name or URL (repeatable). Precedence: --channel, then `channels = [...]` in the "
+                 "config file ($TFGPU_CONFIG, else ~/.config/tfgpu/config.toml), then the recipe's channels. "
+                 "Anaconda's defaults/anaconda channels fall under Anaconda's Terms of Service; conda-forge does not.")
+TF_HELP = "A release (2.2.0), a series (2.2) or `latest`."
+FROM_LOCK_HELP = ("Build exactly what a lockfile pins, without solving: conda-lock's format (tfgpu lock) or a "
+                   "--require-hashes requirements file (tfgpu lock --backend pip). Instead of --tf.")
+PLATFORM_HELP = "conda platform to install from the lock (default: this machine's, e.g. linux-64)."
+CONFIG_EPILOG = (
+    "Config file: $TFGPU_CONFIG, else platformdirs' user config dir (~/.config/tfgpu/config.toml on Linux). "
+    "Keys: channels = [\"conda-forge\"] (conda channels; --channel beats them, they beat the recipe's) and "
+    "\\[backends] prefer = \"pip\" (tried first by --backend auto)."
+)
+
+
+def _facts(facts_file: str | None, driver: str | None = None, gpu_cc: str | None = None,
+           os_name: str | None = None) -> dict[str, Any]:
+    """The facts plan and create decide on: tfgpu.doctor.gather_facts, as for every command."""
+    from tfgpu.doctor import gather_facts
+    from tfgpu.options import overrides
+
+    facts, _ = gather_facts(facts_file=facts_file, overrides=overrides(driver, gpu_cc, os_name))
+    return facts
+
+
+def _print_plan(plan: Any) -> None:
+    """The plan as text. Plain writes with a few ANSI styles on a terminal (NO_COLOR honoured) rather
+    than rich: importing rich for ten lines was ~45 ms of `tfgpu plan`."""
+    import os
+
+    from tfgpu.run import quote
+
+    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+    def style(text: str, code: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if color else text
+
+    bold, dim, yellow = "1", "2", "33"
+    lines = [f"{style(f'TensorFlow {plan.tf}', bold)} with {style(plan.tool, bold)} ({plan.backend}), "
+             f"recipe {plan.recipe_id}",
+             f"  why this backend: {plan.backend_reason}",
+             f"  environment: {plan.prefix}  (Python {plan.python})"]
+    for i, step in enumerate(plan.steps, 1):
+        lines.append(f"  {i}. {step.why}")
+        if step.kind == "run":
+            env = " ".join(f"{k}={v}" for k, v in step.env)
+            lines.append(f"     {style('$', dim)} {(env + ' ') if env else ''}{quote(step.argv)}")
+        else:
+            lines.append(f"     {style('append to' if step.kind == 'append-file' else 'write', dim)} {step.path or ''}")
+    lines += [f"  activation sets {k}={v}" for k, v in plan.env_vars.items()]
+    lines += [f"  {style('note', yellow)}: {n}" for n in plan.notes]
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def plan_cmd(
+    tf: Optional[str] = typer.Option(None, "--tf", help=TF_HELP),
+    from_lock: Optional[str] = typer.Option(None, "--from-lock", metavar="FILE", help=FROM_LOCK_HELP),
+    platform: Optional[str] = typer.Option(None, "--platform", help=PLATFORM_HELP),
+    backend: str = typer_option("backend"),
+    name: Optional[str] = typer.Option(None, "--name", "-n", help="Environment name."),
+    prefix: Optional[str] = typer.Option(None, "--prefix", "-p", help="Environment directory."),
+    python: Optional[str] = typer.Option(None, "--python", help="Python X.Y for the environment."),
+    channel: Optional[list[str]] = typer.Option(None, "--channel", "-c", help=CHANNEL_HELP),  # noqa: B008
+    json_out: bool = typer.Option(False, "--json", help='A versioned "tfgpu.plan/1" JSON document.'),
+    fmt: Optional[str] = typer.Option(None, "--format", help="sh or environment.yml"),
+    facts_file: Optional[str] = typer_option("facts"),
+    driver: Optional[str] = typer_option("driver"),
+    gpu_cc: Optional[str] = typer_option("gpu_cc"),
+    os_name: Optional[str] = typer_option("os"),
+    find_links: Optional[list[str]] = typer.Option(None, "--find-links", help="Extra wheel directory/URL for pip (repeatable)."),  # noqa: B008
+    index_url: Optional[str] = typer.Option(None, "--index-url", help="Package index for pip (env TFGPU_PIP_INDEX_URL)."),
+    offline: bool = typer.Option(False, "--offline", help="pip/uv must not use the network; --from-lock: "
+                                                           "the package cache only."),
+) -> int:
+    """Print exactly what `tfgpu create` would run: argv, environment variables and why. Changes nothing."""
+    import json
+
+    from tfgpu.errors import UsageError
+    from tfgpu.plan import render_environment_yml, render_sh
+
+    if fmt not in (None, "sh", "environment.yml"):
+        msg = f"unknown --format {fmt!r}"
+        raise UsageError(msg, hint="use --format sh or --format environment.yml (or --json)")
+    if json_out and fmt:
+        msg = "--json and --format are exclusive"
+        raise UsageError(msg, hint="pass one of them")
+    check_target(tf, from_lock, backend=backend, python=python, channels=channel)
+    if from_lock is not None:
+        from tfgpu.backends.lock import read_lock_info
+
+        read_lock_info(from_lock)  # a bad lockfile is exit 2 before the machine is probed
+        plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform,
+                               facts=_facts(facts_file, driver, gpu_cc, os_name), find_links=find_links or [], index_url=index_url,
+                               offline=offline)
+    else:
+        assert tf is not None
+        plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel or [],
+                          facts=_facts(facts_file, driver, gpu_cc, os_name), find_links=find_links or [], index_url=index_url, offline=offline)
+    if json_out:
+        from tfgpu import __version__
+        from tfgpu.compat import data_version
+
+        doc = plan.to_json()
+        doc["tfgpu_version"] = __version__
+        doc["data_version"] = data_version()
+        typer.echo(json.dumps(doc, indent=2))
+    elif fmt == "sh":
+        from tfgpu import __version__
+
+        typer.echo(render_sh(plan, header=f"generated by tfgpu {__version__}"), nl=False)
+    elif fmt == "environment.yml":
+        typer.echo(render_environment_yml(plan), nl=False)
+    else:
+        _print_plan(plan)
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan", epilog=CONFIG_EPILOG)(plan_cmd)
