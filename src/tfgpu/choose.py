@@ -322,7 +322,10 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     if not recipes:
         where = {"windows": "native Windows", "wsl2": "WSL2", "macos": "macOS"}.get(os_name, os_name)
         msg = f"tfgpu knows no GPU install recipe for TensorFlow {v} on {where}"
-        hint = ("TensorFlow 2.11+ has no GPU build for native Windows: use WSL2, or --tf 2.10"
+        from tfgpu.verdict import last_windows_gpu_series
+
+        last = last_windows_gpu_series(kb)
+        hint = (f"TensorFlow after {last} has no GPU build for native Windows: use WSL2, or --tf {last}"
                 if os_name == "windows" else "see `tfgpu compat` for the versions with a recipe")
         raise UsageError(msg, hint=hint)
     ctx = Context(v=v, os=os_name, tools=tools, interpreters=interpreters(facts, tools),
