@@ -8,28 +8,20 @@ from typing import Any, Optional  # typer needs Optional at runtime on 3.9
 
 import typer
 
-from tfgpu.commands.plan import (
-    CHANNEL_HELP,
-    CONFIG_EPILOG,
-    FROM_LOCK_HELP,
-    PLATFORM_HELP,
-    TF_HELP,
-    _facts,
-    _print_plan,
-)
+from tfgpu.commands.plan import CONFIG_EPILOG, _facts, _print_plan
 from tfgpu.options import typer_option
 from tfgpu.pipeline import check_target
 
 
 def create_cmd(
-    tf: Optional[str] = typer.Option(None, "--tf", help=TF_HELP),
-    from_lock: Optional[str] = typer.Option(None, "--from-lock", metavar="FILE", help=FROM_LOCK_HELP),
-    platform: Optional[str] = typer.Option(None, "--platform", help=PLATFORM_HELP),
+    tf: Optional[str] = typer_option("tf"),
+    from_lock: Optional[str] = typer_option("from_lock"),
+    platform: Optional[str] = typer_option("platform"),
     backend: str = typer_option("backend"),
-    name: Optional[str] = typer.Option(None, "--name", "-n", help="Environment name."),
-    prefix: Optional[str] = typer.Option(None, "--prefix", "-p", help="Environment directory."),
-    python: Optional[str] = typer.Option(None, "--python", help="Python X.Y for the environment."),
-    channel: Optional[list[str]] = typer.Option(None, "--channel", "-c", help=CHANNEL_HELP),  # noqa: B008
+    name: Optional[str] = typer_option("name"),
+    prefix: Optional[str] = typer_option("prefix"),
+    python: Optional[str] = typer_option("python"),
+    channel: Optional[list[str]] = typer_option("channel"),  # noqa: B008 - typer's idiom
     dry_run: bool = typer.Option(False, "--dry-run", help="Judge and show the plan; change nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     force: bool = typer.Option(False, "--force", help="Replace an existing environment; build despite a blocked verdict."),
@@ -40,8 +32,8 @@ def create_cmd(
     driver: Optional[str] = typer_option("driver"),
     gpu_cc: Optional[str] = typer_option("gpu_cc"),
     os_name: Optional[str] = typer_option("os"),
-    find_links: Optional[list[str]] = typer.Option(None, "--find-links", help="Extra wheel directory/URL for pip (repeatable)."),  # noqa: B008
-    index_url: Optional[str] = typer.Option(None, "--index-url", help="Package index for pip (env TFGPU_PIP_INDEX_URL)."),
+    find_links: Optional[list[str]] = typer_option("find_links"),  # noqa: B008
+    index_url: Optional[str] = typer_option("index_url"),
     offline: bool = typer.Option(False, "--offline", help="No network: pip/uv use only the given wheels; "
                                                            "--from-lock installs from the package cache only."),
 ) -> int:

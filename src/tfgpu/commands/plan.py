@@ -12,13 +12,6 @@ import typer
 from tfgpu.options import typer_option
 from tfgpu.pipeline import build_lock_plan, build_plan, check_target  # shared with scripts/verify_recipes.py
 
-CHANNEL_HELP = ("conda channel name or URL (repeatable). Precedence: --channel, then `channels = [...]` in the "
-                 "config file ($TFGPU_CONFIG, else ~/.config/tfgpu/config.toml), then the recipe's channels. "
-                 "Anaconda's defaults/anaconda channels fall under Anaconda's Terms of Service; conda-forge does not.")
-TF_HELP = "A release (2.2.0), a series (2.2) or `latest`."
-FROM_LOCK_HELP = ("Build exactly what a lockfile pins, without solving: conda-lock's format (tfgpu lock) or a "
-                   "--require-hashes requirements file (tfgpu lock --backend pip). Instead of --tf.")
-PLATFORM_HELP = "conda platform to install from the lock (default: this machine's, e.g. linux-64)."
 CONFIG_EPILOG = (
     "Config file: $TFGPU_CONFIG, else platformdirs' user config dir (~/.config/tfgpu/config.toml on Linux). "
     "Keys: channels = [\"conda-forge\"] (conda channels; --channel beats them, they beat the recipe's) and "
@@ -66,22 +59,22 @@ def _print_plan(plan: Any) -> None:
 
 
 def plan_cmd(
-    tf: Optional[str] = typer.Option(None, "--tf", help=TF_HELP),
-    from_lock: Optional[str] = typer.Option(None, "--from-lock", metavar="FILE", help=FROM_LOCK_HELP),
-    platform: Optional[str] = typer.Option(None, "--platform", help=PLATFORM_HELP),
+    tf: Optional[str] = typer_option("tf"),
+    from_lock: Optional[str] = typer_option("from_lock"),
+    platform: Optional[str] = typer_option("platform"),
     backend: str = typer_option("backend"),
-    name: Optional[str] = typer.Option(None, "--name", "-n", help="Environment name."),
-    prefix: Optional[str] = typer.Option(None, "--prefix", "-p", help="Environment directory."),
-    python: Optional[str] = typer.Option(None, "--python", help="Python X.Y for the environment."),
-    channel: Optional[list[str]] = typer.Option(None, "--channel", "-c", help=CHANNEL_HELP),  # noqa: B008
+    name: Optional[str] = typer_option("name"),
+    prefix: Optional[str] = typer_option("prefix"),
+    python: Optional[str] = typer_option("python"),
+    channel: Optional[list[str]] = typer_option("channel"),  # noqa: B008 - typer's idiom
     json_out: bool = typer.Option(False, "--json", help='A versioned "tfgpu.plan/1" JSON document.'),
     fmt: Optional[str] = typer.Option(None, "--format", help="sh or environment.yml"),
     facts_file: Optional[str] = typer_option("facts"),
     driver: Optional[str] = typer_option("driver"),
     gpu_cc: Optional[str] = typer_option("gpu_cc"),
     os_name: Optional[str] = typer_option("os"),
-    find_links: Optional[list[str]] = typer.Option(None, "--find-links", help="Extra wheel directory/URL for pip (repeatable)."),  # noqa: B008
-    index_url: Optional[str] = typer.Option(None, "--index-url", help="Package index for pip (env TFGPU_PIP_INDEX_URL)."),
+    find_links: Optional[list[str]] = typer_option("find_links"),  # noqa: B008
+    index_url: Optional[str] = typer_option("index_url"),
     offline: bool = typer.Option(False, "--offline", help="pip/uv must not use the network; --from-lock: "
                                                            "the package cache only."),
 ) -> int:
