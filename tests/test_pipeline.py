@@ -254,3 +254,26 @@ def test_create_environment_is_a_library_function(tmp_path: Path, monkeypatch: p
     declined = create_environment(CreateRequest(tf="2.9", facts=facts), _Recorder())
     assert declined.exit_code == 1
     assert declined.built is None
+
+
+def test_a_driver_override_does_not_keep_the_probed_drivers_cuda() -> None:
+    from tfgpu.facts import apply_overrides
+
+    probed = {"driver": {"version": "418.87.01", "cuda": "10.1", "kernel_module": "418.87.01"}}
+    facts, _ = apply_overrides(probed, {"driver": "550.54.15"})
+    assert facts["driver"]["version"] == "550.54.15"
+    assert facts["driver"]["cuda"] is None  # derived from the driver table, as for any driver without NVML
+    assert "kernel_module" not in facts["driver"]
+    both, _ = apply_overrides(probed, {"cuda_driver": "12.4", "driver": "550.54.15"})
+    assert both["driver"]["cuda"] == "12.4"
+
+
+def test_a_pip_lock_is_for_the_python_this_machine_would_build_with() -> None:
+    from tfgpu.compat import load_kb
+    from tfgpu.locking import lock_target
+
+    facts = {"platform": {"os": "linux", "arch": "x86_64", "glibc": "2.35"},
+             "python": {"current": "3.11.4", "interpreters": [{"version": "3.11.4", "path": "/usr/bin/python3.11"}]}}
+    assert lock_target(load_kb(), facts, "2.16.1", "linux-64", backend="pip").python == "3.11"
+    # no interpreter in the release's range here: uv locks for the newest Python its wheels support
+    assert lock_target(load_kb(), {"platform": {"os": "linux"}}, "2.16.1", "linux-64", backend="pip").python == "3.12"

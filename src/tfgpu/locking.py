@@ -74,12 +74,19 @@ def lock_target(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, platform: 
     from tfgpu.plan import pins_for, plan_environment
 
     tools = dict(tools or {})
-    if backend == "pip":
-        tools = {**_ANY_PYTHON, **tools}
-    plan = plan_environment(kb, facts_for_platform(facts, platform), tf=tf,
-                            backend="rattler" if backend == "conda" else backend, python=python,
-                            tools={**tools, "rattler": tools.get("rattler", "embedded") or "embedded"},
-                            channels=channels, home="~", engine_python="python", prefer=prefer)
+    tools["rattler"] = tools.get("rattler", "embedded") or "embedded"  # the lock is solved here, not run
+
+    def planned(with_tools: Mapping[str, str | None]) -> Any:
+        return plan_environment(kb, facts_for_platform(facts, platform), tf=tf,
+                                backend="rattler" if backend == "conda" else backend, python=python,
+                                tools=with_tools, channels=channels, home="~", engine_python="python", prefer=prefer)
+
+    try:  # the Python this machine would build with (create --from-lock then finds it) ...
+        plan = planned(tools)
+    except UsageError:
+        if backend != "pip":
+            raise
+        plan = planned({**_ANY_PYTHON, **tools})  # ... else any the wheels support: uv needs no interpreter
     v = Version(plan.tf)
     os_name = PLATFORM_OS[platform]
     kind = "pip" if plan.backend == "pip" else "conda"
