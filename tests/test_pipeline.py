@@ -277,3 +277,16 @@ def test_a_pip_lock_is_for_the_python_this_machine_would_build_with() -> None:
     assert lock_target(load_kb(), facts, "2.16.1", "linux-64", backend="pip").python == "3.11"
     # no interpreter in the release's range here: uv locks for the newest Python its wheels support
     assert lock_target(load_kb(), {"platform": {"os": "linux"}}, "2.16.1", "linux-64", backend="pip").python == "3.12"
+
+
+def test_python_means_a_python_version_or_interpreter_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tfgpu import run
+    from tfgpu.smoke.runner import resolve_python
+
+    seen: list[str] = []
+    monkeypatch.setattr(run, "which", lambda name, env=None: seen.append(name) or f"/usr/bin/{name}")
+    assert resolve_python(python="3.11") == "/usr/bin/python3.11"
+    assert resolve_python(python="python3") == "/usr/bin/python3"
+    assert seen == ["python3.11", "python3"]
+    helps = {c: next(p for p in _commands()[c].params if "--python" in p.opts) for c in ("plan", "create", "lock", "smoke")}
+    assert all("Python" in (p.help or "") for p in helps.values())

@@ -24,7 +24,8 @@ def lock(
         help="auto: the recipe `tfgpu plan` chooses for this machine (a conda recipe: conda-lock's format; "
              "a pip recipe: hashed requirements); rattler or conda: a conda recipe, solved with tfgpu's embedded "
              "engine (conda-lock's format); pip: --require-hashes requirements with uv."),
-    python: Optional[str] = typer.Option(None, "--python", help="Python X.Y (default: the newest the recipe allows)."),
+    python: Optional[str] = typer_option(
+        "python", help="Python X.Y for the environment (default: the one plan would use, else the newest the wheels allow)."),
     virtual_package: Optional[List[str]] = typer.Option(  # noqa: B008, UP006
         None, "--virtual-package", help="assume a virtual package, e.g. __cuda=12.4 (repeatable)."),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="rattler cache directory."),  # noqa: B008
