@@ -84,3 +84,11 @@ def cli() -> Callable[..., tuple[int, str, str]]:
         return code, out.getvalue(), err.getvalue()
 
     return invoke
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The casebook's score (tests/test_casebook.py), printed whatever -s/-q say."""
+    from tests.casebook import RESULTS, summary_lines
+
+    for line in summary_lines(RESULTS):
+        terminalreporter.write_line(line)

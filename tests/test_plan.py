@@ -10,6 +10,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
+from tfgpu.choose import candidate_recipes
 from tfgpu.compat import load_kb, load_pins
 from tfgpu.errors import UsageError
 from tfgpu.plan import (
@@ -67,7 +68,8 @@ def _plan(os_name: str, tf: str, backend: str, tools: dict[str, str | None] | No
 def _check_consistent(plan: Plan, os_name: str) -> None:
     v = Version(plan.tf)
     recipe = next(r for r in KB.recipes if r.id == plan.recipe_id)
-    assert recipe.applies(v, os_name), (plan.recipe_id, plan.tf, os_name)
+    # WSL2 runs Linux's recipes too (the verdict judges them there, tfgpu.choose.candidate_recipes)
+    assert recipe.applies(v, os_name) or (os_name == "wsl2" and recipe.applies(v, "linux")), (plan.recipe_id, plan.tf)
     # Python: in the release's wheel range for pip installs, in the recorded conda builds for conda ones
     if plan.pip_requirements and plan.backend == "pip":
         assert plan.python in KB.pythons_for(v, os_name)
@@ -117,7 +119,7 @@ def test_auto_plan_is_consistent_with_the_tables(os_name: str, tf: str) -> None:
 @pytest.mark.parametrize(("os_name", "tf"), TARGETS)
 @pytest.mark.parametrize("backend", ["pip", "conda", "rattler"])
 def test_forced_backend_plans_or_refuses_cleanly(os_name: str, tf: str, backend: str) -> None:
-    recipes = [r for r in KB.recipes_for(Version(tf), os_name) if r.gpu]
+    recipes = candidate_recipes(KB, Version(tf), os_name)  # WSL2: its own recipes and Linux's
     want = {"pip": ("pip",), "conda": ("conda", "conda+pip"), "rattler": ("conda", "conda+pip")}[backend]
     if not any(r.backend in want for r in recipes):
         with pytest.raises(UsageError):
@@ -168,15 +170,19 @@ def test_stdlib_venv_when_uv_is_missing() -> None:
 
 
 def test_no_python_in_range_falls_back_to_a_conda_made_interpreter() -> None:
-    # TF 2.21 needs Python >= 3.10; only 3.8 here, no conda. On Linux the conda-forge CUDA build brings
-    # its own Python; on WSL2 (no conda recipe for 2.21) rattler makes python=3.x and pip installs TF.
-    linux = plan_environment(KB, facts_for("linux", ["3.8"]), tf="2.21", tools=TOOLS_NONE, home=HOME)
-    assert (linux.backend, linux.recipe_id) == ("rattler", "conda-forge-tensorflow-cuda")
-    assert "no Python in" in linux.backend_reason
-    plan = plan_environment(KB, facts_for("wsl2", ["3.8"]), tf="2.21", tools=TOOLS_NONE, home=HOME)
+    # TF 2.21 needs Python >= 3.10; only 3.8 here, no conda. On Linux and WSL2 (which runs Linux's recipes)
+    # the conda-forge CUDA build brings its own Python; TF 1.8 has no conda recipe: rattler makes python=3.x
+    # and pip installs TF.
+    for os_name in ("linux", "wsl2"):
+        plan = plan_environment(KB, facts_for(os_name, ["3.8"]), tf="2.21", tools=TOOLS_NONE, home=HOME)
+        assert (plan.backend, plan.recipe_id) == ("rattler", "conda-forge-tensorflow-cuda")
+        assert "no Python in" in plan.backend_reason
+    old = facts_for("linux", ["3.8"])
+    old["python"]["current"] = "3.8.1"
+    plan = plan_environment(KB, old, tf="1.8.0", tools=TOOLS_NONE, home=HOME)
     assert plan.backend == "rattler"
-    assert plan.conda_specs == ("python=3.13", "pip")
-    assert plan.pip_requirements[0] == "tensorflow[and-cuda]==2.21.0"
+    assert plan.conda_specs == ("python=3.6", "pip")
+    assert plan.pip_requirements[0] == "tensorflow-gpu==1.8.0"
     with pytest.raises(UsageError, match="needs Python"):
         plan_environment(KB, facts_for("linux", ["3.8"]), tf="2.21", backend="pip", tools=TOOLS_NONE, home=HOME)
 
@@ -215,7 +221,11 @@ def test_conda_cuda_build_without_driver_sets_conda_override_cuda() -> None:
     f = facts_for("linux", ["3.11"], driver_cuda=None)
     plan = plan_environment(KB, f, tf="2.18.0", backend="conda", tools=TOOLS_ALL, home=HOME)
     assert "tensorflow=2.18.0=cuda*" in plan.conda_specs
-    assert ("CONDA_OVERRIDE_CUDA", "12.6") in plan.steps[0].env
+    # the newest CUDA variant conda-forge's main history built for 2.18.0 (12.8 from feedstock 1d65c30)
+    newest = max(
+        (p for p in KB.conda_forge_tf_builds() if str(p.version) == "2.18.0"), key=lambda p: tuple(map(int, p.cuda.split("."))))
+    assert newest.cuda == "12.8"
+    assert ("CONDA_OVERRIDE_CUDA", newest.cuda) in plan.steps[0].env
     withdrv = plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.18.0", backend="rattler", tools=TOOLS_ALL,
                                home=HOME, engine_python="/p")
     assert "--virtual-package" in withdrv.steps[0].argv
@@ -299,10 +309,11 @@ def test_sh_rendering_is_a_valid_script_with_every_step() -> None:
 
 
 def test_environment_yml_for_conda_and_refusal_for_pip() -> None:
-    plan = plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.12.0", backend="conda", tools=TOOLS_ALL,
-                            home=HOME, name="tf212")
+    turing = facts_for("linux", ["3.11"])
+    turing["gpus"][0]["compute_capability"] = "7.5"  # SASS in both builds: the docs' conda+pip recipe is preferred
+    plan = plan_environment(KB, turing, tf="2.12.0", backend="conda", tools=TOOLS_ALL, home=HOME, name="tf212")
     yml = render_environment_yml(plan)
-    assert "name: tf212\n" in yml
+    assert 'name: "tf212"\n' in yml
     assert '  - "cudatoolkit=11.8.0"' in yml
     assert '    - "tensorflow==2.12.0"' in yml
     assert '    - "nvidia-cudnn-cu11==8.6.0.163"' in yml

@@ -349,37 +349,39 @@ def test_noxfile_runs_every_update_script():
     assert {p.name for p in SCRIPTS.glob("update_*.py")} >= {"update_tensorflow.py", "update_releases.py"}
 
 
-def test_parsed_knowledge_base_cache_is_keyed_by_content(tmp_path, monkeypatch):
-    import pickle
-
-    from tfgpu import compat
+def test_parsed_knowledge_base_cache_is_keyed_by_content(tmp_path, monkeypatch, capsys):
+    from tfgpu import _kbcache, compat
 
     monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path))
     compat.load_kb.cache_clear()
     try:
         first = compat.load_kb()
-        (cache,) = tmp_path.glob("kb-*.pickle")
-        assert pickle.loads(cache.read_bytes()) == first
-        compat.load_kb.cache_clear()
-        cache.write_bytes(b"not a pickle")
-        again = compat.load_kb()  # a broken cache is ignored and rewritten
+        (cache,) = tmp_path.glob("kb-*.json")
+        again = compat.load_kb.__wrapped__()  # read back from the file
         assert again == first
-        assert pickle.loads(cache.read_bytes()) == first
+        assert again is not first
+        compat.load_kb.cache_clear()
+        cache.write_bytes(b"not json")
+        again = compat.load_kb()  # a broken cache is ignored and rewritten, with a note naming it
+        assert again == first
+        assert f"ignored the corrupt cache {cache}" in capsys.readouterr().err
+        assert _kbcache.read(cache)[0] == "r"
         monkeypatch.setenv("TFGPU_NO_CACHE", "1")
         assert compat._cache_file() is None
     finally:
         compat.load_kb.cache_clear()
 
 
-def test_the_cache_key_changes_when_a_data_file_or_a_pickled_module_changes(tmp_path, monkeypatch):
+def test_the_cache_key_changes_when_a_data_file_or_a_cached_module_changes(tmp_path, monkeypatch):
     import os
 
-    from tfgpu import _record, compat
+    from tfgpu import _kbcache, _record, compat
 
     monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path))
     before = compat._cache_file()
     assert before == compat._cache_file()  # stable while nothing changes
-    for path in (compat.compat_dir() / "cuda.toml", Path(compat.__file__), Path(_record.__file__)):
+    for path in (compat.compat_dir() / "cuda.toml", Path(compat.__file__), Path(_record.__file__),
+                 Path(_kbcache.__file__)):
         st = path.stat()
         try:
             os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
@@ -434,7 +436,6 @@ def test_version_spec_refuses_what_packaging_refuses() -> None:
 def test_a_cached_knowledge_base_with_prebuilt_indexes_judges_exactly_as_a_fresh_one(tmp_path, monkeypatch,
                                                                                     facts_name):
     import json
-    import pickle
 
     from tests.conftest import DATA
     from tfgpu import compat, report
@@ -445,8 +446,8 @@ def test_a_cached_knowledge_base_with_prebuilt_indexes_judges_exactly_as_a_fresh
     compat.load_kb.cache_clear()
     try:
         compat.load_kb()  # parses and writes the cache, indexes built
-        (cache,) = tmp_path.glob("kb-*.pickle")
-        cached = pickle.loads(cache.read_bytes())
+        (_cache,) = tmp_path.glob("kb-*.json")
+        cached = compat.load_kb.__wrapped__()  # read back from the cache file
         assert len(cached._memo) > 100  # the indexes travel with the tables
         fresh = compat._parse_kb()
         assert not fresh.__dict__.get("_memo")

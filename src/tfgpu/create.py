@@ -8,19 +8,15 @@ break it: venv scripts and conda's prefix-replaced files embed their absolute pr
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import os
 import shutil
-import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO
 
 from tfgpu import envs, run
 from tfgpu._record import record
-from tfgpu.errors import Interrupted, NotReady, StepFailed, TfgpuError, UsageError
+from tfgpu.errors import Interrupted, StepFailed, TfgpuError, UsageError
 from tfgpu.plan import Plan, Step
 
 #: Output lines worth showing when a step fails (the rest is in the log).
@@ -34,6 +30,8 @@ class CreateResult:
     log_path: Path
     replaced: bool
     seconds: float
+    replaced_what: str | None = None  # the registry's words for the environment --force replaced
+    notes: tuple[str, ...] = ()  # stranded directories of a killed create, put right first
 
 
 def log_dir() -> Path:
@@ -45,36 +43,7 @@ def interesting_lines(lines: list[str], limit: int = 12) -> list[str]:
     return (picked or lines)[-limit:]
 
 
-@contextlib.contextmanager
-def prefix_lock(prefix: Path) -> Iterator[Path]:
-    """Serialise tfgpu processes working on one prefix (an OS file lock: released if the process dies)."""
-    lock_dir = envs.home() / "locks"
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    path = lock_dir / (hashlib.sha256(str(prefix).encode()).hexdigest()[:16] + ".lock")
-    fh: IO[str] = path.open("a+", encoding="utf-8")
-    try:
-        try:
-            if sys.platform == "win32":  # pragma: no cover - Windows only
-                import msvcrt
-
-                fh.seek(0)
-                msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)
-            else:
-                import fcntl
-
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            fh.seek(0)
-            holder = fh.read().strip() or "another tfgpu process"
-            msg = f"{prefix} is being created by {holder}"
-            raise NotReady(msg, hint="wait for it to finish, or use another --name/--prefix") from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"tfgpu pid {os.getpid()}")
-        fh.flush()
-        yield path
-    finally:
-        fh.close()
+prefix_lock = envs.prefix_lock  # where it lives now; `remove` takes it too
 
 
 def _rmtree(path: Path) -> None:
@@ -118,32 +87,51 @@ def run_plan(
     on_step: Callable[[int, int, Step], None] | None = None,
     on_line: Callable[[str], None] | None = None,
 ) -> CreateResult:
-    """Build the environment a plan describes. Raises UsageError/NotReady/StepFailed/Interrupted."""
+    """Build the environment a plan describes. Raises UsageError/NotReady/StepFailed/Interrupted.
+
+    Signals (README, "Reliability and security"): the first SIGINT, SIGTERM or SIGHUP stops the running
+    step (its whole process group) and restores the previous state; later ones are counted, never obeyed,
+    until that is done. A SIGKILL leaves the old environment in ``.NAME.tfgpu-old-PID``: the next command
+    that touches environments restores it (``envs.stranded``), and the installer dies with tfgpu (the
+    runner's watchdog).
+    """
     prefix = envs.check_prefix(plan.prefix)
+    envs.load()  # a corrupt registry is found before building, not after
     logs = log_dir()
-    logs.mkdir(parents=True, exist_ok=True)
+    try:
+        logs.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        msg = f"cannot write tfgpu's logs in {logs}: {exc.strerror or exc}"
+        raise envs.NotReadyHome(msg, hint="free some space or set TFGPU_HOME to a writable directory") from None
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log_path = logs / f"create-{plan.name or prefix.name}-{stamp}-{os.getpid()}.log"
     log = run.StepLog(log_path, echo=echo)
     log.write(f"# tfgpu create: TensorFlow {plan.tf}, {plan.tool} ({plan.backend}), recipe {plan.recipe_id}")
     log.write(f"# prefix: {prefix}")
     start = time.monotonic()
-    with prefix_lock(prefix):
+    with prefix_lock(prefix), run.signal_guard() as guard:
+        notes = [envs.recover(item, log.write) for item in envs.stranded([prefix])]
         aside: Path | None = None
+        replaced: str | None = None
         if prefix.exists() and any(prefix.iterdir()):
             if not force:
                 msg = f"{prefix} already exists"
                 raise UsageError(msg, hint="pass --force to replace it (the old one is kept until the new one "
                                            "works), or choose another --name/--prefix")
-            if not envs.is_environment(prefix):
-                msg = f"{prefix} exists and is not an environment (no pyvenv.cfg or conda-meta/)"
-                raise UsageError(msg, hint="tfgpu only replaces environments; choose another --prefix")
-            aside = prefix.with_name(f".{prefix.name}.tfgpu-old-{os.getpid()}")
-            prefix.rename(aside)
-            log.write(f"# moved the old environment aside to {aside}")
+            old = envs.created_by_tfgpu(prefix)
+            if old is None:
+                raise envs.not_created_error(prefix)
+            replaced = describe_entry(old)
         elif prefix.exists():
             prefix.rmdir()  # an empty directory: installers want to create it themselves
+        env_id = envs.new_env_id()
         try:
+            if replaced is not None:
+                with guard.hold():  # the rename and knowing about it are one step for a signal
+                    moved = prefix.with_name(f".{prefix.name}.tfgpu-old-{os.getpid()}")
+                    prefix.rename(moved)
+                    aside = moved
+                log.write(f"# moved the old environment ({replaced}) aside to {aside}")
             total = len(plan.steps)
             for i, step in enumerate(plan.steps, 1):
                 if on_step:
@@ -155,11 +143,17 @@ def run_plan(
             if not plan.conda_named and not envs.is_environment(prefix):
                 msg = f"the steps finished but {prefix} is not an environment"
                 raise StepFailed(msg, hint=f"full log: {log_path}")
+            if prefix.is_dir():
+                envs.write_marker(prefix, env_id)
+            guard.disarm()  # committed: from here on a signal waits until the registry names the new one
         except BaseException as exc:
+            guard.disarm()  # a second Ctrl-C / TERM / HUP must not interrupt the restore
             _cleanup(prefix, aside, log)
             tail = interesting_lines(list(log.tail))
-            if isinstance(exc, KeyboardInterrupt):
-                msg = f"interrupted; the partial environment {prefix} was removed"
+            if isinstance(exc, (KeyboardInterrupt, Interrupted)):
+                what = run.signal_name(guard.signum)
+                kept = f"; the previous environment at {prefix} was kept" if aside is not None else ""
+                msg = f"{what}; the partial environment {prefix} was removed{kept}"
                 new: TfgpuError = Interrupted(msg, hint=f"full log: {log_path}")
             elif isinstance(exc, TfgpuError):
                 new = exc
@@ -167,33 +161,53 @@ def run_plan(
                 if aside is not None:
                     new.message += f" (the previous environment at {prefix} was kept)"
                     new.args = (new.message,)
+            elif isinstance(exc, OSError):  # a full disk or a read-only filesystem outside any step
+                new = StepFailed(f"creating {prefix} failed: {exc.strerror or exc}", hint=f"full log: {log_path}")
             else:
                 raise
             new.log_path = log_path  # type: ignore[attr-defined]
             new.log_tail = tail  # type: ignore[attr-defined]
             raise new from None
+        envs.record(name=plan.name, prefix=str(prefix), backend=plan.backend, tool=plan.tool, tf=plan.tf,
+                    python=plan.python, recipe=plan.recipe_id, env_python=plan.env_python, env_id=env_id)
         if aside is not None:
-            _rmtree(aside)
+            # one rename marks it as replaced; a kill during the delete leaves a -trash- dir, never an -old-
+            trash = aside.with_name(f".{prefix.name}.tfgpu-trash-{os.getpid()}")
+            aside.rename(trash)
+            _rmtree(trash)
             log.write(f"# removed the old environment {aside}")
-    envs.record(name=plan.name, prefix=str(prefix), backend=plan.backend, tool=plan.tool, tf=plan.tf,
-                python=plan.python, recipe=plan.recipe_id, env_python=plan.env_python)
-    return CreateResult(prefix, log_path, aside is not None, time.monotonic() - start)
+    return CreateResult(prefix, log_path, aside is not None, time.monotonic() - start, replaced_what=replaced,
+                        notes=tuple(notes))
+
+
+def describe_entry(entry: dict[str, object]) -> str:
+    """A registry entry in a few words: what `--force` replaces."""
+    name = f"{entry['name']}: " if entry.get("name") else ""
+    return f"{name}TensorFlow {entry.get('tf')} ({entry.get('tool')}), created {entry.get('created')}"
 
 
 def _cleanup(prefix: Path, aside: Path | None, log: run.StepLog) -> None:
+    """Restore first, with two renames (the partial new environment out, the old one back), then delete
+    the partial one. Idempotent: what a crash part-way leaves, `envs.stranded` finds and finishes."""
     from tfgpu.backends.base import cleanup_after_failure
 
+    partial: Path | None = None
     try:
         if prefix.exists() or prefix.is_symlink():
-            _rmtree(prefix)
-            log.write(f"# removed the partial environment {prefix}")
-        cleanup_after_failure(prefix, log.write)  # what a killed installer left beside the prefix
-        if aside is not None:
+            partial = prefix.with_name(f".{prefix.name}.tfgpu-partial-{os.getpid()}")
+            if partial.exists():
+                _rmtree(partial)
+            prefix.rename(partial)
+        if aside is not None and aside.exists():
             aside.rename(prefix)
             log.write(f"# restored the previous environment to {prefix}")
+        if partial is not None:
+            _rmtree(partial)
+            log.write(f"# removed the partial environment {prefix}")
+        cleanup_after_failure(prefix, log.write)  # what a killed installer left beside the prefix
     except OSError as exc:  # pragma: no cover - e.g. a file held open on Windows
         log.write(f"! cleanup failed: {exc}")
-        if aside is not None:
+        if aside is not None and aside.exists():
             log.write(f"! the previous environment is at {aside}")
 
 

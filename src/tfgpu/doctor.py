@@ -134,6 +134,19 @@ def _mark(facts: dict[str, Any], where: str) -> dict[str, Any]:
     return facts
 
 
+def doctor_result(facts: dict[str, Any], kb: Any, *, tf: str | None = None, backend: str = "auto",
+                  tools: dict[str, str | None] | None = None, prefer: str | None = None,
+                  prefer_source: str = "config") -> Any:
+    """Everything the doctor says (tfgpu.verdict.diagnose), with each target's recipe and the recommendation
+    chosen as `tfgpu plan` chooses them (tfgpu.choose): the doctor and the planner cannot disagree."""
+    from tfgpu.choose import Preferences, with_choices
+    from tfgpu.verdict import diagnose
+
+    result = diagnose(facts, kb, tf=tf, backend=backend)
+    return with_choices(result, kb, facts, tools, Preferences(backend=backend, prefer=prefer,
+                                                                  prefer_source=prefer_source))
+
+
 def run_doctor(
     *, tf: str | None = None, json_out: bool = False, facts_file: str | Path | None = None, backend: str = "auto",
     require_gpu: bool = False, strict: bool = False, ci: bool = False, redact_out: bool = False,
@@ -144,20 +157,24 @@ def run_doctor(
     if backend not in BACKENDS:
         msg = f"--backend {backend!r} is not one of {', '.join(BACKENDS)}"
         raise UsageError(msg)
+    from tfgpu.safety import check_timeout
+
+    timeout = check_timeout(timeout)
     # Probes start first; with fork_probes they run in a child process while this one loads the
     # knowledge base (in a thread instead, it was slower: GIL and import-lock contention).
     pending = start_facts(facts_file=facts_file, overrides=overrides, timeout=timeout, fork=fork_probes)
     try:
         from tfgpu import report
         from tfgpu.compat import load_kb
-        from tfgpu.verdict import diagnose
-
         kb = load_kb()
     except BaseException:  # a bad knowledge base or Ctrl-C: stop the probe child before the error goes up
         pending.cancel()  # type: ignore[attr-defined]
         raise
     facts, active = pending()
-    result = diagnose(facts, kb, tf=tf, backend=backend)
+    from tfgpu.backends.config import load_config
+
+    config = load_config()  # its [backends] prefer steers the recipe exactly as it does for plan and create
+    result = doctor_result(facts, kb, tf=tf, backend=backend, prefer=config.prefer, prefer_source=config.source)
     doc = report.doctor_document(facts, result, data_version=kb.data_version, overrides=active)
     code = result.exit_code(require_gpu=require_gpu, strict=strict)
     doc["exit_code"] = code
@@ -165,13 +182,16 @@ def run_doctor(
         doc = report.redact(doc)
     if ci:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-        sys.stderr.write(report.plain_log(doc))
+        from tfgpu.safety import terminal_safe, workflow_safe
+
+        # every line written in CI mode: no escape sequences, no workflow command from the facts
+        sys.stderr.write(workflow_safe(terminal_safe(report.plain_log(doc))))
         if os.environ.get("GITHUB_ACTIONS") == "true":
             for line in report.ci_annotations(doc):
-                sys.stderr.write(line + "\n")
+                sys.stderr.write(terminal_safe(line, keep_newlines=False) + "\n")
         report.write_step_summary(doc, os.environ)
     elif json_out:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         report.render_human(doc, sys.stdout, color=None if sys.stdout.isatty() else False)
-    return code
+    return int(code)

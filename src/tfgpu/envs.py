@@ -2,28 +2,57 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import sys
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from tfgpu.errors import InputError, UsageError
+from tfgpu._record import record as record_type
+from tfgpu.errors import InputError, NotReady, UsageError
 from tfgpu.plan import check_name
 
 REGISTRY_SCHEMA = "tfgpu.envs/1"
 
+
+class NotReadyHome(NotReady):
+    """tfgpu's home cannot be written (read-only, full): the surroundings failed, exit 1."""
+
 __all__ = [
-    "check_name", "check_prefix", "find", "home", "is_environment", "load", "record", "remove", "update_smoke",
+    "check_name", "check_prefix", "created_by_tfgpu", "find", "home", "is_environment", "load", "read_marker",
+    "record", "remove", "stranded", "update_smoke", "write_marker",
 ]
+
+#: The file in every environment tfgpu made: its id, also kept in the registry. `create --force` and
+#: `remove` only delete a directory whose marker matches its registry entry (never a user's own venv).
+MARKER = ".tfgpu-env.json"
+#: Names of the directories a create leaves beside its prefix while it works: the old environment moved
+#: aside (`.NAME.tfgpu-old-PID`), the partial new one being thrown away (`.NAME.tfgpu-partial-PID`) and the
+#: replaced one being deleted (`.NAME.tfgpu-trash-PID`). A PID that is gone means a killed create.
+ASIDE_KINDS = ("old", "partial", "trash")
 
 
 def home() -> Path:
     """tfgpu's data directory: $TFGPU_HOME, else platformdirs.user_data_dir("tfgpu") (~/.local/share/tfgpu on Linux)."""
     override = os.environ.get("TFGPU_HOME")
     if override:
-        return Path(override).expanduser().resolve()
+        if any(ord(c) < 32 or ord(c) == 127 for c in override):
+            msg = f"TFGPU_HOME {override!r} contains control characters"
+            raise UsageError(msg, hint="set TFGPU_HOME to a plain directory path")
+        try:
+            path = Path(override).expanduser().resolve()
+        except (RuntimeError, OSError) as exc:  # ~nouser/x, a loop of symlinks
+            msg = f"TFGPU_HOME {override!r} cannot be used: {exc}"
+            raise UsageError(msg, hint="set TFGPU_HOME to an absolute directory path") from None
+        if path.exists() and not path.is_dir():
+            msg = f"TFGPU_HOME {override!r} is not a directory"
+            raise UsageError(msg, hint="set TFGPU_HOME to a directory (it is created if missing)")
+        return path
     import platformdirs
 
     return Path(platformdirs.user_data_dir("tfgpu", appauthor=False))
@@ -78,22 +107,56 @@ def _check_resolved(p: Path) -> Path:
 def load() -> list[dict[str, Any]]:
     path = registry_path()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
     except FileNotFoundError:
         return []
-    except (OSError, ValueError) as exc:
-        msg = f"tfgpu's environment registry {path} is unreadable: {exc}"
-        raise InputError(msg, hint=f"move it aside (mv {path} {path}.bak); tfgpu starts a new one") from exc
+    except OSError as exc:
+        msg = f"tfgpu's environment registry {path} is unreadable: {exc.strerror or exc}"
+        raise InputError(msg, hint=f"move it aside (mv {path} {path}.bak); tfgpu starts a new one") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        msg = f"tfgpu's environment registry {path} is unreadable (corrupt): {' '.join(str(exc).split())[:200]}"
+        raise InputError(msg, hint=f"move it aside (mv {path} {path}.bak); tfgpu starts a new one") from None
     envs = data.get("envs") if isinstance(data, dict) else None
     return [e for e in envs if isinstance(e, dict)] if isinstance(envs, list) else []
 
 
-def _save(envs: list[dict[str, Any]]) -> None:
+@contextlib.contextmanager
+def _registry_lock() -> Iterator[None]:
+    """Serialise read-modify-write of the registry between tfgpu processes (an OS lock, released on death)."""
     path = registry_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".envs.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"schema": REGISTRY_SCHEMA, "envs": envs}, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh: IO[bytes] = (path.parent / ".envs.lock").open("ab")
+    except OSError as exc:
+        msg = f"cannot write tfgpu's home {path.parent}: {exc.strerror or exc}"
+        raise NotReadyHome(msg, hint="set TFGPU_HOME to a writable directory") from None
+    with fh:
+        if os.name == "posix":
+            import fcntl
+
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        yield
+
+
+def _save(envs: list[dict[str, Any]]) -> None:
+    """Write the registry atomically: a new file under an unpredictable name (O_EXCL), then rename."""
+    path = registry_path()
+    data = (json.dumps({"schema": REGISTRY_SCHEMA, "envs": envs}, indent=2) + "\n").encode()
+    tmp = path.with_name(f".envs.{uuid.uuid4().hex}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            tmp.replace(path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        msg = f"cannot write tfgpu's environment registry {path}: {exc.strerror or exc}"
+        raise NotReadyHome(msg, hint="free some space or set TFGPU_HOME to a writable directory") from None
 
 
 def find(name_or_prefix: str) -> dict[str, Any] | None:
@@ -104,24 +167,202 @@ def find(name_or_prefix: str) -> dict[str, Any] | None:
 
 
 def record(*, name: str | None, prefix: str, backend: str, tool: str, tf: str, python: str,
-           recipe: str, env_python: str) -> dict[str, Any]:
+           recipe: str, env_python: str, env_id: str | None = None) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "name": name, "prefix": prefix, "backend": backend, "tool": tool, "tf": tf, "python": python,
         "recipe": recipe, "env_python": env_python,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "smoke": None,
     }
-    envs = [e for e in load() if e.get("prefix") != prefix]
-    envs.append(entry)
-    _save(envs)
+    if env_id is not None:
+        entry["id"] = env_id
+    with _registry_lock():
+        envs = [e for e in load() if e.get("prefix") != prefix]
+        envs.append(entry)
+        _save(envs)
     return entry
 
 
 def update_smoke(prefix: str, smoke: dict[str, Any] | None) -> None:
-    envs = load()
-    for e in envs:
-        if e.get("prefix") == prefix:
-            e["smoke"] = smoke
-    _save(envs)
+    with _registry_lock():
+        envs = load()
+        for e in envs:
+            if e.get("prefix") == prefix:
+                e["smoke"] = smoke
+        _save(envs)
+
+
+def new_env_id() -> str:
+    return uuid.uuid4().hex
+
+
+def write_marker(prefix: Path, env_id: str) -> None:
+    """Mark ``prefix`` as made by tfgpu (the id is also kept in the registry)."""
+    path = prefix / MARKER
+    data = json.dumps({"tool": "tfgpu", "id": env_id}) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(data)
+
+
+def read_marker(prefix: Path) -> str | None:
+    """The tfgpu id in ``prefix``'s marker, or None (no marker, a symlink, not tfgpu's format)."""
+    path = prefix / MARKER
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > 4096:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if isinstance(data, dict) and data.get("tool") == "tfgpu" and isinstance(data.get("id"), str):
+        return str(data["id"])
+    return None
+
+
+def created_by_tfgpu(prefix: Path) -> dict[str, Any] | None:
+    """The registry entry of ``prefix`` when its marker matches it (tfgpu made this very directory)."""
+    if prefix.is_symlink():
+        return None
+    env_id = read_marker(prefix)
+    if env_id is None:
+        return None
+    for e in load():
+        if e.get("prefix") == str(prefix) and e.get("id") == env_id:
+            return e
+    return None
+
+
+def not_created_error(prefix: Path) -> UsageError:
+    msg = f"{prefix} was not created by tfgpu; remove it yourself or choose another prefix"
+    return UsageError(msg, hint="tfgpu only replaces or removes environments it made (`tfgpu envs` lists them)")
+
+
+@record_type
+class Stranded:
+    """A directory a killed `tfgpu create` left beside a prefix."""
+
+    path: Path
+    prefix: Path
+    kind: str  # "old" (the previous environment, to restore), "partial" or "trash" (to delete)
+    pid: int
+
+    def command(self) -> str:
+        """The exact shell command that puts things right by hand."""
+        from tfgpu.run import quote
+
+        if self.kind == "old":
+            undo = f"{quote(['rm', '-rf', '--', str(self.prefix)])} && " if self.prefix.exists() else ""
+            return undo + quote(["mv", "--", str(self.path), str(self.prefix)])
+        return quote(["rm", "-rf", "--", str(self.path)])
+
+
+def pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+def stranded(prefixes: list[Path] | None = None) -> list[Stranded]:
+    """Directories left beside ``prefixes`` (default: every registered prefix) by a create whose process is gone."""
+    if prefixes is None:
+        try:
+            prefixes = [Path(str(e["prefix"])) for e in load() if e.get("prefix")]
+        except InputError:
+            prefixes = []
+    found: list[Stranded] = []
+    seen: set[Path] = set()
+    for prefix in prefixes:
+        parent = prefix.parent
+        try:
+            children = list(parent.iterdir()) if parent.is_dir() else []
+        except OSError:
+            continue
+        for kind in ASIDE_KINDS:
+            head = f".{prefix.name}.tfgpu-{kind}-"
+            for child in children:
+                # the engine's own partial installs carry a random tail: .NAME.tfgpu-partial-PID-XXXX
+                pid_text = child.name[len(head):].split("-", 1)[0] if child.name.startswith(head) else ""
+                if pid_text.isdigit() and child not in seen and not pid_alive(int(pid_text)):
+                    seen.add(child)
+                    found.append(Stranded(child, prefix, kind, int(pid_text)))
+    return sorted(found, key=lambda s: (str(s.prefix), ASIDE_KINDS.index(s.kind)))
+
+
+def recover(item: Stranded, log: Any = None) -> str:
+    """Put one stranded directory right: restore an old environment, delete a partial or replaced one.
+
+    Idempotent: each move is one rename, and a rerun after a crash part-way finishes the job."""
+    say = log or (lambda _line: None)
+    if item.kind == "old":
+        if item.prefix.exists() or item.prefix.is_symlink():
+            partial = item.prefix.with_name(f".{item.prefix.name}.tfgpu-partial-{item.pid}")
+            if partial.exists():
+                _rmtree(partial)
+            item.prefix.rename(partial)
+            item.path.rename(item.prefix)
+            _rmtree(partial)
+        else:
+            item.path.rename(item.prefix)
+        say(f"# restored the previous environment {item.prefix} from {item.path}")
+        return f"restored {item.prefix} (a killed create had left it in {item.path})"
+    _rmtree(item.path)
+    say(f"# removed {item.path} left by a killed create")
+    return f"removed {item.path} (left by a killed create)"
+
+
+def _rmtree(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+
+
+@contextlib.contextmanager
+def prefix_lock(prefix: Path) -> Iterator[Path]:
+    """Serialise tfgpu processes working on one prefix (create, remove): an OS file lock, released if the
+    process dies."""
+    import hashlib
+
+    lock_dir = home() / "locks"
+    path = lock_dir / (hashlib.sha256(str(prefix).encode()).hexdigest()[:16] + ".lock")
+    try:
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        fh: IO[str] = path.open("a+", encoding="utf-8")
+    except OSError as exc:  # a read-only or full tfgpu home
+        msg = f"cannot write tfgpu's lock {path}: {exc.strerror or exc}"
+        raise NotReadyHome(msg, hint="free some space or set TFGPU_HOME to a writable directory") from None
+    try:
+        try:
+            if sys.platform == "win32":  # pragma: no cover - Windows only
+                import msvcrt
+
+                fh.seek(0)
+                msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)
+            else:
+                import fcntl
+
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another tfgpu process"
+            msg = f"{prefix} is being created by {holder}"
+            raise NotReady(msg, hint="wait for it to finish, or use another --name/--prefix") from None
+        try:  # who holds it, for the message above; a full disk only loses that note, not the lock
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"tfgpu pid {os.getpid()}")
+            fh.flush()
+        except OSError:
+            pass
+        yield path
+    finally:
+        with contextlib.suppress(OSError):
+            fh.close()
 
 
 def remove(name_or_prefix: str) -> dict[str, Any]:
@@ -131,11 +372,20 @@ def remove(name_or_prefix: str) -> dict[str, Any]:
         msg = f"{name_or_prefix!r} is not an environment tfgpu made"
         raise UsageError(msg, hint="`tfgpu envs` lists them; tfgpu only removes what it created")
     prefix = Path(str(entry["prefix"]))
-    if prefix.exists():
-        check_prefix(prefix)
-        if not is_environment(prefix):
-            msg = f"{prefix} does not look like an environment (no pyvenv.cfg or conda-meta/); not deleting it"
-            raise UsageError(msg, hint="delete it by hand if you are sure")
-        shutil.rmtree(prefix)
-    _save([e for e in load() if e.get("prefix") != entry["prefix"]])
+    with prefix_lock(prefix):
+        for item in stranded([prefix]):
+            recover(item)
+        if prefix.is_symlink():
+            msg = f"{prefix} is now a symlink (to {prefix.readlink()}); not deleting what it points to"
+            raise UsageError(msg, hint=f"remove the link yourself (rm {prefix}); tfgpu forgets it with the next create")
+        if prefix.exists():
+            check_prefix(prefix)
+            if not is_environment(prefix):
+                msg = f"{prefix} does not look like an environment (no pyvenv.cfg or conda-meta/); not deleting it"
+                raise UsageError(msg, hint="delete it by hand if you are sure")
+            if entry.get("id") is not None and created_by_tfgpu(prefix) is None:
+                raise not_created_error(prefix)
+            shutil.rmtree(prefix)
+        with _registry_lock():
+            _save([e for e in load() if e.get("prefix") != entry["prefix"]])
     return entry

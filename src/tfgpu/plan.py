@@ -15,7 +15,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from tfgpu._record import field, record, replace
+from tfgpu._record import field, record
 from tfgpu.compat import Pin, VersionSpec, load_pins, pin_source_urls, python_limit_for
 from tfgpu.errors import UsageError
 
@@ -23,7 +23,7 @@ PLAN_SCHEMA = "tfgpu.plan/1"
 BACKENDS = ("auto", "pip", "conda", "rattler")
 
 #: conda executables in the order tfgpu prefers them (issue 7: mamba, micromamba or conda).
-CONDA_TOOLS = ("mamba", "micromamba", "conda")
+CONDA_TOOLS = ("mamba", "micromamba", "conda")  # = tfgpu.choose.CONDA_TOOLS (kept here: planning stays import-light)
 
 #: GPUs with at most this much memory get TF_FORCE_GPU_ALLOW_GROWTH=true: TensorFlow maps nearly all GPU
 #: memory by default and the seeds' 2 GB MX150 / GTX 1080 failed with cuDNN errors until memory growth
@@ -139,6 +139,8 @@ def target_os(facts: Mapping[str, Any]) -> str:
 
 
 def _xy(text: str) -> str:
+    if len(str(text)) > 64:  # a 5,000-digit number would not even convert to int
+        raise InvalidVersion(str(text)[:20])
     v = Version(str(text))
     return f"{v.major}.{v.minor}"
 
@@ -183,19 +185,9 @@ def _recipe_parts(packages: str) -> tuple[str, str]:
 
 
 def _interpreters(facts: Mapping[str, Any], tools: Mapping[str, str | None]) -> dict[str, str]:
-    """Python X.Y -> path, from tools ("python3.11": path) and facts["python"]["interpreters"]."""
-    found: dict[str, str] = {}
-    py = facts.get("python") or {}
-    for it in py.get("interpreters") or []:
-        if isinstance(it, Mapping) and it.get("version") and it.get("path"):
-            try:
-                found.setdefault(_xy(str(it["version"])), str(it["path"]))
-            except Exception:  # a garbled version in a facts file is not fatal for planning
-                continue
-    for key, path in tools.items():  # the probe's interpreters first, then what the caller found on PATH
-        if key.startswith("python") and path and re.fullmatch(r"python\d+\.\d+", key):
-            found.setdefault(key[len("python"):], path)
-    return found
+    from tfgpu.choose import interpreters
+
+    return interpreters(facts, tools)
 
 
 def _newest(candidates: Sequence[str]) -> str:
@@ -313,52 +305,15 @@ def anaconda_tos_note(kb: Any, v: Version | None, os_name: str, channels: Sequen
 # --------------------------------------------------------------------------- the planner
 
 
-@record
-class _Choice:
-    backend: str  # pip | conda | rattler
-    tool: str
-    recipe: Any  # compat.Recipe
-    reason: str
-    python_from_conda: bool = False  # a pip recipe run inside a conda-made interpreter
+def judge_for_plan(kb: Any, facts: Mapping[str, Any], tf: str, *, backend: str) -> Any:
+    """The target's verdict as the doctor judges it (a release as is; a series by its best release), or None
+    when the knowledge base cannot place the target here (the planner then says why)."""
+    from tfgpu.verdict import Machine, judge_requested
 
-
-def _conda_tool(tools: Mapping[str, str | None]) -> str | None:
-    for t in CONDA_TOOLS:
-        if tools.get(t):
-            return t
-    return None
-
-
-
-
-def _system_cuda_matches(facts: Mapping[str, Any], cuda: str) -> bool:
-    want = _xy(cuda if "." in cuda else f"{cuda}.0")
-    for tk in facts.get("cuda_toolkits") or []:
-        try:
-            if isinstance(tk, Mapping) and tk.get("version") and _xy(str(tk["version"])) == want:
-                return True
-        except Exception:
-            continue
-    return False
-
-
-def _conda_for_this_gpu(kb: Any, facts: Mapping[str, Any], v: Version, conda_recipes: Sequence[Any]) -> tuple[Any, str] | None:
-    """Auto mode: the conda recipe to use when the official wheels cannot use this machine's GPU but a
-    conda recipe's build can (conda-forge's builds carry other GPU code, e.g. sm_120 for RTX 50-series
-    from 2.19.1): the verdict decides, as `tfgpu doctor` does. None: no reason to leave pip."""
-    if not conda_recipes or not facts.get("gpus"):
+    try:
+        return judge_requested(facts, kb, tf, backend=backend, machine=Machine.from_facts(facts))
+    except (UsageError, InvalidVersion):
         return None
-    from tfgpu.verdict import judge_release
-
-    tv = judge_release(facts, kb, v)
-    pip = [b for b in tv.backends if b.backend == "pip"]
-    if not pip or any(b.viable for b in pip) or not all(f.check.startswith("gpu.") for b in pip for f in b.blockers):
-        return None
-    for b in tv.backends:
-        recipe = next((r for r in conda_recipes if r.id == b.recipe), None) if b.backend == "conda" and b.viable else None
-        if recipe is not None:
-            return recipe, f"the official wheels cannot use this GPU ({pip[0].blockers[0].summary})"
-    return None
 
 
 def plan_environment(
@@ -395,136 +350,42 @@ def plan_environment(
     if backend not in BACKENDS:
         msg = f"unknown backend {backend!r}"
         raise UsageError(msg, hint=f"use one of: {', '.join(BACKENDS)}")
-    prefer_note = ""
-    if backend == "auto" and prefer and prefer != "auto":
-        if prefer not in BACKENDS:
-            msg = f"unknown preferred backend {prefer!r} ({prefer_source})"
-            raise UsageError(msg, hint=f"use one of: {', '.join(BACKENDS)}")
-        try:
-            preferred = plan_environment(
-                kb, facts, tf=tf, backend=prefer, name=name, prefix=prefix, python=python, tools=tools,
-                channels=channels, home=home, conda_envs_dir=conda_envs_dir, index_url=index_url,
-                find_links=find_links, offline=offline, engine_python=engine_python,
-                channels_source=channels_source)
-        except UsageError as exc:
-            prefer_note = (f"{prefer_source} prefers backend {prefer}, which cannot build this target "
-                           f"({exc.message}); tfgpu chose automatically")
-        else:
-            return replace(
-                preferred, backend_reason=f"{prefer_source} prefers {prefer}: {preferred.backend_reason}")
+    if prefer and prefer != "auto" and prefer not in BACKENDS:
+        msg = f"unknown preferred backend {prefer!r} ({prefer_source})"
+        raise UsageError(msg, hint=f"use one of: {', '.join(BACKENDS)}")
     os_name = target_os(facts)
-    v = kb.resolve_tf(tf, os=os_name)
-    tfs = str(v)
-    if name is not None:
-        check_name(name)
-    default_name = prefix is None and name is None
-    if default_name:
-        name = f"tf{tfs}"
-    notes: list[str] = [prefer_note] if prefer_note else []
-    sources: list[str] = []
-
-    recipes = [r for r in kb.recipes_for(v, os_name) if r.gpu]
-    if not recipes:
-        where = {"windows": "native Windows", "wsl2": "WSL2", "macos": "macOS"}.get(os_name, os_name)
-        msg = f"tfgpu knows no GPU install recipe for TensorFlow {tfs} on {where}"
-        hint = ("TensorFlow 2.11+ has no GPU build for native Windows: use WSL2, or --tf 2.10"
-                if os_name == "windows" else "see `tfgpu compat` for the versions with a recipe")
-        raise UsageError(msg, hint=hint)
-    pip_recipes = [r for r in recipes if r.backend == "pip"]
-    conda_recipes = sorted((r for r in recipes if r.backend in ("conda", "conda+pip")), key=lambda r: r.conda_preference())
-    interps = _interpreters(facts, tools)
-    wheel_pythons = kb.pythons_for(v, os_name)
-    limit = python_limit_for(v, pip_recipes[0].id) if pip_recipes else None
-    if limit is not None:  # a package the pip recipe pins has wheels for fewer Pythons (compat/pins.toml)
-        wheel_pythons = [p for p in wheel_pythons if p in limit.python]
-        notes.append(f"Python {', '.join(wheel_pythons)} only: {limit.why}")
-        sources.append(pin_source_urls(limit))
     if python is not None:
         try:
             python = _xy(python)
         except InvalidVersion:
             msg = f"--python {python!r} is not a Python version"
             raise UsageError(msg, hint="use X.Y, e.g. --python 3.11") from None
+    if name is not None:
+        check_name(name)
+    verdict = judge_for_plan(kb, facts, tf, backend=backend)
+    v = kb.resolve_tf(tf, os=os_name)
+    if verdict is not None and verdict.verdict != "blocked" and len(tf.strip().split(".")) == 2:
+        v = Version(verdict.tf)  # a series: the newest release that works here, as the doctor says
+    tfs = str(v)
+    default_name = prefix is None and name is None
+    if default_name:
+        name = f"tf{tfs}"
+    from tfgpu.choose import Preferences, choose
 
-    def pip_python() -> str | None:
-        cands = [p for p in wheel_pythons if p in interps]
-        if python is not None:
-            return python if python in interps and (python in wheel_pythons or not wheel_pythons) else None
-        return _newest(cands) if cands else None
-
-    engine_ok = tools is None or tools.get("rattler", "embedded") is not None
-
-    def conda_exec() -> tuple[str, str]:
-        if backend == "rattler" or (backend == "auto" and _conda_tool(tools) is None):
-            if not engine_ok:
-                msg = "no mamba, micromamba or conda, and tfgpu's embedded conda engine needs Python >= 3.10"
-                raise UsageError(msg, hint="install micromamba (or mamba/conda), or run tfgpu with Python >= 3.10")
-            return "rattler", "rattler"
-        tool = _conda_tool(tools)
-        if tool is None:
-            msg = "--backend conda needs mamba, micromamba or conda, and none is installed"
-            raise UsageError(msg, hint="install one (e.g. micromamba), or use --backend rattler "
-                                       "(tfgpu's embedded conda engine)")
-        return "conda", tool
-
-    choice: _Choice
-    gpu_pick = _conda_for_this_gpu(kb, facts, v, conda_recipes) if backend == "auto" and pip_recipes else None
-    if gpu_pick is not None:
-        ex_backend, ex_tool = conda_exec()
-        choice = _Choice(ex_backend, ex_tool, gpu_pick[0],
-                         f"{gpu_pick[1]}; conda recipe {gpu_pick[0].id} carries code for it, run with {ex_tool}")
-    elif backend in ("auto", "pip") and pip_recipes:
-        best = [r for r in pip_recipes if r.provides_cuda] or pip_recipes
-        recipe = best[0]
-        if not recipe.provides_cuda:
-            build = kb.build_for(v, os_name)
-            if backend == "auto" and conda_recipes and build is not None and not _system_cuda_matches(facts, build.cuda):
-                recipe = None
-        if recipe is not None:
-            py = pip_python()
-            if py is not None:
-                tool = "uv" if tools.get("uv") else "venv"
-                reason = (f"pip recipe {recipe.id}: a Python {py} interpreter is installed, "
-                          f"{'uv' if tool == 'uv' else 'python -m venv (uv is not installed)'} makes the venv")
-                if backend == "pip":
-                    reason = f"--backend pip: {reason}"
-                choice = _Choice("pip", tool, recipe, reason)
-            elif backend == "pip":
-                want = python or (", ".join(wheel_pythons) or "?")
-                msg = f"TensorFlow {tfs} needs Python {want} and no such interpreter was found"
-                raise UsageError(msg, hint=f"install one (e.g. `uv python install {python or wheel_pythons[-1] if wheel_pythons else '3.11'}`), "
-                                           "or use --backend conda / --backend rattler")
-            else:
-                ex_backend, ex_tool = conda_exec()
-                if conda_recipes:
-                    choice = _Choice(ex_backend, ex_tool, conda_recipes[0],
-                                     f"no Python in {', '.join(wheel_pythons)} is installed for the pip recipe; "
-                                     f"conda recipe {conda_recipes[0].id} brings its own Python, run with {ex_tool}")
-                else:
-                    choice = _Choice(ex_backend, ex_tool, recipe,
-                                     f"no Python in {', '.join(wheel_pythons)} is installed: {ex_tool} makes a "
-                                     f"conda-forge environment with that Python, then pip installs recipe {recipe.id}",
-                                     python_from_conda=True)
-        else:
-            ex_backend, ex_tool = conda_exec()
-            build = kb.build_for(v, os_name)
-            choice = _Choice(ex_backend, ex_tool, conda_recipes[0],
-                             f"the pip recipe needs system CUDA {build.cuda if build else '?'} which is not installed; "
-                             f"conda recipe {conda_recipes[0].id} brings CUDA into the environment, run with {ex_tool}")
-    elif backend == "pip":
-        msg = f"no pip recipe for TensorFlow {tfs} on {os_name}"
-        raise UsageError(msg, hint="use --backend conda or --backend rattler")
-    else:
-        if not conda_recipes:
-            msg = f"no conda recipe for TensorFlow {tfs} on {os_name}"
-            raise UsageError(msg, hint="use --backend pip")
-        ex_backend, ex_tool = conda_exec()
-        why = "--backend " + backend if backend != "auto" else "no pip recipe applies"
-        if backend == "auto" and ex_tool == "rattler":
-            why += "; no mamba, micromamba or conda is installed, so tfgpu's embedded engine (rattler) runs it"
-        choice = _Choice(ex_backend, ex_tool, conda_recipes[0], f"{why}: conda recipe {conda_recipes[0].id}, run with {ex_tool}")
+    choice, prefer_note = choose(kb, facts, verdict if verdict is not None and verdict.tf == tfs else None, v,
+                                 os_name, tools, Preferences(backend=backend, python=python, prefer=prefer,
+                                                             prefer_source=prefer_source))
+    notes: list[str] = [prefer_note] if prefer_note else []
+    sources: list[str] = []
+    interps = _interpreters(facts, tools)
+    wheel_pythons = kb.pythons_for(v, os_name)
 
     recipe = choice.recipe
+    limit = python_limit_for(v, recipe.id) if recipe.backend == "pip" else None
+    if limit is not None:  # a package the pip recipe pins has wheels for fewer Pythons (compat/pins.toml)
+        wheel_pythons = [p for p in wheel_pythons if p in limit.python]
+        notes.append(f"Python {', '.join(wheel_pythons)} only: {limit.why}")
+        sources.append(pin_source_urls(limit))
     if recipe.backend == "conda" and len(tf.strip().split(".")) == 2:
         # a series on a conda-only recipe: the newest release the recipe's channel is known to carry
         cf = "conda-forge" in recipe.channels
@@ -611,8 +472,8 @@ def plan_environment(
             chans = recipe.channels
         base_python = ""
     else:
-        py_ver = pip_python() or ""
-        base_python = interps[py_ver]
+        py_ver = choice.python
+        base_python = interps.get(py_ver) or f"python{py_ver}"
     if channels and conda_like:
         chans = tuple(channels)
         notes.append(f"channels from {channels_source}: {', '.join(chans)} "
@@ -948,33 +809,40 @@ def _plan_pip_lock(
 
 
 def render_sh(plan: Plan, *, header: str = "") -> str:
-    """A POSIX shell script a user can read and run by hand."""
+    """A POSIX shell script a user can read and run by hand. Every value is quoted, comments included
+    (a newline in a channel or a path must not start a command), and a heredoc's delimiter never
+    occurs in what it wraps."""
     from tfgpu.run import quote
+    from tfgpu.safety import comment_safe as c
 
-    out = ["#!/bin/sh", f"# tfgpu plan: TensorFlow {plan.tf} with {plan.tool} ({plan.backend}), recipe {plan.recipe_id}"]
+    out = ["#!/bin/sh", c(f"# tfgpu plan: TensorFlow {plan.tf} with {plan.tool} ({plan.backend}), recipe {plan.recipe_id}")]
     if header:
-        out.append(f"# {header}")
-    out.append(f"# backend: {plan.backend_reason}")
-    out.append(f"# environment: {plan.prefix}")
+        out.append(c(f"# {header}"))
+    out.append(c(f"# backend: {plan.backend_reason}"))
+    out.append(c(f"# environment: {plan.prefix}"))
     out.append("set -eu")
     for i, step in enumerate(plan.steps, 1):
         out.append("")
-        out.append(f"# {i}. {step.why}")
+        out.append(c(f"# {i}. {step.why}"))
         if step.kind == "run":
             prefix = " ".join(f"{k}={quote([v])}" for k, v in step.env)
             out.append((prefix + " " if prefix else "") + quote(step.argv))
         else:
             assert step.path is not None
             op = ">>" if step.kind == "append-file" else ">"
+            content = (step.content or "").rstrip("\n")
+            eof = "TFGPU_EOF"
+            while eof in content.splitlines():
+                eof += "_"
             out.append(f"mkdir -p {quote([posixpath.dirname(step.path)])}")
-            out.append(f"cat {op} {quote([step.path])} <<'TFGPU_EOF'")
-            out.append((step.content or "").rstrip("\n"))
-            out.append("TFGPU_EOF")
+            out.append(f"cat {op} {quote([step.path])} <<'{eof}'")
+            out.append(content)
+            out.append(eof)
     if plan.env_vars:
         out.append("")
-        out.append("# activation sets: " + ", ".join(f"{k}={v}" for k, v in plan.env_vars.items()))
+        out.append(c("# activation sets: " + ", ".join(f"{k}={v}" for k, v in plan.env_vars.items())))
     for n in plan.notes:
-        out.append(f"# note: {n}")
+        out.append(c(f"# note: {n}"))
     return "\n".join(out) + "\n"
 
 
@@ -984,11 +852,16 @@ def render_environment_yml(plan: Plan) -> str:
         msg = f"--format environment.yml needs a conda recipe; the plan for TensorFlow {plan.tf} is pip-only ({plan.recipe_id})"
         raise UsageError(msg, hint="use --backend conda, or --format sh / --json")
 
-    def q(s: str) -> str:
-        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    import json
 
-    out = [f"# tfgpu: TensorFlow {plan.tf}, recipe {plan.recipe_id}", f"name: {plan.name or 'tf' + plan.tf}", "channels:"]
-    out += [f"  - {c}" for c in plan.channels]
+    from tfgpu.safety import comment_safe
+
+    def q(s: str) -> str:  # a YAML double-quoted scalar is a JSON string: every character escaped
+        return json.dumps(s)
+
+    out = [comment_safe(f"# tfgpu: TensorFlow {plan.tf}, recipe {plan.recipe_id}"),
+           f"name: {q(plan.name or 'tf' + plan.tf)}", "channels:"]
+    out += [f"  - {q(c)}" for c in plan.channels]
     if plan.channels:
         out.append("  - nodefaults" if "defaults" not in plan.channels else "  # (defaults listed explicitly)")
     out.append("dependencies:")
@@ -999,5 +872,5 @@ def render_environment_yml(plan: Plan) -> str:
     simple = {k: v for k, v in plan.env_vars.items() if "$" not in v and "(" not in v}
     if simple:
         out.append("variables:")
-        out += [f"  {k}: {q(v)}" for k, v in simple.items()]
+        out += [f"  {q(k)}: {q(v)}" for k, v in simple.items()]
     return "\n".join(out) + "\n"

@@ -9,6 +9,7 @@ Two entry points share one spawner (``_spawn``), which the test-suite replaces:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
@@ -17,7 +18,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -109,6 +110,124 @@ def _popen_kwargs() -> dict[str, Any]:
     return {"start_new_session": True}
 
 
+class SignalGuard:
+    """The signal model of a build: the first SIGINT, SIGTERM or SIGHUP raises KeyboardInterrupt (a dropped
+    SSH session and a CI cancel are handled like Ctrl-C); later ones, and all of them once ``disarm``ed,
+    are only counted, so cleanup and restore run to the end. ``hold`` defers a signal past a few
+    statements that must happen together."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.armed = True
+        self.signum: int | None = None
+        self._held = 0
+        self._pending = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.count += 1
+        if self.signum is None:
+            self.signum = signum
+        if self.armed and self._held:
+            self._pending = True
+        elif self.armed:
+            self.armed = False
+            raise KeyboardInterrupt
+
+    def disarm(self) -> None:
+        self.armed = False
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        self._held += 1
+        try:
+            yield
+        finally:
+            self._held -= 1
+        if self._pending and self.armed and not self._held:
+            self._pending = False
+            self.armed = False
+            raise KeyboardInterrupt
+
+
+#: The guard of the build in progress (run_step reads its count: a second signal ends the grace period).
+_guard: SignalGuard | None = None
+_GUARDED = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+@contextlib.contextmanager
+def signal_guard() -> Iterator[SignalGuard]:
+    """Install a SignalGuard for INT, TERM and HUP (main thread only; elsewhere it only counts)."""
+    global _guard
+    guard = SignalGuard()
+    old: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in _GUARDED:
+            old[sig] = signal.signal(sig, guard)
+    previous, _guard = _guard, guard
+    failed = True
+    try:
+        yield guard
+        failed = False
+    finally:
+        _guard = previous
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    if not failed and guard.count:  # a signal after the build was committed: stop before anything else runs
+        raise KeyboardInterrupt
+
+
+def signal_name(signum: int | None) -> str:
+    """How a build was stopped, for its message."""
+    if signum is None or signum == getattr(signal, "SIGINT", None):
+        return "interrupted"
+    try:
+        return f"stopped by {signal.Signals(signum).name}"
+    except ValueError:
+        return f"stopped by signal {signum}"
+
+
+#: The watchdog: a tiny process holding the read end of a pipe whose write end only tfgpu has. When
+#: tfgpu dies in any way (SIGKILL included) the pipe reads EOF and the installer's process group is
+#: killed; a byte on the pipe means the step finished normally. (PR_SET_PDEATHSIG would reach the
+#: installer only, not the programs it started.)
+_WATCHDOG = ("import os,signal,sys\n"
+             "signal.signal(signal.SIGINT,signal.SIG_IGN)\n"
+             "signal.signal(signal.SIGHUP,signal.SIG_IGN)\n"
+             "if not os.read(0,1):\n"
+             " try: os.killpg(int(sys.argv[1]),signal.SIGKILL)\n"
+             " except OSError: pass\n")
+
+
+def _start_watchdog(pgid: int) -> tuple[int, subprocess.Popen[bytes]] | None:
+    if sys.platform == "win32":  # pragma: no cover - a job object would do it there
+        return None
+    r, w = os.pipe()
+    try:
+        dog = _spawn([sys.executable, "-S", "-I", "-c", _WATCHDOG, str(pgid)], stdin=r,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        os.close(w)
+        return None
+    finally:
+        os.close(r)
+    return w, dog
+
+
+def _stop_watchdog(dog: tuple[int, subprocess.Popen[bytes]] | None) -> None:
+    if dog is None:
+        return
+    w, proc = dog
+    try:
+        os.write(w, b"x")
+    except OSError:
+        pass
+    os.close(w)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:  # pragma: no cover - it exits at once
+        proc.kill()
+
+
 def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
     """Kill a child and everything it started (it runs in its own session / group)."""
     try:
@@ -122,18 +241,24 @@ def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
 
 def _interrupt_tree(proc: subprocess.Popen[bytes], grace: float) -> None:
     """Forward Ctrl-C to the child's process group (it runs in its own session, so the terminal's
-    SIGINT did not reach it), give it ``grace`` seconds to clean up after itself, then kill it."""
-    if sys.platform != "win32":
-        try:
-            os.killpg(proc.pid, signal.SIGINT)
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
-        try:
-            proc.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            pass
-    _kill_tree(proc)
+    SIGINT did not reach it), give it ``grace`` seconds to clean up after itself, then kill it. A
+    further signal ends the grace period at once; nothing leaves here with the group alive."""
+    seen = _guard.count if _guard is not None else 0
+    try:
+        if sys.platform != "win32":
+            try:
+                os.killpg(proc.pid, signal.SIGINT)
+            except (ProcessLookupError, PermissionError, OSError):
+                pass
+            end = time.monotonic() + grace
+            while time.monotonic() < end and (_guard is None or _guard.count <= seen):
+                try:
+                    proc.wait(timeout=0.1)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+    finally:
+        _kill_tree(proc)  # the group: a child that exited may have left programs running
 
 
 #: Seconds a child gets to clean up after a forwarded Ctrl-C (the conda engine removes its partial prefix).
@@ -194,6 +319,8 @@ def capture(
         timed_out = True
         _kill_tree(proc)
         proc.wait()
+    # background children of the program (in its own session) would hold the pipes open and outlive it
+    _kill_tree(proc)
     for t in readers:
         t.join(timeout=1.0)
     for s in (proc.stdout, proc.stderr):
@@ -261,6 +388,15 @@ def run_step(
     except OSError as exc:
         msg = f"{argv[0]}: cannot run: {exc.strerror or exc}"
         raise StepFailed(msg) from exc
+    dog = _start_watchdog(proc.pid)
+    try:
+        return _follow_step(proc, argv, log=log, start=start, timeout=timeout, on_line=on_line)
+    finally:
+        _stop_watchdog(dog)
+
+
+def _follow_step(proc: subprocess.Popen[bytes], argv: tuple[str, ...], *, log: StepLog, start: float,
+                 timeout: float | None, on_line: Callable[[str], None] | None) -> Result:
     assert proc.stdout is not None
     lines: deque[str] = deque(maxlen=200)
     deadline = None if timeout is None else start + timeout
@@ -288,6 +424,7 @@ def run_step(
                     _kill_tree(proc)
                     proc.wait()
                     break
+        _kill_tree(proc)  # what the step left running in its group would hold the output pipe open
     except KeyboardInterrupt:
         _interrupt_tree(proc, INTERRUPT_GRACE)
         proc.wait()

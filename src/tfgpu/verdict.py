@@ -18,7 +18,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from tfgpu._record import field, record
-from tfgpu.compat import KnowledgeBase, Recipe, normalize_cuda, series_of, version
+from tfgpu.compat import ArchTargets, KnowledgeBase, Recipe, Release, normalize_cuda, series_of, version
 
 PASS, WARN, FAIL, SKIP, ERROR = "pass", "warn", "fail", "skip", "error"
 READY, CAVEATS, BLOCKED = "ready", "caveats", "blocked"
@@ -32,6 +32,8 @@ SMALL_GPU_MIB = 4096
 #: use AVX instructions. This may break TF on older CPUs.").
 AVX_FROM = Version("1.6")
 _TF_2_11, _TF_2_12, _CUDA_11 = Version("2.11"), Version("2.12"), Version("11.0")
+#: MIG partitioning exists on A100 and newer data-centre GPUs (compute capability >= 8.0; NVIDIA MIG user guide).
+_MIG_MIN_CC = Version("8.0")
 
 ALLOW_GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH=true"
 
@@ -90,6 +92,7 @@ class BackendVerdict:
     cuda: str = ""
     cudnn: str = ""
     python: tuple[str, ...] = ()
+    preference: int = 0  # among tied conda recipes, lower first (compat.Recipe.conda_preference)
 
     def to_json(self) -> dict[str, Any]:
         return {"backend": self.backend, "recipe": self.recipe, "viable": self.viable,
@@ -108,10 +111,11 @@ class TargetVerdict:
     caveats: tuple[Finding, ...]
     backends: tuple[BackendVerdict, ...] = ()
     requested: str = ""
+    recipe_id: str | None = None  # the recipe `tfgpu plan` builds it with (tfgpu.choose); None: not chosen
 
     def to_json(self) -> dict[str, Any]:
         return {"tf": self.tf, "series": series_of(version(self.tf)), "verdict": self.verdict,
-                "backend": self.backend, "recipe": self.recipe,
+                "backend": self.backend, "recipe": self.recipe, "recipe_id": self.recipe_id,
                 "blockers": [b.to_json() for b in self.blockers],
                 "caveats": [c.to_json() for c in self.caveats],
                 "backends": [b.to_json() for b in self.backends]}
@@ -252,9 +256,15 @@ class Machine:
 
 def _apply_cvd(gpus: Iterable[dict[str, Any]], cvd: str) -> tuple[dict[str, Any], ...]:
     """CUDA_VISIBLE_DEVICES semantics: indices or UUIDs, in order; an empty value hides all;
-    parsing stops at the first invalid entry (CUDA C Programming Guide, "CUDA Environment Variables")."""
+    parsing stops at the first invalid entry (CUDA C Programming Guide, "CUDA Environment Variables").
+
+    A MIG device (`MIG-GPU-<gpu uuid>/<gi>/<ci>` with R450-R465 drivers, `MIG-<uuid>` from R470) is a slice of
+    one GPU, and a CUDA process enumerates one MIG device only (NVIDIA MIG user guide, section
+    "CUDA_VISIBLE_DEVICES": "only enumeration of a single MIG instance is supported", quoted in
+    pytorch/pytorch#130181). Its GPU is the one whose UUID the name embeds; a `MIG-<uuid>` name does not say,
+    so the first GPU that can be partitioned (A100 and newer, compute capability >= 8.0) stands for it."""
     gpus = list(gpus)
-    out = []
+    out: list[dict[str, Any]] = []
     for raw in cvd.split(","):
         item = raw.strip()
         if not item:
@@ -262,12 +272,34 @@ def _apply_cvd(gpus: Iterable[dict[str, Any]], cvd: str) -> tuple[dict[str, Any]
         match = None
         if item.isdigit():
             match = next((g for g in gpus if g.get("index") == int(item)), None)
+        elif item.startswith("MIG-"):
+            parent = None if out else _mig_parent(gpus, item)
+            return tuple(out) if parent is None else (parent,)  # one MIG device per process, nothing after it
         else:
             match = next((g for g in gpus if str(g.get("uuid", "")).startswith(item)), None)
         if match is None:
             break
         out.append(match)
     return tuple(out)
+
+
+def gpu_cc_of(kb: KnowledgeBase, gpu: Mapping[str, Any]) -> str:
+    """A GPU's compute capability: the one the machine reported (NVML, nvidia-smi, a TF log), else the
+    tables' answer for its PCI device ID, else for its whole model name; "" when nobody knows."""
+    return str(gpu.get("compute_capability")
+               or kb.gpu_cc(str(gpu.get("name") or ""), gpu.get("pci_device_id")) or "")
+
+
+def _mig_parent(gpus: list[dict[str, Any]], item: str) -> dict[str, Any] | None:
+    """The GPU a MIG device name refers to (see _apply_cvd); None when no listed GPU can hold MIG slices."""
+    gpu_uuid = item[len("MIG-"):].split("/")[0]
+    if gpu_uuid.startswith("GPU-"):
+        return next((g for g in gpus if str(g.get("uuid") or "") == gpu_uuid), None)
+    for g in gpus:
+        cc = _v(g.get("compute_capability"))
+        if cc is not None and cc >= _MIG_MIN_CC:
+            return g
+    return None
 
 
 def _cc(text: str) -> Version:
@@ -384,11 +416,15 @@ def _gpu_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         return [Check("gpu.present", FAIL, "the driver reports no GPU", source="driver probe",
                       fix="check `nvidia-smi`; in a container run with --gpus all")]
     for g in m.all_gpus:
-        cc = g.get("compute_capability") or kb.gpu_cc(str(g.get("name", ""))) or ""
+        cc = gpu_cc_of(kb, g)
         arch = kb.arch_name(cc) if cc else None
         mem = g.get("memory_mib")
         desc = f"GPU {g.get('index')}: {g.get('name') or 'unknown model'}" + (f", compute capability {cc}" if cc else "") + (
             f" ({arch})" if arch else "") + (f", {mem} MiB" if mem else "")
+        if cc and not g.get("compute_capability"):  # the tables' answer, not the machine's: say which table
+            by_id = g.get("pci_device_id") and kb.gpu_cc_by_id(g.get("pci_device_id"))
+            desc += (f" (from PCI device ID {g.get('pci_device_id')}, compat/gpus.toml)" if by_id
+                     else " (from its model name, compat/gpus.toml)")
         out.append(Check(f"gpu.{g.get('index')}", PASS, desc, source=str(g.get("source") or "gpu probe")))
         if mem and int(mem) <= SMALL_GPU_MIB:
             out.append(Check(
@@ -448,11 +484,32 @@ def _tf_checks(m: Machine) -> list[Check]:
 # --------------------------------------------------------------------------- per-target verdicts
 
 
-def _system_cuda_matches(m: Machine, cuda: str) -> dict[str, Any] | None:
+#: From TF 2.5 the pip wheels (built with CUDA 11.2-11.8) load the CUDA libraries by major-version sonames,
+#: which every CUDA 11.x toolkit provides: the runtime's SONAME is libcudart.so.11.0 in CUDA 11.8 too
+#: (readelf -d nvidia/cuda_runtime/lib/libcudart.so.11.0 in nvidia_cuda_runtime_cu11-11.8.89-py3-none-
+#: manylinux1_x86_64.whl, sha256 f587bd72...f64f7c; on Windows cudart64_110.dll). So any 11.x toolkit serves them
+#: (tests/cases: tensorflow#45263 2.5.0 on CUDA 11.1, #56235 on 11.4). TF 2.4 is the exception: it loads
+#: libcusolver.so.10, which only CUDA 11.0 ships (11.1+ ship libcusolver.so.11: tensorflow#45263, #44777, #46471).
+SYSTEM_CUDA_ANY_MINOR_FROM = Version("2.5")
+
+
+def system_cuda_serves(have: Version, built: Version, tf: Version) -> bool:
+    """Does a system CUDA toolkit ``have`` provide the libraries pip's TensorFlow ``tf`` (built with CUDA ``built``)
+    loads? The same major.minor always; any minor of the same major from TF 2.5 on (CUDA 11 sonames)."""
+    if have.major != built.major:
+        return False
+    return have.minor == built.minor or _any_minor_serves(built, tf)
+
+
+def _any_minor_serves(built: Version, tf: Version) -> bool:
+    return built.major >= 11 and tf >= SYSTEM_CUDA_ANY_MINOR_FROM
+
+
+def _system_cuda_matches(m: Machine, cuda: str, tf: Version) -> dict[str, Any] | None:
     want = _v(normalize_cuda(cuda))
     for t in m.toolkits:
         have = _v(t.get("version"))
-        if have is not None and want is not None and (have.major, have.minor) == (want.major, want.minor):
+        if have is not None and want is not None and system_cuda_serves(have, want, tf):
             return t
     return None
 
@@ -530,7 +587,7 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
     toolkit = kb.toolkit(_libs_cuda(kb, v, cuda, m.tf_os))
     kinds: dict[tuple[str, str], int] = {}  # identical GPUs (8 x H100) are judged once
     for g in m.gpus or ():
-        cc_text = str(g.get("compute_capability") or kb.gpu_cc(str(g.get("name", ""))) or "")
+        cc_text = gpu_cc_of(kb, g)
         if cc_text:
             key = (str(g.get("name") or "GPU of unknown model"), cc_text)
             kinds[key] = kinds.get(key, 0) + 1
@@ -557,7 +614,7 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
         if archs is None:
             continue
         sass = [_cc(s) for s in archs.sass]
-        ptx = _cc(archs.ptx) if archs.ptx else None
+        ptx = _usable_ptx(archs, cc)
         if sass and cc < min(sass) and (ptx is None or cc < ptx):
             blockers.append(Finding(
                 "gpu.arch",
@@ -568,6 +625,13 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
             continue
         if any(s.major == cc.major and s <= cc for s in sass):
             continue  # SASS runs on later minors of the same major
+        share = archs.partial_share(cc)
+        if share and not (ptx is not None and ptx <= cc):
+            blockers.append(Finding(
+                "gpu.arch", f"{name}: only {share:.0%} of TensorFlow {v}'s kernels carry SASS for it and there is no "
+                f"PTX it can JIT-compile (SASS {', '.join(archs.sass)}, PTX {archs.ptx or 'none'}): the others have "
+                "no kernel image", fix=_no_wheel_fix(kb, cc, cc_text, m.tf_os)))
+            continue
         if ptx is not None and ptx <= cc and any(_cc(f) == cc for f in archs.ptx_fails):
             blockers.append(Finding(
                 "gpu.arch",
@@ -579,9 +643,12 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
             continue
         if ptx is not None and ptx <= cc:
             jit = True
+            some = (f"SASS for it in only {share:.0%} of TensorFlow {v}'s kernels (SASS {', '.join(archs.sass)}); "
+                    "the others" if share else
+                    f"no SASS for it in TensorFlow {v} (SASS {', '.join(archs.sass)}); kernels")
             caveats.append(Finding(
                 "gpu.ptx_jit",
-                f"{name}: no SASS for it in TensorFlow {v} (SASS {', '.join(archs.sass)}); kernels will be JIT-compiled "
+                f"{name}: {some} will be JIT-compiled "
                 f"from compute_{str(ptx).replace('.', '')} PTX at start-up (minutes on first run)",
                 fix="export CUDA_CACHE_MAXSIZE=4294967296 to keep the JIT cache, or use a newer TensorFlow",
             ))
@@ -591,6 +658,43 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
             f"{archs.ptx or 'none'})", fix="use a newer TensorFlow",
         ))
     return blockers, caveats, jit
+
+
+def _usable_ptx(archs: ArchTargets, cc: Version) -> Version | None:
+    """The PTX a GPU of compute capability ``cc`` JIT-compiles from: the highest target not above ``cc``
+    (PTX compiles forward only); when every target is above it, the lowest (the verdict then blocks).
+    Rows list every PTX target where a build carries several: TF <= 2.2 embedded PTX for each listed
+    architecture (compat/tf_archs.toml; tests/cases: a Maxwell MX110, 5.0, runs TF 2.0.1 after minutes of JIT)."""
+    ptxs = sorted(_cc(p) for p in (archs.ptx_all or ((archs.ptx,) if archs.ptx else ())))
+    if not ptxs:
+        return None
+    below = [p for p in ptxs if p <= cc]
+    return below[-1] if below else ptxs[0]
+
+
+def _glibc_findings(m: Machine, kb: KnowledgeBase, rel: Release) -> list[Finding]:
+    """glibc against the wheels: the manylinux tag decides whether pip installs them; the highest GLIBC_
+    symbol version their .so files need (read from the wheels, compat/wheels.toml) whether they load.
+    Of the wheels for this machine's Pythons, the one needing the least glibc counts."""
+    if m.glibc is None:
+        return []
+    fix = "use the conda backend, or a newer Linux distribution"
+    if rel.glibc and m.glibc < rel.glibc:
+        return [Finding(
+            "glibc.manylinux", f"{rel.dist} {rel.version} wheels need glibc >= {rel.glibc} ({rel.linux_platform}); "
+            f"this machine has {m.glibc}, so pip cannot install them", fix=fix)]
+    # only when every wheel this machine could take was read: an unread tag may need less
+    tags = [f"cp{p.replace('.', '')}" for p in (m.pythons if m.pythons is not None else rel.linux_pythons)
+            if p in rel.linux_pythons]
+    read_tags = {w.python for w in kb.wheel_facts(rel.dist, rel.version, "linux") if w.glibc is not None}
+    read = kb.glibc_floor(rel.dist, rel.version, m.pythons) if tags and set(tags) <= read_tags else None
+    if read is not None and read.glibc is not None and m.glibc < read.glibc:
+        return [Finding(
+            "glibc.symbols", f"{rel.dist} {rel.version} ({read.file}) needs glibc >= {read.glibc}: its shared objects "
+            f"use GLIBC_{read.glibc} symbols although the wheel is tagged {rel.linux_platform or 'manylinux'}; "
+            f"this machine has {m.glibc}, so pip installs it but `import tensorflow` fails "
+            f"(version `GLIBC_{read.glibc}' not found)", fix=fix)]
+    return []
 
 
 def _no_wheel_fix(kb: KnowledgeBase, cc: Version, cc_text: str, os: str) -> str:
@@ -679,6 +783,9 @@ def _recipe_cuda(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str, default
         rows = [r for r in rows if r.name in ("tensorflow-gpu", "tensorflow") and (r.cudatoolkit or r.cuda)
                 and (r.channel == "conda-forge") == forge]  # each channel's own builds
         if rows and forge:
+            # a variant the feedstock dropped again (2.19.1's CUDA 12.9) has older builds than the variant
+            # that replaced it: the solver takes the newest build, so the replacement is what installs
+            rows = [r for r in rows if not r.raw.get("dropped")] or rows
             by_cuda = sorted(rows, key=lambda r: version(normalize_cuda(r.cuda or r.cudatoolkit)))
             allowed = [r for r in by_cuda if driver_cuda is None
                        or version(normalize_cuda(r.cuda or r.cudatoolkit)) <= driver_cuda]
@@ -710,7 +817,9 @@ def _recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) ->
     if want is None:
         return True
     rows = kb.conda_packages(name=want[0], v=v, os="windows" if os == "windows" else "linux")
-    return any(r.channel in (want[1], "defaults", "anaconda", "main") or want[1] == r.channel for r in rows)
+    # Anaconda's channel goes by three names; conda-forge's builds are only conda-forge's
+    same = ("anaconda", "defaults", "main") if want[1] == "anaconda" else (want[1],)
+    return any(r.channel in same for r in rows)
 
 
 def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, backend: str = "auto",
@@ -794,16 +903,13 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
             if rel is None:
                 b_block.append(Finding("tf.wheel", f"no {kb.gpu_dist(v)} {v} wheels on PyPI",
                                        fix="use the conda backend"))
-            elif m.tf_os == "linux" and rel.glibc and m.glibc and m.glibc < rel.glibc:
-                b_block.append(Finding(
-                    "glibc.manylinux", f"{rel.dist} {v} wheels need glibc >= {rel.glibc} ({rel.linux_platform}); "
-                    f"this machine has {m.glibc}, so pip cannot install them",
-                    fix="use the conda backend, or a newer Linux distribution",
-                ))
+            elif m.tf_os == "linux" and m.glibc:
+                b_block += _glibc_findings(m, kb, rel)
             if not recipe.provides_cuda:
                 b_block += _system_library_findings(m, kb, v, build.cuda, build.cudnn)
         verdicts.append(BackendVerdict(
             name, recipe.id, not b_block, tuple(b_block), tuple(b_cav), cuda, cudnn, pythons,
+            recipe.conda_preference() if name == "conda" else 0,
         ))
     # small GPUs: mitigated by the environment tfgpu makes, so it does not downgrade the verdict
     small = [g for g in (m.gpus or ()) if g.get("memory_mib") and int(g["memory_mib"]) <= SMALL_GPU_MIB]
@@ -832,7 +938,7 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
                     merged.append(Finding(f.check, f"[{b.backend}: {b.recipe}] {f.summary}", f.fix))
         return TargetVerdict(str(v), BLOCKED, verdicts[0].backend, verdicts[0].recipe, tuple(merged),
                              tuple(caveats), tuple(verdicts), str(v))
-    best = min(viable, key=lambda b: (len(b.caveats), 0 if b.backend == "pip" else 1))
+    best = rank_backends(viable)[0]
     all_cav = list(best.caveats) + caveats
     for b in verdicts:
         if not b.viable and b.backend != best.backend:
@@ -846,18 +952,30 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
                          tuple(all_cav), tuple(verdicts), str(v))
 
 
+def rank_backends(backends: Iterable[BackendVerdict]) -> list[BackendVerdict]:
+    """The order recipes are recommended in (tfgpu.choose follows it): viable ones first, fewest caveats
+    first, the pip way before the conda way on a tie, then the conda recipes in their order of preference (the
+    official docs' conda+pip, conda-forge's builds, Anaconda's); then the blocked ones, in the knowledge base's order."""
+    items = list(backends)
+    viable = sorted((b for b in items if b.viable),
+                    key=lambda b: (len(b.caveats), 0 if b.backend == "pip" else 1, b.preference))
+    return viable + [b for b in items if not b.viable]
+
+
 def _system_library_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str, cudnn: str) -> list[Finding]:
-    """pip installs up to 2.13 load the system CUDA and cuDNN of exactly the built major.minor."""
+    """pip installs up to 2.13 load the system CUDA (the built major.minor; any 11.x from TF 2.5, see
+    system_cuda_serves) and a cuDNN of the built major with at least its minor."""
     out = []
     cuda_n = normalize_cuda(cuda)
     so = "cudart64_" + cuda_n.replace(".", "") + ".dll" if m.os == "windows" else f"libcudart.so.{cuda_n}"
     if version(cuda_n) >= _CUDA_11 and m.os != "windows":
         so = f"libcudart.so.{version(cuda_n).major}.0"  # CUDA 11+ sonames carry the major only
-    if _system_cuda_matches(m, cuda) is None:
+    if _system_cuda_matches(m, cuda, v) is None:
         have = ", ".join(str(t.get("version")) for t in m.toolkits) or "none"
+        wanted = f"{version(cuda_n).major}.x" if _any_minor_serves(version(cuda_n), v) else cuda_n
         out.append(Finding(
             "cuda.system_toolkit",
-            f"pip's {kb.gpu_dist(v)} {v} loads the system CUDA {cuda_n} ({so}); installed here: {have} — TensorFlow "
+            f"pip's {kb.gpu_dist(v)} {v} loads the system CUDA {wanted} ({so}); installed here: {have} — TensorFlow "
             "would print \"Could not dlopen library\" and silently skip the GPU",
             fix=f"use the conda backend (brings CUDA {cuda_n} into the environment): tfgpu create --tf {v} --backend conda",
         ))
@@ -969,8 +1087,8 @@ def recommend(facts: Mapping[str, Any], kb: KnowledgeBase, verdicts: list[Target
 
 
 def _recommendation(tv: TargetVerdict, machine: Machine | None = None) -> dict[str, Any]:
-    return {"tf": tv.tf, "backend": tv.backend, "recipe": tv.recipe, "verdict": tv.verdict,
-            "command": create_command(tv, machine)}
+    return {"tf": tv.tf, "backend": tv.backend, "recipe": tv.recipe, "recipe_id": tv.recipe_id or tv.recipe,
+            "verdict": tv.verdict, "command": create_command(tv, machine)}
 
 
 @record(frozen=False)

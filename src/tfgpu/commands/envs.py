@@ -80,6 +80,12 @@ def build_plan(
     channels_source = "--channel"
     if not channels and config.channels:
         channels, channels_source = list(config.channels), config.source
+    from tfgpu.safety import check_text
+
+    for value, what in [*((c, "the channel") for c in channels), *((f, "--find-links") for f in find_links),
+                        (index_url or "", "--index-url"), (os.environ.get("TFGPU_PIP_INDEX_URL", ""),
+                                                           "TFGPU_PIP_INDEX_URL")]:
+        check_text(value, what)
     if tf == "latest":
         tf = _resolve_latest(facts, kb, notes)
     if name is not None and prefix is not None:
@@ -273,6 +279,21 @@ def create_cmd(
     )
 
 
+def without_programs(facts: dict[str, Any]) -> dict[str, Any]:
+    """Facts with the paths of programs removed (interpreters, conda): what is kept is their versions
+    and kinds, which this machine's PATH then resolves (`pythonX.Y`, `conda`)."""
+    out = dict(facts)
+    py = facts.get("python")
+    if isinstance(py, dict):
+        out["python"] = {**py, "interpreters": [
+            {k: v for k, v in it.items() if k != "path"} for it in py.get("interpreters") or [] if isinstance(it, dict)]}
+        out["python"].pop("executable", None)
+    conda = facts.get("conda")
+    if isinstance(conda, dict):
+        out["conda"] = {k: v for k, v in conda.items() if k not in ("path", "root", "exe")}
+    return out
+
+
 def _err(text: str) -> None:
     sys.stderr.write(text + "\n")
 
@@ -287,14 +308,24 @@ def run_create(
     from tfgpu.errors import NotReady, TfgpuError, UsageError
 
     _check_target(tf, from_lock, backend=backend, python=python, channels=channels)
+    from tfgpu.safety import check_timeout
+
+    timeout = check_timeout(timeout)
     if from_lock is not None:  # a bad lockfile is exit 2 before the machine is probed
         from tfgpu.backends.lock import read_lock_info
 
         read_lock_info(from_lock)
+    if prefix is not None and force:  # a directory tfgpu did not make is refused before anything else
+        from tfgpu.envs import check_prefix
+
+        _what_force_replaces(str(check_prefix(prefix)), force)
     facts = _facts(facts_file)
+    # facts from a file describe someone else's machine: judge with them, but never run a program
+    # (an interpreter, a conda) whose path came from the file
+    build_facts = facts if facts_file is None else without_programs(facts)
     lock_plan: Any = None
     if from_lock is not None:  # validate the lockfile first: a bad one is exit 2 before anything else
-        lock_plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform, facts=facts,
+        lock_plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform, facts=build_facts,
                                     find_links=find_links or [], index_url=index_url, offline=offline)
         tf = lock_plan.tf
     assert tf is not None
@@ -328,18 +359,22 @@ def run_create(
         plan = lock_plan
     else:
         plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channels or [],
-                          facts=facts, find_links=find_links or [], index_url=index_url, offline=offline)
+                          facts=build_facts, find_links=find_links or [], index_url=index_url, offline=offline)
     _print_plan(plan)
     for c in (verdict or {}).get("caveats") or []:
         _err(f"tfgpu: caveat: {c.get('summary') if isinstance(c, dict) else c}")
     if dry_run:
         typer.echo("dry run: nothing was changed")
         return 0
+    replacing = _what_force_replaces(plan.prefix, force)
+    if replacing:
+        _err(f"tfgpu: --force replaces {plan.prefix} ({replacing}); it is kept until the new one works")
     if not yes:
         if not sys.stdin.isatty():
             msg = "create needs confirmation and there is no terminal to ask on"
             raise UsageError(msg, hint="pass --yes")
-        if not typer.confirm(f"Create {plan.prefix}?", default=True):
+        question = f"Replace {plan.prefix} ({replacing})?" if replacing else f"Create {plan.prefix}?"
+        if not typer.confirm(question, default=not replacing):
             typer.echo("cancelled")
             return 1
 
@@ -372,7 +407,10 @@ def run_create(
             for line in tail:
                 _err(f"  | {line}")
         raise
-    typer.echo(f"created {result.prefix} in {result.seconds:.0f} s (log: {result.log_path})")
+    for note in result.notes:
+        _err(f"tfgpu: note: {note}")
+    replaced = f"; replaced {result.replaced_what}" if result.replaced_what else ""
+    typer.echo(f"created {result.prefix} in {result.seconds:.0f} s{replaced} (log: {result.log_path})")
 
     # 3. smoke
     if no_smoke:
@@ -398,16 +436,45 @@ def run_create(
     return 1
 
 
+def _what_force_replaces(prefix: str, force: bool) -> str | None:
+    """What `create --force` would replace at ``prefix`` (None: nothing there); refuses, before any
+    prompt, a directory tfgpu did not make."""
+    from pathlib import Path
+
+    from tfgpu import envs
+    from tfgpu.create import describe_entry
+
+    path = Path(prefix)
+    try:
+        occupied = path.is_dir() and any(path.iterdir())
+    except OSError:
+        return None
+    if not (force and occupied):
+        return None
+    entry = envs.created_by_tfgpu(path)
+    if entry is None and not envs.stranded([path]):
+        raise envs.not_created_error(path)
+    return describe_entry(entry) if entry is not None else "the environment a killed create left"
+
+
 def envs_cmd(json_out: bool = typer.Option(False, "--json", help="A JSON document.")) -> int:
-    """List the environments tfgpu made, with their TensorFlow and last smoke result."""
+    """List the environments tfgpu made, with their TensorFlow and last smoke result, and any directory a
+    killed `tfgpu create` left behind (with the command that puts it right)."""
     import json
 
     from tfgpu import envs
 
     items = envs.load()
+    stranded = envs.stranded()
     if json_out:
-        typer.echo(json.dumps({"schema": envs.REGISTRY_SCHEMA, "envs": items}, indent=2))
+        typer.echo(json.dumps({"schema": envs.REGISTRY_SCHEMA, "envs": items, "stranded": [
+            {"path": str(s.path), "prefix": str(s.prefix), "kind": s.kind, "pid": s.pid, "command": s.command()}
+            for s in stranded]}, indent=2))
         return 0
+    for s in stranded:
+        what = "the previous environment of" if s.kind == "old" else "a half-made or half-deleted copy of"
+        _err(f"tfgpu: warning: {s.path} is {what} {s.prefix}, left by a killed create (pid {s.pid}); "
+             f"`tfgpu create --force` or `tfgpu remove` on it puts it right, or by hand: {s.command()}")
     if not items:
         typer.echo("no environments yet: `tfgpu create --tf latest`")
         return 0

@@ -1,0 +1,417 @@
+"""Choose: a target's verdict + the installed tools + the user's preferences -> one recipe and who runs it.
+
+This is the one place that picks a recipe. ``tfgpu doctor`` (its per-target rows and its recommendation),
+``tfgpu plan``, ``tfgpu create`` and ``tfgpu lock`` all call :func:`choose`, so they cannot disagree.
+
+Recipes are tried in the verdict's order (:func:`tfgpu.verdict.rank_backends`: viable ones first, fewest
+caveats first, pip before conda on a tie), then the blocked ones in the knowledge base's order (so that
+``create --force`` still has something to build). Each recipe is offered to the runners of
+:data:`RUNNERS`, an ordered table in the manner of cibuildwheel's platform modules and nox's
+``uv|virtualenv`` fallback chain: the first runner that is available and can build the recipe wins.
+
+Pure: ``tools`` (what is installed) is handed in by the caller (``tfgpu.backends.base.detect_tools``, or
+:func:`tools_from_facts` for the doctor).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from packaging.version import InvalidVersion, Version
+
+from tfgpu._record import record
+from tfgpu.errors import UsageError
+
+if TYPE_CHECKING:
+    from tfgpu.compat import KnowledgeBase, Recipe
+    from tfgpu.verdict import DoctorResult, TargetVerdict
+
+#: The values --backend takes, everywhere (doctor, plan, create, lock).
+BACKENDS = ("auto", "pip", "conda", "rattler")
+#: conda executables in the order tfgpu prefers them (issue 7: mamba, micromamba or conda).
+CONDA_TOOLS = ("mamba", "micromamba", "conda")
+_CONDA_FAMILY = frozenset({"conda", "conda+pip"})
+_PIP_FAMILY = frozenset({"pip"})
+
+
+@record
+class Preferences:
+    """What the user asked for: --backend, --python, and the config file's ``[backends] prefer``."""
+
+    backend: str = "auto"
+    python: str | None = None  # X.Y
+    prefer: str | None = None
+    prefer_source: str = "config"
+
+
+@record
+class Choice:
+    """The recipe and the runner: ``backend`` is what Plan.backend says (pip | conda | rattler)."""
+
+    recipe: Recipe
+    backend: str
+    tool: str  # uv | venv | mamba | micromamba | conda | rattler
+    reason: str
+    python: str = ""  # the interpreter X.Y a pip runner uses ("" for conda runners: decided by plan)
+    python_from_conda: bool = False  # a pip recipe run inside a conda-made interpreter
+
+
+@record
+class Context:
+    """What a runner needs to decide whether it can build a recipe."""
+
+    v: Version
+    os: str
+    tools: Mapping[str, str | None]
+    interpreters: Mapping[str, str]  # X.Y -> path
+    wheel_pythons: tuple[str, ...]
+    python: str | None
+
+
+class Runner(Protocol):
+    """One way of building an environment (the small interface every backend has)."""
+
+    name: str  # Plan.backend
+
+    def runs(self, recipe: Recipe) -> bool: ...
+
+    def available(self, ctx: Context) -> str | None:
+        """The tool that would run it, or None when it is not installed."""
+
+    def can_build(self, recipe: Recipe, ctx: Context) -> UsageError | None:
+        """None when it can build ``recipe`` here, else why not (the error an explicit --backend raises)."""
+
+
+def interpreters(facts: Mapping[str, Any], tools: Mapping[str, str | None]) -> dict[str, str]:
+    """Python X.Y -> path: the facts' interpreters (a version without a path, e.g. from TFGPU_PYTHONS, is
+    run as ``pythonX.Y``), then what the caller found on PATH ("python3.11": path)."""
+    found: dict[str, str] = {}
+    py = facts.get("python") or {}
+    for it in py.get("interpreters") or []:
+        if isinstance(it, Mapping) and it.get("version"):
+            try:
+                xy = _xy(str(it["version"]))
+            except InvalidVersion:  # a garbled version in a facts file is not fatal for planning
+                continue
+            found.setdefault(xy, str(it.get("path") or f"python{xy}"))
+    for key, path in tools.items():
+        if key.startswith("python") and path and re.fullmatch(r"python\d+\.\d+", key):
+            found.setdefault(key[len("python"):], path)
+    return found
+
+
+def tools_from_facts(facts: Mapping[str, Any]) -> dict[str, str | None]:
+    """The tools a facts document shows (the doctor does not look at PATH): its conda and interpreters."""
+    tools: dict[str, str | None] = {"uv": None, "rattler": "embedded" if sys.version_info >= (3, 10) else None}
+    for t in CONDA_TOOLS:
+        tools[t] = None
+    conda = facts.get("conda") or {}
+    if isinstance(conda, Mapping) and conda.get("kind") in CONDA_TOOLS:
+        tools[str(conda["kind"])] = str(conda.get("path") or conda["kind"])
+    return tools
+
+
+def _xy(text: str) -> str:
+    if len(str(text)) > 64:  # a 5,000-digit number would not even convert to int
+        raise InvalidVersion(str(text)[:20])
+    v = Version(str(text))
+    return f"{v.major}.{v.minor}"
+
+
+def conda_tool(tools: Mapping[str, str | None]) -> str | None:
+    return next((t for t in CONDA_TOOLS if tools.get(t)), None)
+
+
+# --------------------------------------------------------------------------- the runners
+
+
+class PipRunner:
+    """A venv (uv, else python -m venv) and pip: needs an interpreter in the release's wheel range."""
+
+    name = "pip"
+
+    def runs(self, recipe: Recipe) -> bool:
+        return recipe.backend in _PIP_FAMILY
+
+    def available(self, ctx: Context) -> str | None:
+        return "uv" if ctx.tools.get("uv") else "venv"
+
+    def python_for(self, ctx: Context) -> str | None:
+        if ctx.python is not None:
+            ok = ctx.python in ctx.interpreters and (ctx.python in ctx.wheel_pythons or not ctx.wheel_pythons)
+            return ctx.python if ok else None
+        cands = [p for p in ctx.wheel_pythons if p in ctx.interpreters]
+        return max(cands, key=Version) if cands else None
+
+    def can_build(self, recipe: Recipe, ctx: Context) -> UsageError | None:
+        if self.python_for(ctx) is not None:
+            return None
+        want = ctx.python or (", ".join(ctx.wheel_pythons) or "?")
+        example = ctx.python or (ctx.wheel_pythons[-1] if ctx.wheel_pythons else "3.11")
+        msg = f"TensorFlow {ctx.v} needs Python {want} and no such interpreter was found"
+        return UsageError(msg, hint=f"install one (e.g. `uv python install {example}`), "
+                                    "or use --backend conda / --backend rattler")
+
+
+class CondaRunner:
+    """mamba, micromamba or conda (the first installed)."""
+
+    name = "conda"
+
+    def runs(self, recipe: Recipe) -> bool:
+        return recipe.backend in _CONDA_FAMILY
+
+    def available(self, ctx: Context) -> str | None:
+        return conda_tool(ctx.tools)
+
+    def can_build(self, recipe: Recipe, ctx: Context) -> UsageError | None:
+        if self.available(ctx) is not None:
+            return None
+        msg = "--backend conda needs mamba, micromamba or conda, and none is installed"
+        return UsageError(msg, hint="install one (e.g. micromamba), or use --backend rattler "
+                                    "(tfgpu's embedded conda engine)")
+
+
+class RattlerRunner:
+    """tfgpu's embedded conda engine (py-rattler)."""
+
+    name = "rattler"
+
+    def runs(self, recipe: Recipe) -> bool:
+        return recipe.backend in _CONDA_FAMILY
+
+    def available(self, ctx: Context) -> str | None:
+        return "rattler" if ctx.tools.get("rattler", "embedded") is not None else None
+
+    def can_build(self, recipe: Recipe, ctx: Context) -> UsageError | None:
+        if self.available(ctx) is not None:
+            return None
+        msg = "no mamba, micromamba or conda, and tfgpu's embedded conda engine needs Python >= 3.10"
+        return UsageError(msg, hint="install micromamba (or mamba/conda), or run tfgpu with Python >= 3.10")
+
+
+PIP, CONDA, RATTLER = PipRunner(), CondaRunner(), RattlerRunner()
+#: --backend -> the runners it may use, in order (auto: a conda tool before the embedded engine).
+RUNNERS: dict[str, tuple[Runner, ...]] = {
+    "auto": (PIP, CONDA, RATTLER),
+    "pip": (PIP,),
+    "conda": (CONDA,),
+    "rattler": (RATTLER,),
+}
+
+
+# --------------------------------------------------------------------------- the order of recipes
+
+
+def candidate_recipes(kb: KnowledgeBase, v: Version, os_name: str) -> list[Recipe]:
+    """GPU recipes for ``v`` on ``os_name``; WSL2 also runs the Linux ones (its own first), as the verdict judges."""
+    recipes = [r for r in kb.recipes_for(v, os_name) if r.gpu]
+    if os_name == "wsl2":
+        recipes += [r for r in kb.recipes_for(v, "linux") if r.gpu and r not in recipes]
+    return recipes
+
+
+def _system_cuda_matches(facts: Mapping[str, Any], cuda: str, v: Version) -> bool:
+    from tfgpu.verdict import Machine, _system_cuda_matches
+
+    return _system_cuda_matches(Machine.from_facts(facts), cuda, v) is not None
+
+
+def kb_order(kb: KnowledgeBase, facts: Mapping[str, Any], v: Version, os_name: str,
+             recipes: Sequence[Recipe]) -> list[Recipe]:
+    """The order without a verdict to go by: the pip recipe that brings its own CUDA (one that needs the
+    system's CUDA only when that CUDA is installed, or when no conda recipe exists), then the conda
+    recipes (the official docs' conda+pip first, then conda-forge's builds, then Anaconda's)."""
+    pips = sorted((r for r in recipes if r.backend == "pip"), key=lambda r: not r.provides_cuda)
+    condas = sorted((r for r in recipes if r.backend in _CONDA_FAMILY), key=lambda r: r.conda_preference())
+    build = kb.build_for(v, os_name)
+    first = [r for r in pips if r.provides_cuda or not condas or build is None
+             or _system_cuda_matches(facts, build.cuda, v)]
+    return first + condas + [r for r in pips if r not in first]
+
+
+def ranked_recipes(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict | None,
+                   v: Version, os_name: str) -> list[Recipe]:
+    """The verdict's viable recipes in its order, then every other recipe in :func:`kb_order`."""
+    from tfgpu.verdict import rank_backends
+
+    recipes = candidate_recipes(kb, v, os_name)
+    by_id = {r.id: r for r in recipes}
+    first: list[Recipe] = []
+    if verdict is not None and verdict.tf == str(v):
+        first = [by_id[b.recipe] for b in rank_backends(verdict.backends) if b.viable and b.recipe in by_id]
+    return first + [r for r in kb_order(kb, facts, v, os_name, recipes) if r not in first]
+
+
+# --------------------------------------------------------------------------- choose
+
+
+def _why_not_pip(verdict: TargetVerdict | None, recipe: Recipe) -> str:
+    """Why the verdict put a conda recipe before the pip ones (for the plan's backend_reason)."""
+    if verdict is None:
+        return ""
+    pips = [b for b in verdict.backends if b.backend == "pip"]
+    if not pips:
+        return ""
+    blocked = [b for b in pips if not b.viable]
+    if len(blocked) == len(pips):
+        findings = [f for b in blocked for f in b.blockers]
+        if findings and all(f.check.startswith("gpu.") for f in findings):
+            return f"the official wheels cannot use this GPU ({findings[0].summary})"
+        if findings:
+            return f"the pip way would not work here ({findings[0].summary})"
+        return ""
+    mine = next((b for b in verdict.backends if b.recipe == recipe.id), None)
+    if mine is not None and mine.viable and len(mine.caveats) < min(len(b.caveats) for b in pips):
+        return f"it has fewer caveats here than the pip way ({pips[0].caveats[0].summary})" if pips[0].caveats else ""
+    return ""
+
+
+def _reason(runner: Runner, tool: str, recipe: Recipe, ctx: Context, prefs: Preferences, verdict: TargetVerdict | None,
+            *, pip_without_python: bool, python: str) -> str:
+    if runner.name == "pip":
+        reason = (f"pip recipe {recipe.id}: a Python {python} interpreter is installed, "
+                  f"{'uv' if tool == 'uv' else 'python -m venv (uv is not installed)'} makes the venv")
+        return f"--backend pip: {reason}" if prefs.backend == "pip" else reason
+    why_not = _why_not_pip(verdict, recipe)
+    if prefs.backend != "auto":
+        return f"--backend {prefs.backend}: conda recipe {recipe.id}, run with {tool}"
+    if why_not:
+        return f"{why_not}; conda recipe {recipe.id} carries what this machine needs, run with {tool}"
+    if pip_without_python:
+        return (f"no Python in {', '.join(ctx.wheel_pythons)} is installed for the pip recipe; "
+                f"conda recipe {recipe.id} brings its own Python, run with {tool}")
+    why = "no pip recipe applies"
+    if tool == "rattler":
+        why += "; no mamba, micromamba or conda is installed, so tfgpu's embedded engine (rattler) runs it"
+    return f"{why}: conda recipe {recipe.id}, run with {tool}"
+
+
+def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict | None, v: Version, os_name: str,
+                tools: Mapping[str, str | None], prefs: Preferences) -> Choice:
+    if prefs.backend not in BACKENDS:
+        msg = f"unknown backend {prefs.backend!r}"
+        raise UsageError(msg, hint=f"use one of: {', '.join(BACKENDS)}")
+    recipes = ranked_recipes(kb, facts, verdict, v, os_name)
+    if not recipes:
+        where = {"windows": "native Windows", "wsl2": "WSL2", "macos": "macOS"}.get(os_name, os_name)
+        msg = f"tfgpu knows no GPU install recipe for TensorFlow {v} on {where}"
+        hint = ("TensorFlow 2.11+ has no GPU build for native Windows: use WSL2, or --tf 2.10"
+                if os_name == "windows" else "see `tfgpu compat` for the versions with a recipe")
+        raise UsageError(msg, hint=hint)
+    ctx = Context(v=v, os=os_name, tools=tools, interpreters=interpreters(facts, tools),
+                  wheel_pythons=tuple(kb.pythons_for(v, os_name)), python=prefs.python)
+    runners = RUNNERS[prefs.backend]
+    if prefs.backend == "auto":  # the embedded engine only when no conda tool is installed
+        runners = (PIP, CONDA) if conda_tool(tools) else (PIP, RATTLER)
+    usable = [r for r in recipes if any(run.runs(r) for run in runners)]
+    if not usable:
+        family = "pip" if prefs.backend == "pip" else "conda"
+        msg = f"no {family} recipe for TensorFlow {v} on {os_name}"
+        raise UsageError(msg, hint="use --backend conda or --backend rattler" if family == "pip" else "use --backend pip")
+    first_error: UsageError | None = None
+    pip_without_python = False
+    for recipe in usable:
+        for runner in runners:
+            if not runner.runs(recipe):
+                continue
+            error = runner.can_build(recipe, ctx)
+            if error is not None:
+                first_error = first_error or error
+                pip_without_python = pip_without_python or runner is PIP
+                continue
+            tool = runner.available(ctx) or runner.name
+            python = PIP.python_for(ctx) or "" if runner is PIP else ""
+            return Choice(recipe, runner.name, tool,
+                          _reason(runner, tool, recipe, ctx, prefs, verdict,
+                                  pip_without_python=pip_without_python, python=python), python=python)
+    if prefs.backend == "auto" and not any(r.backend in _CONDA_FAMILY for r in recipes):
+        # a pip recipe and no interpreter for it: a conda-made interpreter, then pip
+        recipe = usable[0]
+        runner = CONDA if conda_tool(tools) else RATTLER
+        if runner.can_build(recipe, ctx) is None:
+            tool = runner.available(ctx) or runner.name
+            return Choice(recipe, runner.name, tool,
+                          f"no Python in {', '.join(ctx.wheel_pythons)} is installed: {tool} makes a conda-forge "
+                          f"environment with that Python, then pip installs recipe {recipe.id}",
+                          python_from_conda=True)
+    assert first_error is not None
+    raise first_error
+
+
+def choose(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict | None, v: Version, os_name: str,
+           tools: Mapping[str, str | None], prefs: Preferences) -> tuple[Choice, str]:
+    """The recipe and runner for TensorFlow ``v``, and a note when the config's preferred backend could not
+    be used. ``verdict`` is the target's verdict judged with ``prefs.backend`` (None: the knowledge base's
+    order). Raises UsageError when nothing can build it."""
+    if prefs.backend == "auto" and prefs.prefer and prefs.prefer != "auto":
+        if prefs.prefer not in BACKENDS:
+            msg = f"unknown preferred backend {prefs.prefer!r} ({prefs.prefer_source})"
+            raise UsageError(msg, hint=f"use one of: {', '.join(BACKENDS)}")
+        try:
+            c = _choose_one(kb, facts, verdict, v, os_name, tools,
+                            Preferences(backend=prefs.prefer, python=prefs.python))
+        except UsageError as exc:
+            note = (f"{prefs.prefer_source} prefers backend {prefs.prefer}, which cannot build this target "
+                    f"({exc.message}); tfgpu chose automatically")
+            return _choose_one(kb, facts, verdict, v, os_name, tools, prefs), note
+        from tfgpu._record import replace
+
+        return replace(c, reason=f"{prefs.prefer_source} prefers {prefs.prefer}: {c.reason}"), ""
+    return _choose_one(kb, facts, verdict, v, os_name, tools, prefs), ""
+
+
+# --------------------------------------------------------------------------- the doctor's recipes
+
+
+def target_os(facts: Mapping[str, Any]) -> str:
+    from tfgpu.plan import target_os as plan_target_os
+
+    return plan_target_os(facts)
+
+
+def choose_for_target(kb: KnowledgeBase, facts: Mapping[str, Any], tv: TargetVerdict,
+                      tools: Mapping[str, str | None], prefs: Preferences) -> Choice | None:
+    """What `tfgpu plan --tf RELEASE` chooses for a judged target (None: nothing can build it here)."""
+    try:
+        return choose(kb, facts, tv, Version(tv.tf), target_os(facts), tools, prefs)[0]
+    except (UsageError, InvalidVersion):
+        return None
+
+
+def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Mapping[str, Any],
+                 tools: Mapping[str, str | None] | None = None, prefs: Preferences | None = None) -> DoctorResult:
+    """The doctor's per-target recipes and its recommendation, as `tfgpu plan` would build them: each
+    target that is not blocked names the recipe and backend :func:`choose` picks, and ``recipe_id``."""
+    from tfgpu._record import replace
+    from tfgpu.verdict import BLOCKED, create_command
+
+    tools = tools_from_facts(facts) if tools is None else tools
+    prefs = prefs or Preferences()
+    targets = []
+    runner: dict[str, str] = {}
+    for tv in result.targets:
+        c = choose_for_target(kb, facts, tv, tools, prefs)
+        if c is None:
+            targets.append(tv)
+            continue
+        if tv.verdict == BLOCKED:
+            targets.append(replace(tv, recipe_id=c.recipe.id))
+            continue
+        targets.append(replace(tv, backend="pip" if c.recipe.backend == "pip" and not c.python_from_conda
+                               else "conda", recipe=c.recipe.id, recipe_id=c.recipe.id))
+        runner[tv.tf] = c.backend
+    result.targets = targets
+    rec = result.recommendation
+    if rec is not None:
+        chosen = next((t for t in targets if t.tf == rec.get("tf")), None)
+        if chosen is not None and chosen.tf in runner:
+            rec = {**rec, "backend": chosen.backend, "recipe": chosen.recipe, "recipe_id": chosen.recipe_id,
+                   "command": f"tfgpu create --tf {chosen.tf} --backend {runner[chosen.tf]}"}
+        elif chosen is not None:
+            rec = {**rec, "command": create_command(chosen, result.machine)}
+        result.recommendation = rec
+    return result

@@ -1,0 +1,137 @@
+"""Issue 16, High 6: the knowledge-base cache is data only (never pickle), is read only from a regular
+file owned by this user in a directory nobody else can write, is written under unpredictable names with
+O_EXCL | O_NOFOLLOW, and a corrupt one is ignored and rebuilt with a one-line note naming it."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tfgpu import _kbcache, compat
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    d = tmp_path / "cache"
+    d.mkdir(mode=0o700)
+    monkeypatch.setenv("TFGPU_CACHE_DIR", str(d))
+    compat.load_kb.cache_clear()
+    yield d
+    compat.load_kb.cache_clear()
+
+
+class _Boom:
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Path("/nonexistent-never").touch, ())  # what a planted pickle would run (harmlessly failing)
+
+
+def _planted(flag: Path) -> bytes:
+    class Exploit:
+        def __reduce__(self) -> tuple[Any, ...]:
+            return (flag.touch, ())
+
+    return pickle.dumps(Exploit())
+
+
+def test_a_planted_pickle_never_runs(cache_dir: Path, tmp_path: Path, cli: Any) -> None:
+    flag = tmp_path / "pwned"
+    target = compat._cache_file()
+    assert target is not None
+    for name in (target.name, target.with_suffix(".pickle").name):
+        (cache_dir / name).write_bytes(_planted(flag))
+    rc, _, err = cli("doctor", "--json", "--facts", str(Path(__file__).parent / "data/facts/r740-4x-tesla-m60.json"))
+    assert rc in (0, 1), err
+    assert not flag.exists()
+    assert f"ignored the corrupt cache {target}" in err
+    assert err.count("\n") <= 2
+
+
+def test_the_cache_round_trips_the_knowledge_base_with_shared_records(cache_dir: Path) -> None:
+    kb = compat.load_kb()
+    again = compat.load_kb.__wrapped__()
+    assert again == kb
+    assert again.series("linux") == kb.series("linux")
+    # identity shared as it was: one Release object reached from two places stays one object
+    assert again.__dict__.get("_memo") is not None
+
+
+def test_decode_refuses_classes_outside_the_allow_list() -> None:
+    classes = compat._cache_classes()
+    with pytest.raises(ValueError, match="KeyError"):
+        _kbcache.decode(["r", "Popen", "args", ["l", "sh"]], classes, compat.Version, compat.VersionSpec)
+    with pytest.raises(ValueError, match="not cache data"):
+        _kbcache.decode(["x", 1], classes, compat.Version, compat.VersionSpec)
+    with pytest.raises(TypeError):
+        _kbcache.encode(_Boom(), classes)
+
+
+def _refused(path: Path) -> str:
+    with pytest.raises(_kbcache.CacheRefused) as info:
+        _kbcache.read(path)
+    return str(info.value)
+
+
+def test_a_symlinked_cache_file_is_not_read(cache_dir: Path, tmp_path: Path) -> None:
+    real = tmp_path / "elsewhere.json"
+    real.write_text('["t"]')
+    link = cache_dir / "kb.json"
+    link.symlink_to(real)
+    assert "it is a symlink" in _refused(link)
+
+
+def test_a_cache_in_a_directory_others_can_write_is_not_read(cache_dir: Path) -> None:
+    f = cache_dir / "kb.json"
+    f.write_text('["t"]')
+    cache_dir.chmod(0o777)
+    try:
+        assert "writable by other users" in _refused(f)
+        cache_dir.chmod(0o1777)  # sticky, like /tmp: others cannot replace our file
+        assert _kbcache.read(f) == ["t"]
+    finally:
+        cache_dir.chmod(0o700)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file another user owns needs root")
+def test_a_cache_file_owned_by_another_user_is_not_read_nor_replaced(cache_dir: Path, cli: Any) -> None:
+    target = compat._cache_file()
+    assert target is not None
+    target.write_text("[]")
+    os.chown(target, 65534, 65534)
+    assert "belongs to another user" in _refused(target)
+    compat.load_kb.cache_clear()
+    compat.load_kb()
+    assert target.stat().st_uid == 65534  # not rewritten either
+
+
+def test_writes_use_unpredictable_names_and_never_follow_a_planted_link(cache_dir: Path, tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    target = cache_dir / "kb.json"
+    # the old predictable temporary name, planted as a link to a file the victim owns
+    (cache_dir / f"kb.{os.getpid()}.tmp").symlink_to(victim)
+    target.symlink_to(victim)  # and the final name too: the rename replaces the link itself
+    _kbcache.write(target, ["t", 1])
+    assert victim.read_text() == "keep"
+    assert not target.is_symlink()
+    assert _kbcache.read(target) == ["t", 1]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+def test_a_truncated_cache_is_rebuilt_with_a_note(cache_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kb = compat.load_kb()
+    target = compat._cache_file()
+    assert target is not None
+    target.write_bytes(target.read_bytes()[:1000])
+    compat.load_kb.cache_clear()
+    assert compat.load_kb() == kb
+    err = capsys.readouterr().err
+    assert err == f"tfgpu: note: ignored the corrupt cache {target}; rebuilt it\n"
+    compat.load_kb.cache_clear()
+    compat.load_kb()
+    assert capsys.readouterr().err == ""  # rebuilt: read cleanly next time
