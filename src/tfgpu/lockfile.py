@@ -497,7 +497,7 @@ def pip_requirements_for(kb: Any, tf: str, os_name: str) -> tuple[str, list[str]
     rel = kb.gpu_release(version, os_name)
     dist = rel.dist if rel is not None else "tensorflow"
     reqs = [f"{dist}[and-cuda]=={version}" if "[and-cuda]" in recipe.packages else f"{dist}=={version}"]
-    try:  # the pins `tfgpu create` adds (tfgpu.plan.PINS): a lock must install what create installs
+    try:  # the pins `tfgpu create` adds (compat/pins.toml via tfgpu.plan.pins_for): a lock must install what create installs
         from tfgpu.plan import pins_for
     except ImportError:  # pragma: no cover - plan.py is part of tfgpu
         pins = []
