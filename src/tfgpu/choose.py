@@ -407,11 +407,11 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Mapping[str, An
     result.targets = targets
     rec = result.recommendation
     if rec is not None:
-        tv = next((t for t in targets if t.tf == rec.get("tf")), None)
-        if tv is not None and tv.tf in runner:
-            rec = {**rec, "backend": tv.backend, "recipe": tv.recipe, "recipe_id": tv.recipe_id,
-                   "command": f"tfgpu create --tf {tv.tf} --backend {runner[tv.tf]}"}
-        elif tv is not None:
-            rec = {**rec, "command": create_command(tv, result.machine)}
+        chosen = next((t for t in targets if t.tf == rec.get("tf")), None)
+        if chosen is not None and chosen.tf in runner:
+            rec = {**rec, "backend": chosen.backend, "recipe": chosen.recipe, "recipe_id": chosen.recipe_id,
+                   "command": f"tfgpu create --tf {chosen.tf} --backend {runner[chosen.tf]}"}
+        elif chosen is not None:
+            rec = {**rec, "command": create_command(chosen, result.machine)}
         result.recommendation = rec
     return result

@@ -194,4 +194,4 @@ def run_doctor(
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         report.render_human(doc, sys.stdout, color=None if sys.stdout.isatty() else False)
-    return code
+    return int(code)

@@ -16,7 +16,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from tfgpu._record import field, record
-from tfgpu.compat import Pin, VersionSpec, load_pins, pin_source_urls
+from tfgpu.compat import Pin, VersionSpec, load_pins, pin_source_urls, python_limit_for
 from tfgpu.errors import UsageError
 
 PLAN_SCHEMA = "tfgpu.plan/1"
@@ -381,6 +381,11 @@ def plan_environment(
     wheel_pythons = kb.pythons_for(v, os_name)
 
     recipe = choice.recipe
+    limit = python_limit_for(v, recipe.id) if recipe.backend == "pip" else None
+    if limit is not None:  # a package the pip recipe pins has wheels for fewer Pythons (compat/pins.toml)
+        wheel_pythons = [p for p in wheel_pythons if p in limit.python]
+        notes.append(f"Python {', '.join(wheel_pythons)} only: {limit.why}")
+        sources.append(pin_source_urls(limit))
     if recipe.backend == "conda" and len(tf.strip().split(".")) == 2:
         # a series on a conda-only recipe: the newest release the recipe's channel is known to carry
         cf = "conda-forge" in recipe.channels

@@ -37,9 +37,24 @@ def doctor_document(facts: Mapping[str, Any], result: DoctorResult, *, data_vers
         "facts": dict(facts),
         "overrides": list(overrides or []),
         "checks": [c.to_json() for c in result.checks],
-        "targets": [t.to_json() for t in result.targets],
+        "targets": [_target_json(t, verified=result.target_requested is not None) for t in result.targets],
         "recommendation": result.recommendation,
     }
+
+
+def _target_json(target: Any, *, verified: bool) -> dict[str, Any]:
+    """A target's JSON; for `doctor --tf` each recipe also says whether a real install proved it
+    (compat/verified.toml, written by `nox -s recipes`)."""
+    doc: dict[str, Any] = target.to_json()
+    if verified:
+        from tfgpu.compat import verified_status
+
+        for b in doc.get("backends") or []:
+            if b.get("recipe"):
+                b["verified"] = verified_status(doc["tf"], b["recipe"], b["backend"])
+        if doc.get("recipe") and doc.get("backend"):
+            doc["verified"] = verified_status(doc["tf"], doc["recipe"], doc["backend"])
+    return doc
 
 
 # --------------------------------------------------------------------------- redaction
@@ -178,6 +193,10 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
         console.print(Text(f"\nTensorFlow {t['tf']}: {t['verdict'].upper()}"
                            + (f" via {t['backend']} ({t['recipe']})" if t.get("backend") and t["verdict"] != BLOCKED else ""),
                            style="bold " + STYLES.get(t["verdict"], "")))
+        for b in t.get("backends") or []:
+            if b.get("verified"):
+                console.print(Text(f"  recipe {b['recipe']} ({b['backend']}): {b['verified']['text']}",
+                                   style="green" if b["verified"]["status"] == "verified" else "dim"))
         for b in t["blockers"]:
             console.print(Text(f"  ✗ {b['summary']}", style="red"))
             if b.get("fix"):

@@ -71,7 +71,7 @@ def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, 
             name=clean(report.name),
             notes=tuple(clean(n) for n in report.notes),
             findings=tuple(replace(f, text=clean(f.text), cause=clean(f.cause), fix=clean(f.fix),
-                                          meaning=clean(f.meaning)) for f in report.findings),
+                                          meaning=clean(f.meaning), key=clean(f.key)) for f in report.findings),
         )
     if json_out:
         typer.echo(json.dumps(report.to_json(), indent=2))
