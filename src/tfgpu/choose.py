@@ -389,6 +389,13 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Mapping[str, An
 
     tools = tools_from_facts(facts) if tools is None else tools
     prefs = prefs or Preferences()
+    from tfgpu.containers import CONTAINER_BACKENDS
+
+    if prefs.backend in CONTAINER_BACKENDS:  # an image, not a recipe: the verdict already chose it
+        if result.recommendation is not None:
+            result.recommendation = {**result.recommendation,
+                                     "command": f"tfgpu create --tf {result.recommendation['tf']} --backend {prefs.backend}"}
+        return result
     targets = []
     runner: dict[str, str] = {}
     for tv in result.targets:
@@ -405,11 +412,11 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Mapping[str, An
     result.targets = targets
     rec = result.recommendation
     if rec is not None:
-        tv = next((t for t in targets if t.tf == rec.get("tf")), None)
-        if tv is not None and tv.tf in runner:
-            rec = {**rec, "backend": tv.backend, "recipe": tv.recipe, "recipe_id": tv.recipe_id,
-                   "command": f"tfgpu create --tf {tv.tf} --backend {runner[tv.tf]}"}
-        elif tv is not None:
-            rec = {**rec, "command": create_command(tv, result.machine)}
+        rec_tv = next((t for t in targets if t.tf == rec.get("tf")), None)
+        if rec_tv is not None and rec_tv.tf in runner:
+            rec = {**rec, "backend": rec_tv.backend, "recipe": rec_tv.recipe, "recipe_id": rec_tv.recipe_id,
+                   "command": f"tfgpu create --tf {rec_tv.tf} --backend {runner[rec_tv.tf]}"}
+        elif rec_tv is not None:
+            rec = {**rec, "command": create_command(rec_tv, result.machine)}
         result.recommendation = rec
     return result
