@@ -115,6 +115,8 @@ def tools_from_facts(facts: Mapping[str, Any]) -> dict[str, str | None]:
 
 
 def _xy(text: str) -> str:
+    if len(str(text)) > 64:  # a 5,000-digit number would not even convert to int
+        raise InvalidVersion(str(text)[:20])
     v = Version(str(text))
     return f"{v.major}.{v.minor}"
 
@@ -412,11 +414,11 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Mapping[str, An
     result.targets = targets
     rec = result.recommendation
     if rec is not None:
-        rec_tv = next((t for t in targets if t.tf == rec.get("tf")), None)
-        if rec_tv is not None and rec_tv.tf in runner:
-            rec = {**rec, "backend": rec_tv.backend, "recipe": rec_tv.recipe, "recipe_id": rec_tv.recipe_id,
-                   "command": f"tfgpu create --tf {rec_tv.tf} --backend {runner[rec_tv.tf]}"}
-        elif rec_tv is not None:
-            rec = {**rec, "command": create_command(rec_tv, result.machine)}
+        chosen = next((t for t in targets if t.tf == rec.get("tf")), None)
+        if chosen is not None and chosen.tf in runner:
+            rec = {**rec, "backend": chosen.backend, "recipe": chosen.recipe, "recipe_id": chosen.recipe_id,
+                   "command": f"tfgpu create --tf {chosen.tf} --backend {runner[chosen.tf]}"}
+        elif chosen is not None:
+            rec = {**rec, "command": create_command(chosen, result.machine)}
         result.recommendation = rec
     return result

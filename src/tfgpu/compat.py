@@ -29,6 +29,7 @@ SCHEMAS = {
     "gpus": "tfgpu.compat.gpus/1",
     "recipes": "tfgpu.compat.recipes/1",
     "conda": "tfgpu.compat.conda/1",
+    "wheels": "tfgpu.compat.wheels/1",
     "explain": "tfgpu.compat.explain/1",
     "pins": "tfgpu.compat.pins/1",
     "verified": "tfgpu.compat.verified/1",
@@ -108,6 +109,9 @@ def version(text: str) -> Version:
     key = str(text).strip()
     found = _PARSED.get(key)
     if found is None:
+        if len(key) > 64:  # no real version is this long; a 5,000-digit number would not even convert
+            msg = f"Invalid version: {key[:20]!r}... ({len(key)} characters)"
+            raise InvalidVersion(msg)
         found = Version(key)
         if len(_PARSED) < 4096:  # bounded: user input passes through here too
             _PARSED[key] = found
@@ -383,7 +387,40 @@ class ArchTargets:
     source2: str = ""  # the report behind ptx_fails
     build: str = "pip"  # whose binaries: "pip" (official wheels) or "conda-forge" (the feedstock's builds)
     cuda: VersionSpec | None = None  # conda-forge: the CUDA variants the row covers
-    ptx_all: tuple[str, ...] = ()  # every PTX target when the row lists several (`ptx = "3.5,...,7.0"`)
+    # read from the wheel's fatbins (scripts/scan_wheel_archs.py): SASS / PTX only some kernels carry,
+    # as (compute capability, share of the fatbin containers); every PTX >= 90%; how many containers
+    sass_partial: tuple[tuple[str, float], ...] = ()
+    ptx_all: tuple[str, ...] = ()
+    ptx_partial: tuple[tuple[str, float], ...] = ()
+    kernels: int = 0
+    wheel: str = ""  # the wheel file the row was read from, and PyPI's sha256 of it
+    sha256: str = ""
+    wheel_newest: str = ""  # the series' newest patch, read too and found alike
+    sha256_newest: str = ""
+
+    def partial_share(self, cc: Version) -> float:
+        """Share of the kernels whose SASS runs on compute capability ``cc`` (same major, minor <= cc's),
+        among the architectures only some kernels carry; 0.0 when none does."""
+        return max((share for arch, share in self.sass_partial
+                    if (v := version(arch)).major == cc.major and v <= cc), default=0.0)
+
+
+@record
+class WheelFacts:
+    """Facts read from one TensorFlow wheel (compat/wheels.toml): CUDA build, glibc symbol floor."""
+
+    dist: str
+    version: Version
+    os: str
+    python: str  # CPython tag, e.g. cp37
+    file: str
+    sha256: str
+    cuda_build: bool | None = None  # None: not known (build info absent, shared objects not read)
+    cuda: str = ""
+    cudnn: str = ""
+    glibc: Version | None = None  # the highest GLIBC_x.y symbol version its .so files need
+    glibcxx: str = ""
+    fatbins: int | None = None  # None: shared objects not read
 
 
 @record
@@ -438,6 +475,18 @@ class GpuModel:
     name: str
     cc: str
     aliases: tuple[str, ...]
+    source: str
+
+
+@record
+class GpuDevice:
+    """One NVIDIA PCI device ID of compat/gpus.toml `devices` (generated from pci.ids)."""
+
+    id: str  # 4 lowercase hex digits, e.g. "1e81"
+    chip: str
+    cc: str
+    via: str
+    pci_name: str
     source: str
 
 
@@ -512,6 +561,34 @@ def _parse_releases(name: str, data: dict[str, Any]) -> tuple[Release, ...]:
     return tuple(out)
 
 
+def _shares(name: str, row: dict[str, Any], key: str) -> tuple[tuple[str, float], ...]:
+    out = []
+    for item in _split(row.get(key, "")):
+        arch, _, share = item.partition("=")
+        try:
+            out.append((arch.strip(), float(share)))
+        except ValueError:
+            raise _bad(name, row, f"{key} item {item!r} is not ARCH=SHARE") from None
+    return tuple(out)
+
+
+def _parse_wheels(name: str, data: dict[str, Any]) -> tuple[WheelFacts, ...]:
+    out = []
+    for row in _rows(name, data, "wheels", required=False):
+        try:
+            out.append(WheelFacts(
+                dist=str(row["dist"]), version=version(row["version"]), os=str(row["os"]),
+                python=str(row.get("python", "")), file=str(row["file"]), sha256=str(row["sha256"]),
+                cuda_build=bool(row["cuda_build"]) if "cuda_build" in row else None,
+                cuda=str(row.get("cuda", "")), cudnn=str(row.get("cudnn", "")),
+                glibc=_opt_version(name, row, "glibc"), glibcxx=str(row.get("glibcxx", "")),
+                fatbins=int(row["fatbins"]) if "fatbins" in row else None,
+            ))
+        except (KeyError, ValueError, InvalidVersion) as exc:
+            raise _bad(name, row, f"bad wheel row: {exc}") from None
+    return tuple(out)
+
+
 def _split_and_cuda(text: str) -> tuple[str, ...]:
     """and_cuda pins: requirements joined by ";" (or by "," although specifiers contain commas)."""
     if ";" in str(text):
@@ -551,6 +628,8 @@ class KnowledgeBase:
     conda: tuple[CondaPackage, ...]
     arch_names: tuple[tuple[str, str], ...]
     models: tuple[GpuModel, ...]
+    wheels: tuple[WheelFacts, ...] = ()
+    devices: tuple[GpuDevice, ...] = ()
 
     # -- TensorFlow -----------------------------------------------------------------------
     @functools.cached_property
@@ -686,6 +765,33 @@ class KnowledgeBase:
         found: ArchTargets | None = self._memo[key]
         return found
 
+    # -- facts read from the wheels ------------------------------------------------------------
+    def wheel_facts(self, dist: str, v: Version | str, os: str = "linux") -> list[WheelFacts]:
+        """Every wheel of ``dist`` ``v`` on ``os`` that was read (compat/wheels.toml), one per Python tag."""
+        vv = v if isinstance(v, Version) else version(str(v))
+        os = "linux" if os == "wsl2" else os
+        key = ("wheel_facts", "")
+        if key not in self._memo:
+            index: dict[tuple[str, Version, str], list[WheelFacts]] = {}
+            for w in self.wheels:
+                index.setdefault((w.dist, w.version, w.os), []).append(w)
+            self._memo[key] = index
+        found: list[WheelFacts] = self._memo[key].get((dist, vv, os), [])
+        return found
+
+    def glibc_floor(self, dist: str, v: Version | str, pythons: Iterable[str] | None = None) -> WheelFacts | None:
+        """The Linux wheel of ``dist`` ``v`` with the lowest scanned glibc floor among ``pythons`` ("3.7"
+        style; all tags when None): the wheel that needs the least of the machine's glibc."""
+        tags = {f"cp{p.replace('.', '')}" for p in pythons} if pythons is not None else None
+        read = [w for w in self.wheel_facts(dist, v, "linux")
+                if w.glibc is not None and (tags is None or w.python in tags)]
+        return min(read, key=lambda w: (w.glibc, w.python)) if read else None
+
+    def cuda_build(self, dist: str, v: Version | str, os: str = "linux") -> bool | None:
+        """Whether the wheels of ``dist`` ``v`` are CUDA builds, as read from them (None: not read)."""
+        known = [w.cuda_build for w in self.wheel_facts(dist, v, os) if w.cuda_build is not None]
+        return any(known) if known else None
+
     # -- install recipes --------------------------------------------------------------------
     def recipes_for(self, v: Version | str, os: str = "linux", backend: str | None = None) -> list[Recipe]:
         vv = v if isinstance(v, Version) else version(str(v))
@@ -736,18 +842,51 @@ class KnowledgeBase:
                 return name
         return None
 
-    def gpu_cc(self, name: str) -> str | None:
-        """Compute capability of a GPU model by name (normalized substring; longest match wins)."""
-        key = ("gpu_cc", str(name))
+    def gpu_cc(self, name: str, device_id: str | None = None) -> str | None:
+        """Compute capability of a GPU from the tables: by PCI device ID when known, else by its whole
+        model name after :func:`normalize_gpu_name` (NVIDIA's model table first, then the names pci.ids
+        gives the device IDs). None when neither table knows the GPU: never a guess from part of a name.
+        A capability the machine reports (NVML, nvidia-smi, a TF log) wins over this; callers ask only
+        when there is none."""
+        key = ("gpu_cc", f"{name}\x00{device_id}")
         if key not in self._memo:
-            index = self._memo.get(("gpu_names", ""))
-            if index is None:
-                index = [(_norm_gpu(c), m.cc) for m in self.models for c in (m.name, *m.aliases)]
-                index.sort(key=lambda item: len(item[0]), reverse=True)
-                self._memo[("gpu_names", "")] = index
-            wanted = _norm_gpu(name)
-            self._memo[key] = next((cc for k, cc in index if k and (k == wanted or k in wanted)), None)
+            found = self.gpu_cc_by_id(device_id) if device_id else None
+            if found is None:
+                wanted = normalize_gpu_name(name)
+                found = self._gpu_name_index()[0].get(wanted) or self._gpu_name_index()[1].get(wanted)
+            self._memo[key] = found
         result: str | None = self._memo[key]
+        return result
+
+    def gpu_cc_by_id(self, device_id: str | None) -> str | None:
+        """Compute capability of an NVIDIA PCI device ID ("1e81", "0x1E81", "0x1E8110DE", "1E8110DE")."""
+        wanted = normalize_pci_device_id(device_id)
+        if wanted is None:
+            return None
+        index = self._memo.get(("gpu_ids", ""))
+        if index is None:
+            index = {d.id: d.cc for d in self.devices}
+            self._memo[("gpu_ids", "")] = index
+        found: str | None = index.get(wanted) or None  # "" = pci.ids lists the device, its CC is unknown
+        return found
+
+    def _gpu_name_index(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(normalized model name -> CC from `models`, normalized pci.ids name -> CC from `devices`, the
+        latter only for names all of whose device IDs agree)."""
+        index = self._memo.get(("gpu_names", ""))
+        if index is None:
+            models = {normalize_gpu_name(c): m.cc for m in self.models for c in (m.name, *m.aliases)}
+            by_pci: dict[str, set[str]] = {}
+            for d in self.devices:
+                m = re.search(r"\[([^\]]+)\]\s*$", d.pci_name)
+                for part in (m.group(1).split(" / ") if m else ()):
+                    key = normalize_gpu_name(part)
+                    if key:
+                        by_pci.setdefault(key, set()).add(d.cc)
+            pci = {k: next(iter(v)) for k, v in by_pci.items() if len(v) == 1}
+            index = (models, pci)
+            self._memo[("gpu_names", "")] = index
+        result: tuple[dict[str, str], dict[str, str]] = index
         return result
 
     def sources(self, file: str) -> dict[str, dict[str, Any]]:
@@ -764,12 +903,38 @@ def _nearest(wanted: Version, candidates: Iterable[Version]) -> list[str]:
     return [str(v) for v in sorted(candidates, key=distance)[:3]]
 
 
-def _norm_gpu(name: str) -> str:
-    text = re.sub(r"\s+", " ", str(name).lower()).strip()
-    for prefix in ("nvidia ",):
-        if text.startswith(prefix):
-            text = text[len(prefix):]
-    return text
+#: Words of a GPU's name that say who sells it or what variant of one model it is (memory size, form
+#: factor, laptop/Max-Q, workstation/server edition), dropped before names are compared. A laptop or
+#: Max-Q part shares its desktop model's chip from Pascal on (NVIDIA's CUDA GPUs page lists one row);
+#: Maxwell/Kepler mobile parts carry the M in the model number ("GTX 960M") and stay distinct.
+_GPU_NAME_DROP = re.compile(
+    r"\b(?:nvidia|geforce|tesla|quadro|laptop|mobile|embedded|gpu|generation|workstation|server|edition|"
+    r"with|max q|design|nvgpu|pcie|sxm\d?|nvl\d*|hbm\d?e?|\d+(?:\.\d+)?\s?(?:gb|g|mb))\b"
+)
+#: A MIG slice ("... MIG 1g.5gb") or vGPU profile ("A40-48Q") suffix: the rest names the physical GPU.
+_GPU_NAME_SLICE = re.compile(r"\s(?:mig\b.*|\d+[abcq])$")
+
+
+def normalize_gpu_name(name: str) -> str:
+    """A GPU name as compared with the tables: "NVIDIA GeForce RTX 3060 Laptop GPU" -> "rtx 3060",
+    "NVIDIA A100-SXM4-40GB" -> "a100", "Quadro M1000M" -> "m1000m", "TITAN X (Pascal)" -> "titan x
+    pascal". Whole names are compared, never parts: "RTX A3000 Laptop" is not "A30"."""
+    text = str(name).lower().replace("_", " ").replace("-", " ").replace("(tm)", " ").replace("(r)", " ")
+    text = re.sub(r"[()\[\],]", " ", text)
+    text = re.sub(r"\s+", " ", text).strip()
+    text = _GPU_NAME_SLICE.sub("", text)
+    text = _GPU_NAME_DROP.sub(" ", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def normalize_pci_device_id(value: str | None) -> str | None:
+    """An NVIDIA PCI device ID as 4 lowercase hex digits from the forms the probes read: sysfs "0x1e81",
+    lspci "1e81", nvidia-smi "0x1E8110DE" (device << 16 | vendor), NVML pciDeviceId as hex. None when
+    it is not one."""
+    text = str(value or "").strip().lower().removeprefix("0x")
+    if re.fullmatch(r"[0-9a-f]{8}", text):
+        return text[:4] if text.endswith("10de") else None
+    return text if re.fullmatch(r"[0-9a-f]{4}", text) else None
 
 
 def _parse_kb() -> KnowledgeBase:
@@ -780,6 +945,10 @@ def _parse_kb() -> KnowledgeBase:
     gpus = load_toml("gpus")
     recipes = load_toml("recipes")
     conda = load_toml("conda")
+    try:
+        wheels_data = load_toml("wheels")
+    except DataError:
+        wheels_data = {"wheels": [], "sources": {}}
     try:
         archs_data = load_toml("tf_archs")
     except DataError:
@@ -807,11 +976,17 @@ def _parse_kb() -> KnowledgeBase:
     for row in _rows("tf_archs", archs_data, "archs", required=False):
         archs.append(ArchTargets(
             tf=_spec("tf_archs", row), os=str(row.get("os", "linux")), sass=_split(row.get("sass", "")),
-            ptx=max(_split(row.get("ptx", "")), key=Version, default=None), ptx_all=_split(row.get("ptx", "")),
+            ptx=max(_split(row.get("ptx", "")), key=Version, default=None),
             source=row["source"],
             confidence=str(row.get("confidence", "sourced")), note=str(row.get("note", "")),
             ptx_fails=_split(row.get("ptx_fails", "")), source2=str(row.get("source2", "")),
             build=str(row.get("build", "pip")), cuda=_spec("tf_archs", row, "cuda") if "cuda" in row else None,
+            # every PTX target: `ptx_all` (rows read from the wheels), or `ptx` listing several
+            sass_partial=_shares("tf_archs", row, "sass_partial"),
+            ptx_all=_split(row.get("ptx_all", "")) or _split(row.get("ptx", "")),
+            ptx_partial=_shares("tf_archs", row, "ptx_partial"), kernels=int(row.get("kernels", 0)),
+            wheel=str(row.get("wheel", "")), sha256=str(row.get("sha256", "")),
+            wheel_newest=str(row.get("wheel_newest", "")), sha256_newest=str(row.get("sha256_newest", "")),
         ))
         if archs[-1].build not in ARCH_BUILDS:
             file, msg = "tf_archs", f"build {archs[-1].build!r} is not one of {ARCH_BUILDS}"
@@ -849,10 +1024,23 @@ def _parse_kb() -> KnowledgeBase:
             GpuModel(name=str(r["name"]), cc=str(r["cc"]), aliases=_split(r.get("aliases", "")), source=r["source"])
             for r in _rows("gpus", gpus, "models")
         ),
+        wheels=_parse_wheels("wheels", wheels_data),
+        devices=tuple(_parse_gpu_devices(gpus)),
     )
 
 
-KB_FILES = ("meta", "tensorflow", "releases", "tf_archs", "cuda", "gpus", "recipes", "conda")
+def _parse_gpu_devices(gpus: dict[str, Any]) -> list[GpuDevice]:
+    out = []
+    for row in _rows("gpus", gpus, "devices", required=False):
+        dev_id = normalize_pci_device_id(str(row.get("id", "")))
+        if dev_id is None or dev_id != row.get("id"):
+            raise _bad("gpus", row, f"id {row.get('id')!r} is not 4 lowercase hex digits")  # noqa: EM101
+        out.append(GpuDevice(id=dev_id, chip=str(row.get("chip", "")), cc=str(row["cc"]), via=str(row.get("via", "")),
+                             pci_name=str(row.get("pci_name", "")), source=row["source"]))
+    return out
+
+
+KB_FILES = ("meta", "tensorflow", "releases", "tf_archs", "cuda", "gpus", "recipes", "conda", "wheels")
 
 
 def _cache_file() -> Path | None:
@@ -892,7 +1080,7 @@ def _cache_file() -> Path | None:
 def _cache_classes() -> dict[str, type]:
     """The record classes a cache file may hold (an allow-list: nothing else is ever rebuilt)."""
     return {c.__name__: c for c in (KnowledgeBase, Build, Release, PyRange, Toolkit, MinorCompat, ArchTargets,
-                                    Recipe, CondaPackage, GpuModel)}
+                                    Recipe, CondaPackage, GpuModel, WheelFacts, GpuDevice)}
 
 
 @functools.lru_cache(maxsize=1)
@@ -935,6 +1123,7 @@ def _build_indexes(kb: KnowledgeBase) -> None:
     from tfgpu.verdict import warm_up  # the verdicts define which indexes matter
 
     try:
+        kb._gpu_name_index()  # judging a GPU whose probe reported no compute capability
         for os in ("linux", "wsl2", "windows"):
             warm_up(kb, os)
     except Exception:  # an optimisation: a verdict bug surfaces when real facts are judged
@@ -1012,10 +1201,39 @@ def load_pins() -> tuple[Pin, ...]:
     return tuple(out)
 
 
-def pin_source_urls(pin: Pin) -> str:
+@record
+class PythonLimit:
+    """The Pythons recipe ``recipe`` can install releases ``tf`` with (compat/pins.toml `pythons`)."""
+
+    tf: VersionSpec
+    recipe: str
+    python: tuple[str, ...]
+    why: str
+    source: str
+
+
+@functools.lru_cache(maxsize=1)
+def load_python_limits() -> tuple[PythonLimit, ...]:
+    data = load_toml("pins")
+    out = []
+    for row in _rows("pins", data, "pythons", required=False):
+        pythons = _split(row.get("python", ""))
+        if not pythons or not all(re.fullmatch(r"\d+\.\d+", p) for p in pythons):
+            raise _bad("pins", row, "python must list X.Y versions")  # noqa: EM101
+        out.append(PythonLimit(tf=_spec("pins", row), recipe=str(row["recipe"]), python=pythons,
+                               why=str(row.get("why", "")), source=str(row["source"])))
+    return tuple(out)
+
+
+def python_limit_for(tf: Version, recipe: str) -> PythonLimit | None:
+    return next((lim for lim in load_python_limits() if lim.recipe == recipe and tf in lim.tf), None)
+
+
+def pin_source_urls(pin: Pin | PythonLimit) -> str:
     """The URLs behind a pin's source keys, `; `-joined (what plans cite)."""
     sources = load_toml("pins").get("sources", {})
-    return "; ".join(str(sources[k]["url"]) for k in (pin.source, pin.source2) if k and k in sources)
+    keys = (pin.source, pin.source2) if isinstance(pin, Pin) else (pin.source,)
+    return "; ".join(str(sources[k]["url"]) for k in keys if k and k in sources)
 
 
 # --------------------------------------------------------------------------- verified installs (additive)
@@ -1080,6 +1298,8 @@ def verified_from_row(row: dict[str, Any], name: str = "verified") -> Verified:
         )
     except KeyError as exc:
         raise _bad(name, row, f"missing key {exc}") from None
+    except InvalidVersion:
+        raise _bad(name, row, f"tf {row.get('tf')!r} is not a version") from None
 
 
 @functools.lru_cache(maxsize=1)
@@ -1093,30 +1313,42 @@ def load_verified() -> tuple[Verified, ...]:
 
 
 def verified_for(tf: Version | str, recipe: str) -> Verified | None:
-    """The install that proved (or failed) ``recipe`` for release ``tf``; None when none was made."""
+    """The install that proved (or failed) ``recipe`` for release ``tf``, else for the newest release of
+    its series that was tried; None when none was made."""
     vv = tf if isinstance(tf, Version) else version(str(tf))
-    for row in load_verified():
-        if row.tf == vv and row.recipe == recipe:
-            return row
-    return None
+    rows = [r for r in load_verified() if r.recipe == recipe and series_of(r.tf) == series_of(vv)]
+    exact = [r for r in rows if r.tf == vv]
+    if exact:
+        return exact[0]
+    return max(rows, key=lambda r: r.tf) if rows else None
 
 
 def verified_status(tf: Version | str, recipe_id: str, backend: str) -> dict[str, Any]:
-    """What `tfgpu compat` and `doctor --tf` say about one recipe: verified / failed / not verified here."""
+    """What `tfgpu compat` and `doctor --tf` say about one recipe: install verified DATE, failed, skipped
+    (could not run where tfgpu verifies), not verified here, or cannot verify (conda recipes)."""
     if backend != "pip":
-        return {"status": "cannot verify", "text": "conda recipes cannot be verified here (no conda channels)"}
+        return {"status": "cannot verify",
+                "text": "not verified here: conda recipes cannot be verified where tfgpu verifies (no conda channels)"}
     row = verified_for(tf, recipe_id)
     if row is None:
         return {"status": "not verified", "text": "not verified here"}
+    doc: dict[str, Any] = {"tf": str(row.tf), "date": row.date}
+    if row.python:
+        doc["python"] = row.python
+    versions = {k: v for k, v in row.versions if v}
+    if versions:
+        doc["versions"] = versions
     if row.result == "ok":
-        return {"status": "verified", "date": row.date, "python": row.python,
-                "text": f"install verified {row.date} (Python {row.python})"}
-    return {"status": row.result, "date": row.date, "python": row.python, "reason": row.reason,
-            "text": f"install {row.result} {row.date}: {row.reason}"}
+        return {"status": "verified", "text": f"install verified {row.date} (TF {row.tf}, Python {row.python})", **doc}
+    return {"status": row.result, "reason": row.reason,
+            "text": f"install {row.result} {row.date} (TF {row.tf}): {row.reason}", **doc}
 
 
 def _toml_str(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A TOML basic string (JSON's escapes are valid TOML escapes for every character but DEL)."""
+    import json
+
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 VERIFIED_HEADER = """\

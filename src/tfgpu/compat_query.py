@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 from tfgpu._record import record
 from tfgpu.compat import (
     OSES,
+    ArchTargets,
     Build,
     KnowledgeBase,
     Recipe,
@@ -25,6 +26,7 @@ from tfgpu.compat import (
     load_toml,
     normalize_cuda,
     series_of,
+    verified_status,
     version,
 )
 from tfgpu.errors import UsageError
@@ -192,6 +194,9 @@ def _source_url(kb: KnowledgeBase, file: str, key: str) -> str:
     return str(entry.get("url") or key)
 
 
+_CF_FEEDSTOCK = "https://github.com/conda-forge/tensorflow-feedstock"
+
+
 def _conda_forge_builds(kb: KnowledgeBase, versions: Iterable[Version]) -> list[dict[str, Any]]:
     """conda-forge's own CUDA builds of these releases, newest first, with the GPU code each carries
     (it differs from the official wheels': compat/tf_archs.toml, build = "conda-forge")."""
@@ -200,9 +205,13 @@ def _conda_forge_builds(kb: KnowledgeBase, versions: Iterable[Version]) -> list[
     for p in (p for p in kb.conda_forge_tf_builds() if p.version in wanted):
         archs = kb.archs_for(p.version, "linux", "conda-forge", p.cuda)
         own = archs is not None and archs.build == "conda-forge"
+        commit, dropped = p.raw.get("commit"), p.raw.get("dropped")
         out.append({"tf": str(p.version), "cuda": normalize_cuda(p.cuda), "build": p.build,
                     "sass": list(archs.sass) if own and archs else None, "ptx": archs.ptx if own and archs else None,
-                    "source": _source_url(kb, "tf_archs", archs.source) if own and archs else None})
+                    "source": _source_url(kb, "tf_archs", archs.source) if own and archs else None,
+                    "python": list(p.python),
+                    "feedstock_commit": f"{_CF_FEEDSTOCK}/commit/{commit}" if commit else None,
+                    "dropped_at": f"{_CF_FEEDSTOCK}/commit/{dropped}" if dropped else None})
     return out
 
 
@@ -239,7 +248,50 @@ def _release_json(r: Release, os: str, pythons: list[str], kb: KnowledgeBase) ->
         "pythons": pythons, "platform": r.linux_platform if os == "linux" else None,
         "glibc": str(r.glibc) if os == "linux" and r.glibc else None, "yanked": r.yanked,
         "and_cuda": list(r.and_cuda), "uploaded": r.uploaded, "source": _source_url(kb, "releases", r.source),
+        **_wheel_read_json(kb, r.dist, r.version, os),
     }
+
+
+def _wheel_read_json(kb: KnowledgeBase, dist: str, v: Version, os: str) -> dict[str, Any]:
+    """What the wheels themselves say (compat/wheels.toml): CUDA build, glibc symbol floor per Python."""
+    read = kb.wheel_facts(dist, v, "windows" if os == "windows" else "linux")
+    floors = {f"{w.python[2]}.{w.python[3:]}": str(w.glibc) for w in read if w.glibc is not None and os == "linux"}
+    lowest = kb.glibc_floor(dist, v) if os == "linux" else None
+    return {
+        "cuda_build": kb.cuda_build(dist, v, "windows" if os == "windows" else "linux"),
+        "glibc_symbols": str(lowest.glibc) if lowest is not None and lowest.glibc is not None else None,
+        "glibc_symbols_by_python": dict(sorted(floors.items(), key=lambda kv: version(kv[0]))),
+        "wheels_read": [{"file": w.file, "sha256": w.sha256} for w in read],
+    }
+
+
+def _arch_json(kb: KnowledgeBase, archs: ArchTargets) -> dict[str, Any]:
+    return {
+        "sass": list(archs.sass), "ptx": archs.ptx, "confidence": archs.confidence,
+        "source": _source_url(kb, "tf_archs", archs.source), "note": archs.note or None,
+        "ptx_fails": list(archs.ptx_fails),
+        "ptx_fails_source": _source_url(kb, "tf_archs", archs.source2) if archs.source2 else None,
+        "sass_partial": [{"cc": cc, "share": share} for cc, share in archs.sass_partial],
+        "ptx_all": list(archs.ptx_all),
+        "ptx_partial": [{"cc": cc, "share": share} for cc, share in archs.ptx_partial],
+        "kernels": archs.kernels or None,
+        "wheel": {"file": archs.wheel, "sha256": archs.sha256} if archs.wheel else None,
+        "wheel_newest": {"file": archs.wheel_newest, "sha256": archs.sha256_newest} if archs.wheel_newest else None,
+    }
+
+
+def _cuda_builds_json(kb: KnowledgeBase, series: str, os: str) -> list[dict[str, Any]]:
+    """Every read wheel release of the series (both distributions) and whether it is a CUDA build."""
+    os_key = "windows" if os == "windows" else "linux"
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    for w in kb.wheels:
+        if w.os != os_key or series_of(w.version) != series or w.cuda_build is None:
+            continue
+        item = seen.setdefault((w.dist, str(w.version)), {
+            "dist": w.dist, "version": str(w.version), "cuda_build": w.cuda_build, "cuda": w.cuda or None,
+            "cudnn": w.cudnn or None, "wheel": {"file": w.file, "sha256": w.sha256}})
+        item["cuda_build"] = item["cuda_build"] or w.cuda_build
+    return sorted(seen.values(), key=lambda d: (version(d["version"]), d["dist"]), reverse=True)
 
 
 def _mvc_text(major: int, os: str) -> dict[str, Any] | None:
@@ -290,6 +342,7 @@ def _install(kb: KnowledgeBase, build: Build, versions: list[Version]) -> list[d
                 "pins": recipe.pins or None, "provides_cuda": recipe.provides_cuda,
                 "activation": list(recipe.activation), "confidence": recipe.confidence,
                 "note": recipe.note or None, "source": sources[0], "sources": sources,
+                "verified": verified_status(chosen, recipe.id, recipe.backend),
             })
     return out
 
@@ -379,12 +432,8 @@ def build_row(kb: KnowledgeBase, build: Build, *, exact: Version | None = None, 
         "min_driver": (toolkit.min_driver_text(os_key) or None) if toolkit and build.os != "macos" else None,
         "minor_version_compat": _mvc_text(version(cuda).major, os_key) if version(cuda).major >= 11 else None,
         "cuda_cc": {"min": toolkit.cc_min, "max": toolkit.cc_max} if toolkit else None,
-        "compute_capabilities": None if archs is None else {
-            "sass": list(archs.sass), "ptx": archs.ptx, "confidence": archs.confidence,
-            "source": _source_url(kb, "tf_archs", archs.source), "note": archs.note or None,
-            "ptx_fails": list(archs.ptx_fails),
-            "ptx_fails_source": _source_url(kb, "tf_archs", archs.source2) if archs.source2 else None,
-        },
+        "compute_capabilities": None if archs is None else _arch_json(kb, archs),
+        "wheel_builds": _cuda_builds_json(kb, build.series, build.os) if build.os != "macos" else [],
         "conda_forge_builds": _conda_forge_builds(kb, versions or [rep]) if build.os == "linux" else [],
         "compiler": build.compiler, "bazel": build.bazel or None,
         "releases": [_release_json(r, build.os, _release_pythons(r, build.os, tags), kb) for r in releases],
@@ -473,8 +522,12 @@ def _describe_release(rel: Mapping[str, Any]) -> str:
     bits = []
     if rel["pythons"]:
         bits.append("Python " + ", ".join(rel["pythons"]))
-    if rel.get("glibc"):
-        bits.append(f"glibc >= {rel['glibc']}")
+    floor = max((v for v in (rel.get("glibc"), rel.get("glibc_symbols")) if v), key=lambda v: tuple(
+        int(p) for p in str(v).split(".")), default=None)
+    if floor:
+        bits.append(f"glibc >= {floor}")
+    if rel.get("cuda_build") is False:
+        bits.append("CPU-only build")
     if rel.get("yanked"):
         bits.append("yanked")
     return text + (f" ({'; '.join(bits)})" if bits else "")
@@ -501,12 +554,13 @@ def _detail(console: Any, row: Mapping[str, Any]) -> None:
     line("CUDA", f"{row['cuda']}   cuDNN {row['cudnn']}   {driver}")
     cc = row.get("compute_capabilities")
     if cc:
-        line("GPU code", f"SASS {', '.join(cc['sass'])}; PTX {cc['ptx'] or 'none'}"
+        partial = "".join(f", {p['cc']} in {p['share']:.0%} of kernels" for p in cc.get("sass_partial") or [])
+        line("GPU code", f"SASS {', '.join(cc['sass'])}{partial}; PTX {cc['ptx'] or 'none'}"
              + (f" (does not load on {', '.join(cc['ptx_fails'])})" if cc.get("ptx_fails") else "")
              + (" (inferred)" if cc["confidence"] != "sourced" else ""))
     forge = [b for b in row.get("conda_forge_builds") or [] if b.get("sass")]
     if forge:
-        newest = forge[0]
+        newest = next((b for b in forge if not b.get("dropped_at")), forge[0])  # not a variant reverted since
         line("conda-forge", f"TF {newest['tf']} CUDA {newest['cuda']} builds: SASS {', '.join(newest['sass'])}; "
              f"PTX {newest['ptx'] or 'none'}" + (f" (+{len(forge) - 1} more builds: --json)" if len(forge) > 1 else ""))
     line("Built with", row["compiler"] + (f", Bazel {row['bazel']}" if row.get("bazel") else ""))
@@ -529,6 +583,10 @@ def _detail(console: Any, row: Mapping[str, Any]) -> None:
             console.print(Text(f"               {rec['packages']}{channels}"), soft_wrap=True)
             for act in rec["activation"]:
                 console.print(Text(f"               activate: {act}", style="dim"), soft_wrap=True)
+            ver = rec.get("verified") or {}
+            if ver:
+                console.print(Text(f"               {ver['text']}", style={"verified": "green", "failed": "red"}.get(
+                    ver["status"], "dim")), soft_wrap=True)
             console.print(Text(f"               source: {' ; '.join(rec['sources'])}", style="dim"), soft_wrap=True)
     if row["notes"]:
         console.print(Text("  Notes", style="bold"))

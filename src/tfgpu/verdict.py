@@ -18,7 +18,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from tfgpu._record import field, record
-from tfgpu.compat import ArchTargets, KnowledgeBase, Recipe, normalize_cuda, series_of, version
+from tfgpu.compat import ArchTargets, KnowledgeBase, Recipe, Release, normalize_cuda, series_of, version
 
 PASS, WARN, FAIL, SKIP, ERROR = "pass", "warn", "fail", "skip", "error"
 READY, CAVEATS, BLOCKED = "ready", "caveats", "blocked"
@@ -288,6 +288,13 @@ def _apply_cvd(gpus: Iterable[dict[str, Any]], cvd: str) -> tuple[dict[str, Any]
     return tuple(out)
 
 
+def gpu_cc_of(kb: KnowledgeBase, gpu: Mapping[str, Any]) -> str:
+    """A GPU's compute capability: the one the machine reported (NVML, nvidia-smi, a TF log), else the
+    tables' answer for its PCI device ID, else for its whole model name; "" when nobody knows."""
+    return str(gpu.get("compute_capability")
+               or kb.gpu_cc(str(gpu.get("name") or ""), gpu.get("pci_device_id")) or "")
+
+
 def _mig_parent(gpus: list[dict[str, Any]], item: str) -> dict[str, Any] | None:
     """The GPU a MIG device name refers to (see _apply_cvd); None when no listed GPU can hold MIG slices."""
     gpu_uuid = item[len("MIG-"):].split("/")[0]
@@ -414,11 +421,15 @@ def _gpu_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         return [Check("gpu.present", FAIL, "the driver reports no GPU", source="driver probe",
                       fix="check `nvidia-smi`; in a container run with --gpus all")]
     for g in m.all_gpus:
-        cc = g.get("compute_capability") or kb.gpu_cc(str(g.get("name", ""))) or ""
+        cc = gpu_cc_of(kb, g)
         arch = kb.arch_name(cc) if cc else None
         mem = g.get("memory_mib")
         desc = f"GPU {g.get('index')}: {g.get('name') or 'unknown model'}" + (f", compute capability {cc}" if cc else "") + (
             f" ({arch})" if arch else "") + (f", {mem} MiB" if mem else "")
+        if cc and not g.get("compute_capability"):  # the tables' answer, not the machine's: say which table
+            by_id = g.get("pci_device_id") and kb.gpu_cc_by_id(g.get("pci_device_id"))
+            desc += (f" (from PCI device ID {g.get('pci_device_id')}, compat/gpus.toml)" if by_id
+                     else " (from its model name, compat/gpus.toml)")
         out.append(Check(f"gpu.{g.get('index')}", PASS, desc, source=str(g.get("source") or "gpu probe")))
         if mem and int(mem) <= SMALL_GPU_MIB:
             out.append(Check(
@@ -581,7 +592,7 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
     toolkit = kb.toolkit(_libs_cuda(kb, v, cuda, m.tf_os))
     kinds: dict[tuple[str, str], int] = {}  # identical GPUs (8 x H100) are judged once
     for g in m.gpus or ():
-        cc_text = str(g.get("compute_capability") or kb.gpu_cc(str(g.get("name", ""))) or "")
+        cc_text = gpu_cc_of(kb, g)
         if cc_text:
             key = (str(g.get("name") or "GPU of unknown model"), cc_text)
             kinds[key] = kinds.get(key, 0) + 1
@@ -619,6 +630,13 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
             continue
         if any(s.major == cc.major and s <= cc for s in sass):
             continue  # SASS runs on later minors of the same major
+        share = archs.partial_share(cc)
+        if share and not (ptx is not None and ptx <= cc):
+            blockers.append(Finding(
+                "gpu.arch", f"{name}: only {share:.0%} of TensorFlow {v}'s kernels carry SASS for it and there is no "
+                f"PTX it can JIT-compile (SASS {', '.join(archs.sass)}, PTX {archs.ptx or 'none'}): the others have "
+                "no kernel image", fix=_no_wheel_fix(kb, cc, cc_text, m.tf_os)))
+            continue
         if ptx is not None and ptx <= cc and any(_cc(f) == cc for f in archs.ptx_fails):
             blockers.append(Finding(
                 "gpu.arch",
@@ -630,9 +648,12 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
             continue
         if ptx is not None and ptx <= cc:
             jit = True
+            some = (f"SASS for it in only {share:.0%} of TensorFlow {v}'s kernels (SASS {', '.join(archs.sass)}); "
+                    "the others" if share else
+                    f"no SASS for it in TensorFlow {v} (SASS {', '.join(archs.sass)}); kernels")
             caveats.append(Finding(
                 "gpu.ptx_jit",
-                f"{name}: no SASS for it in TensorFlow {v} (SASS {', '.join(archs.sass)}); kernels will be JIT-compiled "
+                f"{name}: {some} will be JIT-compiled "
                 f"from compute_{str(ptx).replace('.', '')} PTX at start-up (minutes on first run)",
                 fix="export CUDA_CACHE_MAXSIZE=4294967296 to keep the JIT cache, or use a newer TensorFlow",
             ))
@@ -654,6 +675,31 @@ def _usable_ptx(archs: ArchTargets, cc: Version) -> Version | None:
         return None
     below = [p for p in ptxs if p <= cc]
     return below[-1] if below else ptxs[0]
+
+
+def _glibc_findings(m: Machine, kb: KnowledgeBase, rel: Release) -> list[Finding]:
+    """glibc against the wheels: the manylinux tag decides whether pip installs them; the highest GLIBC_
+    symbol version their .so files need (read from the wheels, compat/wheels.toml) whether they load.
+    Of the wheels for this machine's Pythons, the one needing the least glibc counts."""
+    if m.glibc is None:
+        return []
+    fix = "use the conda backend, or a newer Linux distribution"
+    if rel.glibc and m.glibc < rel.glibc:
+        return [Finding(
+            "glibc.manylinux", f"{rel.dist} {rel.version} wheels need glibc >= {rel.glibc} ({rel.linux_platform}); "
+            f"this machine has {m.glibc}, so pip cannot install them", fix=fix)]
+    # only when every wheel this machine could take was read: an unread tag may need less
+    tags = [f"cp{p.replace('.', '')}" for p in (m.pythons if m.pythons is not None else rel.linux_pythons)
+            if p in rel.linux_pythons]
+    read_tags = {w.python for w in kb.wheel_facts(rel.dist, rel.version, "linux") if w.glibc is not None}
+    read = kb.glibc_floor(rel.dist, rel.version, m.pythons) if tags and set(tags) <= read_tags else None
+    if read is not None and read.glibc is not None and m.glibc < read.glibc:
+        return [Finding(
+            "glibc.symbols", f"{rel.dist} {rel.version} ({read.file}) needs glibc >= {read.glibc}: its shared objects "
+            f"use GLIBC_{read.glibc} symbols although the wheel is tagged {rel.linux_platform or 'manylinux'}; "
+            f"this machine has {m.glibc}, so pip installs it but `import tensorflow` fails "
+            f"(version `GLIBC_{read.glibc}' not found)", fix=fix)]
+    return []
 
 
 def _no_wheel_fix(kb: KnowledgeBase, cc: Version, cc_text: str, os: str) -> str:
@@ -742,6 +788,9 @@ def _recipe_cuda(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str, default
         rows = [r for r in rows if r.name in ("tensorflow-gpu", "tensorflow") and (r.cudatoolkit or r.cuda)
                 and (r.channel == "conda-forge") == forge]  # each channel's own builds
         if rows and forge:
+            # a variant the feedstock dropped again (2.19.1's CUDA 12.9) has older builds than the variant
+            # that replaced it: the solver takes the newest build, so the replacement is what installs
+            rows = [r for r in rows if not r.raw.get("dropped")] or rows
             by_cuda = sorted(rows, key=lambda r: version(normalize_cuda(r.cuda or r.cudatoolkit)))
             allowed = [r for r in by_cuda if driver_cuda is None
                        or version(normalize_cuda(r.cuda or r.cudatoolkit)) <= driver_cuda]
@@ -773,7 +822,9 @@ def _recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) ->
     if want is None:
         return True
     rows = kb.conda_packages(name=want[0], v=v, os="windows" if os == "windows" else "linux")
-    return any(r.channel in (want[1], "defaults", "anaconda", "main") or want[1] == r.channel for r in rows)
+    # Anaconda's channel goes by three names; conda-forge's builds are only conda-forge's
+    same = ("anaconda", "defaults", "main") if want[1] == "anaconda" else (want[1],)
+    return any(r.channel in same for r in rows)
 
 
 def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, backend: str = "auto",
@@ -862,12 +913,8 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
             if rel is None:
                 b_block.append(Finding("tf.wheel", f"no {kb.gpu_dist(v)} {v} wheels on PyPI",
                                        fix="use the conda backend"))
-            elif m.tf_os == "linux" and rel.glibc and m.glibc and m.glibc < rel.glibc:
-                b_block.append(Finding(
-                    "glibc.manylinux", f"{rel.dist} {v} wheels need glibc >= {rel.glibc} ({rel.linux_platform}); "
-                    f"this machine has {m.glibc}, so pip cannot install them",
-                    fix="use the conda backend, or a newer Linux distribution",
-                ))
+            elif m.tf_os == "linux" and m.glibc:
+                b_block += _glibc_findings(m, kb, rel)
             if not recipe.provides_cuda:
                 b_block += _system_library_findings(m, kb, v, build.cuda, build.cudnn)
         verdicts.append(BackendVerdict(

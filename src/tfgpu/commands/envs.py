@@ -80,6 +80,12 @@ def build_plan(
     channels_source = "--channel"
     if not channels and config.channels:
         channels, channels_source = list(config.channels), config.source
+    from tfgpu.safety import check_text
+
+    for value, what in [*((c, "the channel") for c in channels), *((f, "--find-links") for f in find_links),
+                        (index_url or "", "--index-url"), (os.environ.get("TFGPU_PIP_INDEX_URL", ""),
+                                                           "TFGPU_PIP_INDEX_URL")]:
+        check_text(value, what)
     if tf == "latest":
         tf = _resolve_latest(facts, kb, notes)
     if name is not None and prefix is not None:
@@ -273,6 +279,21 @@ def create_cmd(
     )
 
 
+def without_programs(facts: dict[str, Any]) -> dict[str, Any]:
+    """Facts with the paths of programs removed (interpreters, conda): what is kept is their versions
+    and kinds, which this machine's PATH then resolves (`pythonX.Y`, `conda`)."""
+    out = dict(facts)
+    py = facts.get("python")
+    if isinstance(py, dict):
+        out["python"] = {**py, "interpreters": [
+            {k: v for k, v in it.items() if k != "path"} for it in py.get("interpreters") or [] if isinstance(it, dict)]}
+        out["python"].pop("executable", None)
+    conda = facts.get("conda")
+    if isinstance(conda, dict):
+        out["conda"] = {k: v for k, v in conda.items() if k not in ("path", "root", "exe")}
+    return out
+
+
 def _err(text: str) -> None:
     sys.stderr.write(text + "\n")
 
@@ -287,6 +308,9 @@ def run_create(
     from tfgpu.errors import NotReady, TfgpuError, UsageError
 
     _check_target(tf, from_lock, backend=backend, python=python, channels=channels)
+    from tfgpu.safety import check_timeout
+
+    timeout = check_timeout(timeout)
     if from_lock is not None:  # a bad lockfile is exit 2 before the machine is probed
         from tfgpu.backends.lock import read_lock_info
 
@@ -296,9 +320,12 @@ def run_create(
 
         _what_force_replaces(str(check_prefix(prefix)), force)
     facts = _facts(facts_file)
+    # facts from a file describe someone else's machine: judge with them, but never run a program
+    # (an interpreter, a conda) whose path came from the file
+    build_facts = facts if facts_file is None else without_programs(facts)
     lock_plan: Any = None
     if from_lock is not None:  # validate the lockfile first: a bad one is exit 2 before anything else
-        lock_plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform, facts=facts,
+        lock_plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform, facts=build_facts,
                                     find_links=find_links or [], index_url=index_url, offline=offline)
         tf = lock_plan.tf
     assert tf is not None
@@ -332,7 +359,7 @@ def run_create(
         plan = lock_plan
     else:
         plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channels or [],
-                          facts=facts, find_links=find_links or [], index_url=index_url, offline=offline)
+                          facts=build_facts, find_links=find_links or [], index_url=index_url, offline=offline)
     _print_plan(plan)
     for c in (verdict or {}).get("caveats") or []:
         _err(f"tfgpu: caveat: {c.get('summary') if isinstance(c, dict) else c}")

@@ -33,7 +33,7 @@ def _timeout_from(env: Mapping[str, str], timeout: float) -> float:
     if raw:
         try:
             value = float(raw)
-            if value > 0:
+            if 0 < value <= 3600:  # inf or 1e308 would overflow the clocks it is added to
                 return value
         except ValueError:
             pass

@@ -1,0 +1,3 @@
+__global__ void add(float *a, float b) { a[threadIdx.x] += b; }
+__global__ void mul(float *a, float b) { a[threadIdx.x] *= b; }
+int main() { return 0; }
