@@ -227,3 +227,160 @@ def container_alternative(kb: KnowledgeBase, m: Machine, v: Version) -> Finding 
     best = next((i for i in fits if (i.tf.major, i.tf.minor) == (v.major, v.minor)), fits[0])
     return Finding("container.alternative", f"NVIDIA's container {best.ref} (TensorFlow {best.tf}, CUDA {best.cuda}) "
                    "carries code for this GPU", fix=f"tfgpu doctor --tf {best.tf} --backend container")
+
+
+# --------------------------------------------------------------------------- plans (pure): pull, smoke, run
+
+#: An image reference as Docker's reference grammar allows it (registry/path:tag@digest), nothing else:
+#: values that reach argv, a Dockerfile or a definition file are checked here first.
+_IMAGE_REF = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+                        r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
+SMOKE_IN_CONTAINER = "/tfgpu-smoke.py"
+WORKDIR = "/workspace"
+
+
+def check_image_ref(ref: str) -> str:
+    from tfgpu.errors import UsageError
+
+    if not _IMAGE_REF.match(ref) or len(ref) > 255:
+        msg = f"--image {ref!r} is not an image reference"
+        raise UsageError(msg, hint="e.g. --image nvcr.io/nvidia/tensorflow:25.02-tf2-py3")
+    return ref
+
+
+def runtime_name(backend: str, facts: Mapping[str, Any]) -> str:
+    """--backend docker|podman|apptainer as is; "container": the runtime the verdict picks (docker if none)."""
+    if backend != "container":
+        return backend
+    rt = pick_runtime(facts)
+    return "apptainer" if rt is not None and rt.name == "singularity" else (rt.name if rt is not None else "docker")
+
+
+def sif_path(image: str, cache_dir: str) -> str:
+    """Where `apptainer pull` writes the image (a name derived from the reference, no path separators)."""
+    return f"{cache_dir.rstrip('/')}/{re.sub(r'[^A-Za-z0-9_.-]+', '_', image)}.sif"
+
+
+def gpu_run_argv(runtime: str, image: str, command: list[str], *, mounts: tuple[tuple[str, str, bool], ...] = (),
+                 workdir: str | None = None, env: tuple[tuple[str, str], ...] = (), tty: bool = False) -> tuple[str, ...]:
+    """One GPU container run, the way each runtime's documentation gives it: ``docker run --gpus all``,
+    ``podman run --device nvidia.com/gpu=all`` (CDI), ``apptainer exec --nv``. ``mounts`` are
+    (host, container, read_only); ``image`` for apptainer is the .sif file or a docker:// URI."""
+    if runtime == "apptainer":
+        argv = ["apptainer", "exec", "--nv"]
+        for host, inside, ro in mounts:
+            argv += ["--bind", f"{host}:{inside}" + (":ro" if ro else "")]
+        if workdir:
+            argv += ["--pwd", workdir]
+        for k, v in env:
+            argv += ["--env", f"{k}={v}"]
+        return (*argv, image, *command)
+    argv = [runtime, "run", "--rm"]
+    if tty:
+        argv.append("-it")
+    argv += ["--gpus", "all"] if runtime == "docker" else ["--device", "nvidia.com/gpu=all", "--security-opt=label=disable"]
+    for host, inside, ro in mounts:
+        argv += ["--volume", f"{host}:{inside}" + (":ro" if ro else "")]
+    if workdir:
+        argv += ["--workdir", workdir]
+    for k, v in env:
+        argv += ["--env", f"{k}={v}"]
+    return (*argv, image, *command)
+
+
+def run_in_container(runtime: str, image: str, command: list[str], cwd: str) -> tuple[str, ...]:
+    """`tfgpu run NAME -- CMD` for a container environment: CMD in the image with the current directory
+    mounted at /workspace (the function the run command calls)."""
+    return gpu_run_argv(runtime, image, command, mounts=((cwd, WORKDIR, False),), workdir=WORKDIR,
+                        env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),))
+
+
+def plan_container(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, *, backend: str, image_ref: str | None,
+                   smoke_script: str, cache_dir: str, name: str | None = None) -> Any:
+    """The plan of `tfgpu plan|create --backend docker|podman|apptainer|container`: pull the chosen image,
+    run the smoke script in it with the GPU. Pure: ``smoke_script`` and ``cache_dir`` are handed in."""
+    from tfgpu.errors import UsageError
+    from tfgpu.plan import Plan, Step
+    from tfgpu.verdict import Machine, resolve_version
+
+    m = Machine.from_facts(facts)
+    v = resolve_version(kb, tf, m)
+    runtime = runtime_name(backend, facts)
+    if image_ref is not None:
+        check_image_ref(image_ref)
+    verdict = judge_container(facts, kb, v, m, wanted=runtime, image_ref=image_ref)
+    image = image_ref or verdict.recipe
+    if not image:
+        msg = f"no GPU image of TensorFlow {v} is known"
+        raise UsageError(msg, hint="pass --image REF (e.g. a tensorflow/tensorflow:X-gpu tag)")
+    row = next((i for i in container_images(kb, v) if i.ref == image), None)
+    pull: tuple[str, ...]
+    if runtime == "apptainer":
+        target = sif_path(image, cache_dir)
+        pull = ("apptainer", "pull", target, f"docker://{image}")
+    else:
+        target = image
+        pull = (runtime, "pull", image)
+    smoke = gpu_run_argv(runtime, target, ["python3", SMOKE_IN_CONTAINER],
+                         mounts=((smoke_script, SMOKE_IN_CONTAINER, True),),
+                         env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),))
+    why_image = (f"TensorFlow {row.tf} with CUDA {row.cuda}" + (f", cuDNN {row.cudnn}" if row and row.cudnn else "")
+                 if row else "the image given with --image")
+    notes = [f"{f.summary} — fix: {f.fix}" if f.fix else f.summary for f in verdict.blockers]
+    notes += [c.summary for c in verdict.caveats]
+    return Plan(
+        tf=str(row.tf if row else v), backend=runtime,
+        backend_reason=f"--backend {backend}: {image} ({why_image}) run by {runtime}"
+        + ("" if verdict.viable else " — the container route is blocked on this machine (see the notes)"),
+        prefix=target, name=name, python=(row.python if row else "") or "", tool=runtime,
+        steps=(Step(pull, f"pull {image} (progress shown)"),
+               Step(smoke, "run tfgpu's GPU smoke test inside the image, with the GPU")),
+        env_vars={"TF_FORCE_GPU_ALLOW_GROWTH": "true"}, notes=tuple(notes), recipe_id=image,
+        sources=tuple(_source_urls(kb, row)), env_python="python3")
+
+
+def _source_urls(kb: KnowledgeBase, row: ContainerImage | None) -> list[str]:
+    if row is None:
+        return []
+    from tfgpu.compat import load_toml
+
+    sources = load_toml("containers").get("sources", {})
+    return [str(sources[k]["url"]) for k in (row.source, row.source2) if k and k in sources]
+
+
+def _safe_path(path: str) -> str:
+    from tfgpu.errors import UsageError
+
+    if not path or any(ch in path for ch in "\n\r\t\"'`$\\ ") or path.startswith("-"):
+        msg = f"--requirements {path!r}: use a plain relative path without spaces or quotes"
+        raise UsageError(msg, hint="e.g. --requirements requirements.txt")
+    return path
+
+
+def render_dockerfile(image: str, *, tf: str, requirements: str | None = None) -> str:
+    """A Dockerfile FROM the chosen image, plus the user's requirements.txt when given. The image is a
+    checked reference; the requirements path goes into COPY's JSON form (json.dumps escapes it)."""
+    import json
+
+    check_image_ref(image)
+    out = [f"# tfgpu plan --format dockerfile: TensorFlow {tf} on {image}",
+           "# run: docker build -t my-tf . && docker run --rm --gpus all my-tf python3 -c "
+           "\"import tensorflow as tf; print(tf.config.list_physical_devices('GPU'))\"",
+           f"FROM {image}", "ENV TF_FORCE_GPU_ALLOW_GROWTH=true"]
+    if requirements:
+        out += [f"COPY {json.dumps([_safe_path(requirements), '/tmp/requirements.txt'])}",
+                "RUN python3 -m pip install --no-cache-dir -r /tmp/requirements.txt"]
+    return "\n".join(out) + "\n"
+
+
+def render_apptainer(image: str, *, tf: str, requirements: str | None = None) -> str:
+    """An Apptainer definition file bootstrapping from the image (apptainer build my-tf.sif tf.def)."""
+    check_image_ref(image)
+    out = [f"# tfgpu plan --format apptainer: TensorFlow {tf} on {image}",
+           "# build: apptainer build my-tf.sif this.def ; run: apptainer exec --nv my-tf.sif python3 ...",
+           "Bootstrap: docker", f"From: {image}", ""]
+    if requirements:
+        out += ["%files", f"    {_safe_path(requirements)} /opt/requirements.txt", "",
+                "%post", "    python3 -m pip install --no-cache-dir -r /opt/requirements.txt", ""]
+    out += ["%environment", "    export TF_FORCE_GPU_ALLOW_GROWTH=true"]
+    return "\n".join(out) + "\n"
