@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import DATA
 from tests.test_verdict import base_facts, gpu_facts
 from tfgpu.compat import load_kb, ngc_images, version
 from tfgpu.containers import is_datacenter_gpu, judge_container, pick_runtime
@@ -180,3 +181,27 @@ def test_doctor_cli_on_this_machines_container_facts(cli, tmp_path):
     _code, out, _ = cli("doctor", "--facts", str(path), "--tf", "2.15")
     assert "Container route: blocked" in out
     assert "the Docker daemon is not running" in out
+
+
+# --------------------------------------------------------------------------- explain uses the container facts
+
+NO_GPU_DRIVER = (DATA / "containers" / "docker_run_no_gpu_driver.stderr").read_text()
+
+
+def _explain(text: str, facts: dict[str, Any]) -> Any:
+    from tfgpu.explain import explain_lines
+
+    return [f for f in explain_lines(text.splitlines(), facts=facts) if f.id.startswith("container.")]
+
+
+def test_explain_says_the_toolkit_is_missing_here():
+    (f, *_) = _explain(NO_GPU_DRIVER, with_containers(base_facts(), THIS_MACHINE))
+    assert f.id == "container.no_gpu_runtime"
+    assert "no NVIDIA Container Toolkit program" in f.to_json()["cause"]
+
+
+def test_explain_says_the_daemon_json_lacks_the_runtime():
+    section = copy.deepcopy(DOCKER_OK)
+    section["toolkit"]["daemon_json"] = {"present": True, "nvidia": False}
+    (f, *_) = _explain(NO_GPU_DRIVER, with_containers(base_facts(), section))
+    assert "registers no nvidia runtime" in f.to_json()["cause"]

@@ -384,3 +384,50 @@ def render_apptainer(image: str, *, tf: str, requirements: str | None = None) ->
                 "%post", "    python3 -m pip install --no-cache-dir -r /opt/requirements.txt", ""]
     out += ["%environment", "    export TF_FORCE_GPU_ALLOW_GROWTH=true"]
     return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------- explain: what the probes add
+
+_TOOLKIT_ERRORS = frozenset({"container.no_gpu_runtime", "container.runtime_hook_missing", "container.cli_init_error",
+                             "container.docker_unknown_flag_gpus", "container.unknown_device"})
+
+
+def explain_cause(entry_id: str, groups: Mapping[str, str], facts: Mapping[str, Any]) -> str | None:
+    """A machine-specific cause for a container error of the runtime or the toolkit, from
+    ``facts["containers"]`` and the driver (None: the facts add nothing). Used by tfgpu.explain."""
+    section = facts.get("containers")
+    if not isinstance(section, Mapping) or not entry_id.startswith("container."):
+        return None
+    tk = _toolkit(section)
+    runtimes = {str(e.get("name")): e for e in section.get("runtimes") or [] if isinstance(e, Mapping)}
+    docker = runtimes.get("docker") or {}
+    dj_raw = tk.get("daemon_json")
+    dj: Mapping[str, Any] = dj_raw if isinstance(dj_raw, Mapping) else {}
+    if entry_id in _TOOLKIT_ERRORS:
+        tools = [n.replace("_", "-") for n in ("nvidia_ctk", "nvidia_container_cli", "nvidia_container_runtime",
+                                                 "nvidia_container_runtime_hook") if tk.get(n)]
+        if not tools:
+            return ("On this machine no NVIDIA Container Toolkit program (nvidia-ctk, nvidia-container-cli, "
+                    f"nvidia-container-runtime-hook) is on PATH: {TOOLKIT_FIX}.")
+        return (f"The toolkit is installed here ({', '.join(tools)}); "
+                + ("Docker's daemon.json registers the nvidia runtime" if dj.get("nvidia")
+                   else "but /etc/docker/daemon.json registers no nvidia runtime: sudo nvidia-ctk runtime configure "
+                        "--runtime=docker && sudo systemctl restart docker")
+                + (f"; the running daemon lists runtimes {', '.join(docker.get('runtimes') or [])}"
+                   if docker.get("runtimes") else "") + ".")
+    if entry_id == "container.unknown_runtime_nvidia":
+        if dj.get("nvidia") and docker.get("runtimes") and not any("nvidia" in str(r) for r in docker["runtimes"]):
+            return ("/etc/docker/daemon.json registers the nvidia runtime, but the running daemon does not list it: "
+                    "restart it (sudo systemctl restart docker).")
+        if not dj.get("present"):
+            return "There is no /etc/docker/daemon.json on this machine: sudo nvidia-ctk runtime configure --runtime=docker."
+        return None
+    if entry_id in ("container.cuda_requirement", "container.require_driver"):
+        drv_raw = facts.get("driver")
+        drv: Mapping[str, Any] = drv_raw if isinstance(drv_raw, Mapping) else {}
+        if drv.get("version"):
+            return (f"The host driver here is {drv['version']}"
+                    + (f" (CUDA up to {drv['cuda']})" if drv.get("cuda") else "")
+                    + "; use an image whose CUDA that driver supports (tfgpu doctor --tf X --backend container "
+                      "names one), or update the driver.")
+    return None
