@@ -402,6 +402,13 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Mapping[str, An
 
     tools = tools_from_facts(facts) if tools is None else tools
     prefs = prefs or Preferences()
+    from tfgpu.containers import CONTAINER_BACKENDS
+
+    if prefs.backend in CONTAINER_BACKENDS:  # an image, not a recipe: the verdict already chose it
+        if result.recommendation is not None:
+            result.recommendation = {**result.recommendation,
+                                     "command": f"tfgpu create --tf {result.recommendation['tf']} --backend {prefs.backend}"}
+        return result
     targets = []
     runner: dict[str, str] = {}
     for tv in result.targets:

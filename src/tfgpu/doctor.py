@@ -16,7 +16,7 @@ from tfgpu.errors import UsageError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-BACKENDS = ("auto", "pip", "conda", "rattler")
+BACKENDS = ("auto", "pip", "conda", "rattler", "container", "docker", "podman", "apptainer")
 
 #: Every option of `tfgpu doctor`: flag -> (keyword of run_doctor, type). tests/test_entry.py checks
 #: this against the typer command, so the two cannot drift apart.
