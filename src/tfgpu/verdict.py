@@ -96,12 +96,17 @@ class BackendVerdict:
     cudnn: str = ""
     python: tuple[str, ...] = ()
     preference: int = 0  # among tied conda recipes, lower first (compat.Recipe.conda_preference)
+    runtime: str = ""  # the container backend: docker | podman | apptainer | singularity ("" when none)
 
     def to_json(self) -> dict[str, Any]:
-        return {"backend": self.backend, "recipe": self.recipe, "viable": self.viable,
-                "cuda": self.cuda, "cudnn": self.cudnn, "python": list(self.python),
-                "blockers": [b.to_json() for b in self.blockers],
-                "caveats": [c.to_json() for c in self.caveats]}
+        out = {"backend": self.backend, "recipe": self.recipe, "viable": self.viable,
+               "cuda": self.cuda, "cudnn": self.cudnn, "python": list(self.python),
+               "blockers": [b.to_json() for b in self.blockers],
+               "caveats": [c.to_json() for c in self.caveats]}
+        if self.backend == "container":
+            out["image"] = self.recipe
+            out["runtime"] = self.runtime or None
+        return out
 
 
 @record
@@ -883,6 +888,11 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
                                 fix="choose another release: tfgpu compat"))
         return TargetVerdict(str(v), BLOCKED, None, None, tuple(blockers), tuple(caveats), (), str(v))
     # -- per backend
+    from tfgpu.containers import CONTAINER_BACKENDS, container_alternative, judge_container
+
+    container_v: BackendVerdict | None = None
+    if (backend == "auto" or backend in CONTAINER_BACKENDS) and os in ("linux", "wsl2") and not m.arm_linux:
+        container_v = judge_container(facts, kb, v, m, wanted=backend if backend in CONTAINER_BACKENDS else "container")
     rel = kb.gpu_release(v, m.tf_os)
     recipes = [r for r in kb.recipes_for(v, os) if r.gpu]
     if os == "wsl2":  # Linux recipes work in WSL2 too; its own rows come first
@@ -927,6 +937,8 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
             name, recipe.id, not b_block, tuple(b_block), tuple(b_cav), cuda, cudnn, pythons,
             recipe.conda_preference() if name == "conda" else 0,
         ))
+    if backend in CONTAINER_BACKENDS and container_v is not None:
+        verdicts = [container_v]  # judged alone: the user asked for the container route
     # small GPUs: mitigated by the environment tfgpu makes, so it does not downgrade the verdict
     small = [g for g in (m.gpus or ()) if g.get("memory_mib") and int(g["memory_mib"]) <= SMALL_GPU_MIB]
     if small:
@@ -942,7 +954,12 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
         ))
         return TargetVerdict(str(v), BLOCKED, None, None, tuple(blockers), tuple(caveats), (), str(v))
     viable = [b for b in verdicts if b.viable]
+    extra = (container_v,) if container_v is not None and backend == "auto" else ()  # shown, never ranked
     if blockers or not viable:
+        if backend == "auto" and any(f.check == "gpu.arch" for b in verdicts for f in b.blockers):
+            alt = container_alternative(kb, m, v)
+            if alt is not None:
+                caveats.append(alt)
         # every backend's blockers are the target's, deduplicated; the first backend's fix first
         seen: set[str] = set()
         merged = list(blockers)
@@ -953,9 +970,13 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
                     seen.add(key)
                     merged.append(Finding(f.check, f"[{b.backend}: {b.recipe}] {f.summary}", f.fix))
         return TargetVerdict(str(v), BLOCKED, verdicts[0].backend, verdicts[0].recipe, tuple(merged),
-                             tuple(caveats), tuple(verdicts), str(v))
+                             tuple(caveats), (*verdicts, *extra), str(v))
     best = rank_backends(viable)[0]
     all_cav = list(best.caveats) + caveats
+    if backend == "auto" and any(f.check == "gpu.arch" for b in verdicts for f in b.blockers):
+        alt = container_alternative(kb, m, v)
+        if alt is not None:
+            all_cav.append(Finding(alt.check, alt.summary, alt.fix, mitigated_by=f"tfgpu uses the {best.backend} backend"))
     for b in verdicts:
         if not b.viable and b.backend != best.backend:
             all_cav.append(Finding(
@@ -965,7 +986,7 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
             ))
     unmitigated = [c for c in all_cav if not c.mitigated_by]
     return TargetVerdict(str(v), CAVEATS if unmitigated else READY, best.backend, best.recipe, (),
-                         tuple(all_cav), tuple(verdicts), str(v))
+                         tuple(all_cav), (*verdicts, *extra), str(v))
 
 
 def rank_backends(backends: Iterable[BackendVerdict]) -> list[BackendVerdict]:
