@@ -31,9 +31,6 @@ READY, CAVEATS, BLOCKED = "ready", "caveats", "blocked"
 #: mapping nearly all GPU memory). tfgpu create sets TF_FORCE_GPU_ALLOW_GROWTH=true for them.
 SMALL_GPU_MIB = 4096
 
-#: Official x86_64 wheels use AVX from TF 1.6 (TF 1.6.0 release notes: "Prebuilt binaries will
-#: use AVX instructions. This may break TF on older CPUs.").
-AVX_FROM = Version("1.6")
 _TF_2_12, _CUDA_11 = Version("2.12"), Version("11.0")
 #: MIG partitioning exists on A100 and newer data-centre GPUs (compute capability >= 8.0; NVIDIA MIG user guide).
 _MIG_MIN_CC = Version("8.0")
@@ -346,8 +343,11 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         add(Check("cpu.arch", FAIL, f"{m.arch}: TensorFlow's Linux {m.arch} builds on PyPI and conda-forge are CPU-only",
                   source="platform probe", fix=_arm_fix(m)))
     if m.avx is False:
-        add(Check("cpu.avx", FAIL, "this CPU has no AVX: official TensorFlow >= 1.6 wheels die with 'Illegal instruction'",
-                  source="cpu flags", fix="use a CPU with AVX, TF <= 1.5, or a TensorFlow built from source without AVX"))
+        avx = next((r for r in kb.cpu_requirements if r.feature == "avx"), None)  # compat/tensorflow.toml
+        since = str(avx.tf).removeprefix(">=") if avx else "1.6"
+        add(Check("cpu.avx", FAIL, f"this CPU has no AVX: official TensorFlow >= {since} wheels die with 'Illegal "
+                  "instruction'", source="cpu flags",
+                  fix="use a CPU with AVX, an older TensorFlow, or a TensorFlow built from source without AVX"))
     elif m.avx is True:
         add(Check("cpu.avx", PASS, "CPU supports AVX", source="cpu flags"))
     else:
@@ -864,7 +864,7 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
     if m.arm_linux:
         blockers.append(Finding("cpu.arch", f"no official or conda-forge TensorFlow {v} build for Linux {m.arch} uses an "
                                 "NVIDIA GPU (PyPI's are AWS's CPU-only tensorflow-cpu-aws)", fix=_arm_fix(m)))
-    if m.avx is False and v >= AVX_FROM:
+    if m.avx is False and kb.cpu_requirement("avx", v) is not None:
         blockers.append(Finding("cpu.avx", f"TensorFlow {v}'s official wheels need AVX; this CPU has none ('Illegal instruction')",
                                 fix="use TF <= 1.5 or a build without AVX"))
     if m.driver_known and m.driver is None:
