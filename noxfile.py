@@ -49,9 +49,10 @@ def slow(session: nox.Session) -> None:
 
 @nox.session
 def faults(session: nox.Session) -> None:
-    """Heavy fault-injection tests (CONTRIBUTING.md, "Faults covered")."""
+    """Fault-injection and attack tests (CONTRIBUTING.md, "Faults covered"; README, "Reliability and
+    security"): the heavy ones (marked faults) and every issue-16 test (marked safety)."""
     _install(session, "uv")
-    session.run("pytest", "-m", "faults", *session.posargs)
+    session.run("pytest", "-m", "faults or safety", *session.posargs)
 
 
 @nox.session
@@ -61,12 +62,16 @@ def e2e(session: nox.Session) -> None:
     Provisions a venv with a real TensorFlow once (reused afterwards) for the smoke tests; the create
     test builds its own environment through `tfgpu create`."""
     _install(session, "uv", "conda-lock>=2.5")
-    tf_env = ROOT / ".nox" / "_e2e_tensorflow"
-    tf_python = tf_env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    if not tf_python.exists():
-        session.run("uv", "venv", "--python", sys.executable, str(tf_env), external=True)
-        session.run("uv", "pip", "install", "--python", str(tf_python), "tensorflow==2.21.*", external=True)
-    env = {"TFGPU_E2E": "1", "TFGPU_E2E_PYTHON": str(tf_python), "PIP_DEFAULT_TIMEOUT": "180"}
+    env = {"TFGPU_E2E": "1", "PIP_DEFAULT_TIMEOUT": "180"}
+    # the newest two releases (TF >= 2.16 print the absl-format cuInit 303 line on a GPU-less machine)
+    for var, name, requirement in (("TFGPU_E2E_PYTHON", "_e2e_tensorflow", "tensorflow==2.21.*"),
+                                   ("TFGPU_E2E_PYTHON_TF220", "_e2e_tensorflow220", "tensorflow==2.20.*")):
+        tf_env = ROOT / ".nox" / name
+        tf_python = tf_env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+        if not tf_python.exists():
+            session.run("uv", "venv", "--python", sys.executable, str(tf_env), external=True)
+            session.run("uv", "pip", "install", "--python", str(tf_python), requirement, external=True)
+        env[var] = str(tf_python)
     # TensorFlow 1.15 (the 1.x session API) needs Python <= 3.7: provisioned when one is installed
     py37 = shutil.which("python3.7")
     candidates = [py37] if py37 and "shims" not in Path(py37).parts else []
@@ -80,6 +85,20 @@ def e2e(session: nox.Session) -> None:
                         external=True)
         env["TFGPU_E2E_PYTHON_TF1"] = str(tf1_python)
     session.run("pytest", "-m", "e2e", *session.posargs, env=env)
+
+
+@nox.session(default=False)
+def recipes(session: nox.Session) -> None:
+    """Prove the pip recipes by real installs from PyPI (slow, networked; not run by .ci/run).
+
+    For the newest patch of every GPU series (and 2.2.0) it builds the environment through tfgpu's own
+    create code path with a Python of ~/.pyenv/versions, imports TensorFlow, runs the CPU part of the
+    smoke test and loads every CUDA library the build needs; writes compat/verified.toml and prints a
+    table. `nox -s recipes -- --only 2.2 2.15` limits it; `-- --keep` keeps the environments. Then the
+    networked test that proves the 2.2.0 fix: `pytest -m recipes`."""
+    _install(session, "uv")
+    session.run("python", str(ROOT / "scripts" / "verify_recipes.py"), "--write", *session.posargs)
+    session.run("pytest", "-m", "recipes", "-p", "no:cacheprovider")
 
 
 @nox.session
@@ -113,9 +132,12 @@ def update_compat(session: nox.Session) -> None:
 
     scripts/scan_wheel_archs.py first reads the TensorFlow wheels on PyPI that compat/wheel_scan.json
     lacks (range requests, nothing stored but the record; an hour or more for a full scan on two cores),
-    then renders compat/tf_archs.toml and compat/wheels.toml from the record."""
+    then renders compat/tf_archs.toml and compat/wheels.toml from the record. Upstreams that are local
+    copies come from the environment: TFGPU_TF_DOCS (tensorflow/docs), TFGPU_CF_FEEDSTOCK
+    (conda-forge/tensorflow-feedstock), TFGPU_ANACONDA_FEEDSTOCK (AnacondaRecipes/tensorflow-feedstock),
+    TFGPU_PCI_IDS (a pci.ids file)."""
     env = {"PYTHONPATH": os.fspath(ROOT / "src")}
+    session.install("packaging>=21")  # update_gpu_ids.py uses tfgpu's own GPU-name normalisation
     for script in sorted((ROOT / "scripts").glob("update_*.py")):
         session.run("python", str(script), *session.posargs, env=env)
-    session.install("packaging")
     session.run("python", str(ROOT / "scripts" / "scan_wheel_archs.py"), "--scan", *session.posargs, env=env)

@@ -16,13 +16,20 @@ build numbers (meta.yaml `number` / `{% set build = N %}`, before the per-varian
 A variant that a later main commit of the same version dropped again says so: `dropped` is that
 commit, and the note names the variant that replaced it.
 
+The same script writes the anaconda channel's `tensorflow` CUDA rows (2.17 on) from
+AnacondaRecipes/tensorflow-feedstock's first-parent main history: the linux CUDA variants of
+recipe/conda_build_config.yaml, the Pythons its meta.yaml `skip: true  # [py<310 or py>313]` lines leave,
+and the value of the flag (skip_cuda_pbp / skip_cuda_prefect) that keeps those variants out of Anaconda's
+build pipeline, per commit, in the note (confidence = "recipe": declared, not seen on the channel).
+
 Usage:
   # a bare git directory (the mirror the search tool's fetch brings) or a checkout
   python3 scripts/update_conda_forge.py --git-dir /path/to/tensorflow-feedstock.git
   # print a unified diff and exit 1 when the file is out of date (the default, also --check)
   # write the regenerated rows (default: only print a unified diff)
   python3 scripts/update_conda_forge.py --git-dir ... --force
-  # with no --git-dir, $TFGPU_CF_FEEDSTOCK names one; else the script says so and skips (exit 0)
+  # Anaconda's feedstock: --anaconda-git-dir DIR (or $TFGPU_ANACONDA_FEEDSTOCK)
+  # with no --git-dir, $TFGPU_CF_FEEDSTOCK names one; with neither feedstock the script skips (exit 0)
 
 Standard library only; output is deterministic (rows by version, then CUDA, ascending).
 """
@@ -30,19 +37,26 @@ Standard library only; output is deterministic (rows by version, then CUDA, asce
 from __future__ import annotations
 
 import argparse
-import difflib
+import ast
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/_table_io.py
+from _table_io import write_or_diff
 
 ROOT = Path(__file__).resolve().parent.parent
 CONDA_TOML = ROOT / "compat" / "conda.toml"
 REF = "main"
 SOURCE = "cf-tf-feedstock"
 ROW_PREFIX = '  { channel = "conda-forge", name = "tensorflow",'
+ANACONDA_SOURCE = "anaconda-tf-feedstock"
+#: Anaconda's own CUDA builds of `tensorflow` (2.17+); the hand-curated `tensorflow-gpu` rows stay as they are.
+ANACONDA_PREFIX = '  { channel = "anaconda", name = "tensorflow",'
 
 
 def git(git_dir: str, *args: str) -> str:
@@ -124,18 +138,25 @@ class Snapshot:
     version: str
     build: int | None
     variants: set[tuple[str, str, str]]
+    caveat: str = ""  # something at this commit that limits what the variants say (Anaconda: a skip flag)
 
 
-def snapshots(git_dir: str, ref: str = REF) -> list[Snapshot]:
-    """Every first-parent commit of ``ref`` with a readable recipe, oldest first."""
+def main_commits(git_dir: str, ref: str = REF) -> Iterator[tuple[str, str, str, str, int | None]]:
+    """(commit, date, meta.yaml, version, build number) of every first-parent commit of ``ref`` whose
+    recipe/meta.yaml names a version, oldest first."""
     log = git(git_dir, "log", "--first-parent", "--reverse", "--format=%H %ad", "--date=short", ref)
-    out = []
     for line in log.splitlines():
         commit, date = line.split()
         meta = git(git_dir, "show", f"{commit}:recipe/meta.yaml")
         version, build = read_recipe(meta)
-        if version is None:
-            continue
+        if version is not None:
+            yield commit, date, meta, version, build
+
+
+def snapshots(git_dir: str, ref: str = REF) -> list[Snapshot]:
+    """Every first-parent commit of ``ref`` with a readable recipe, oldest first."""
+    out = []
+    for commit, date, _meta, version, build in main_commits(git_dir, ref):
         names = git(git_dir, "ls-tree", "--name-only", commit, ".ci_support/").split()
         found: set[tuple[str, str, str]] = set()
         for name in names:
@@ -143,6 +164,79 @@ def snapshots(git_dir: str, ref: str = REF) -> list[Snapshot]:
             if base.startswith("linux_64") and base.endswith(".yaml"):
                 found |= set(variants(read_ci_yaml(git(git_dir, "show", f"{commit}:{name}"))))
         out.append(Snapshot(commit, date, version, build, found))
+    return out
+
+
+# --------------------------------------------------------------------------- AnacondaRecipes/tensorflow-feedstock
+
+PYTHONS = [(3, m) for m in range(6, 15)]
+
+
+def _py_expr_holds(node: ast.AST, py: int) -> bool | None:
+    """A selector of `py` comparisons joined by and/or, at ``py`` (310 = 3.10); None = not such a selector."""
+    if isinstance(node, ast.BoolOp):
+        parts = [_py_expr_holds(v, py) for v in node.values]
+        if any(p is None for p in parts):
+            return None
+        return all(parts) if isinstance(node.op, ast.And) else any(parts)
+    if (isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == "py"
+            and len(node.ops) == 1 and isinstance(node.comparators[0], ast.Constant)
+            and isinstance(node.comparators[0].value, int)):
+        other = node.comparators[0].value
+        ops = {ast.Lt: py < other, ast.Gt: py > other, ast.LtE: py <= other, ast.GtE: py >= other,
+               ast.Eq: py == other, ast.NotEq: py != other}
+        return ops.get(type(node.ops[0]))
+    return None
+
+
+def pythons_from_skips(meta: str) -> list[str]:
+    """The Pythons a conda recipe builds for, from its top-level `skip: true  # [py<310 or py>313]` lines."""
+    exprs = []
+    for m in re.finditer(r"^  skip:\s*true\s*#\s*\[(.*)\]\s*$", meta, re.M):
+        try:
+            exprs.append(ast.parse(m.group(1).strip(), mode="eval").body)
+        except SyntaxError:
+            continue
+    out = []
+    for major, minor in PYTHONS:
+        py = major * 100 + minor if minor >= 10 else major * 10 + minor
+        if not any(_py_expr_holds(e, py) for e in exprs):
+            out.append(f"{major}.{minor}")
+    return out
+
+
+def _linux_values(cbc: str, key: str) -> list[str]:
+    """The values of ``key`` in a conda_build_config.yaml that apply on linux-64 (no selector, or one
+    naming linux)."""
+    out, inside = [], False
+    for line in cbc.splitlines():
+        if re.match(rf"^{re.escape(key)}:", line):
+            inside = True
+            continue
+        if inside and re.match(r"^\S", line):
+            break
+        m = re.match(r"^\s*-\s*([^#\s]+)\s*(?:#\s*\[(.*)\])?", line) if inside else None
+        if m and (m.group(2) is None or "linux" in m.group(2)) and "not linux" not in (m.group(2) or ""):
+            out.append(m.group(1).strip("'\""))
+    return out
+
+
+def anaconda_snapshots(git_dir: str, ref: str = REF) -> list[Snapshot]:
+    """Every first-parent commit of ``ref`` whose recipe declares CUDA variants, oldest first."""
+    out = []
+    for commit, date, meta, version, build in main_commits(git_dir, ref):
+        cbc = git(git_dir, "show", f"{commit}:recipe/conda_build_config.yaml")
+        if not cbc:
+            continue
+        cudas = [c for c in _linux_values(cbc, "cuda_compiler_version") if c != "None"]
+        cudnn = ".".join((_linux_values(cbc, "cudnn") or [""])[0].split(".")[:2])
+        found = {(c, cudnn, py) for c in cudas for py in pythons_from_skips(meta)}
+        caveat = ""
+        flag = re.search(r"skip:\s*true\s*#\s*\[(skip_cuda_\w+) and", meta)
+        if flag and cudas:
+            value = _linux_values(cbc, flag.group(1))
+            caveat = f"{flag.group(1)} {value[0] if value else 'unset'}"
+        out.append(Snapshot(commit, date, version, build, found, caveat))
     return out
 
 
@@ -162,17 +256,19 @@ class Row:
     #: (what, commit, date, other CUDA variants it was swapped with) in history order
     events: list[tuple[str, str, str, list[str]]] = field(default_factory=list)
     cudnn_seen: list[str] = field(default_factory=list)
+    caveats: list[tuple[str, str]] = field(default_factory=list)  # (caveat, commit) in history order
 
 
 def vkey(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", text))
 
 
-def _major(cudnn: str) -> str:
-    return cudnn.split(".", 1)[0]
+def _major(cudnn: str, parts: int = 1) -> str:
+    """conda-forge pins cuDNN by major ("9"); Anaconda's rows keep major.minor ("9.1")."""
+    return ".".join(cudnn.split(".")[:parts])
 
 
-def build_rows(snaps: list[Snapshot]) -> list[Row]:
+def build_rows(snaps: list[Snapshot], cudnn_parts: int = 1) -> list[Row]:
     rows: dict[tuple[str, str], Row] = {}
     previous: Snapshot | None = None
     for snap in snaps:
@@ -186,12 +282,14 @@ def build_rows(snaps: list[Snapshot]) -> list[Row]:
             elif cuda not in before and row.dropped:  # the variant came back
                 row.events.append(("back", snap.commit, snap.date, sorted(before - now, key=vkey)))
                 row.dropped = ""
-            if cudnn and _major(cudnn) not in row.cudnn_seen:
-                row.cudnn_seen.append(_major(cudnn))
-            row.cudnn = _major(cudnn) if cudnn else row.cudnn
+            if cudnn and _major(cudnn, cudnn_parts) not in row.cudnn_seen:
+                row.cudnn_seen.append(_major(cudnn, cudnn_parts))
+            row.cudnn = _major(cudnn, cudnn_parts) if cudnn else row.cudnn
             row.python.add(py)
             if snap.build is not None:
                 row.builds.add(snap.build)
+            if snap.caveat and (snap.caveat, snap.commit) not in row.caveats[-1:]:
+                row.caveats.append((snap.caveat, snap.commit))
         for cuda in before - now:
             row = rows[(snap.version, cuda)]
             row.dropped = snap.commit
@@ -200,7 +298,28 @@ def build_rows(snaps: list[Snapshot]) -> list[Row]:
     return sorted(rows.values(), key=lambda r: (vkey(r.version), vkey(r.cuda)))
 
 
-def render_row(row: Row) -> str:
+_CAVEAT_MEANS = {"true": "the recipe keeps its CUDA variants out of Anaconda's build pipeline",
+                 "false": "built by the pipeline", "unset": "Anaconda's global build config decides"}
+
+
+def _caveat_text(caveats: list[tuple[str, str]]) -> list[str]:
+    """[("skip_cuda_pbp true", c1), ("skip_cuda_pbp true", c2), ("skip_cuda_pbp false", c3)] ->
+    ["skip_cuda_pbp true at c1..c2 (...)", "skip_cuda_pbp false from c3 (...)"]."""
+    runs: list[list[str]] = []
+    for text, commit in caveats:
+        if runs and runs[-1][0] == text:
+            runs[-1].append(commit)
+        else:
+            runs.append([text, commit])
+    out = []
+    for i, (text, *commits) in enumerate(runs):
+        span = commits[0][:7] if len(commits) == 1 else f"{commits[0][:7]}..{commits[-1][:7]}"
+        when = f"from {commits[0][:7]}" if i == len(runs) - 1 and i else f"at {span}"
+        out.append(f"{text} {when} ({_CAVEAT_MEANS.get(text.rsplit(' ', 1)[-1], '')})")
+    return out
+
+
+def render_row(row: Row, channel: str = "conda-forge", source: str = SOURCE, confidence: str = "ci-config") -> str:
     cuda_tag = row.cuda.replace(".", "")
     pythons = ",".join(sorted(row.python, key=vkey))
     builds = ",".join(str(b) for b in sorted(row.builds))
@@ -216,10 +335,11 @@ def render_row(row: Row) -> str:
         parts.append("the builds made before stay on the channel; newer builds of this version use another CUDA")
     if len(row.cudnn_seen) > 1:
         parts.append(f"cuDNN {' then '.join(row.cudnn_seen)} across rebuilds")
+    parts += _caveat_text(row.caveats)
     fields = [
-        ("channel", "conda-forge"), ("name", "tensorflow"), ("version", row.version), ("os", "linux"),
+        ("channel", channel), ("name", "tensorflow"), ("version", row.version), ("os", "linux"),
         ("build", f"cuda{cuda_tag}*"), ("python", pythons), ("cuda", row.cuda), ("cudnn", row.cudnn),
-        ("source", SOURCE), ("confidence", "ci-config"), ("commit", row.commit), ("builds", builds),
+        ("source", source), ("confidence", confidence), ("commit", row.commit), ("builds", builds),
     ]
     if row.dropped:
         fields.append(("dropped", row.dropped))
@@ -237,20 +357,26 @@ def render_fields(row: dict[str, str]) -> str:
     return "  { " + ", ".join(f'{k} = "{row[k]}"' for k in FIELD_ORDER if k in row) + " },"
 
 
-def regenerate(text: str, rows: list[Row]) -> str:
-    """Replace the conda-forge rows of ``text`` (kept in place: where the first one was)."""
+def regenerate(text: str, lines_new: list[str], prefix: str = ROW_PREFIX, after: str | None = None) -> str:
+    """Replace the rows of ``text`` that start with ``prefix`` (kept in place: where the first one was);
+    with none there yet, put them after the last row starting with ``after``."""
     lines = text.splitlines(keepends=True)
     out: list[str] = []
     inserted = False
     for line in lines:
-        if line.startswith(ROW_PREFIX):
+        if line.startswith(prefix):
             if not inserted:
-                out.extend(render_row(r) + "\n" for r in rows)
+                out.extend(ln + "\n" for ln in lines_new)
                 inserted = True
             continue
         out.append(line)
+    if not inserted and after is not None:
+        last = max((i for i, ln in enumerate(out) if ln.startswith(after)), default=None)
+        if last is not None:
+            out[last + 1:last + 1] = [ln + "\n" for ln in lines_new]
+            inserted = True
     if not inserted:
-        msg = f"{CONDA_TOML}: no conda-forge rows to replace"
+        msg = f"{CONDA_TOML}: no rows starting with {prefix.strip()!r} to replace"
         raise SystemExit(msg)
     return "".join(out)
 
@@ -259,33 +385,38 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--git-dir", help="conda-forge/tensorflow-feedstock: a bare git directory or a checkout")
     ap.add_argument("--ref", default=REF, help="the default branch (default: main)")
+    ap.add_argument("--anaconda-git-dir", help="AnacondaRecipes/tensorflow-feedstock (TFGPU_ANACONDA_FEEDSTOCK)")
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--force", action="store_true", help="write compat/conda.toml")
     mode.add_argument("--check", action="store_true", help="print a diff; exit 1 when out of date (default)")
     ap.add_argument("--file", default=str(CONDA_TOML), help=argparse.SUPPRESS)
     args, _unknown = ap.parse_known_args(argv)  # nox update_compat passes every script the same posargs
     source = args.git_dir or os.environ.get("TFGPU_CF_FEEDSTOCK")
-    if not source:
-        print("update_conda_forge: no feedstock given (--git-dir or TFGPU_CF_FEEDSTOCK); skipped")
+    anaconda = args.anaconda_git_dir or os.environ.get("TFGPU_ANACONDA_FEEDSTOCK")
+    if not source and not anaconda:
+        print("update_conda_forge: no feedstock given (--git-dir / TFGPU_CF_FEEDSTOCK, --anaconda-git-dir / "
+              "TFGPU_ANACONDA_FEEDSTOCK); skipped")
         return 0
-    git_dir = resolve_git_dir(source)
-    snaps = snapshots(git_dir, args.ref)
-    if not snaps:
-        print(f"update_conda_forge: no recipe history under {git_dir} ({args.ref})", file=sys.stderr)
-        return 2
     path = Path(args.file)
     old = path.read_text(encoding="utf-8")
-    new = regenerate(old, build_rows(snaps))
-    if new == old:
-        print(f"{path.name}: conda-forge rows up to date ({len(snaps)} main commits read)")
-        return 0
-    if args.force:
-        path.write_text(new, encoding="utf-8")
-        print(f"{path.name}: conda-forge rows written")
-        return 0
-    sys.stdout.writelines(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                               f"a/compat/{path.name}", f"b/compat/{path.name}"))
-    return 1
+    new = old
+    read = []
+    if source:
+        snaps = snapshots(resolve_git_dir(source), args.ref)
+        if not snaps:
+            print(f"update_conda_forge: no recipe history under {source} ({args.ref})", file=sys.stderr)
+            return 2
+        new = regenerate(new, [render_row(r) for r in build_rows(snaps)])
+        read.append(f"conda-forge: {len(snaps)} main commits")
+    if anaconda:
+        snaps = anaconda_snapshots(resolve_git_dir(anaconda), args.ref)
+        if not snaps:
+            print(f"update_conda_forge: no recipe history under {anaconda} ({args.ref})", file=sys.stderr)
+            return 2
+        rows = [render_row(r, "anaconda", ANACONDA_SOURCE, "recipe") for r in build_rows(snaps, cudnn_parts=2)]
+        new = regenerate(new, rows, ANACONDA_PREFIX, after=ROW_PREFIX)
+        read.append(f"anaconda: {len(snaps)} main commits")
+    return write_or_diff(path, old, new, force=args.force, what=f"generated rows ({', '.join(read)} read)")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,9 @@ class FakeGpu:
     uuid: str
     memory_mib: int
     cc: tuple[int, int]
+    #: nvmlPciInfo_t.pciDeviceId (device << 16 | 0x10DE) and busId; 0 = the call answers NOT_SUPPORTED
+    pci_device_id: int = 0
+    bus_id: str = ""
 
 
 @dataclass
@@ -60,6 +63,7 @@ class FakeNvmlLib:
             "nvmlDeviceGetUUID": lambda h, buf, size: self._str(buf, self._gpu(h).uuid),
             "nvmlDeviceGetMemoryInfo": self._memory,
             "nvmlDeviceGetCudaComputeCapability": self._cc,
+            "nvmlDeviceGetPciInfo_v3": self._pci,
             "nvmlErrorString": lambda rc: b"fake error string",
         }
         if name not in impls:
@@ -91,6 +95,14 @@ class FakeNvmlLib:
         ref._obj.total = self._gpu(handle).memory_mib * 1024 * 1024
         ref._obj.free = ref._obj.total
         ref._obj.used = 0
+        return 0
+
+    def _pci(self, handle: Any, ref: Any) -> int:
+        gpu = self._gpu(handle)
+        if not gpu.pci_device_id:
+            return pynvml.NVML_ERROR_NOT_SUPPORTED
+        ref._obj.pciDeviceId = gpu.pci_device_id
+        ref._obj.busId = gpu.bus_id.encode()
         return 0
 
     def _cc(self, handle: Any, major: Any, minor: Any) -> int:

@@ -186,3 +186,63 @@ def test_script_without_a_feedstock_skips(monkeypatch: pytest.MonkeyPatch, capsy
     monkeypatch.delenv("TFGPU_CF_FEEDSTOCK", raising=False)
     assert SCRIPT.main(["--force"]) == 0
     assert "skipped" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- Anaconda's feedstock
+
+
+def test_anaconda_variant_config_on_linux() -> None:
+    cbc = (CF / "anaconda-920f0c4-conda_build_config.yaml").read_text()
+    assert SCRIPT._linux_values(cbc, "cuda_compiler_version") == ["None", "12.8"]
+    assert SCRIPT._linux_values(cbc, "skip_cuda_pbp") == ["false"]
+
+
+def test_anaconda_pythons_from_skip_selectors() -> None:
+    # AnacondaRecipes/tensorflow-feedstock 920f0c4 recipe/meta.yaml lines 61-64
+    meta = ("  skip: true  # [python_impl == 'pypy']\n"
+            "  skip: true  # [py<310 or py>313]\n"
+            "  skip: true  # [skip_cuda_pbp and (gpu_variant or \"\").startswith('cuda')]\n")
+    assert SCRIPT.pythons_from_skips(meta) == ["3.10", "3.11", "3.12", "3.13"]
+    assert SCRIPT.pythons_from_skips("  skip: true  # [py<39 or py>312]\n") == ["3.9", "3.10", "3.11", "3.12"]
+    assert SCRIPT.pythons_from_skips("      skip: true  # [py<310]\n")[0] == "3.6"  # an output's skip: not the recipe's
+
+
+def test_anaconda_rows_cite_their_commit_and_the_pipeline_flag() -> None:
+    rows = [r for r in load_toml("conda")["packages"] if (r["channel"], r["name"]) == ("anaconda", "tensorflow")]
+    assert {(r["version"], r["cuda"]) for r in rows} >= {("2.20.0", "12.8"), ("2.21.0", "12.9"), ("2.21.0", "13.0")}
+    for r in rows:
+        assert re.fullmatch(r"[0-9a-f]{40}", r["commit"]), r
+        assert r["confidence"] == "recipe", r
+        assert SCRIPT.render_fields(r) in (COMPAT / "conda.toml").read_text(encoding="utf-8")
+    r220 = next(r for r in rows if r["version"] == "2.20.0")
+    assert "skip_cuda_pbp true at 17af7c3..647150f" in r220["note"]
+    assert "skip_cuda_pbp false from 920f0c4" in r220["note"]
+
+
+def test_caveat_runs() -> None:
+    text = SCRIPT._caveat_text([("skip_cuda_pbp true", "a" * 40), ("skip_cuda_pbp true", "b" * 40),
+                                ("skip_cuda_pbp false", "c" * 40)])
+    assert text[0].startswith("skip_cuda_pbp true at aaaaaaa..bbbbbbb (")
+    assert text[1].startswith("skip_cuda_pbp false from ccccccc (")
+
+
+def test_anacondas_build_of_a_release_does_not_make_conda_forge_have_it() -> None:
+    """Anaconda's recipe declares a CUDA 12.8 build of 2.20.0; conda-forge's main never had 2.20: the
+    conda-forge recipe is not available for it (an RTX 50 machine was told 2.20.0 via conda-forge)."""
+    from tfgpu.verdict import _recipe_available
+
+    kb = load_kb()
+    forge = next(r for r in kb.recipes if r.id == "conda-forge-tensorflow-cuda")
+    assert any(p.channel == "anaconda" for p in kb.conda_packages(name="tensorflow", v="2.20.0", os="linux"))
+    assert not _recipe_available(kb, forge, version("2.20.0"), "linux")
+    assert _recipe_available(kb, forge, version("2.19.1"), "linux")
+
+
+def test_compat_json_names_the_feedstock_commits_and_the_reverted_variant() -> None:
+    from tfgpu.compat_query import _conda_forge_builds
+
+    builds = {b["cuda"]: b for b in _conda_forge_builds(load_kb(), [version("2.19.1")])}
+    assert builds["12.9"]["dropped_at"].endswith("/commit/2cc3b129b716df332eca23d6169be93bf05fabd6")
+    assert builds["12.8"]["dropped_at"] is None
+    assert builds["12.8"]["feedstock_commit"].endswith("/commit/df7febeca6d70dfef16a997a10d41df2b69c2b08")
+    assert builds["12.8"]["python"] == ["3.10", "3.11", "3.12", "3.13"]

@@ -356,9 +356,10 @@ def test_truncated_and_binary_headers_in_a_profile(tmp_path: Path, cli: Cli) -> 
 def _csv_rows(n: int) -> str:
     # the noheader,nounits format of tests/data/probe/nvidia-smi/csv-noheader-nounits-1gpu-rtx2080-440.64.csv,
     # with the fields tfgpu asks for (SMI_FIELDS), one row per GPU
-    assert SMI_FIELDS == ("index", "name", "uuid", "driver_version", "memory.total", "compute_cap")
-    return "".join(f"{i}, NVIDIA H100 80GB HBM3, GPU-{i:08x}-0000-0000-0000-000000000000, 590.48.01, 81559, 9.0\n"
-                   for i in range(n))
+    assert SMI_FIELDS == ("index", "name", "uuid", "driver_version", "memory.total", "pci.device_id", "compute_cap")
+    # pci.device_id as nvidia-smi prints it (csv-query-gpu-allfields-*.csv): 0x2330 = GH100 [H100 SXM5 80GB]
+    return "".join(f"{i}, NVIDIA H100 80GB HBM3, GPU-{i:08x}-0000-0000-0000-000000000000, 590.48.01, 81559, "
+                   "0x233010DE, 9.0\n" for i in range(n))
 
 
 @pytest.mark.real_subprocess

@@ -43,14 +43,26 @@ def test_init_errors(code: int, kind: str, text: str) -> None:
 
 
 def test_one_gpu() -> None:
-    lib = FakeNvmlLib(driver="550.54.15", cuda=12040, gpus=[FakeGpu("NVIDIA GeForce RTX 4090", "GPU-1", 24564, (8, 9))])
+    # 0x2684: AD102 [GeForce RTX 4090] in pci.ids (tests/data/pciids/SOURCES.md)
+    lib = FakeNvmlLib(driver="550.54.15", cuda=12040, gpus=[FakeGpu("NVIDIA GeForce RTX 4090", "GPU-1", 24564, (8, 9),
+                                                                    0x268410DE, "00000000:01:00.0")])
     with fake_nvml(lib):
         out = query_nvml()
     assert out["ok"]
     assert (out["driver_version"], out["cuda"], out["nvml_version"]) == ("550.54.15", "12.4", "12.550.54.15")
     assert out["gpus"] == [{"index": 0, "name": "NVIDIA GeForce RTX 4090", "uuid": "GPU-1",
-                            "compute_capability": "8.9", "memory_mib": 24564}]
+                            "compute_capability": "8.9", "memory_mib": 24564, "pci_device_id": "2684",
+                            "pci_bus_id": "00000000:01:00.0"}]
     assert "nvmlShutdown" in lib.calls
+
+
+def test_gpu_without_pci_info_records_why() -> None:
+    with fake_nvml(FakeNvmlLib(gpus=[FakeGpu("Tesla M60", "GPU-m60", 8129, (5, 2))])):
+        out = query_nvml()
+    (gpu,) = out["gpus"]
+    assert "pci_device_id" not in gpu
+    assert gpu["errors"]["pci"] == "Not Supported"
+    assert gpu["compute_capability"] == "5.2"
 
 
 def test_four_tesla_m60() -> None:

@@ -228,7 +228,7 @@ def _conda_forge_cases() -> list[tuple[str, str, str]]:
         if row.build != "conda-forge":
             continue
         builds = [(p.version, p.cuda) for p in KB.conda_packages(name="tensorflow", os="linux")
-                  if p.channel == "conda-forge" and p.cuda and p.version in row.tf
+                  if p.channel == "conda-forge" and p.cuda and p.version in row.tf and not p.raw.get("dropped")
                   and (row.cuda is None or Version(normalize_cuda(p.cuda)) in row.cuda)]
         if builds:
             release, cuda = max(builds, key=lambda b: (b[0], Version(normalize_cuda(b[1]))))
@@ -625,7 +625,9 @@ def test_x86_64_and_macos_arm_get_no_arch_finding():
 
 @pytest.mark.parametrize(("driver", "reported", "variant"), [
     ("570.86.10", None, "12.8"),     # CUDA 12.9 needs >= 575.51.03: the solver's __cuda=12.8 takes the 12.8 build
-    ("580.65.06", "13.0", "12.9"),   # a newer driver: the newest variant
+    # a newer driver: the newest variant still built. The 12.9 variant (393c877) was reverted to 12.8 at
+    # 2cc3b12 with a higher build number, which the solver prefers (compat/conda.toml `dropped`)
+    ("580.65.06", "13.0", "12.8"),
 ])
 def test_conda_forge_variant_is_the_newest_the_driver_allows(driver, reported, variant):
     facts = gpu_facts("NVIDIA GeForce RTX 5090", "12.0", driver=driver)

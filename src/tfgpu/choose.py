@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from packaging.version import InvalidVersion, Version
 
-from tfgpu._record import record
+from tfgpu._record import record, replace
 from tfgpu.errors import UsageError
 
 if TYPE_CHECKING:
@@ -115,6 +115,8 @@ def tools_from_facts(facts: Mapping[str, Any]) -> dict[str, str | None]:
 
 
 def _xy(text: str) -> str:
+    if len(str(text)) > 64:  # a 5,000-digit number would not even convert to int
+        raise InvalidVersion(str(text)[:20])
     v = Version(str(text))
     return f"{v.major}.{v.minor}"
 
@@ -312,7 +314,9 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
         raise UsageError(msg, hint="use --backend conda or --backend rattler" if family == "pip" else "use --backend pip")
     first_error: UsageError | None = None
     pip_without_python = False
+    base_ctx = ctx
     for recipe in usable:
+        ctx = _recipe_context(base_ctx, recipe)
         for runner in runners:
             if not runner.runs(recipe):
                 continue
@@ -340,6 +344,17 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     raise first_error
 
 
+def _recipe_context(ctx: Context, recipe: Recipe) -> Context:
+    """The context narrowed to the Pythons a pip recipe can install with (compat/pins.toml `pythons`:
+    e.g. tensorflow[and-cuda] 2.14 pins tensorrt 8.5.3.1, which has wheels up to cp310 only)."""
+    from tfgpu.compat import python_limit_for
+
+    limit = python_limit_for(ctx.v, recipe.id) if recipe.backend == "pip" else None
+    if limit is None:
+        return ctx
+    return replace(ctx, wheel_pythons=tuple(p for p in ctx.wheel_pythons if p in limit.python))
+
+
 def choose(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict | None, v: Version, os_name: str,
            tools: Mapping[str, str | None], prefs: Preferences) -> tuple[Choice, str]:
     """The recipe and runner for TensorFlow ``v``, and a note when the config's preferred backend could not
@@ -356,8 +371,6 @@ def choose(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict |
             note = (f"{prefs.prefer_source} prefers backend {prefs.prefer}, which cannot build this target "
                     f"({exc.message}); tfgpu chose automatically")
             return _choose_one(kb, facts, verdict, v, os_name, tools, prefs), note
-        from tfgpu._record import replace
-
         return replace(c, reason=f"{prefs.prefer_source} prefers {prefs.prefer}: {c.reason}"), ""
     return _choose_one(kb, facts, verdict, v, os_name, tools, prefs), ""
 
@@ -389,6 +402,13 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Mapping[str, An
 
     tools = tools_from_facts(facts) if tools is None else tools
     prefs = prefs or Preferences()
+    from tfgpu.containers import CONTAINER_BACKENDS
+
+    if prefs.backend in CONTAINER_BACKENDS:  # an image, not a recipe: the verdict already chose it
+        if result.recommendation is not None:
+            result.recommendation = {**result.recommendation,
+                                     "command": f"tfgpu create --tf {result.recommendation['tf']} --backend {prefs.backend}"}
+        return result
     targets = []
     runner: dict[str, str] = {}
     for tv in result.targets:
@@ -405,11 +425,11 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Mapping[str, An
     result.targets = targets
     rec = result.recommendation
     if rec is not None:
-        tv = next((t for t in targets if t.tf == rec.get("tf")), None)
-        if tv is not None and tv.tf in runner:
-            rec = {**rec, "backend": tv.backend, "recipe": tv.recipe, "recipe_id": tv.recipe_id,
-                   "command": f"tfgpu create --tf {tv.tf} --backend {runner[tv.tf]}"}
-        elif tv is not None:
-            rec = {**rec, "command": create_command(tv, result.machine)}
+        chosen = next((t for t in targets if t.tf == rec.get("tf")), None)
+        if chosen is not None and chosen.tf in runner:
+            rec = {**rec, "backend": chosen.backend, "recipe": chosen.recipe, "recipe_id": chosen.recipe_id,
+                   "command": f"tfgpu create --tf {chosen.tf} --backend {runner[chosen.tf]}"}
+        elif chosen is not None:
+            rec = {**rec, "command": create_command(chosen, result.machine)}
         result.recommendation = rec
     return result

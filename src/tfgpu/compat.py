@@ -33,6 +33,7 @@ SCHEMAS = {
     "explain": "tfgpu.compat.explain/1",
     "pins": "tfgpu.compat.pins/1",
     "verified": "tfgpu.compat.verified/1",
+    "containers": "tfgpu.compat.containers/1",
 }
 
 OSES = ("linux", "windows", "macos")
@@ -108,6 +109,9 @@ def version(text: str) -> Version:
     key = str(text).strip()
     found = _PARSED.get(key)
     if found is None:
+        if len(key) > 64:  # no real version is this long; a 5,000-digit number would not even convert
+            msg = f"Invalid version: {key[:20]!r}... ({len(key)} characters)"
+            raise InvalidVersion(msg)
         found = Version(key)
         if len(_PARSED) < 4096:  # bounded: user input passes through here too
             _PARSED[key] = found
@@ -474,6 +478,18 @@ class GpuModel:
     source: str
 
 
+@record
+class GpuDevice:
+    """One NVIDIA PCI device ID of compat/gpus.toml `devices` (generated from pci.ids)."""
+
+    id: str  # 4 lowercase hex digits, e.g. "1e81"
+    chip: str
+    cc: str
+    via: str
+    pci_name: str
+    source: str
+
+
 _ACTIVATION_SPLIT = re.compile(r";(?=\s*[A-Za-z_][A-Za-z0-9_]*=)")
 
 
@@ -613,6 +629,7 @@ class KnowledgeBase:
     arch_names: tuple[tuple[str, str], ...]
     models: tuple[GpuModel, ...]
     wheels: tuple[WheelFacts, ...] = ()
+    devices: tuple[GpuDevice, ...] = ()
 
     # -- TensorFlow -----------------------------------------------------------------------
     @functools.cached_property
@@ -825,18 +842,51 @@ class KnowledgeBase:
                 return name
         return None
 
-    def gpu_cc(self, name: str) -> str | None:
-        """Compute capability of a GPU model by name (normalized substring; longest match wins)."""
-        key = ("gpu_cc", str(name))
+    def gpu_cc(self, name: str, device_id: str | None = None) -> str | None:
+        """Compute capability of a GPU from the tables: by PCI device ID when known, else by its whole
+        model name after :func:`normalize_gpu_name` (NVIDIA's model table first, then the names pci.ids
+        gives the device IDs). None when neither table knows the GPU: never a guess from part of a name.
+        A capability the machine reports (NVML, nvidia-smi, a TF log) wins over this; callers ask only
+        when there is none."""
+        key = ("gpu_cc", f"{name}\x00{device_id}")
         if key not in self._memo:
-            index = self._memo.get(("gpu_names", ""))
-            if index is None:
-                index = [(_norm_gpu(c), m.cc) for m in self.models for c in (m.name, *m.aliases)]
-                index.sort(key=lambda item: len(item[0]), reverse=True)
-                self._memo[("gpu_names", "")] = index
-            wanted = _norm_gpu(name)
-            self._memo[key] = next((cc for k, cc in index if k and (k == wanted or k in wanted)), None)
+            found = self.gpu_cc_by_id(device_id) if device_id else None
+            if found is None:
+                wanted = normalize_gpu_name(name)
+                found = self._gpu_name_index()[0].get(wanted) or self._gpu_name_index()[1].get(wanted)
+            self._memo[key] = found
         result: str | None = self._memo[key]
+        return result
+
+    def gpu_cc_by_id(self, device_id: str | None) -> str | None:
+        """Compute capability of an NVIDIA PCI device ID ("1e81", "0x1E81", "0x1E8110DE", "1E8110DE")."""
+        wanted = normalize_pci_device_id(device_id)
+        if wanted is None:
+            return None
+        index = self._memo.get(("gpu_ids", ""))
+        if index is None:
+            index = {d.id: d.cc for d in self.devices}
+            self._memo[("gpu_ids", "")] = index
+        found: str | None = index.get(wanted) or None  # "" = pci.ids lists the device, its CC is unknown
+        return found
+
+    def _gpu_name_index(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(normalized model name -> CC from `models`, normalized pci.ids name -> CC from `devices`, the
+        latter only for names all of whose device IDs agree)."""
+        index = self._memo.get(("gpu_names", ""))
+        if index is None:
+            models = {normalize_gpu_name(c): m.cc for m in self.models for c in (m.name, *m.aliases)}
+            by_pci: dict[str, set[str]] = {}
+            for d in self.devices:
+                m = re.search(r"\[([^\]]+)\]\s*$", d.pci_name)
+                for part in (m.group(1).split(" / ") if m else ()):
+                    key = normalize_gpu_name(part)
+                    if key:
+                        by_pci.setdefault(key, set()).add(d.cc)
+            pci = {k: next(iter(v)) for k, v in by_pci.items() if len(v) == 1}
+            index = (models, pci)
+            self._memo[("gpu_names", "")] = index
+        result: tuple[dict[str, str], dict[str, str]] = index
         return result
 
     def sources(self, file: str) -> dict[str, dict[str, Any]]:
@@ -853,12 +903,38 @@ def _nearest(wanted: Version, candidates: Iterable[Version]) -> list[str]:
     return [str(v) for v in sorted(candidates, key=distance)[:3]]
 
 
-def _norm_gpu(name: str) -> str:
-    text = re.sub(r"\s+", " ", str(name).lower()).strip()
-    for prefix in ("nvidia ",):
-        if text.startswith(prefix):
-            text = text[len(prefix):]
-    return text
+#: Words of a GPU's name that say who sells it or what variant of one model it is (memory size, form
+#: factor, laptop/Max-Q, workstation/server edition), dropped before names are compared. A laptop or
+#: Max-Q part shares its desktop model's chip from Pascal on (NVIDIA's CUDA GPUs page lists one row);
+#: Maxwell/Kepler mobile parts carry the M in the model number ("GTX 960M") and stay distinct.
+_GPU_NAME_DROP = re.compile(
+    r"\b(?:nvidia|geforce|tesla|quadro|laptop|mobile|embedded|gpu|generation|workstation|server|edition|"
+    r"with|max q|design|nvgpu|pcie|sxm\d?|nvl\d*|hbm\d?e?|\d+(?:\.\d+)?\s?(?:gb|g|mb))\b"
+)
+#: A MIG slice ("... MIG 1g.5gb") or vGPU profile ("A40-48Q") suffix: the rest names the physical GPU.
+_GPU_NAME_SLICE = re.compile(r"\s(?:mig\b.*|\d+[abcq])$")
+
+
+def normalize_gpu_name(name: str) -> str:
+    """A GPU name as compared with the tables: "NVIDIA GeForce RTX 3060 Laptop GPU" -> "rtx 3060",
+    "NVIDIA A100-SXM4-40GB" -> "a100", "Quadro M1000M" -> "m1000m", "TITAN X (Pascal)" -> "titan x
+    pascal". Whole names are compared, never parts: "RTX A3000 Laptop" is not "A30"."""
+    text = str(name).lower().replace("_", " ").replace("-", " ").replace("(tm)", " ").replace("(r)", " ")
+    text = re.sub(r"[()\[\],]", " ", text)
+    text = re.sub(r"\s+", " ", text).strip()
+    text = _GPU_NAME_SLICE.sub("", text)
+    text = _GPU_NAME_DROP.sub(" ", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def normalize_pci_device_id(value: str | None) -> str | None:
+    """An NVIDIA PCI device ID as 4 lowercase hex digits from the forms the probes read: sysfs "0x1e81",
+    lspci "1e81", nvidia-smi "0x1E8110DE" (device << 16 | vendor), NVML pciDeviceId as hex. None when
+    it is not one."""
+    text = str(value or "").strip().lower().removeprefix("0x")
+    if re.fullmatch(r"[0-9a-f]{8}", text):
+        return text[:4] if text.endswith("10de") else None
+    return text if re.fullmatch(r"[0-9a-f]{4}", text) else None
 
 
 def _parse_kb() -> KnowledgeBase:
@@ -949,7 +1025,19 @@ def _parse_kb() -> KnowledgeBase:
             for r in _rows("gpus", gpus, "models")
         ),
         wheels=_parse_wheels("wheels", wheels_data),
+        devices=tuple(_parse_gpu_devices(gpus)),
     )
+
+
+def _parse_gpu_devices(gpus: dict[str, Any]) -> list[GpuDevice]:
+    out = []
+    for row in _rows("gpus", gpus, "devices", required=False):
+        dev_id = normalize_pci_device_id(str(row.get("id", "")))
+        if dev_id is None or dev_id != row.get("id"):
+            raise _bad("gpus", row, f"id {row.get('id')!r} is not 4 lowercase hex digits")  # noqa: EM101
+        out.append(GpuDevice(id=dev_id, chip=str(row.get("chip", "")), cc=str(row["cc"]), via=str(row.get("via", "")),
+                             pci_name=str(row.get("pci_name", "")), source=row["source"]))
+    return out
 
 
 KB_FILES = ("meta", "tensorflow", "releases", "tf_archs", "cuda", "gpus", "recipes", "conda", "wheels")
@@ -992,7 +1080,7 @@ def _cache_file() -> Path | None:
 def _cache_classes() -> dict[str, type]:
     """The record classes a cache file may hold (an allow-list: nothing else is ever rebuilt)."""
     return {c.__name__: c for c in (KnowledgeBase, Build, Release, PyRange, Toolkit, MinorCompat, ArchTargets,
-                                    Recipe, CondaPackage, GpuModel, WheelFacts)}
+                                    Recipe, CondaPackage, GpuModel, WheelFacts, GpuDevice)}
 
 
 @functools.lru_cache(maxsize=1)
@@ -1035,6 +1123,7 @@ def _build_indexes(kb: KnowledgeBase) -> None:
     from tfgpu.verdict import warm_up  # the verdicts define which indexes matter
 
     try:
+        kb._gpu_name_index()  # judging a GPU whose probe reported no compute capability
         for os in ("linux", "wsl2", "windows"):
             warm_up(kb, os)
     except Exception:  # an optimisation: a verdict bug surfaces when real facts are judged
@@ -1112,10 +1201,39 @@ def load_pins() -> tuple[Pin, ...]:
     return tuple(out)
 
 
-def pin_source_urls(pin: Pin) -> str:
+@record
+class PythonLimit:
+    """The Pythons recipe ``recipe`` can install releases ``tf`` with (compat/pins.toml `pythons`)."""
+
+    tf: VersionSpec
+    recipe: str
+    python: tuple[str, ...]
+    why: str
+    source: str
+
+
+@functools.lru_cache(maxsize=1)
+def load_python_limits() -> tuple[PythonLimit, ...]:
+    data = load_toml("pins")
+    out = []
+    for row in _rows("pins", data, "pythons", required=False):
+        pythons = _split(row.get("python", ""))
+        if not pythons or not all(re.fullmatch(r"\d+\.\d+", p) for p in pythons):
+            raise _bad("pins", row, "python must list X.Y versions")  # noqa: EM101
+        out.append(PythonLimit(tf=_spec("pins", row), recipe=str(row["recipe"]), python=pythons,
+                               why=str(row.get("why", "")), source=str(row["source"])))
+    return tuple(out)
+
+
+def python_limit_for(tf: Version, recipe: str) -> PythonLimit | None:
+    return next((lim for lim in load_python_limits() if lim.recipe == recipe and tf in lim.tf), None)
+
+
+def pin_source_urls(pin: Pin | PythonLimit) -> str:
     """The URLs behind a pin's source keys, `; `-joined (what plans cite)."""
     sources = load_toml("pins").get("sources", {})
-    return "; ".join(str(sources[k]["url"]) for k in (pin.source, pin.source2) if k and k in sources)
+    keys = (pin.source, pin.source2) if isinstance(pin, Pin) else (pin.source,)
+    return "; ".join(str(sources[k]["url"]) for k in keys if k and k in sources)
 
 
 # --------------------------------------------------------------------------- verified installs (additive)
@@ -1168,9 +1286,9 @@ def verified_from_row(row: dict[str, Any], name: str = "verified") -> Verified:
     if row["result"] != "ok" and not str(row.get("reason", "")).strip():
         raise _bad(name, row, f"a {row['result']} row needs a reason")
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(row.get("date", ""))):
-        raise _bad(name, row, "date must be YYYY-MM-DD")  # noqa: EM101
+        raise _bad(name, row, "date must be YYYY-MM-DD")
     if row["result"] != "skipped" and not re.fullmatch(r"\d+\.\d+", str(row.get("python", ""))):
-        raise _bad(name, row, "python must be X.Y")  # noqa: EM101
+        raise _bad(name, row, "python must be X.Y")
     try:
         return Verified(
             tf=version(str(row["tf"])), recipe=str(row["recipe"]), python=str(row.get("python", "")),
@@ -1180,6 +1298,8 @@ def verified_from_row(row: dict[str, Any], name: str = "verified") -> Verified:
         )
     except KeyError as exc:
         raise _bad(name, row, f"missing key {exc}") from None
+    except InvalidVersion:
+        raise _bad(name, row, f"tf {row.get('tf')!r} is not a version") from None
 
 
 @functools.lru_cache(maxsize=1)
@@ -1193,30 +1313,42 @@ def load_verified() -> tuple[Verified, ...]:
 
 
 def verified_for(tf: Version | str, recipe: str) -> Verified | None:
-    """The install that proved (or failed) ``recipe`` for release ``tf``; None when none was made."""
+    """The install that proved (or failed) ``recipe`` for release ``tf``, else for the newest release of
+    its series that was tried; None when none was made."""
     vv = tf if isinstance(tf, Version) else version(str(tf))
-    for row in load_verified():
-        if row.tf == vv and row.recipe == recipe:
-            return row
-    return None
+    rows = [r for r in load_verified() if r.recipe == recipe and series_of(r.tf) == series_of(vv)]
+    exact = [r for r in rows if r.tf == vv]
+    if exact:
+        return exact[0]
+    return max(rows, key=lambda r: r.tf) if rows else None
 
 
 def verified_status(tf: Version | str, recipe_id: str, backend: str) -> dict[str, Any]:
-    """What `tfgpu compat` and `doctor --tf` say about one recipe: verified / failed / not verified here."""
+    """What `tfgpu compat` and `doctor --tf` say about one recipe: install verified DATE, failed, skipped
+    (could not run where tfgpu verifies), not verified here, or cannot verify (conda recipes)."""
     if backend != "pip":
-        return {"status": "cannot verify", "text": "conda recipes cannot be verified here (no conda channels)"}
+        return {"status": "cannot verify",
+                "text": "not verified here: conda recipes cannot be verified where tfgpu verifies (no conda channels)"}
     row = verified_for(tf, recipe_id)
     if row is None:
         return {"status": "not verified", "text": "not verified here"}
+    doc: dict[str, Any] = {"tf": str(row.tf), "date": row.date}
+    if row.python:
+        doc["python"] = row.python
+    versions = {k: v for k, v in row.versions if v}
+    if versions:
+        doc["versions"] = versions
     if row.result == "ok":
-        return {"status": "verified", "date": row.date, "python": row.python,
-                "text": f"install verified {row.date} (Python {row.python})"}
-    return {"status": row.result, "date": row.date, "python": row.python, "reason": row.reason,
-            "text": f"install {row.result} {row.date}: {row.reason}"}
+        return {"status": "verified", "text": f"install verified {row.date} (TF {row.tf}, Python {row.python})", **doc}
+    return {"status": row.result, "reason": row.reason,
+            "text": f"install {row.result} {row.date} (TF {row.tf}): {row.reason}", **doc}
 
 
 def _toml_str(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A TOML basic string (JSON's escapes are valid TOML escapes for every character but DEL)."""
+    import json
+
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 VERIFIED_HEADER = """\
@@ -1249,3 +1381,123 @@ def dump_verified(rows: Iterable[Verified], sources: dict[str, dict[str, str]]) 
         cells = ", ".join(f"{k} = {_toml_str(str(v))}" for k, v in sources[key].items())
         lines.append(f"{key} = {{ {cells} }}")
     return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- container images (additive)
+
+#: Container families of compat/containers.toml: TensorFlow's own images, NVIDIA's NGC images.
+CONTAINER_FAMILIES = ("tensorflow", "ngc")
+NGC_REPO = "nvcr.io/nvidia/tensorflow"
+
+
+@record
+class ContainerImage:
+    """One GPU image of TensorFlow (compat/containers.toml): what it carries and what the host needs."""
+
+    ref: str
+    family: str
+    tf: Version
+    cuda: str
+    cudnn: str
+    python: str
+    driver: Version | None  # host driver floor (outside forward compatibility)
+    compat_drivers: tuple[Version, ...]  # data-center GPUs only: first release of each allowed older branch
+    cc_min: str
+    published: str  # YYYY-MM; "" for TensorFlow's own images (published with the release)
+    source: str
+    confidence: str = "sourced"
+    note: str = ""
+    jupyter_ref: str = ""
+    source2: str = ""
+    driver_text: str = ""  # the floor as NVIDIA writes it (Version prints 535.54.03 as 535.54.3)
+
+    def driver_ok(self, driver: Version, *, datacenter: bool) -> bool:
+        """Host driver ``driver`` runs this image: at or above the floor, or (data-center GPUs only) in a
+        branch that CUDA forward compatibility allows (same major branch, at or above its first release)."""
+        if self.driver is None or driver >= self.driver:
+            return True
+        return datacenter and any(driver.major == c.major and driver >= c for c in self.compat_drivers)
+
+
+@record
+class ContainerSeries:
+    id: str
+    image: str
+    first: str
+    last: str  # "" = still published
+    source: str
+    note: str = ""
+
+
+def _yymm(name: str, row: dict[str, Any], key: str) -> str:
+    text = str(row.get(key, "") or "")
+    if text and not re.fullmatch(r"\d{2}\.\d{2}|\d+\.\d+", text):
+        raise _bad(name, row, f"{key} {text!r} is not YY.MM")
+    return text
+
+
+@functools.lru_cache(maxsize=1)
+def load_container_table() -> tuple[tuple[ContainerImage, ...], tuple[ContainerSeries, ...], tuple[dict[str, Any], ...]]:
+    """The NGC rows, the series and the TensorFlow-image rules of compat/containers.toml, checked."""
+    name = "containers"
+    data = load_toml(name)
+    images = []
+    for row in _rows(name, data, "ngc"):
+        _yymm(name, row, "release")
+        flavor = str(row.get("flavor", ""))
+        if flavor not in ("py3", "tf1-py3", "tf2-py3"):
+            raise _bad(name, row, f"flavor {flavor!r} is not py3, tf1-py3 or tf2-py3")
+        try:
+            tf = version(str(row["tf"]))
+            driver = version(str(row["driver"]))
+            compat = tuple(version(x.strip()) for x in str(row.get("compat_drivers", "")).split(";") if x.strip())
+            version(str(row["cuda"]))
+            version(str(row["cc_min"]))
+        except (KeyError, InvalidVersion) as exc:
+            raise _bad(name, row, f"bad or missing version: {exc}") from None
+        if (tf.major == 1) != (flavor != "tf2-py3"):
+            raise _bad(name, row, f"flavor {flavor} does not carry TensorFlow {tf}")
+        images.append(ContainerImage(
+            ref=f"{NGC_REPO}:{row['release']}-{flavor}", family="ngc", tf=tf, cuda=str(row["cuda"]),
+            cudnn=str(row.get("cudnn", "")), python=str(row.get("python", "")), driver=driver,
+            compat_drivers=compat, cc_min=str(row["cc_min"]), published=str(row.get("published", "")),
+            source=str(row["source"]), confidence=str(row.get("confidence", "sourced")), note=str(row.get("note", "")),
+            source2=str(row.get("source2", "")), driver_text=str(row["driver"]),
+        ))
+    series = tuple(ContainerSeries(id=str(r["id"]), image=str(r["image"]), first=str(r.get("first", "")),
+                                   last=str(r.get("last", "")), source=str(r["source"]), note=str(r.get("note", "")))
+                   for r in _rows(name, data, "series"))
+    rules = tuple(_rows(name, data, "tf_images"))
+    for rule in rules:
+        _spec(name, rule)
+        if "{tf}" not in str(rule.get("tag", "")):
+            raise _bad(name, rule, "a tf_images rule needs a tag with {tf}")
+    return tuple(images), series, rules
+
+
+def container_images(kb: KnowledgeBase, tf: Version | str) -> list[ContainerImage]:
+    """Every GPU image that carries TensorFlow ``tf`` (its series for NGC images, whose patch level NVIDIA
+    picks): TensorFlow's own image first (its CUDA is the release's tested build), then NGC's, newest first."""
+    v = version(str(tf))
+    ngc, _series, rules = load_container_table()
+    out: list[ContainerImage] = []
+    build = kb.build_for(v, "linux")
+    for rule in rules:
+        if build is None or v not in VersionSpec(str(rule["tf"])):
+            continue
+        toolkit = kb.toolkit(build.cuda)
+        out.append(ContainerImage(
+            ref=f"{rule['repo']}:{str(rule['tag']).replace('{tf}', str(v))}", family="tensorflow", tf=v,
+            cuda=build.cuda, cudnn=build.cudnn, python="", driver=toolkit.linux_min_driver if toolkit else None,
+            compat_drivers=(), cc_min="", published="", source=str(rule["source"]),
+            driver_text=toolkit.min_driver_text("linux") if toolkit else "",
+            jupyter_ref=f"{rule['repo']}:{str(rule.get('jupyter_tag', '')).replace('{tf}', str(v))}"
+            if rule.get("jupyter_tag") else "",
+        ))
+    same = [i for i in ngc if (i.tf.major, i.tf.minor) == (v.major, v.minor)]
+    out += sorted(same, key=lambda i: i.ref, reverse=True)
+    return out
+
+
+def ngc_images() -> tuple[ContainerImage, ...]:
+    return load_container_table()[0]

@@ -26,6 +26,7 @@ from tfgpu.compat import (
     load_toml,
     normalize_cuda,
     series_of,
+    verified_status,
     version,
 )
 from tfgpu.errors import UsageError
@@ -193,6 +194,9 @@ def _source_url(kb: KnowledgeBase, file: str, key: str) -> str:
     return str(entry.get("url") or key)
 
 
+_CF_FEEDSTOCK = "https://github.com/conda-forge/tensorflow-feedstock"
+
+
 def _conda_forge_builds(kb: KnowledgeBase, versions: Iterable[Version]) -> list[dict[str, Any]]:
     """conda-forge's own CUDA builds of these releases, newest first, with the GPU code each carries
     (it differs from the official wheels': compat/tf_archs.toml, build = "conda-forge")."""
@@ -201,9 +205,13 @@ def _conda_forge_builds(kb: KnowledgeBase, versions: Iterable[Version]) -> list[
     for p in (p for p in kb.conda_forge_tf_builds() if p.version in wanted):
         archs = kb.archs_for(p.version, "linux", "conda-forge", p.cuda)
         own = archs is not None and archs.build == "conda-forge"
+        commit, dropped = p.raw.get("commit"), p.raw.get("dropped")
         out.append({"tf": str(p.version), "cuda": normalize_cuda(p.cuda), "build": p.build,
                     "sass": list(archs.sass) if own and archs else None, "ptx": archs.ptx if own and archs else None,
-                    "source": _source_url(kb, "tf_archs", archs.source) if own and archs else None})
+                    "source": _source_url(kb, "tf_archs", archs.source) if own and archs else None,
+                    "python": list(p.python),
+                    "feedstock_commit": f"{_CF_FEEDSTOCK}/commit/{commit}" if commit else None,
+                    "dropped_at": f"{_CF_FEEDSTOCK}/commit/{dropped}" if dropped else None})
     return out
 
 
@@ -334,6 +342,7 @@ def _install(kb: KnowledgeBase, build: Build, versions: list[Version]) -> list[d
                 "pins": recipe.pins or None, "provides_cuda": recipe.provides_cuda,
                 "activation": list(recipe.activation), "confidence": recipe.confidence,
                 "note": recipe.note or None, "source": sources[0], "sources": sources,
+                "verified": verified_status(chosen, recipe.id, recipe.backend),
             })
     return out
 
@@ -555,7 +564,7 @@ def _detail(console: Any, row: Mapping[str, Any]) -> None:
              + (f"; read from {cc['wheel']['file']}" if cc.get("wheel") else ""))
     forge = [b for b in row.get("conda_forge_builds") or [] if b.get("sass")]
     if forge:
-        newest = forge[0]
+        newest = next((b for b in forge if not b.get("dropped_at")), forge[0])  # not a variant reverted since
         line("conda-forge", f"TF {newest['tf']} CUDA {newest['cuda']} builds: SASS {', '.join(newest['sass'])}; "
              f"PTX {newest['ptx'] or 'none'}" + (f" (+{len(forge) - 1} more builds: --json)" if len(forge) > 1 else ""))
     line("Built with", row["compiler"] + (f", Bazel {row['bazel']}" if row.get("bazel") else ""))
@@ -578,6 +587,10 @@ def _detail(console: Any, row: Mapping[str, Any]) -> None:
             console.print(Text(f"               {rec['packages']}{channels}"), soft_wrap=True)
             for act in rec["activation"]:
                 console.print(Text(f"               activate: {act}", style="dim"), soft_wrap=True)
+            ver = rec.get("verified") or {}
+            if ver:
+                console.print(Text(f"               {ver['text']}", style={"verified": "green", "failed": "red"}.get(
+                    ver["status"], "dim")), soft_wrap=True)
             console.print(Text(f"               source: {' ; '.join(rec['sources'])}", style="dim"), soft_wrap=True)
     if row["notes"]:
         console.print(Text("  Notes", style="bold"))

@@ -16,7 +16,7 @@ from tfgpu.errors import UsageError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-BACKENDS = ("auto", "pip", "conda", "rattler")
+BACKENDS = ("auto", "pip", "conda", "rattler", "container", "docker", "podman", "apptainer")
 
 #: Every option of `tfgpu doctor`: flag -> (keyword of run_doctor, type). tests/test_entry.py checks
 #: this against the typer command, so the two cannot drift apart.
@@ -157,6 +157,9 @@ def run_doctor(
     if backend not in BACKENDS:
         msg = f"--backend {backend!r} is not one of {', '.join(BACKENDS)}"
         raise UsageError(msg)
+    from tfgpu.safety import check_timeout
+
+    timeout = check_timeout(timeout)
     # Probes start first; with fork_probes they run in a child process while this one loads the
     # knowledge base (in a thread instead, it was slower: GIL and import-lock contention).
     pending = start_facts(facts_file=facts_file, overrides=overrides, timeout=timeout, fork=fork_probes)
@@ -179,13 +182,16 @@ def run_doctor(
         doc = report.redact(doc)
     if ci:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-        sys.stderr.write(report.plain_log(doc))
+        from tfgpu.safety import terminal_safe, workflow_safe
+
+        # every line written in CI mode: no escape sequences, no workflow command from the facts
+        sys.stderr.write(workflow_safe(terminal_safe(report.plain_log(doc))))
         if os.environ.get("GITHUB_ACTIONS") == "true":
             for line in report.ci_annotations(doc):
-                sys.stderr.write(line + "\n")
+                sys.stderr.write(terminal_safe(line, keep_newlines=False) + "\n")
         report.write_step_summary(doc, os.environ)
     elif json_out:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         report.render_human(doc, sys.stdout, color=None if sys.stdout.isatty() else False)
-    return code
+    return int(code)

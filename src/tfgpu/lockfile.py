@@ -222,11 +222,55 @@ def write_lockfile(lock: Lock, path: Path, *, force: bool = False) -> Path:
     if path.exists() and not force:
         msg = f"{path} already exists"
         raise UsageError(msg, hint="pass --force to overwrite it, or choose another file with -o")
-    text = dumps(lock, path.name)
-    tmp = path.with_name(f".{path.name}.tfgpu-tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    check_output(path)
+    write_atomic(path, dumps(lock, path.name))
     return path
+
+
+def check_output(path: Path) -> None:
+    """Refuse an output path that is not (or would not be) a regular file (rc 2: a device node, a FIFO,
+    a directory) or whose directory is missing; a read-only directory is the surroundings (rc 1)."""
+    import stat
+
+    from tfgpu.errors import NotReady
+
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        msg = f"cannot use {path} as the output: {exc.strerror or exc}"
+        raise UsageError(msg, hint="choose another file with -o") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        msg = f"{path} exists and is not a regular file; tfgpu writes lockfiles only to regular files"
+        raise UsageError(msg, hint="choose another file with -o")
+    parent = path.absolute().parent
+    if not parent.is_dir():
+        msg = f"cannot write {path}: the directory {parent} does not exist"
+        raise UsageError(msg, hint=f"create it first (mkdir -p {parent}) or choose another file with -o")
+    if not os.access(parent, os.W_OK):
+        msg = f"cannot write {path}: the directory {parent} is not writable (read-only or not yours)"
+        raise NotReady(msg, hint="choose another file with -o")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """``text`` to ``path`` through a new file under an unpredictable name (O_EXCL, O_NOFOLLOW) renamed
+    over it: a planted symlink or device node is never written through. OSError becomes StepFailed (rc 1)."""
+    import uuid
+
+    tmp = path.with_name(f".{path.name}.tfgpu-tmp-{uuid.uuid4().hex}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+                fh.write(text)
+            tmp.replace(path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        msg = f"cannot write {path}: {exc.strerror or exc}"
+        raise StepFailed(msg, hint="free some space or choose another file with -o") from None
 
 
 # --------------------------------------------------------------------------- reading
@@ -453,7 +497,7 @@ def pip_requirements_for(kb: Any, tf: str, os_name: str) -> tuple[str, list[str]
     rel = kb.gpu_release(version, os_name)
     dist = rel.dist if rel is not None else "tensorflow"
     reqs = [f"{dist}[and-cuda]=={version}" if "[and-cuda]" in recipe.packages else f"{dist}=={version}"]
-    try:  # the pins `tfgpu create` adds (tfgpu.plan.PINS): a lock must install what create installs
+    try:  # the pins `tfgpu create` adds (compat/pins.toml via tfgpu.plan.pins_for): a lock must install what create installs
         from tfgpu.plan import pins_for
     except ImportError:  # pragma: no cover - plan.py is part of tfgpu
         pins = []
@@ -488,9 +532,12 @@ def lock_pip(kb: Any, tf: str, platform: str, out: Path, *, python: str | None =
     if uv is None:
         msg = "uv is not installed; it resolves pip locks with hashes"
         raise StepFailed(msg, hint="pip install uv, or use --backend rattler")
-    tmp = out.with_name(f".{out.name}.tfgpu-tmp-{os.getpid()}")
-    req_in = out.with_name(f".{out.name}.in-{os.getpid()}")
-    req_in.write_text("".join(r + "\n" for r in reqs), encoding="utf-8")
+    import uuid
+
+    # unpredictable names, created exclusively: a planted symlink must not redirect either write
+    tmp = out.with_name(f".{out.name}.tfgpu-tmp-{uuid.uuid4().hex}")
+    req_in = out.with_name(f".{out.name}.in-{uuid.uuid4().hex}")
+    write_atomic(req_in, "".join(r + "\n" for r in reqs))
     argv = [uv, "pip", "compile", "--generate-hashes", "--python-version", python,
             "--python-platform", UV_PLATFORMS[platform], "--no-header", "--quiet", str(req_in), "-o", str(tmp)]
     if index_url:
@@ -503,7 +550,7 @@ def lock_pip(kb: Any, tf: str, platform: str, out: Path, *, python: str | None =
         body = tmp.read_text(encoding="utf-8")
         header = (f"# Locked by tfgpu (recipe {recipe}) for {platform}, Python {python}.\n"
                   f"# Install with: pip install --require-hashes --no-deps -r {out.name}\n")
-        out.write_text(header + body, encoding="utf-8")
+        write_atomic(out, header + body)
     finally:
         for p in (tmp, req_in):
             try:

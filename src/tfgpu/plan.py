@@ -16,7 +16,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from tfgpu._record import field, record
-from tfgpu.compat import Pin, VersionSpec, load_pins, pin_source_urls
+from tfgpu.compat import Pin, VersionSpec, load_pins, pin_source_urls, python_limit_for
 from tfgpu.errors import UsageError
 
 PLAN_SCHEMA = "tfgpu.plan/1"
@@ -139,6 +139,8 @@ def target_os(facts: Mapping[str, Any]) -> str:
 
 
 def _xy(text: str) -> str:
+    if len(str(text)) > 64:  # a 5,000-digit number would not even convert to int
+        raise InvalidVersion(str(text)[:20])
     v = Version(str(text))
     return f"{v.major}.{v.minor}"
 
@@ -379,6 +381,11 @@ def plan_environment(
     wheel_pythons = kb.pythons_for(v, os_name)
 
     recipe = choice.recipe
+    limit = python_limit_for(v, recipe.id) if recipe.backend == "pip" else None
+    if limit is not None:  # a package the pip recipe pins has wheels for fewer Pythons (compat/pins.toml)
+        wheel_pythons = [p for p in wheel_pythons if p in limit.python]
+        notes.append(f"Python {', '.join(wheel_pythons)} only: {limit.why}")
+        sources.append(pin_source_urls(limit))
     if recipe.backend == "conda" and len(tf.strip().split(".")) == 2:
         # a series on a conda-only recipe: the newest release the recipe's channel is known to carry
         cf = "conda-forge" in recipe.channels
@@ -802,33 +809,40 @@ def _plan_pip_lock(
 
 
 def render_sh(plan: Plan, *, header: str = "") -> str:
-    """A POSIX shell script a user can read and run by hand."""
+    """A POSIX shell script a user can read and run by hand. Every value is quoted, comments included
+    (a newline in a channel or a path must not start a command), and a heredoc's delimiter never
+    occurs in what it wraps."""
     from tfgpu.run import quote
+    from tfgpu.safety import comment_safe as c
 
-    out = ["#!/bin/sh", f"# tfgpu plan: TensorFlow {plan.tf} with {plan.tool} ({plan.backend}), recipe {plan.recipe_id}"]
+    out = ["#!/bin/sh", c(f"# tfgpu plan: TensorFlow {plan.tf} with {plan.tool} ({plan.backend}), recipe {plan.recipe_id}")]
     if header:
-        out.append(f"# {header}")
-    out.append(f"# backend: {plan.backend_reason}")
-    out.append(f"# environment: {plan.prefix}")
+        out.append(c(f"# {header}"))
+    out.append(c(f"# backend: {plan.backend_reason}"))
+    out.append(c(f"# environment: {plan.prefix}"))
     out.append("set -eu")
     for i, step in enumerate(plan.steps, 1):
         out.append("")
-        out.append(f"# {i}. {step.why}")
+        out.append(c(f"# {i}. {step.why}"))
         if step.kind == "run":
             prefix = " ".join(f"{k}={quote([v])}" for k, v in step.env)
             out.append((prefix + " " if prefix else "") + quote(step.argv))
         else:
             assert step.path is not None
             op = ">>" if step.kind == "append-file" else ">"
+            content = (step.content or "").rstrip("\n")
+            eof = "TFGPU_EOF"
+            while eof in content.splitlines():
+                eof += "_"
             out.append(f"mkdir -p {quote([posixpath.dirname(step.path)])}")
-            out.append(f"cat {op} {quote([step.path])} <<'TFGPU_EOF'")
-            out.append((step.content or "").rstrip("\n"))
-            out.append("TFGPU_EOF")
+            out.append(f"cat {op} {quote([step.path])} <<'{eof}'")
+            out.append(content)
+            out.append(eof)
     if plan.env_vars:
         out.append("")
-        out.append("# activation sets: " + ", ".join(f"{k}={v}" for k, v in plan.env_vars.items()))
+        out.append(c("# activation sets: " + ", ".join(f"{k}={v}" for k, v in plan.env_vars.items())))
     for n in plan.notes:
-        out.append(f"# note: {n}")
+        out.append(c(f"# note: {n}"))
     return "\n".join(out) + "\n"
 
 
@@ -838,11 +852,16 @@ def render_environment_yml(plan: Plan) -> str:
         msg = f"--format environment.yml needs a conda recipe; the plan for TensorFlow {plan.tf} is pip-only ({plan.recipe_id})"
         raise UsageError(msg, hint="use --backend conda, or --format sh / --json")
 
-    def q(s: str) -> str:
-        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    import json
 
-    out = [f"# tfgpu: TensorFlow {plan.tf}, recipe {plan.recipe_id}", f"name: {plan.name or 'tf' + plan.tf}", "channels:"]
-    out += [f"  - {c}" for c in plan.channels]
+    from tfgpu.safety import comment_safe
+
+    def q(s: str) -> str:  # a YAML double-quoted scalar is a JSON string: every character escaped
+        return json.dumps(s)
+
+    out = [comment_safe(f"# tfgpu: TensorFlow {plan.tf}, recipe {plan.recipe_id}"),
+           f"name: {q(plan.name or 'tf' + plan.tf)}", "channels:"]
+    out += [f"  - {q(c)}" for c in plan.channels]
     if plan.channels:
         out.append("  - nodefaults" if "defaults" not in plan.channels else "  # (defaults listed explicitly)")
     out.append("dependencies:")
@@ -853,5 +872,5 @@ def render_environment_yml(plan: Plan) -> str:
     simple = {k: v for k, v in plan.env_vars.items() if "$" not in v and "(" not in v}
     if simple:
         out.append("variables:")
-        out += [f"  {k}: {q(v)}" for k, v in simple.items()]
+        out += [f"  {q(k)}: {q(v)}" for k, v in simple.items()]
     return "\n".join(out) + "\n"

@@ -93,12 +93,17 @@ class BackendVerdict:
     cudnn: str = ""
     python: tuple[str, ...] = ()
     preference: int = 0  # among tied conda recipes, lower first (compat.Recipe.conda_preference)
+    runtime: str = ""  # the container backend: docker | podman | apptainer | singularity ("" when none)
 
     def to_json(self) -> dict[str, Any]:
-        return {"backend": self.backend, "recipe": self.recipe, "viable": self.viable,
-                "cuda": self.cuda, "cudnn": self.cudnn, "python": list(self.python),
-                "blockers": [b.to_json() for b in self.blockers],
-                "caveats": [c.to_json() for c in self.caveats]}
+        out = {"backend": self.backend, "recipe": self.recipe, "viable": self.viable,
+               "cuda": self.cuda, "cudnn": self.cudnn, "python": list(self.python),
+               "blockers": [b.to_json() for b in self.blockers],
+               "caveats": [c.to_json() for c in self.caveats]}
+        if self.backend == "container":
+            out["image"] = self.recipe
+            out["runtime"] = self.runtime or None
+        return out
 
 
 @record
@@ -283,6 +288,13 @@ def _apply_cvd(gpus: Iterable[dict[str, Any]], cvd: str) -> tuple[dict[str, Any]
     return tuple(out)
 
 
+def gpu_cc_of(kb: KnowledgeBase, gpu: Mapping[str, Any]) -> str:
+    """A GPU's compute capability: the one the machine reported (NVML, nvidia-smi, a TF log), else the
+    tables' answer for its PCI device ID, else for its whole model name; "" when nobody knows."""
+    return str(gpu.get("compute_capability")
+               or kb.gpu_cc(str(gpu.get("name") or ""), gpu.get("pci_device_id")) or "")
+
+
 def _mig_parent(gpus: list[dict[str, Any]], item: str) -> dict[str, Any] | None:
     """The GPU a MIG device name refers to (see _apply_cvd); None when no listed GPU can hold MIG slices."""
     gpu_uuid = item[len("MIG-"):].split("/")[0]
@@ -409,11 +421,15 @@ def _gpu_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         return [Check("gpu.present", FAIL, "the driver reports no GPU", source="driver probe",
                       fix="check `nvidia-smi`; in a container run with --gpus all")]
     for g in m.all_gpus:
-        cc = g.get("compute_capability") or kb.gpu_cc(str(g.get("name", ""))) or ""
+        cc = gpu_cc_of(kb, g)
         arch = kb.arch_name(cc) if cc else None
         mem = g.get("memory_mib")
         desc = f"GPU {g.get('index')}: {g.get('name') or 'unknown model'}" + (f", compute capability {cc}" if cc else "") + (
             f" ({arch})" if arch else "") + (f", {mem} MiB" if mem else "")
+        if cc and not g.get("compute_capability"):  # the tables' answer, not the machine's: say which table
+            by_id = g.get("pci_device_id") and kb.gpu_cc_by_id(g.get("pci_device_id"))
+            desc += (f" (from PCI device ID {g.get('pci_device_id')}, compat/gpus.toml)" if by_id
+                     else " (from its model name, compat/gpus.toml)")
         out.append(Check(f"gpu.{g.get('index')}", PASS, desc, source=str(g.get("source") or "gpu probe")))
         if mem and int(mem) <= SMALL_GPU_MIB:
             out.append(Check(
@@ -576,7 +592,7 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
     toolkit = kb.toolkit(_libs_cuda(kb, v, cuda, m.tf_os))
     kinds: dict[tuple[str, str], int] = {}  # identical GPUs (8 x H100) are judged once
     for g in m.gpus or ():
-        cc_text = str(g.get("compute_capability") or kb.gpu_cc(str(g.get("name", ""))) or "")
+        cc_text = gpu_cc_of(kb, g)
         if cc_text:
             key = (str(g.get("name") or "GPU of unknown model"), cc_text)
             kinds[key] = kinds.get(key, 0) + 1
@@ -772,6 +788,9 @@ def _recipe_cuda(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str, default
         rows = [r for r in rows if r.name in ("tensorflow-gpu", "tensorflow") and (r.cudatoolkit or r.cuda)
                 and (r.channel == "conda-forge") == forge]  # each channel's own builds
         if rows and forge:
+            # a variant the feedstock dropped again (2.19.1's CUDA 12.9) has older builds than the variant
+            # that replaced it: the solver takes the newest build, so the replacement is what installs
+            rows = [r for r in rows if not r.raw.get("dropped")] or rows
             by_cuda = sorted(rows, key=lambda r: version(normalize_cuda(r.cuda or r.cudatoolkit)))
             allowed = [r for r in by_cuda if driver_cuda is None
                        or version(normalize_cuda(r.cuda or r.cudatoolkit)) <= driver_cuda]
@@ -803,7 +822,9 @@ def _recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) ->
     if want is None:
         return True
     rows = kb.conda_packages(name=want[0], v=v, os="windows" if os == "windows" else "linux")
-    return any(r.channel in (want[1], "defaults", "anaconda", "main") or want[1] == r.channel for r in rows)
+    # Anaconda's channel goes by three names; conda-forge's builds are only conda-forge's
+    same = ("anaconda", "defaults", "main") if want[1] == "anaconda" else (want[1],)
+    return any(r.channel in same for r in rows)
 
 
 def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, backend: str = "auto",
@@ -851,6 +872,11 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
                                 fix="choose another release: tfgpu compat"))
         return TargetVerdict(str(v), BLOCKED, None, None, tuple(blockers), tuple(caveats), (), str(v))
     # -- per backend
+    from tfgpu.containers import CONTAINER_BACKENDS, container_alternative, judge_container
+
+    container_v: BackendVerdict | None = None
+    if (backend == "auto" or backend in CONTAINER_BACKENDS) and os in ("linux", "wsl2") and not m.arm_linux:
+        container_v = judge_container(facts, kb, v, m, wanted=backend if backend in CONTAINER_BACKENDS else "container")
     rel = kb.gpu_release(v, m.tf_os)
     recipes = [r for r in kb.recipes_for(v, os) if r.gpu]
     if os == "wsl2":  # Linux recipes work in WSL2 too; its own rows come first
@@ -895,6 +921,8 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
             name, recipe.id, not b_block, tuple(b_block), tuple(b_cav), cuda, cudnn, pythons,
             recipe.conda_preference() if name == "conda" else 0,
         ))
+    if backend in CONTAINER_BACKENDS and container_v is not None:
+        verdicts = [container_v]  # judged alone: the user asked for the container route
     # small GPUs: mitigated by the environment tfgpu makes, so it does not downgrade the verdict
     small = [g for g in (m.gpus or ()) if g.get("memory_mib") and int(g["memory_mib"]) <= SMALL_GPU_MIB]
     if small:
@@ -910,7 +938,12 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
         ))
         return TargetVerdict(str(v), BLOCKED, None, None, tuple(blockers), tuple(caveats), (), str(v))
     viable = [b for b in verdicts if b.viable]
+    extra = (container_v,) if container_v is not None and backend == "auto" else ()  # shown, never ranked
     if blockers or not viable:
+        if backend == "auto" and any(f.check == "gpu.arch" for b in verdicts for f in b.blockers):
+            alt = container_alternative(kb, m, v)
+            if alt is not None:
+                caveats.append(alt)
         # every backend's blockers are the target's, deduplicated; the first backend's fix first
         seen: set[str] = set()
         merged = list(blockers)
@@ -921,9 +954,13 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
                     seen.add(key)
                     merged.append(Finding(f.check, f"[{b.backend}: {b.recipe}] {f.summary}", f.fix))
         return TargetVerdict(str(v), BLOCKED, verdicts[0].backend, verdicts[0].recipe, tuple(merged),
-                             tuple(caveats), tuple(verdicts), str(v))
+                             tuple(caveats), (*verdicts, *extra), str(v))
     best = rank_backends(viable)[0]
     all_cav = list(best.caveats) + caveats
+    if backend == "auto" and any(f.check == "gpu.arch" for b in verdicts for f in b.blockers):
+        alt = container_alternative(kb, m, v)
+        if alt is not None:
+            all_cav.append(Finding(alt.check, alt.summary, alt.fix, mitigated_by=f"tfgpu uses the {best.backend} backend"))
     for b in verdicts:
         if not b.viable and b.backend != best.backend:
             all_cav.append(Finding(
@@ -933,7 +970,7 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
             ))
     unmitigated = [c for c in all_cav if not c.mitigated_by]
     return TargetVerdict(str(v), CAVEATS if unmitigated else READY, best.backend, best.recipe, (),
-                         tuple(all_cav), tuple(verdicts), str(v))
+                         tuple(all_cav), (*verdicts, *extra), str(v))
 
 
 def rank_backends(backends: Iterable[BackendVerdict]) -> list[BackendVerdict]:

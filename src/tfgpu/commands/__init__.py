@@ -8,7 +8,7 @@ import importlib.util
 import typer
 
 #: Modules under tfgpu.commands, in the order `tfgpu --help` lists them. Each has `register(app)`.
-COMMANDS = ("doctor", "compat", "envs", "lock", "smoke", "explain", "fleet")
+COMMANDS = ("doctor", "compat", "envs", "lock", "smoke", "explain", "fleet", "lint")
 
 
 def register_all(app: typer.Typer) -> None:

@@ -18,7 +18,7 @@ def doctor(
         None, "--facts", metavar="PATH",
         help="Read facts (or an earlier `tfgpu doctor --json` report) from a file instead of probing.",
     ),
-    backend: str = typer.Option("auto", "--backend", help="Judge one backend: auto, pip, conda or rattler."),
+    backend: str = typer.Option("auto", "--backend", help="Judge one backend: auto, pip, conda, rattler, or the container route (container, docker, podman, apptainer)."),
     require_gpu: bool = typer.Option(False, "--require-gpu", help="Exit 1 when no usable NVIDIA GPU is found."),
     strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
     ci: bool = typer.Option(

@@ -7,8 +7,11 @@ from typing import Any, Optional  # typer needs Optional at runtime on 3.9
 
 import typer
 
-_BACKEND_HELP = ("auto, pip (uv or python -m venv), conda (mamba/micromamba/conda) or rattler (embedded engine). "
+_BACKEND_HELP = ("auto, pip (uv or python -m venv), conda (mamba/micromamba/conda) or rattler (embedded engine); "
+                 "or a GPU container image: docker, podman, apptainer, or container (whichever is set up). "
                  "auto tries the config file's \\[backends] prefer first.")
+_CONTAINER_BACKENDS = ("container", "docker", "podman", "apptainer")
+_IMAGE_HELP = "--backend docker|podman|apptainer|container: the image to use instead of the one tfgpu chooses."
 _CHANNEL_HELP = ("conda channel name or URL (repeatable). Precedence: --channel, then `channels = [...]` in the "
                  "config file ($TFGPU_CONFIG, else ~/.config/tfgpu/config.toml), then the recipe's channels. "
                  "Anaconda's defaults/anaconda channels fall under Anaconda's Terms of Service; conda-forge does not.")
@@ -80,6 +83,12 @@ def build_plan(
     channels_source = "--channel"
     if not channels and config.channels:
         channels, channels_source = list(config.channels), config.source
+    from tfgpu.safety import check_text
+
+    for value, what in [*((c, "the channel") for c in channels), *((f, "--find-links") for f in find_links),
+                        (index_url or "", "--index-url"), (os.environ.get("TFGPU_PIP_INDEX_URL", ""),
+                                                           "TFGPU_PIP_INDEX_URL")]:
+        check_text(value, what)
     if tf == "latest":
         tf = _resolve_latest(facts, kb, notes)
     if name is not None and prefix is not None:
@@ -194,12 +203,16 @@ def plan_cmd(
     python: Optional[str] = typer.Option(None, "--python", help="Python X.Y for the environment."),
     channel: Optional[list[str]] = typer.Option(None, "--channel", "-c", help=_CHANNEL_HELP),  # noqa: B008
     json_out: bool = typer.Option(False, "--json", help='A versioned "tfgpu.plan/1" JSON document.'),
-    fmt: Optional[str] = typer.Option(None, "--format", help="sh or environment.yml"),
+    fmt: Optional[str] = typer.Option(None, "--format", help="sh or environment.yml; for a container backend also "
+                                                             "dockerfile or apptainer (a definition file)"),
     facts_file: Optional[str] = typer.Option(None, "--facts", metavar="PATH", help="Read facts from a file."),
     find_links: Optional[list[str]] = typer.Option(None, "--find-links", help="Extra wheel directory/URL for pip (repeatable)."),  # noqa: B008
     index_url: Optional[str] = typer.Option(None, "--index-url", help="Package index for pip (env TFGPU_PIP_INDEX_URL)."),
     offline: bool = typer.Option(False, "--offline", help="pip/uv must not use the network; --from-lock: "
                                                            "the package cache only."),
+    image: Optional[str] = typer.Option(None, "--image", metavar="REF", help=_IMAGE_HELP),
+    requirements: Optional[str] = typer.Option(None, "--requirements", metavar="FILE",
+                                               help="--format dockerfile|apptainer: install this requirements.txt too."),
 ) -> int:
     """Print exactly what `tfgpu create` would run: argv, environment variables and why. Changes nothing."""
     import json
@@ -207,14 +220,37 @@ def plan_cmd(
     from tfgpu.errors import UsageError
     from tfgpu.plan import render_environment_yml, render_sh
 
-    if fmt not in (None, "sh", "environment.yml"):
-        msg = f"unknown --format {fmt!r}"
-        raise UsageError(msg, hint="use --format sh or --format environment.yml (or --json)")
+    container = backend in _CONTAINER_BACKENDS
+    formats = (None, "sh", "environment.yml", *(("dockerfile", "apptainer") if container else ()))
+    if fmt not in formats:
+        msg = f"unknown --format {fmt!r}" + ("" if container or fmt not in ("dockerfile", "apptainer")
+                                             else " without a container backend")
+        raise UsageError(msg, hint="use --format sh or --format environment.yml (or --json); dockerfile and "
+                                   "apptainer need --backend docker|podman|apptainer|container")
     if json_out and fmt:
         msg = "--json and --format are exclusive"
         raise UsageError(msg, hint="pass one of them")
+    if (image or requirements) and not container:
+        msg = "--image and --requirements need --backend docker|podman|apptainer|container"
+        raise UsageError(msg)
+    if container:
+        if tf is None or from_lock is not None:
+            msg = "a container backend needs --tf (and no --from-lock)"
+            raise UsageError(msg, hint="e.g. tfgpu plan --tf 2.15 --backend docker")
+        plan = build_container_plan(tf=tf, backend=backend, image=image, name=name, facts=_facts(facts_file))
+        if fmt in ("dockerfile", "apptainer"):
+            from tfgpu.containers import render_apptainer, render_dockerfile
+
+            render = render_dockerfile if fmt == "dockerfile" else render_apptainer
+            typer.echo(render(plan.recipe_id, tf=plan.tf, requirements=requirements), nl=False)
+            return 0
+        if fmt == "environment.yml":
+            msg = "--format environment.yml is for conda environments"
+            raise UsageError(msg, hint="use --format sh, dockerfile or apptainer with a container backend")
     _check_target(tf, from_lock, backend=backend, python=python, channels=channel)
-    if from_lock is not None:
+    if container:
+        pass
+    elif from_lock is not None:
         from tfgpu.backends.lock import read_lock_info
 
         read_lock_info(from_lock)  # a bad lockfile is exit 2 before the machine is probed
@@ -264,13 +300,72 @@ def create_cmd(
     index_url: Optional[str] = typer.Option(None, "--index-url", help="Package index for pip (env TFGPU_PIP_INDEX_URL)."),
     offline: bool = typer.Option(False, "--offline", help="No network: pip/uv use only the given wheels; "
                                                            "--from-lock installs from the package cache only."),
+    image: Optional[str] = typer.Option(None, "--image", metavar="REF", help=_IMAGE_HELP),
 ) -> int:
     """Judge the target, show the plan, build the environment, then run the smoke test in it."""
+    if backend in _CONTAINER_BACKENDS:
+        return _create_container(tf=tf, from_lock=from_lock, backend=backend, image=image, name=name,
+                                 facts_file=facts_file, dry_run=dry_run, yes=yes, no_smoke=no_smoke,
+                                 allow_cpu=allow_cpu, timeout=timeout)
+    if image is not None:
+        from tfgpu.errors import UsageError
+
+        msg = "--image needs --backend docker|podman|apptainer|container"
+        raise UsageError(msg)
     return run_create(
         tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel, dry_run=dry_run,
         yes=yes, force=force, no_smoke=no_smoke, allow_cpu=allow_cpu, timeout=timeout, facts_file=facts_file,
         find_links=find_links, index_url=index_url, offline=offline, from_lock=from_lock, platform=platform,
     )
+
+
+def _create_container(*, tf: str | None, from_lock: str | None, backend: str, image: str | None, name: str | None,
+                      facts_file: str | None, dry_run: bool, yes: bool, no_smoke: bool, allow_cpu: bool,
+                      timeout: float | None) -> int:
+    from tfgpu.backends.container import run_container_create
+    from tfgpu.errors import UsageError
+    from tfgpu.safety import check_timeout
+
+    if tf is None or from_lock is not None:
+        msg = "a container backend needs --tf (and no --from-lock)"
+        raise UsageError(msg, hint="e.g. tfgpu create --tf 2.15 --backend docker")
+
+    def confirm(question: str) -> bool:
+        if not sys.stdin.isatty():
+            msg = "create needs confirmation and there is no terminal to ask on"
+            raise UsageError(msg, hint="pass --yes")
+        return bool(typer.confirm(question, default=True))
+
+    return run_container_create(tf=tf, backend=backend, image=image, name=name, facts=_facts(facts_file),
+                                dry_run=dry_run, yes=yes, no_smoke=no_smoke, allow_cpu=allow_cpu,
+                                timeout=check_timeout(timeout), out=typer.echo, err=_err, confirm=confirm)
+
+
+def build_container_plan(*, tf: str, backend: str, image: str | None, name: str | None, facts: dict[str, Any]) -> Any:
+    """The container plan (tfgpu.containers.plan_container) with this installation's smoke script and the
+    image cache directory (effects: where they are)."""
+    from tfgpu.compat import load_kb
+    from tfgpu.containers import plan_container
+    from tfgpu.envs import home
+    from tfgpu.smoke.runner import SCRIPT
+
+    return plan_container(load_kb(), facts, tf, backend=backend, image_ref=image, smoke_script=str(SCRIPT),
+                          cache_dir=str(home() / "images"), name=name)
+
+
+def without_programs(facts: dict[str, Any]) -> dict[str, Any]:
+    """Facts with the paths of programs removed (interpreters, conda): what is kept is their versions
+    and kinds, which this machine's PATH then resolves (`pythonX.Y`, `conda`)."""
+    out = dict(facts)
+    py = facts.get("python")
+    if isinstance(py, dict):
+        out["python"] = {**py, "interpreters": [
+            {k: v for k, v in it.items() if k != "path"} for it in py.get("interpreters") or [] if isinstance(it, dict)]}
+        out["python"].pop("executable", None)
+    conda = facts.get("conda")
+    if isinstance(conda, dict):
+        out["conda"] = {k: v for k, v in conda.items() if k not in ("path", "root", "exe")}
+    return out
 
 
 def _err(text: str) -> None:
@@ -287,6 +382,9 @@ def run_create(
     from tfgpu.errors import NotReady, TfgpuError, UsageError
 
     _check_target(tf, from_lock, backend=backend, python=python, channels=channels)
+    from tfgpu.safety import check_timeout
+
+    timeout = check_timeout(timeout)
     if from_lock is not None:  # a bad lockfile is exit 2 before the machine is probed
         from tfgpu.backends.lock import read_lock_info
 
@@ -296,9 +394,12 @@ def run_create(
 
         _what_force_replaces(str(check_prefix(prefix)), force)
     facts = _facts(facts_file)
+    # facts from a file describe someone else's machine: judge with them, but never run a program
+    # (an interpreter, a conda) whose path came from the file
+    build_facts = facts if facts_file is None else without_programs(facts)
     lock_plan: Any = None
     if from_lock is not None:  # validate the lockfile first: a bad one is exit 2 before anything else
-        lock_plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform, facts=facts,
+        lock_plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform, facts=build_facts,
                                     find_links=find_links or [], index_url=index_url, offline=offline)
         tf = lock_plan.tf
     assert tf is not None
@@ -332,7 +433,7 @@ def run_create(
         plan = lock_plan
     else:
         plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channels or [],
-                          facts=facts, find_links=find_links or [], index_url=index_url, offline=offline)
+                          facts=build_facts, find_links=find_links or [], index_url=index_url, offline=offline)
     _print_plan(plan)
     for c in (verdict or {}).get("caveats") or []:
         _err(f"tfgpu: caveat: {c.get('summary') if isinstance(c, dict) else c}")
@@ -424,9 +525,10 @@ def _what_force_replaces(prefix: str, force: bool) -> str | None:
         return None
     if not (force and occupied):
         return None
-    entry = envs.created_by_tfgpu(path)
-    if entry is None and not envs.stranded([path]):
-        raise envs.not_created_error(path)
+    with envs.prefix_lock(path):  # another tfgpu building it is "being created", not "not tfgpu's"
+        entry = envs.created_by_tfgpu(path)
+        if entry is None and not envs.stranded([path]):
+            raise envs.not_created_error(path)
     return describe_entry(entry) if entry is not None else "the environment a killed create left"
 
 

@@ -43,10 +43,12 @@ def run_lock(
         msg = f"unknown --backend {backend!r}"
         raise UsageError(msg, hint="use rattler, conda or pip")
     out = output or Path("requirements.lock.txt" if backend == "pip" else "conda-lock.yml")
-    if out.exists() and not force:
+    if (out.exists() or out.is_symlink()) and not force:
         msg = f"{out} already exists"
         raise UsageError(msg, hint="pass --force to overwrite it, or choose another file with -o")
     from tfgpu import lockfile
+
+    lockfile.check_output(out)  # before solving: a device node, a missing or read-only directory
     from tfgpu.compat import load_kb
 
     kb = load_kb()

@@ -43,8 +43,10 @@ def run_smoke_command(
     import json
 
     from tfgpu.commands.explain import machine_facts
+    from tfgpu.safety import check_timeout
     from tfgpu.smoke.runner import resolve_python, run_smoke
 
+    timeout = check_timeout(timeout) or 600.0
     exe = resolve_python(prefix=prefix, name=name, python=python)
     if not json_out:
         typer.echo(f"tfgpu smoke: running the smoke test with {exe} (timeout {timeout:g} s) ...", err=True)

@@ -244,7 +244,7 @@ def resolve_driver(
         by_index = {g.get("index"): g for g in smi["gpus"]}
         for g in gpus:
             other = by_index.get(g.get("index"), {})
-            for key in ("compute_capability", "memory_mib", "uuid", "name"):
+            for key in ("compute_capability", "memory_mib", "uuid", "name", "pci_device_id", "pci_bus_id"):
                 if g.get(key) is None and other.get(key) is not None:
                     g[key] = other[key]
     if driver["version"] is None and kmod and wsl is None:
@@ -258,7 +258,8 @@ def resolve_driver(
             m = re.search(r"\[([^\]]+)\]\s*$", d.get("name") or "")
             gpus.append({"index": i, "name": m.group(1) if m else d.get("name"), "uuid": None,
                          "compute_capability": None, "memory_mib": None, "pci_bus_id": d.get("slot"),
-                         "source": "lspci"})
+                         "pci_device_id": d.get("device_id"), "source": "lspci"})
+    _join_pci_device_ids(gpus, pci_list)
 
     mismatch_error = nvml.get("error_kind") == "mismatch" or smi.get("error_kind") == "mismatch"
     if wsl is None and kmod and user_lib and kmod != user_lib:
@@ -303,6 +304,28 @@ def resolve_driver(
         if smi.get("smi_version") and driver["version"] and smi["smi_version"] != driver["version"]:
             notes.append(f"WSL2: nvidia-smi {smi['smi_version']} reports Windows driver {driver['version']}")
     return driver, gpus, notes
+
+
+def _bus_key(bus_id: Any) -> str | None:
+    """"00000000:0C:00.0" (NVML, nvidia-smi), "0000:0c:00.0" (sysfs), "0c:00.0" (lspci) -> "0:0c:00.0"."""
+    m = re.fullmatch(r"(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])", str(bus_id or "").strip())
+    if not m:
+        return None
+    return f"{int(m.group(1) or '0', 16):x}:{m.group(2).lower()}:{m.group(3).lower()}.{m.group(4)}"
+
+
+def _join_pci_device_ids(gpus: list[dict[str, Any]], pci_list: list[dict[str, Any]]) -> None:
+    """Give a GPU record without a PCI device ID the one sysfs / lspci found at its bus address (or the
+    only one, when there is one GPU and one NVIDIA display device)."""
+    by_bus = {_bus_key(d.get("slot")): d.get("device_id") for d in pci_list if d.get("device_id")}
+    for g in gpus:
+        if g.get("pci_device_id"):
+            continue
+        found = by_bus.get(_bus_key(g.get("pci_bus_id")))
+        if found is None and len(gpus) == 1 and len(pci_list) == 1:
+            found = pci_list[0].get("device_id")
+        if found:
+            g["pci_device_id"] = found
 
 
 def parse_visible_devices(value: str | None, gpus: list[dict[str, Any]]) -> dict[str, Any]:

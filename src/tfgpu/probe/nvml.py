@@ -87,6 +87,13 @@ def query_nvml() -> dict[str, Any]:
                     gpu[key] = call(handle)
                 except pynvml.NVMLError as exc:
                     gpu.setdefault("errors", {})[key] = str(exc)
+            try:  # pciDeviceId = device << 16 | vendor (0x1E8110DE); busId "00000000:0C:00.0"
+                pci = pynvml.nvmlDeviceGetPciInfo(handle)
+                gpu["pci_device_id"] = f"{(int(pci.pciDeviceId) >> 16) & 0xFFFF:04x}" \
+                    if int(pci.pciDeviceId) & 0xFFFF == 0x10DE else None
+                gpu["pci_bus_id"] = _text(pci.busId) or None
+            except pynvml.NVMLError as exc:
+                gpu.setdefault("errors", {})["pci"] = str(exc)
             out["gpus"].append(gpu)
         out["ok"] = True
     except pynvml.NVMLError as exc:

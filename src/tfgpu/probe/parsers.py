@@ -10,6 +10,8 @@ import json
 import re
 from typing import Any
 
+from tfgpu.compat import normalize_pci_device_id
+
 _NA = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]", "unknown error", "err!"}
 
 
@@ -49,7 +51,7 @@ def _cc(value: str | None) -> str | None:
 # --- nvidia-smi -------------------------------------------------------------------------------------------
 
 #: The query tfgpu runs (`nvidia-smi --query-gpu=... --format=csv,noheader,nounits`).
-SMI_FIELDS = ("index", "name", "uuid", "driver_version", "memory.total", "compute_cap")
+SMI_FIELDS = ("index", "name", "uuid", "driver_version", "memory.total", "pci.device_id", "compute_cap")
 #: compute_cap is unknown to drivers up to ~470: "Field "compute_cap" is not a valid field to query."
 SMI_FIELDS_OLD = SMI_FIELDS[:-1]
 
@@ -91,6 +93,8 @@ def parse_smi_csv(text: str, fields: tuple[str, ...] | None = None) -> list[dict
             gpu["driver_version"] = raw["driver_version"]
         if raw.get("pci.bus_id"):
             gpu["pci_bus_id"] = raw["pci.bus_id"]
+        if device_id := normalize_pci_device_id(raw.get("pci.device_id")):
+            gpu["pci_device_id"] = device_id  # "0x1E8110DE" (device << 16 | vendor) -> "1e81"
         gpus.append(gpu)
     return gpus
 
@@ -159,6 +163,7 @@ def parse_smi_xml(text: str) -> dict[str, Any]:
             "memory_mib": _mib(total),
             "compute_capability": _cc(gpu.findtext("compute_cap")),
             "pci_bus_id": gpu.get("id"),
+            "pci_device_id": normalize_pci_device_id(gpu.findtext("pci/pci_device_id")),
         })
     return out
 
