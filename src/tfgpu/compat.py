@@ -1081,6 +1081,9 @@ def _cache_file() -> Path | None:
     for path in (Path(__file__), here / "_record.py", here / "_kbcache.py", *(compat_dir() / f"{name}.toml" for name in KB_FILES)):
         try:
             st = path.stat()
+        except FileNotFoundError:  # an optional table that is absent: its absence is part of the key
+            parts.append(f"{path}:absent")
+            continue
         except OSError:
             return None
         parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
