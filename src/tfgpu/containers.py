@@ -30,6 +30,7 @@ CDI_DOCS = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/la
 DOCKER_DOCS = "https://docs.docker.com/engine/install/"
 DOCKER_POSTINSTALL = "https://docs.docker.com/engine/install/linux-postinstall/"
 APPTAINER_DOCS = "https://apptainer.org/docs/admin/main/installation.html"
+PODMAN_DOCS = "https://podman.io/docs/installation"
 
 TOOLKIT_FIX = (f"install the NVIDIA Container Toolkit as NVIDIA documents it ({TOOLKIT_DOCS}): "
                "sudo apt-get install -y nvidia-container-toolkit && sudo nvidia-ctk runtime configure --runtime=docker "
@@ -193,8 +194,11 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
         r_cav.append(Finding("container.unknown", "no container facts (a facts file from an older tfgpu)"))
     elif runtime is None:
         what = "no container runtime" if wanted == "container" else f"{wanted} is not installed"
-        r_block.append(Finding("container.runtime", f"{what}: install one to use the container route",
-                               fix=NO_RUNTIME_FIX))
+        fix = {"apptainer": f"install Apptainer ({APPTAINER_DOCS}); --nv needs only the NVIDIA driver",
+               "podman": f"install Podman ({PODMAN_DOCS}) and the NVIDIA Container Toolkit ({TOOLKIT_DOCS}), then {CDI_FIX}",
+               "docker": f"install Docker Engine ({DOCKER_DOCS}) and the NVIDIA Container Toolkit ({TOOLKIT_DOCS})",
+               }.get(wanted, NO_RUNTIME_FIX)
+        r_block.append(Finding("container.runtime", f"{what}: install one to use the container route", fix=fix))
     else:
         r_block += [Finding(c, s, f) for c, s, f in runtime.blockers]
         r_cav += [Finding(c, s, f) for c, s, f in runtime.caveats]
