@@ -214,3 +214,11 @@ def test_a_missing_runtime_names_its_own_installation(wanted: str, phrase: str):
     cv = judge_container(facts, KB, version("2.15.1"), Machine.from_facts(facts), wanted=wanted)
     (b,) = [f for f in cv.blockers if f.check == "container.runtime"]
     assert phrase in b.fix
+
+
+def test_the_backend_lists_follow_chooses_table():
+    from tfgpu import choose, doctor
+    from tfgpu.commands import envs
+
+    assert envs._CONTAINER_BACKENDS == choose.CONTAINER_BACKENDS
+    assert (*choose.BACKENDS, *choose.CONTAINER_BACKENDS) == doctor.BACKENDS

@@ -16,6 +16,7 @@ from tfgpu.errors import UsageError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+#: choose.BACKENDS + choose.CONTAINER_BACKENDS (spelled out: this module loads before tfgpu.choose; a test keeps them equal)
 BACKENDS = ("auto", "pip", "conda", "rattler", "container", "docker", "podman", "apptainer")
 
 #: Every option of `tfgpu doctor`: flag -> (keyword of run_doctor, type). tests/test_entry.py checks

@@ -10,6 +10,7 @@ import typer
 _BACKEND_HELP = ("auto, pip (uv or python -m venv), conda (mamba/micromamba/conda) or rattler (embedded engine); "
                  "or a GPU container image: docker, podman, apptainer, or container (whichever is set up). "
                  "auto tries the config file's \\[backends] prefer first.")
+#: tfgpu.choose.CONTAINER_BACKENDS, spelled out so that importing this module stays cheap (a test keeps them equal)
 _CONTAINER_BACKENDS = ("container", "docker", "podman", "apptainer")
 _IMAGE_HELP = "--backend docker|podman|apptainer|container: the image to use instead of the one tfgpu chooses."
 _CHANNEL_HELP = ("conda channel name or URL (repeatable). Precedence: --channel, then `channels = [...]` in the "
