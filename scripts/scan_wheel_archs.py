@@ -562,7 +562,9 @@ ARCHS_HEADER = """\
 # How the official rows were read: each wheel's .so/.pyd files were streamed out of the zip on PyPI and
 # their `.nv_fatbin` sections parsed (one fatbin container per compiled unit; each holds ELF cubins =
 # SASS sm_XX and PTX compute_XX). Shares are over TensorFlow's own containers (`kernels` = how many);
-# NVIDIA libraries a wheel bundles (TensorRT's libnvinfer in 1.7-1.8) are left out.
+# NVIDIA libraries a wheel bundles (TensorRT's libnvinfer in 1.7-1.8) are left out. Fatbins outside
+# `.nv_fatbin` (from 2.8 on: `__nv_relfatbin`, the relocatable copies kept for device linking, which the
+# runtime does not load) do not count; cuobjdump --list-elf does not list them either (tests/data/binscan).
 #   sass      = "X.Y" list: SASS present in >= 90% of the containers
 #   sass_partial = "X.Y=share" list: SASS present in fewer (share = fraction of containers, 2 decimals)
 #   ptx       = the highest PTX present in >= 90% of the containers (the driver JIT-compiles it for any

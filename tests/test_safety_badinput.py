@@ -16,6 +16,8 @@ import pytest
 
 from tfgpu import envs
 
+pytestmark = pytest.mark.safety
+
 Cli = Callable[..., tuple[int, str, str]]
 FACTS = Path(__file__).parent / "data" / "facts" / "r740-4x-tesla-m60.json"
 BIG = "1" * 5000

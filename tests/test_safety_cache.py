@@ -15,6 +15,8 @@ import pytest
 
 from tfgpu import _kbcache, compat
 
+pytestmark = pytest.mark.safety
+
 
 @pytest.fixture
 def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:

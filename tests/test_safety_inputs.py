@@ -19,6 +19,8 @@ from tfgpu.compat import load_kb
 from tfgpu.errors import InputError, NotReady, UsageError
 from tfgpu.plan import Step, plan_environment, render_environment_yml, render_sh
 
+pytestmark = pytest.mark.safety
+
 Cli = Callable[..., tuple[int, str, str]]
 FACTS = Path(__file__).parent / "data" / "facts" / "r740-4x-tesla-m60.json"
 TOOLS = {"uv": "/usr/bin/uv", "mamba": "/opt/mamba/bin/mamba", "micromamba": None, "conda": None}

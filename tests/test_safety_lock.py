@@ -17,7 +17,7 @@ from tests.channel_builder import Pkg, tf_channel, write_package
 from tests.conftest import needs_engine
 from tfgpu import engine
 
-pytestmark = [pytest.mark.real_subprocess, needs_engine]
+pytestmark = [pytest.mark.safety, pytest.mark.faults, pytest.mark.real_subprocess, needs_engine]
 Cli = Callable[..., tuple[int, str, str]]
 EVIL = Pkg("_tflow_select", "2.1.0", "gpu", files={"bin/evil": "#!/bin/sh\necho pwned\n"})
 

@@ -340,6 +340,8 @@ def test_compat_json_shows_glibc_floors_and_cuda_builds(cli: Any, compat_validat
 CROSS_CHECKS = [
     ("tensorflow-2.4.0-cp38-cp38-manylinux2010_x86_64.whl", "tensorflow/python/_pywrap_tensorflow_internal.so",
      "tensorflow-2.4.0-cp38-linux_pywrap_tensorflow_internal"),
+    ("tensorflow-2.10.0-cp310-cp310-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+     "tensorflow/python/_pywrap_tensorflow_internal.so", "tensorflow-2.10.0-cp310-linux_pywrap_tensorflow_internal"),
 ]
 
 

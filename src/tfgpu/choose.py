@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from packaging.version import InvalidVersion, Version
 
-from tfgpu._record import record
+from tfgpu._record import record, replace
 from tfgpu.errors import UsageError
 
 if TYPE_CHECKING:
@@ -325,7 +325,9 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
         raise UsageError(msg, hint="use --backend conda or --backend rattler" if family == "pip" else "use --backend pip")
     first_error: UsageError | None = None
     pip_without_python = False
+    base_ctx = ctx
     for recipe in usable:
+        ctx = _recipe_context(base_ctx, recipe)
         for runner in runners:
             if not runner.runs(recipe):
                 continue
@@ -353,6 +355,17 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     raise first_error
 
 
+def _recipe_context(ctx: Context, recipe: Recipe) -> Context:
+    """The context narrowed to the Pythons a pip recipe can install with (compat/pins.toml `pythons`:
+    e.g. tensorflow[and-cuda] 2.14 pins tensorrt 8.5.3.1, which has wheels up to cp310 only)."""
+    from tfgpu.compat import python_limit_for
+
+    limit = python_limit_for(ctx.v, recipe.id) if recipe.backend == "pip" else None
+    if limit is None:
+        return ctx
+    return replace(ctx, wheel_pythons=tuple(p for p in ctx.wheel_pythons if p in limit.python))
+
+
 def choose(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict | None, v: Version, os_name: str,
            tools: Mapping[str, str | None], prefs: Preferences) -> tuple[Choice, str]:
     """The recipe and runner for TensorFlow ``v``, and a note when the config's preferred backend could not
@@ -369,8 +382,6 @@ def choose(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict |
             note = (f"{prefs.prefer_source} prefers backend {prefs.prefer}, which cannot build this target "
                     f"({exc.message}); tfgpu chose automatically")
             return _choose_one(kb, facts, verdict, v, os_name, tools, prefs), note
-        from tfgpu._record import replace
-
         return replace(c, reason=f"{prefs.prefer_source} prefers {prefs.prefer}: {c.reason}"), ""
     return _choose_one(kb, facts, verdict, v, os_name, tools, prefs), ""
 

@@ -497,7 +497,7 @@ def pip_requirements_for(kb: Any, tf: str, os_name: str) -> tuple[str, list[str]
     rel = kb.gpu_release(version, os_name)
     dist = rel.dist if rel is not None else "tensorflow"
     reqs = [f"{dist}[and-cuda]=={version}" if "[and-cuda]" in recipe.packages else f"{dist}=={version}"]
-    try:  # the pins `tfgpu create` adds (tfgpu.plan.PINS): a lock must install what create installs
+    try:  # the pins `tfgpu create` adds (compat/pins.toml via tfgpu.plan.pins_for): a lock must install what create installs
         from tfgpu.plan import pins_for
     except ImportError:  # pragma: no cover - plan.py is part of tfgpu
         pins = []
@@ -532,9 +532,12 @@ def lock_pip(kb: Any, tf: str, platform: str, out: Path, *, python: str | None =
     if uv is None:
         msg = "uv is not installed; it resolves pip locks with hashes"
         raise StepFailed(msg, hint="pip install uv, or use --backend rattler")
-    tmp = out.with_name(f".{out.name}.tfgpu-tmp-{os.getpid()}")
-    req_in = out.with_name(f".{out.name}.in-{os.getpid()}")
-    req_in.write_text("".join(r + "\n" for r in reqs), encoding="utf-8")
+    import uuid
+
+    # unpredictable names, created exclusively: a planted symlink must not redirect either write
+    tmp = out.with_name(f".{out.name}.tfgpu-tmp-{uuid.uuid4().hex}")
+    req_in = out.with_name(f".{out.name}.in-{uuid.uuid4().hex}")
+    write_atomic(req_in, "".join(r + "\n" for r in reqs))
     argv = [uv, "pip", "compile", "--generate-hashes", "--python-version", python,
             "--python-platform", UV_PLATFORMS[platform], "--no-header", "--quiet", str(req_in), "-o", str(tmp)]
     if index_url:

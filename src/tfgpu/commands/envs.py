@@ -526,9 +526,10 @@ def _what_force_replaces(prefix: str, force: bool) -> str | None:
         return None
     if not (force and occupied):
         return None
-    entry = envs.created_by_tfgpu(path)
-    if entry is None and not envs.stranded([path]):
-        raise envs.not_created_error(path)
+    with envs.prefix_lock(path):  # another tfgpu building it is "being created", not "not tfgpu's"
+        entry = envs.created_by_tfgpu(path)
+        if entry is None and not envs.stranded([path]):
+            raise envs.not_created_error(path)
     return describe_entry(entry) if entry is not None else "the environment a killed create left"
 
 
