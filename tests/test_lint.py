@@ -197,6 +197,9 @@ def test_cli_exit_codes(cli, tmp_path: Path):
     assert code == 0
     doc = json.loads(out)
     assert doc["schema"] == "tfgpu.lint/1"
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(__file__).resolve().parent.parent / "src/tfgpu/schemas/lint.schema.json").read_text())
+    jsonschema.validate(doc, schema)
     assert doc["files"][0]["kind"] == "dockerfile"
     assert cli("lint", "--facts", str(facts), "--strict", str(LINT / "tabbyapi.Dockerfile"))[0] == 1
     assert cli("lint", "--facts", str(facts), "--strict", str(LINT / "tabbyapi.docker-compose.yml"))[0] == 0
