@@ -29,19 +29,12 @@ if TYPE_CHECKING:
     from tfgpu.compat import KnowledgeBase, Recipe
     from tfgpu.verdict import DoctorResult, TargetVerdict
 
-#: The values --backend takes, everywhere (doctor, plan, create, lock).
-BACKENDS = ("auto", "pip", "conda", "rattler")
-#: The container route (issue 19): --backend value -> the runtimes that may run its image, in order of
-#: preference. An image is not a recipe, so these do not go through RUNNERS: tfgpu.containers picks the
-#: first runtime of this table that is installed and set up for GPUs (else the first installed, to report
-#: what blocks it). doctor, plan and create accept these values in addition to BACKENDS.
-CONTAINER_RUNTIMES: dict[str, tuple[str, ...]] = {
-    "container": ("docker", "podman", "apptainer", "singularity"),
-    "docker": ("docker",),
-    "podman": ("podman",),
-    "apptainer": ("apptainer", "singularity"),  # Singularity is Apptainer's predecessor: same --nv, same images
-}
-CONTAINER_BACKENDS = tuple(CONTAINER_RUNTIMES)
+# The values --backend takes, and the container runtimes, are defined once in tfgpu.options (a leaf module
+# the verdict imports too); re-exported here, where the runners are.
+from tfgpu.options import BACKENDS as BACKENDS
+from tfgpu.options import CONTAINER_BACKENDS as CONTAINER_BACKENDS
+from tfgpu.options import CONTAINER_RUNTIMES as CONTAINER_RUNTIMES
+
 #: conda executables in the order tfgpu prefers them (issue 7: mamba, micromamba or conda).
 CONDA_TOOLS = ("mamba", "micromamba", "conda")
 _CONDA_FAMILY = frozenset({"conda", "conda+pip"})
