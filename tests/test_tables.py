@@ -177,9 +177,9 @@ def test_every_release_series_has_a_build_row():
 
 def test_every_build_row_has_releases_and_gpu_code():
     kb = load_kb()
-    from tfgpu.compat_query import _macos_tags, series_releases
+    from tfgpu.compat_query import series_releases
 
-    tags = _macos_tags()
+    tags = kb.macos_tags
     for b in kb.builds:
         assert series_releases(kb, b, tags), f"TF {b.tf} {b.os}: no PyPI release with wheels for {b.os}"
         if b.os != "macos":

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CacheRefused", "decode", "encode", "read", "write"]
+__all__ = ["CacheRefused", "decode", "encode", "read", "remove_stale", "write"]
 
 #: Tags of the encoded form: every JSON list starts with one of them (decode spells them out, for speed).
 _TUPLE, _LIST, _FSET, _DICT, _VERSION, _SPEC, _RECORD, _REF = "t", "l", "f", "d", "v", "s", "r", "@"
@@ -199,6 +199,25 @@ def write(path: Path, data: Any) -> None:
         except OSError:
             pass
         raise
+
+
+def remove_stale(directory: Path, *, keep: str, pattern: str) -> list[Path]:
+    """Remove the files matching ``pattern`` in ``directory`` whose name does not start with ``keep``
+    (cache files of other data or other tfgpu versions). Only regular files of the current user are
+    removed, never a symlink nor another user's file; what cannot be removed stays. Returns the removed."""
+    removed = []
+    for path in directory.glob(pattern):
+        if path.name.startswith(keep):
+            continue
+        try:
+            st = os.lstat(path)
+            if not stat.S_ISREG(st.st_mode) or (os.name == "posix" and st.st_uid != os.getuid()):
+                continue
+            path.unlink()
+        except OSError:
+            continue
+        removed.append(path)
+    return removed
 
 
 def note(text: str) -> None:

@@ -83,7 +83,8 @@ def load_toml(name: str) -> dict[str, Any]:
 
 
 def data_version() -> str:
-    return str(load_toml("meta")["data_version"])
+    """compat/meta.toml's data version (read from the knowledge base, so from its cache when warm)."""
+    return load_kb().data_version
 
 
 # --------------------------------------------------------------------------- parsing helpers
@@ -631,6 +632,19 @@ class KnowledgeBase:
     wheels: tuple[WheelFacts, ...] = ()
     devices: tuple[GpuDevice, ...] = ()
     cpu_requirements: tuple[CpuRequirement, ...] = ()
+    # The rest of compat/ (issue 17, item 4): the knowledge base owns every table its users read, so a
+    # warm cache answers `tfgpu compat` and `tfgpu doctor` without parsing any TOML.
+    notes: tuple[Note, ...] = ()
+    pins: tuple[Pin, ...] = ()
+    python_limits: tuple[PythonLimit, ...] = ()
+    verified: tuple[Verified, ...] = ()
+    container_images: tuple[ContainerImage, ...] = ()
+    container_series: tuple[ContainerSeries, ...] = ()
+    container_rules: tuple[dict[str, Any], ...] = ()
+    #: The Python tags of each release's macOS wheels, by (dist, version) (compat/releases.toml `macos`).
+    macos_tags: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
+    #: Every data file's `[sources]` table, by file name (e.g. "cuda").
+    source_tables: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict, compare=False, repr=False)
 
     def cpu_requirement(self, feature: str, v: Version) -> CpuRequirement | None:
         """The requirement of CPU ``feature`` (e.g. "avx") that release ``v``'s official binaries have, if any."""
@@ -906,7 +920,8 @@ class KnowledgeBase:
         return result
 
     def sources(self, file: str) -> dict[str, dict[str, Any]]:
-        return dict(load_toml(file).get("sources", {}))
+        """The `[sources]` table of compat/``file``.toml (kept in the knowledge base and its cache)."""
+        return dict(self.source_tables.get(file, {}))
 
 
 _TF_2_1 = Version("2.1")
@@ -1031,6 +1046,7 @@ def _parse_kb() -> KnowledgeBase:
         except (KeyError, InvalidVersion) as exc:
             raise _bad("conda", row, f"bad conda package row: {exc}") from None  # noqa: EM101
     releases = _parse_releases("releases", rel)
+    images, series, rules = _parse_container_table()
     return KnowledgeBase(
         data_version=str(meta["data_version"]), date=str(meta.get("date", "")),
         builds=_parse_builds("tensorflow", tf), releases=releases, archs=tuple(archs),
@@ -1046,7 +1062,33 @@ def _parse_kb() -> KnowledgeBase:
             CpuRequirement(feature=str(r["feature"]), tf=_spec("tensorflow", r), text=str(r["text"]), source=r["source"])
             for r in _rows("tensorflow", tf, "cpu_requirements", required=False)
         ),
+        notes=_parse_notes(), pins=_parse_pins(), python_limits=_parse_python_limits(), verified=_parse_verified(),
+        container_images=images, container_series=series, container_rules=rules,
+        macos_tags=_parse_macos_tags(rel), source_tables=_source_tables(),
     )
+
+
+def _parse_macos_tags(rel: dict[str, Any]) -> dict[tuple[str, str], tuple[str, ...]]:
+    out = {}
+    for row in _rows("releases", rel, "releases"):
+        tags = [t.strip() for t in str(row.get("macos", "")).split(",") if t.strip()]
+        out[(str(row.get("dist")), str(row.get("version")))] = tuple(
+            f"{m.group(1)}.{m.group(2)}" for m in (re.fullmatch(r"cp(\d)(\d+)", t) for t in tags) if m
+        )
+    return out
+
+
+def _source_tables() -> dict[str, dict[str, dict[str, Any]]]:
+    """The `[sources]` of every data file the knowledge base reads (an absent optional file has none)."""
+    out = {}
+    for name in KB_FILES:
+        try:
+            out[name] = {str(k): dict(v) for k, v in load_toml(name).get("sources", {}).items()}
+        except DataError:
+            if name not in OPTIONAL_FILES:
+                raise
+            out[name] = {}
+    return out
 
 
 def _parse_gpu_devices(gpus: dict[str, Any]) -> list[GpuDevice]:
@@ -1060,7 +1102,13 @@ def _parse_gpu_devices(gpus: dict[str, Any]) -> list[GpuDevice]:
     return out
 
 
-KB_FILES = ("meta", "tensorflow", "releases", "tf_archs", "cuda", "gpus", "recipes", "conda", "wheels")
+KB_FILES = ("meta", "tensorflow", "releases", "tf_archs", "cuda", "gpus", "recipes", "conda", "wheels", "pins",
+            "verified", "containers")
+#: Data files cached in a section of their own (the explain catalog: the doctor never reads it). These
+#: and KB_FILES are every data file whose parsed form is cached; their identity is the cache's key.
+SECTION_FILES = ("explain",)
+#: Files the knowledge base does without when they are absent.
+OPTIONAL_FILES = ("wheels", "tf_archs", "verified")
 
 
 def _cache_file() -> Path | None:
@@ -1078,7 +1126,7 @@ def _cache_file() -> Path | None:
         return None
     here = Path(__file__).resolve().parent
     parts = [__version__]
-    for path in (Path(__file__), here / "_record.py", here / "_kbcache.py", *(compat_dir() / f"{name}.toml" for name in KB_FILES)):
+    for path in (Path(__file__), here / "_record.py", here / "_kbcache.py", *(compat_dir() / f"{name}.toml" for name in (*KB_FILES, *SECTION_FILES))):
         try:
             st = path.stat()
         except FileNotFoundError:  # an optional table that is absent: its absence is part of the key
@@ -1103,7 +1151,37 @@ def _cache_file() -> Path | None:
 def _cache_classes() -> dict[str, type]:
     """The record classes a cache file may hold (an allow-list: nothing else is ever rebuilt)."""
     return {c.__name__: c for c in (KnowledgeBase, Build, Release, PyRange, Toolkit, MinorCompat, ArchTargets,
-                                    Recipe, CondaPackage, GpuModel, WheelFacts, GpuDevice, CpuRequirement)}
+                                    Recipe, CondaPackage, GpuModel, WheelFacts, GpuDevice, CpuRequirement, Note,
+                                    Pin, PythonLimit, Verified, ContainerImage, ContainerSeries)}
+
+
+def _read_cache(cache: Path, classes: dict[str, type]) -> tuple[Any, bool]:
+    """What the cache file holds (None when nothing usable) and whether it may be (re)written."""
+    from tfgpu import _kbcache
+
+    try:
+        return _kbcache.decode(_kbcache.read(cache), classes, Version, VersionSpec), True
+    except FileNotFoundError:
+        pass
+    except ValueError:  # valid JSON, not what tfgpu wrote
+        _kbcache.note(f"ignored the corrupt cache {cache}; rebuilt it")
+    except _kbcache.CacheRefused as exc:
+        _kbcache.note(str(exc))
+        return None, "not reading" not in str(exc)  # never write where reading is unsafe
+    except OSError:
+        pass  # unreadable: parse the TOML again
+    return None, True
+
+
+def _write_cache(cache: Path, obj: Any, classes: dict[str, type]) -> None:
+    """Write the cache file, then remove the cache files of other data or other tfgpu versions."""
+    from tfgpu import _kbcache
+
+    try:
+        _kbcache.write(cache, _kbcache.encode(obj, classes))
+        _kbcache.remove_stale(cache.parent, keep=cache.name.split(".")[0], pattern="kb-*.json")
+    except (OSError, TypeError, _kbcache.CacheRefused):
+        pass  # a read-only home is fine: the cache is an optimisation
 
 
 @functools.lru_cache(maxsize=1)
@@ -1115,28 +1193,37 @@ def load_kb() -> KnowledgeBase:
     cache = _cache_file()
     usable = cache is not None
     if cache is not None:
-        try:
-            kb = _kbcache.decode(_kbcache.read(cache), _cache_classes(), Version, VersionSpec)
-            if isinstance(kb, KnowledgeBase):
-                return kb
+        kb, usable = _read_cache(cache, _cache_classes())
+        if isinstance(kb, KnowledgeBase):
+            return kb
+        if kb is not None:
             _kbcache.note(f"ignored the corrupt cache {cache}; rebuilt it")
-        except FileNotFoundError:
-            pass
-        except ValueError:  # valid JSON, not what tfgpu wrote
-            _kbcache.note(f"ignored the corrupt cache {cache}; rebuilt it")
-        except _kbcache.CacheRefused as exc:
-            _kbcache.note(str(exc))
-            usable = "not reading" not in str(exc)  # never write where reading is unsafe
-        except OSError:
-            pass  # unreadable: parse the TOML again
     kb = _parse_kb()
     if cache is not None and usable:
         _build_indexes(kb)
-        try:
-            _kbcache.write(cache, _kbcache.encode(kb, _cache_classes()))
-        except (OSError, TypeError, _kbcache.CacheRefused):
-            pass  # a read-only home is fine: the cache is an optimisation
+        _write_cache(cache, kb, _cache_classes())
     return kb
+
+
+@functools.lru_cache(maxsize=1)
+def load_explain_data() -> dict[str, Any]:
+    """compat/explain.toml as data (what tfgpu.explain builds its catalog from), cached next to the
+    knowledge base in a section of its own (`tfgpu doctor` never reads it)."""
+    from tfgpu import _kbcache
+
+    cache = _cache_file()
+    usable = cache is not None
+    if cache is not None:
+        cache = cache.with_name(cache.name.replace(".json", ".explain.json"))
+        data, usable = _read_cache(cache, {})
+        if isinstance(data, dict):
+            return data
+        if data is not None:
+            _kbcache.note(f"ignored the corrupt cache {cache}; rebuilt it")
+    data = load_toml("explain")
+    if cache is not None and usable:
+        _write_cache(cache, data, {})
+    return data
 
 
 def _build_indexes(kb: KnowledgeBase) -> None:
@@ -1172,9 +1259,12 @@ class Note:
         return version(str(v)) in self.tf and (os in self.os or "any" in self.os)
 
 
-@functools.lru_cache(maxsize=1)
 def load_notes() -> tuple[Note, ...]:
     """The `notes` of compat/tensorflow.toml, checked like every other row (source, specifier, os)."""
+    return load_kb().notes
+
+
+def _parse_notes() -> tuple[Note, ...]:
     data = load_toml("tensorflow")
     out = []
     for row in _rows("tensorflow", data, "notes", required=False):
@@ -1204,9 +1294,12 @@ class Pin:
     source2: str = ""
 
 
-@functools.lru_cache(maxsize=1)
 def load_pins() -> tuple[Pin, ...]:
     """The rows of compat/pins.toml; a requirement that does not parse is refused with its file and line."""
+    return load_kb().pins
+
+
+def _parse_pins() -> tuple[Pin, ...]:
     from packaging.requirements import InvalidRequirement, Requirement
 
     data = load_toml("pins")
@@ -1235,8 +1328,11 @@ class PythonLimit:
     source: str
 
 
-@functools.lru_cache(maxsize=1)
 def load_python_limits() -> tuple[PythonLimit, ...]:
+    return load_kb().python_limits
+
+
+def _parse_python_limits() -> tuple[PythonLimit, ...]:
     data = load_toml("pins")
     out = []
     for row in _rows("pins", data, "pythons", required=False):
@@ -1254,7 +1350,7 @@ def python_limit_for(tf: Version, recipe: str) -> PythonLimit | None:
 
 def pin_source_urls(pin: Pin | PythonLimit) -> str:
     """The URLs behind a pin's source keys, `; `-joined (what plans cite)."""
-    sources = load_toml("pins").get("sources", {})
+    sources = load_kb().sources("pins")
     keys = (pin.source, pin.source2) if isinstance(pin, Pin) else (pin.source,)
     return "; ".join(str(sources[k]["url"]) for k in keys if k and k in sources)
 
@@ -1325,9 +1421,12 @@ def verified_from_row(row: dict[str, Any], name: str = "verified") -> Verified:
         raise _bad(name, row, f"tf {row.get('tf')!r} is not a version") from None
 
 
-@functools.lru_cache(maxsize=1)
 def load_verified() -> tuple[Verified, ...]:
     """The rows of compat/verified.toml (written by `nox -s recipes`); none when the file is absent."""
+    return load_kb().verified
+
+
+def _parse_verified() -> tuple[Verified, ...]:
     try:
         data = load_toml("verified")
     except DataError:
@@ -1459,9 +1558,13 @@ def _yymm(name: str, row: dict[str, Any], key: str) -> str:
     return text
 
 
-@functools.lru_cache(maxsize=1)
 def load_container_table() -> tuple[tuple[ContainerImage, ...], tuple[ContainerSeries, ...], tuple[dict[str, Any], ...]]:
     """The NGC rows, the series and the TensorFlow-image rules of compat/containers.toml, checked."""
+    kb = load_kb()
+    return kb.container_images, kb.container_series, kb.container_rules
+
+
+def _parse_container_table() -> tuple[tuple[ContainerImage, ...], tuple[ContainerSeries, ...], tuple[dict[str, Any], ...]]:
     name = "containers"
     data = load_toml(name)
     images = []
@@ -1502,7 +1605,7 @@ def container_images(kb: KnowledgeBase, tf: Version | str) -> list[ContainerImag
     """Every GPU image that carries TensorFlow ``tf`` (its series for NGC images, whose patch level NVIDIA
     picks): TensorFlow's own image first (its CUDA is the release's tested build), then NGC's, newest first."""
     v = version(str(tf))
-    ngc, _series, rules = load_container_table()
+    ngc, rules = kb.container_images, kb.container_rules
     out: list[ContainerImage] = []
     build = kb.build_for(v, "linux")
     for rule in rules:

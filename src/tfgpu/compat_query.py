@@ -23,7 +23,6 @@ from tfgpu.compat import (
     Recipe,
     Release,
     load_notes,
-    load_toml,
     normalize_cuda,
     series_of,
     verified_status,
@@ -184,11 +183,6 @@ def resolve_driver_filter(kb: KnowledgeBase, text: str) -> str:
 # --------------------------------------------------------------------------- rows
 
 
-def _raw_rows(file: str, key: str) -> list[dict[str, Any]]:
-    rows = load_toml(file).get(key, [])
-    return [r for r in rows if isinstance(r, dict)]
-
-
 def _source_url(kb: KnowledgeBase, file: str, key: str) -> str:
     entry = kb.sources(file).get(key) or {}
     return str(entry.get("url") or key)
@@ -219,16 +213,6 @@ def _release_pythons(release: Release, os: str, macos_tags: Mapping[tuple[str, s
     if os == "macos":
         return list(macos_tags.get((release.dist, str(release.version)), ()))
     return list(release.pythons(os))
-
-
-def _macos_tags() -> dict[tuple[str, str], tuple[str, ...]]:
-    out = {}
-    for row in _raw_rows("releases", "releases"):
-        tags = [t.strip() for t in str(row.get("macos", "")).split(",") if t.strip()]
-        out[(str(row.get("dist")), str(row.get("version")))] = tuple(
-            f"{m.group(1)}.{m.group(2)}" for m in (re.fullmatch(r"cp(\d)(\d+)", t) for t in tags) if m
-        )
-    return out
 
 
 def series_releases(kb: KnowledgeBase, build: Build, macos_tags: Mapping[tuple[str, str], tuple[str, ...]]) -> list[Release]:
@@ -294,8 +278,8 @@ def _cuda_builds_json(kb: KnowledgeBase, series: str, os: str) -> list[dict[str,
     return sorted(seen.values(), key=lambda d: (version(d["version"]), d["dist"]), reverse=True)
 
 
-def _mvc_text(major: int, os: str) -> dict[str, Any] | None:
-    for row in _raw_rows("cuda", "minor_version_compat"):
+def _mvc_text(kb: KnowledgeBase, major: int, os: str) -> dict[str, Any] | None:
+    for row in (mc.raw for mc in kb.minor_compats):
         if str(row.get("major")) == str(major):
             floor = str(row.get("windows_min_driver" if os == "windows" else "linux_min_driver") or "")
             return {"major": major, "min_driver": floor or None, "not_covered": str(row.get("not_covered", ""))}
@@ -406,7 +390,7 @@ def build_row(kb: KnowledgeBase, build: Build, *, exact: Version | None = None, 
               driver: str | None = None, macos_tags: Mapping[tuple[str, str], tuple[str, ...]] | None = None,
               ) -> dict[str, Any] | None:
     """One JSON row for a build row, or None when the filters leave nothing of it."""
-    tags = macos_tags if macos_tags is not None else _macos_tags()
+    tags = macos_tags if macos_tags is not None else kb.macos_tags
     all_releases = series_releases(kb, build, tags)
     releases = [r for r in all_releases if exact is None or r.version == exact]
     if exact is not None and not releases:
@@ -430,7 +414,7 @@ def build_row(kb: KnowledgeBase, build: Build, *, exact: Version | None = None, 
         "python_wheels": pythons_json,
         "cuda": cuda, "cudnn": build.cudnn,
         "min_driver": (toolkit.min_driver_text(os_key) or None) if toolkit and build.os != "macos" else None,
-        "minor_version_compat": _mvc_text(version(cuda).major, os_key) if version(cuda).major >= 11 else None,
+        "minor_version_compat": _mvc_text(kb, version(cuda).major, os_key) if version(cuda).major >= 11 else None,
         "cuda_cc": {"min": toolkit.cc_min, "max": toolkit.cc_max} if toolkit else None,
         "compute_capabilities": None if archs is None else _arch_json(kb, archs),
         "wheel_builds": _cuda_builds_json(kb, build.series, build.os) if build.os != "macos" else [],
@@ -465,7 +449,7 @@ def compat_document(kb: KnowledgeBase, query: Query) -> dict[str, Any]:
     cuda = resolve_cuda_filter(kb, query.cuda) if query.cuda else None
     python = resolve_python_filter(kb, query.python) if query.python else None
     driver = resolve_driver_filter(kb, query.driver) if query.driver else None
-    tags = _macos_tags()
+    tags = kb.macos_tags
     rows = []
     for build in sorted(kb.builds, key=_sort_key, reverse=True):
         if os is not None and build.os != os:

@@ -341,9 +341,7 @@ def plan_container(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, *, back
 def _source_urls(kb: KnowledgeBase, row: ContainerImage | None) -> list[str]:
     if row is None:
         return []
-    from tfgpu.compat import load_toml
-
-    sources = load_toml("containers").get("sources", {})
+    sources = kb.sources("containers")
     return [str(sources[k]["url"]) for k in (row.source, row.source2) if k and k in sources]
 
 

@@ -272,9 +272,9 @@ def _index_word(runs: Sequence[str], common: Mapping[str, int] | None = None) ->
 @functools.lru_cache(maxsize=1)
 def load_catalog() -> Catalog:
     """The catalog shipped in compat/explain.toml (cached)."""
-    from tfgpu.compat import load_toml
+    from tfgpu.compat import load_explain_data
 
-    return build_catalog(load_toml("explain"))
+    return build_catalog(load_explain_data())
 
 
 # ------------------------------------------------------------------------------- facts refinement
