@@ -617,6 +617,17 @@ def test_arm_linux_has_no_official_gpu_build(driver, name, cc, jetson):
         assert t.blockers[0].check == "cpu.arch", t.blockers[0]
 
 
+def test_the_jetson_fix_is_compat_data_with_its_source():
+    """NVIDIA's Jetson wheels are a row of compat/tensorflow.toml (not a string in the verdict), cited."""
+    row = KB.platform_build("jetson")
+    assert row is not None
+    url = KB.sources("tensorflow")[row.source]["url"]
+    assert url.startswith("https://docs.nvidia.com/")
+    check = next(c for c in diagnose(_arm("35.3.1", "Orin", "8.7"), KB).checks if c.id == "cpu.arch")
+    assert row.text in check.fix
+    assert url in check.fix
+
+
 def test_x86_64_and_macos_arm_get_no_arch_finding():
     assert "cpu.arch" not in {c.id for c in diagnose(base_facts(), KB).checks}
     mac = base_facts(platform={"os": "darwin", "arch": "arm64"}, driver={"version": None}, gpus=[])

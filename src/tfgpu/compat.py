@@ -617,6 +617,21 @@ class CpuRequirement:
 
 
 @record
+class PlatformBuild:
+    """Where a platform without official or conda-forge GPU builds gets TensorFlow (compat/tensorflow.toml
+    `platform_builds`), e.g. NVIDIA's own wheels for Jetson."""
+
+    platform: str  # e.g. "jetson"
+    text: str  # the install command as the vendor documents it
+    source: str
+
+    def fix(self, kb: KnowledgeBase) -> str:
+        """The install command followed by where it is documented."""
+        url = kb.sources("tensorflow").get(self.source, {}).get("url", "")
+        return f"{self.text} ({url})" if url else self.text
+
+
+@record
 class KnowledgeBase:
     data_version: str
     date: str
@@ -632,6 +647,7 @@ class KnowledgeBase:
     wheels: tuple[WheelFacts, ...] = ()
     devices: tuple[GpuDevice, ...] = ()
     cpu_requirements: tuple[CpuRequirement, ...] = ()
+    platform_builds: tuple[PlatformBuild, ...] = ()
     # The rest of compat/ (issue 17, item 4): the knowledge base owns every table its users read, so a
     # warm cache answers `tfgpu compat` and `tfgpu doctor` without parsing any TOML.
     notes: tuple[Note, ...] = ()
@@ -645,6 +661,10 @@ class KnowledgeBase:
     macos_tags: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
     #: Every data file's `[sources]` table, by file name (e.g. "cuda").
     source_tables: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict, compare=False, repr=False)
+
+    def platform_build(self, platform: str) -> PlatformBuild | None:
+        """How platform ``platform`` (e.g. "jetson") gets TensorFlow, if compat/ knows."""
+        return next((p for p in self.platform_builds if p.platform == platform), None)
 
     def cpu_requirement(self, feature: str, v: Version) -> CpuRequirement | None:
         """The requirement of CPU ``feature`` (e.g. "avx") that release ``v``'s official binaries have, if any."""
@@ -1062,6 +1082,10 @@ def _parse_kb() -> KnowledgeBase:
             CpuRequirement(feature=str(r["feature"]), tf=_spec("tensorflow", r), text=str(r["text"]), source=r["source"])
             for r in _rows("tensorflow", tf, "cpu_requirements", required=False)
         ),
+        platform_builds=tuple(
+            PlatformBuild(platform=str(r["platform"]), text=str(r["text"]), source=str(r["source"]))
+            for r in _rows("tensorflow", tf, "platform_builds", required=False)
+        ),
         notes=_parse_notes(), pins=_parse_pins(), python_limits=_parse_python_limits(), verified=_parse_verified(),
         container_images=images, container_series=series, container_rules=rules,
         macos_tags=_parse_macos_tags(rel), source_tables=_source_tables(),
@@ -1151,7 +1175,7 @@ def _cache_file() -> Path | None:
 def _cache_classes() -> dict[str, type]:
     """The record classes a cache file may hold (an allow-list: nothing else is ever rebuilt)."""
     return {c.__name__: c for c in (KnowledgeBase, Build, Release, PyRange, Toolkit, MinorCompat, ArchTargets,
-                                    Recipe, CondaPackage, GpuModel, WheelFacts, GpuDevice, CpuRequirement, Note,
+                                    Recipe, CondaPackage, GpuModel, WheelFacts, GpuDevice, CpuRequirement, PlatformBuild, Note,
                                     Pin, PythonLimit, Verified, ContainerImage, ContainerSeries)}
 
 

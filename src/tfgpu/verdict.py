@@ -46,12 +46,6 @@ MACHINE_BLOCKERS = frozenset({"os.supported", "os.wsl", "driver.installed", "dri
 #: Aarch64/ARM64 processors are built ... by AWS") and conda-forge skips aarch64 CUDA builds
 #: (tensorflow-feedstock recipe/meta.yaml: `skip: true  # [aarch64 and cuda_compiler_version != "None"]`).
 ARM_ARCHS = frozenset({"aarch64", "arm64", "armv8l", "armv7l"})
-#: NVIDIA's own TensorFlow wheels for Jetson (docs.nvidia.com, "Installing TensorFlow for Jetson Platform").
-JETSON_TF = ("pip install --extra-index-url https://developer.download.nvidia.com/compute/redist/jp/v<JetPack, "
-             "e.g. 512> tensorflow==<TF>+nv<YY.MM> (NVIDIA's wheels for JetPack: docs.nvidia.com/deeplearning/"
-             "frameworks/install-tf-jetson-platform)")
-
-
 @record
 class Check:
     id: str
@@ -341,7 +335,7 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
     # -- CPU
     if m.arm_linux:
         add(Check("cpu.arch", FAIL, f"{m.arch}: TensorFlow's Linux {m.arch} builds on PyPI and conda-forge are CPU-only",
-                  source="platform probe", fix=_arm_fix(m)))
+                  source="platform probe", fix=_arm_fix(m, kb)))
     if m.avx is False:
         avx = next((r for r in kb.cpu_requirements if r.feature == "avx"), None)  # compat/tensorflow.toml
         since = str(avx.tf).removeprefix(">=") if avx else "1.6"
@@ -766,10 +760,11 @@ def _find_first_series_supporting(kb: KnowledgeBase, cc: Version, os: str) -> st
     return None
 
 
-def _arm_fix(m: Machine) -> str:
-    if m.jetson:
+def _arm_fix(m: Machine, kb: KnowledgeBase) -> str:
+    jetson = kb.platform_build("jetson") if m.jetson else None
+    if jetson is not None:  # NVIDIA's own wheels (compat/tensorflow.toml `platform_builds`)
         release = f" (this one runs L4T {m.l4t})" if m.l4t else ""
-        return f"on a Jetson{release}, install NVIDIA's build for its JetPack: {JETSON_TF}"
+        return f"on a Jetson{release}, install NVIDIA's build for its JetPack: {jetson.fix(kb)}"
     return ("build TensorFlow from source for this CPU with CUDA, or run an NVIDIA container built for it "
             "(Grace Hopper, DGX Spark); tfgpu cannot create this environment")
 
@@ -863,7 +858,7 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
         blockers.append(Finding("os.wsl", "WSL1 has no GPU access", fix="wsl --set-version <distro> 2"))
     if m.arm_linux:
         blockers.append(Finding("cpu.arch", f"no official or conda-forge TensorFlow {v} build for Linux {m.arch} uses an "
-                                "NVIDIA GPU (PyPI's are AWS's CPU-only tensorflow-cpu-aws)", fix=_arm_fix(m)))
+                                "NVIDIA GPU (PyPI's are AWS's CPU-only tensorflow-cpu-aws)", fix=_arm_fix(m, kb)))
     if m.avx is False and kb.cpu_requirement("avx", v) is not None:
         blockers.append(Finding("cpu.avx", f"TensorFlow {v}'s official wheels need AVX; this CPU has none ('Illegal instruction')",
                                 fix="use TF <= 1.5 or a build without AVX"))
