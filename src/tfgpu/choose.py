@@ -256,13 +256,18 @@ def kb_order(kb: KnowledgeBase, facts: Mapping[str, Any], v: Version, os_name: s
 
 def ranked_recipes(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict | None,
                    v: Version, os_name: str) -> list[Recipe]:
-    """The verdict's viable recipes in its order, then every other recipe in :func:`kb_order`."""
-    from tfgpu.verdict import rank_backends
+    """The verdict's viable recipes in its order, then every other recipe in :func:`kb_order`. When the
+    verdict says the release will work here, a conda recipe whose channel does not carry the release is
+    left out, as the verdict leaves it out (the doctor names the release the plan builds)."""
+    from tfgpu.verdict import BLOCKED, _recipe_available, rank_backends
 
     recipes = candidate_recipes(kb, v, os_name)
+    judged = verdict is not None and verdict.tf == str(v)
+    if judged and verdict is not None and verdict.verdict != BLOCKED:
+        recipes = [r for r in recipes if _recipe_available(kb, r, v, os_name)]
     by_id = {r.id: r for r in recipes}
     first: list[Recipe] = []
-    if verdict is not None and verdict.tf == str(v):
+    if judged and verdict is not None:
         first = [by_id[b.recipe] for b in rank_backends(verdict.backends) if b.viable and b.recipe in by_id]
     return first + [r for r in kb_order(kb, facts, v, os_name, recipes) if r not in first]
 

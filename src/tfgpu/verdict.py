@@ -1046,7 +1046,7 @@ def judge_requested(facts: Mapping[str, Any], kb: KnowledgeBase, tf: str, *, bac
     m = machine or Machine.from_facts(facts)
     v = resolve_version(kb, tf, m)
     if len(tf.strip().split(".")) == 2:
-        releases = kb.gpu_versions_in(series_of(v), "linux")
+        releases = kb.gpu_versions_in(series_of(v), m.tf_os) or kb.gpu_versions_in(series_of(v), "linux")
         return judge_newest_workable(facts, kb, releases or [v], backend=backend, machine=m)
     return judge_release(facts, kb, v, backend=backend, machine=m)
 
