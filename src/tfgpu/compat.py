@@ -1384,7 +1384,7 @@ VERIFIED_HEADER = """\
 # smoke test passed (matmul, conv2d) and every CUDA library the recipe brings loaded with ctypes
 # (only libcuda, the driver, may be missing). `skipped` rows could not run here; `reason` says why.
 # numpy .. typing_extensions are the versions the install resolved ("" = not installed); `pins` are the
-# requirements tfgpu added (compat/pins.toml); `cuda_libs` says what loaded.
+# requirements tfgpu added (compat/pins.toml), space-separated; `cuda_libs` says what loaded.
 
 schema = "tfgpu.compat.verified/1"
 
