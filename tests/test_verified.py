@@ -155,6 +155,9 @@ def test_verified_status_says_which_recipes_were_proven(monkeypatch: pytest.Monk
     assert "import tensorflow failed" in failed["text"]
     assert verified_status("2.4.0", "pip-system-cuda", "pip")["text"] == "not verified here"
     assert verified_status("2.2.0", "conda-anaconda-tensorflow-gpu", "conda")["status"] == "cannot verify"
+    container = verified_status("2.2.0", "tensorflow/tensorflow:2.2.0-gpu", "container")
+    assert container["status"] == "not verified"
+    assert "conda" not in container["text"]
 
 
 # --------------------------------------------------------------------------- display
@@ -180,7 +183,7 @@ def test_doctor_for_a_release_says_whether_its_recipes_were_proven(cli: Any):
     target = json.loads(out)["targets"][0]
     by_recipe = {b["recipe"]: b["verified"] for b in target["backends"]}
     assert by_recipe["pip-system-cuda"]["status"] == "verified"
-    assert all(v["status"] == "cannot verify" for r, v in by_recipe.items() if not r.startswith("pip"))
+    assert all(v["status"] == "cannot verify" for r, v in by_recipe.items() if r.startswith("conda"))
     _, human, _ = cli("doctor", "--facts", MX150, "--tf", "2.2.0")
     assert "recipe pip-system-cuda (pip): install verified" in human
 

@@ -1353,9 +1353,12 @@ def verified_for(tf: Version | str, recipe: str) -> Verified | None:
 def verified_status(tf: Version | str, recipe_id: str, backend: str) -> dict[str, Any]:
     """What `tfgpu compat` and `doctor --tf` say about one recipe: install verified DATE, failed, skipped
     (could not run where tfgpu verifies), not verified here, or cannot verify (conda recipes)."""
-    if backend != "pip":
+    if backend in ("conda", "conda+pip", "rattler"):
         return {"status": "cannot verify",
                 "text": "not verified here: conda recipes cannot be verified where tfgpu verifies (no conda channels)"}
+    if backend != "pip":  # a container image (docker, podman, apptainer): nox -s recipes builds no images
+        return {"status": "not verified", "text": f"not verified here ({backend} images are not installed by "
+                                                  "`nox -s recipes`)"}
     row = verified_for(tf, recipe_id)
     if row is None:
         return {"status": "not verified", "text": "not verified here"}
