@@ -380,10 +380,10 @@ def plan(projects: dict[str, dict[str, Any]], only: str | None) -> list[dict[str
                                  "file": f["filename"],
                                  "url": urllib.parse.urljoin(PYPI.format(name=dist), f["url"]), "sha256": f["digests"]["sha256"], "full": full})
     # the first tier (one wheel per release and OS) before the other Python tags (glibc floors)
-    # then the other tags, newest releases first, those of 1.12-1.14 (whose cp37 wheels were built on a
-    # newer image than their manylinux1 tag promises) before all
+    # then the other tags, newest releases first, those of 1.x (tagged manylinux1 = glibc 2.5, while their
+    # .so files need 2.17 or, for cp37 of 1.13-1.14, 2.23) before all
     def order(j: dict[str, Any]) -> tuple[Any, ...]:
-        first = j["tier"] == 1 and (1, 12) <= vkey(j["version"])[:2] <= (1, 14)
+        first = j["tier"] == 1 and vkey(j["version"])[0] == 1  # manylinux1-tagged: where the tag lies
         ver = vkey(j["version"]) if j["tier"] == 0 else tuple(-x for x in vkey(j["version"]))
         return (j["tier"], not first, ver, j["dist"], j["os"], j["file"])
 
