@@ -9,7 +9,7 @@ caveats first, pip before conda on a tie), then the blocked ones in the knowledg
 :data:`RUNNERS`, an ordered table in the manner of cibuildwheel's platform modules and nox's
 ``uv|virtualenv`` fallback chain: the first runner that is available and can build the recipe wins.
 
-Pure: ``tools`` (what is installed) is handed in by the caller (``tfgpu.backends.base.detect_tools``, or
+Pure: ``tools`` (what is installed) is handed in by the caller (``tfgpu.backends.detect.detect_tools``, or
 :func:`tools_from_facts` for the doctor).
 """
 
@@ -29,8 +29,12 @@ if TYPE_CHECKING:
     from tfgpu.compat import KnowledgeBase, Recipe
     from tfgpu.verdict import DoctorResult, TargetVerdict
 
-#: The values --backend takes, everywhere (doctor, plan, create, lock).
-BACKENDS = ("auto", "pip", "conda", "rattler")
+# The values --backend takes, and the container runtimes, are defined once in tfgpu.options (a leaf module
+# the verdict imports too); re-exported here, where the runners are.
+from tfgpu.options import BACKENDS as BACKENDS
+from tfgpu.options import CONTAINER_BACKENDS as CONTAINER_BACKENDS
+from tfgpu.options import CONTAINER_RUNTIMES as CONTAINER_RUNTIMES
+
 #: conda executables in the order tfgpu prefers them (issue 7: mamba, micromamba or conda).
 CONDA_TOOLS = ("mamba", "micromamba", "conda")
 _CONDA_FAMILY = frozenset({"conda", "conda+pip"})
@@ -101,6 +105,16 @@ def interpreters(facts: Mapping[str, Any], tools: Mapping[str, str | None]) -> d
         if key.startswith("python") and path and re.fullmatch(r"python\d+\.\d+", key):
             found.setdefault(key[len("python"):], path)
     return found
+
+
+def target_os(facts: Mapping[str, Any]) -> str:
+    """linux | wsl2 | windows | macos, from the facts' platform section (unknown -> this host)."""
+    plat = facts.get("platform") or {}
+    os_name = str(plat.get("os") or ("windows" if sys.platform == "win32" else
+                                     "macos" if sys.platform == "darwin" else "linux"))
+    if os_name == "linux" and plat.get("wsl") == 2:
+        return "wsl2"
+    return os_name
 
 
 def tools_from_facts(facts: Mapping[str, Any]) -> dict[str, str | None]:
@@ -235,13 +249,18 @@ def kb_order(kb: KnowledgeBase, facts: Mapping[str, Any], v: Version, os_name: s
 
 def ranked_recipes(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict | None,
                    v: Version, os_name: str) -> list[Recipe]:
-    """The verdict's viable recipes in its order, then every other recipe in :func:`kb_order`."""
-    from tfgpu.verdict import rank_backends
+    """The verdict's viable recipes in its order, then every other recipe in :func:`kb_order`. When the
+    verdict says the release will work here, a conda recipe whose channel does not carry the release is
+    left out, as the verdict leaves it out (the doctor names the release the plan builds)."""
+    from tfgpu.verdict import BLOCKED, _recipe_available, rank_backends
 
     recipes = candidate_recipes(kb, v, os_name)
+    judged = verdict is not None and verdict.tf == str(v)
+    if judged and verdict is not None and verdict.verdict != BLOCKED:
+        recipes = [r for r in recipes if _recipe_available(kb, r, v, os_name)]
     by_id = {r.id: r for r in recipes}
     first: list[Recipe] = []
-    if verdict is not None and verdict.tf == str(v):
+    if judged and verdict is not None:
         first = [by_id[b.recipe] for b in rank_backends(verdict.backends) if b.viable and b.recipe in by_id]
     return first + [r for r in kb_order(kb, facts, v, os_name, recipes) if r not in first]
 
@@ -299,7 +318,10 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     if not recipes:
         where = {"windows": "native Windows", "wsl2": "WSL2", "macos": "macOS"}.get(os_name, os_name)
         msg = f"tfgpu knows no GPU install recipe for TensorFlow {v} on {where}"
-        hint = ("TensorFlow 2.11+ has no GPU build for native Windows: use WSL2, or --tf 2.10"
+        from tfgpu.verdict import last_windows_gpu_series
+
+        last = last_windows_gpu_series(kb)
+        hint = (f"TensorFlow after {last} has no GPU build for native Windows: use WSL2, or --tf {last}"
                 if os_name == "windows" else "see `tfgpu compat` for the versions with a recipe")
         raise UsageError(msg, hint=hint)
     ctx = Context(v=v, os=os_name, tools=tools, interpreters=interpreters(facts, tools),
@@ -316,7 +338,7 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     pip_without_python = False
     base_ctx = ctx
     for recipe in usable:
-        ctx = _recipe_context(base_ctx, recipe)
+        ctx = _recipe_context(kb, base_ctx, recipe)
         for runner in runners:
             if not runner.runs(recipe):
                 continue
@@ -333,6 +355,7 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     if prefs.backend == "auto" and not any(r.backend in _CONDA_FAMILY for r in recipes):
         # a pip recipe and no interpreter for it: a conda-made interpreter, then pip
         recipe = usable[0]
+        ctx = _recipe_context(kb, base_ctx, recipe)
         runner = CONDA if conda_tool(tools) else RATTLER
         if runner.can_build(recipe, ctx) is None:
             tool = runner.available(ctx) or runner.name
@@ -344,12 +367,10 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     raise first_error
 
 
-def _recipe_context(ctx: Context, recipe: Recipe) -> Context:
+def _recipe_context(kb: KnowledgeBase, ctx: Context, recipe: Recipe) -> Context:
     """The context narrowed to the Pythons a pip recipe can install with (compat/pins.toml `pythons`:
     e.g. tensorflow[and-cuda] 2.14 pins tensorrt 8.5.3.1, which has wheels up to cp310 only)."""
-    from tfgpu.compat import python_limit_for
-
-    limit = python_limit_for(ctx.v, recipe.id) if recipe.backend == "pip" else None
+    limit = kb.python_limit_for(ctx.v, recipe.id) if recipe.backend == "pip" else None
     if limit is None:
         return ctx
     return replace(ctx, wheel_pythons=tuple(p for p in ctx.wheel_pythons if p in limit.python))
@@ -378,17 +399,13 @@ def choose(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict |
 # --------------------------------------------------------------------------- the doctor's recipes
 
 
-def target_os(facts: Mapping[str, Any]) -> str:
-    from tfgpu.plan import target_os as plan_target_os
-
-    return plan_target_os(facts)
-
-
 def choose_for_target(kb: KnowledgeBase, facts: Mapping[str, Any], tv: TargetVerdict,
                       tools: Mapping[str, str | None], prefs: Preferences) -> Choice | None:
     """What `tfgpu plan --tf RELEASE` chooses for a judged target (None: nothing can build it here)."""
+    os_name = target_os(facts)
     try:
-        return choose(kb, facts, tv, Version(tv.tf), target_os(facts), tools, prefs)[0]
+        v = kb.resolve_tf(tv.tf, os=os_name)  # as the planner resolves it: a release this OS lacks is refused
+        return choose(kb, facts, tv, v, os_name, tools, prefs)[0]
     except (UsageError, InvalidVersion):
         return None
 
@@ -402,8 +419,6 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Mapping[str, An
 
     tools = tools_from_facts(facts) if tools is None else tools
     prefs = prefs or Preferences()
-    from tfgpu.containers import CONTAINER_BACKENDS
-
     if prefs.backend in CONTAINER_BACKENDS:  # an image, not a recipe: the verdict already chose it
         if result.recommendation is not None:
             result.recommendation = {**result.recommendation,
