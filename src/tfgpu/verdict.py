@@ -387,6 +387,7 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         add(Check("env.conda", PASS, "no conda/mamba/micromamba: tfgpu's embedded conda engine (rattler) will be used",
                   source="conda probe"))
     out.extend(_tf_checks(m))
+    out.extend(_cpu_build_checks(m, kb))
     return out
 
 
@@ -492,6 +493,22 @@ def _tf_checks(m: Machine) -> list[Check]:
     if gpu is not None and gpu >= _TF_2_12:
         out.append(Check("tf.placeholder", FAIL, f"tensorflow-gpu {gpu} is an empty placeholder that raises an error",
                          fix="pip uninstall tensorflow-gpu && pip install 'tensorflow[and-cuda]'"))
+    return out
+
+
+def _cpu_build_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
+    """An installed TensorFlow whose wheels are CPU-only builds, as read from the wheels (compat/wheels.toml:
+    `tensorflow` 1.15.2+ and 2.0.x, while 1.15.0 is a CUDA build; native Windows from 2.11)."""
+    out = []
+    for t in m.tensorflow or ():
+        dist, ver = str(t.get("distribution") or ""), _v(t.get("version"))
+        if dist not in ("tensorflow", "tensorflow-gpu") or ver is None:
+            continue
+        if kb.cuda_build(dist, ver, m.tf_os) is False:
+            out.append(Check(
+                "tf.cpu_build", WARN, f"{dist} {ver} is a CPU-only build: its wheel carries no CUDA code "
+                "(build_info.py and its shared objects, read from the wheel)", source="compat/wheels.toml",
+                fix="tfgpu create --tf VERSION makes an environment with a GPU build"))
     return out
 
 
