@@ -338,7 +338,7 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     pip_without_python = False
     base_ctx = ctx
     for recipe in usable:
-        ctx = _recipe_context(base_ctx, recipe)
+        ctx = _recipe_context(kb, base_ctx, recipe)
         for runner in runners:
             if not runner.runs(recipe):
                 continue
@@ -355,7 +355,7 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     if prefs.backend == "auto" and not any(r.backend in _CONDA_FAMILY for r in recipes):
         # a pip recipe and no interpreter for it: a conda-made interpreter, then pip
         recipe = usable[0]
-        ctx = _recipe_context(base_ctx, recipe)
+        ctx = _recipe_context(kb, base_ctx, recipe)
         runner = CONDA if conda_tool(tools) else RATTLER
         if runner.can_build(recipe, ctx) is None:
             tool = runner.available(ctx) or runner.name
@@ -367,12 +367,10 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     raise first_error
 
 
-def _recipe_context(ctx: Context, recipe: Recipe) -> Context:
+def _recipe_context(kb: KnowledgeBase, ctx: Context, recipe: Recipe) -> Context:
     """The context narrowed to the Pythons a pip recipe can install with (compat/pins.toml `pythons`:
     e.g. tensorflow[and-cuda] 2.14 pins tensorrt 8.5.3.1, which has wheels up to cp310 only)."""
-    from tfgpu.compat import python_limit_for
-
-    limit = python_limit_for(ctx.v, recipe.id) if recipe.backend == "pip" else None
+    limit = kb.python_limit_for(ctx.v, recipe.id) if recipe.backend == "pip" else None
     if limit is None:
         return ctx
     return replace(ctx, wheel_pythons=tuple(p for p in ctx.wheel_pythons if p in limit.python))

@@ -632,6 +632,17 @@ class PlatformBuild:
 
 
 @record
+class PythonLimit:
+    """The Pythons recipe ``recipe`` can install releases ``tf`` with (compat/pins.toml `pythons`)."""
+
+    tf: VersionSpec
+    recipe: str
+    python: tuple[str, ...]
+    why: str
+    source: str
+
+
+@record
 class KnowledgeBase:
     data_version: str
     date: str
@@ -665,6 +676,11 @@ class KnowledgeBase:
     def platform_build(self, platform: str) -> PlatformBuild | None:
         """How platform ``platform`` (e.g. "jetson") gets TensorFlow, if compat/ knows."""
         return next((p for p in self.platform_builds if p.platform == platform), None)
+
+    def python_limit_for(self, v: Version, recipe_id: str) -> PythonLimit | None:
+        """The Pythons pip recipe ``recipe_id`` can install release ``v`` with, where narrower than the
+        release's wheels (compat/pins.toml `pythons`); None when the wheels' range holds."""
+        return next((lim for lim in self.python_limits if lim.recipe == recipe_id and v in lim.tf), None)
 
     def cpu_requirement(self, feature: str, v: Version) -> CpuRequirement | None:
         """The requirement of CPU ``feature`` (e.g. "avx") that release ``v``'s official binaries have, if any."""
@@ -1341,17 +1357,6 @@ def _parse_pins() -> tuple[Pin, ...]:
     return tuple(out)
 
 
-@record
-class PythonLimit:
-    """The Pythons recipe ``recipe`` can install releases ``tf`` with (compat/pins.toml `pythons`)."""
-
-    tf: VersionSpec
-    recipe: str
-    python: tuple[str, ...]
-    why: str
-    source: str
-
-
 def load_python_limits() -> tuple[PythonLimit, ...]:
     return load_kb().python_limits
 
@@ -1366,10 +1371,6 @@ def _parse_python_limits() -> tuple[PythonLimit, ...]:
         out.append(PythonLimit(tf=_spec("pins", row), recipe=str(row["recipe"]), python=pythons,
                                why=str(row.get("why", "")), source=str(row["source"])))
     return tuple(out)
-
-
-def python_limit_for(tf: Version, recipe: str) -> PythonLimit | None:
-    return next((lim for lim in load_python_limits() if lim.recipe == recipe and tf in lim.tf), None)
 
 
 def pin_source_urls(pin: Pin | PythonLimit) -> str:
@@ -1472,9 +1473,12 @@ def verified_for(tf: Version | str, recipe: str) -> Verified | None:
 def verified_status(tf: Version | str, recipe_id: str, backend: str) -> dict[str, Any]:
     """What `tfgpu compat` and `doctor --tf` say about one recipe: install verified DATE, failed, skipped
     (could not run where tfgpu verifies), not verified here, or cannot verify (conda recipes)."""
-    if backend != "pip":
+    if backend in ("conda", "conda+pip", "rattler"):
         return {"status": "cannot verify",
                 "text": "not verified here: conda recipes cannot be verified where tfgpu verifies (no conda channels)"}
+    if backend != "pip":  # a container image (docker, podman, apptainer): nox -s recipes builds no images
+        return {"status": "not verified", "text": f"not verified here ({backend} images are not installed by "
+                                                  "`nox -s recipes`)"}
     row = verified_for(tf, recipe_id)
     if row is None:
         return {"status": "not verified", "text": "not verified here"}
@@ -1507,7 +1511,7 @@ VERIFIED_HEADER = """\
 # smoke test passed (matmul, conv2d) and every CUDA library the recipe brings loaded with ctypes
 # (only libcuda, the driver, may be missing). `skipped` rows could not run here; `reason` says why.
 # numpy .. typing_extensions are the versions the install resolved ("" = not installed); `pins` are the
-# requirements tfgpu added (compat/pins.toml); `cuda_libs` says what loaded.
+# requirements tfgpu added (compat/pins.toml), space-separated; `cuda_libs` says what loaded.
 
 schema = "tfgpu.compat.verified/1"
 
