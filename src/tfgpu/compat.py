@@ -1357,10 +1357,6 @@ def _parse_pins() -> tuple[Pin, ...]:
     return tuple(out)
 
 
-def load_python_limits() -> tuple[PythonLimit, ...]:
-    return load_kb().python_limits
-
-
 def _parse_python_limits() -> tuple[PythonLimit, ...]:
     data = load_toml("pins")
     out = []
