@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from packaging.version import InvalidVersion, Version
 
@@ -27,6 +27,7 @@ from tfgpu.errors import UsageError
 
 if TYPE_CHECKING:
     from tfgpu.compat import KnowledgeBase, Recipe
+    from tfgpu.facts import Facts
     from tfgpu.verdict import DoctorResult, TargetVerdict
 
 # The values --backend takes, and the container runtimes, are defined once in tfgpu.options (a leaf module
@@ -89,7 +90,7 @@ class Runner(Protocol):
         """None when it can build ``recipe`` here, else why not (the error an explicit --backend raises)."""
 
 
-def interpreters(facts: Mapping[str, Any], tools: Mapping[str, str | None]) -> dict[str, str]:
+def interpreters(facts: Facts, tools: Mapping[str, str | None]) -> dict[str, str]:
     """Python X.Y -> path: the facts' interpreters (a version without a path, e.g. from TFGPU_PYTHONS, is
     run as ``pythonX.Y``), then what the caller found on PATH ("python3.11": path)."""
     found: dict[str, str] = {}
@@ -107,7 +108,7 @@ def interpreters(facts: Mapping[str, Any], tools: Mapping[str, str | None]) -> d
     return found
 
 
-def target_os(facts: Mapping[str, Any]) -> str:
+def target_os(facts: Facts) -> str:
     """linux | wsl2 | windows | macos, from the facts' platform section (unknown -> this host)."""
     plat = facts.get("platform") or {}
     os_name = str(plat.get("os") or ("windows" if sys.platform == "win32" else
@@ -117,7 +118,7 @@ def target_os(facts: Mapping[str, Any]) -> str:
     return os_name
 
 
-def tools_from_facts(facts: Mapping[str, Any]) -> dict[str, str | None]:
+def tools_from_facts(facts: Facts) -> dict[str, str | None]:
     """The tools a facts document shows (the doctor does not look at PATH): its conda and interpreters."""
     tools: dict[str, str | None] = {"uv": None, "rattler": "embedded" if sys.version_info >= (3, 10) else None}
     for t in CONDA_TOOLS:
@@ -228,13 +229,13 @@ def candidate_recipes(kb: KnowledgeBase, v: Version, os_name: str) -> list[Recip
     return recipes
 
 
-def _system_cuda_matches(facts: Mapping[str, Any], cuda: str, v: Version) -> bool:
+def _system_cuda_matches(facts: Facts, cuda: str, v: Version) -> bool:
     from tfgpu.verdict import Machine, _system_cuda_matches
 
     return _system_cuda_matches(Machine.from_facts(facts), cuda, v) is not None
 
 
-def kb_order(kb: KnowledgeBase, facts: Mapping[str, Any], v: Version, os_name: str,
+def kb_order(kb: KnowledgeBase, facts: Facts, v: Version, os_name: str,
              recipes: Sequence[Recipe]) -> list[Recipe]:
     """The order without a verdict to go by: the pip recipe that brings its own CUDA (one that needs the
     system's CUDA only when that CUDA is installed, or when no conda recipe exists), then the conda
@@ -247,7 +248,7 @@ def kb_order(kb: KnowledgeBase, facts: Mapping[str, Any], v: Version, os_name: s
     return first + condas + [r for r in pips if r not in first]
 
 
-def ranked_recipes(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict | None,
+def ranked_recipes(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None,
                    v: Version, os_name: str) -> list[Recipe]:
     """The verdict's viable recipes in its order, then every other recipe in :func:`kb_order`. When the
     verdict says the release will work here, a conda recipe whose channel does not carry the release is
@@ -309,7 +310,7 @@ def _reason(runner: Runner, tool: str, recipe: Recipe, ctx: Context, prefs: Pref
     return f"{why}: conda recipe {recipe.id}, run with {tool}"
 
 
-def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict | None, v: Version, os_name: str,
+def _choose_one(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, v: Version, os_name: str,
                 tools: Mapping[str, str | None], prefs: Preferences) -> Choice:
     if prefs.backend not in BACKENDS:
         msg = f"unknown backend {prefs.backend!r}"
@@ -376,7 +377,7 @@ def _recipe_context(kb: KnowledgeBase, ctx: Context, recipe: Recipe) -> Context:
     return replace(ctx, wheel_pythons=tuple(p for p in ctx.wheel_pythons if p in limit.python))
 
 
-def choose(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict | None, v: Version, os_name: str,
+def choose(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, v: Version, os_name: str,
            tools: Mapping[str, str | None], prefs: Preferences) -> tuple[Choice, str]:
     """The recipe and runner for TensorFlow ``v``, and a note when the config's preferred backend could not
     be used. ``verdict`` is the target's verdict judged with ``prefs.backend`` (None: the knowledge base's
@@ -399,7 +400,7 @@ def choose(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict |
 # --------------------------------------------------------------------------- the doctor's recipes
 
 
-def choose_for_target(kb: KnowledgeBase, facts: Mapping[str, Any], tv: TargetVerdict,
+def choose_for_target(kb: KnowledgeBase, facts: Facts, tv: TargetVerdict,
                       tools: Mapping[str, str | None], prefs: Preferences) -> Choice | None:
     """What `tfgpu plan --tf RELEASE` chooses for a judged target (None: nothing can build it here)."""
     os_name = target_os(facts)
@@ -410,7 +411,7 @@ def choose_for_target(kb: KnowledgeBase, facts: Mapping[str, Any], tv: TargetVer
         return None
 
 
-def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Mapping[str, Any],
+def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Facts,
                  tools: Mapping[str, str | None] | None = None, prefs: Preferences | None = None) -> DoctorResult:
     """The doctor's per-target recipes and its recommendation, as `tfgpu plan` would build them: each
     target that is not blocked names the recipe and backend :func:`choose` picks, and ``recipe_id``."""

@@ -17,6 +17,7 @@ from packaging.version import Version
 
 from tfgpu._record import record
 from tfgpu.compat import ContainerImage, KnowledgeBase, container_images, ngc_images, version
+from tfgpu.facts import as_facts
 from tfgpu.options import CONTAINER_RUNTIMES  # the one table of backends and runtimes
 
 if TYPE_CHECKING:
@@ -302,7 +303,7 @@ def plan_container(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, *, back
     from tfgpu.plan import Plan, Step
     from tfgpu.verdict import Machine, resolve_version
 
-    m = Machine.from_facts(facts)
+    m = Machine.from_facts(as_facts(facts))
     v = resolve_version(kb, tf, m)
     runtime = runtime_name(backend, facts)
     if image_ref is not None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfgpu import options as _options
 from tfgpu.errors import UsageError
+from tfgpu.facts import as_facts
 from tfgpu.options import SHARED
 
 if TYPE_CHECKING:
@@ -145,8 +146,8 @@ def doctor_result(facts: dict[str, Any], kb: KnowledgeBase, *, tf: str | None = 
     from tfgpu.choose import Preferences, with_choices
     from tfgpu.verdict import diagnose
 
-    result = diagnose(facts, kb, tf=tf, backend=backend)
-    return with_choices(result, kb, facts, tools, Preferences(backend=backend, prefer=prefer,
+    result = diagnose(as_facts(facts), kb, tf=tf, backend=backend)
+    return with_choices(result, kb, as_facts(facts), tools, Preferences(backend=backend, prefer=prefer,
                                                                   prefer_source=prefer_source))
 
 

@@ -13,11 +13,45 @@ import re
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from tfgpu.errors import InputError, UsageError
 
 SCHEMA = "tfgpu.facts/1"
+
+
+class Facts(TypedDict, total=False):
+    """The sections of a facts document (tfgpu.facts/1, src/tfgpu/schemas/facts.schema.json) that the
+    verdict, the chooser and the planner read. Every section may be absent: a facts file from a bug
+    report holds what its machine could tell. Sections stay plain JSON objects (their fields are the
+    schema's); this names which sections exist and what kind of value each one is."""
+
+    schema: str
+    platform: dict[str, Any]
+    cpu: dict[str, Any]
+    python: dict[str, Any] | None
+    driver: dict[str, Any] | None
+    gpus: list[dict[str, Any]] | None
+    cuda_toolkits: list[dict[str, Any]]
+    cudnn: list[dict[str, Any]]
+    conda: dict[str, Any] | None
+    env: dict[str, Any]
+    tensorflow: dict[str, Any] | None
+    pip_nvidia: list[dict[str, Any]]
+    lspci_nvidia: list[dict[str, Any]] | None
+    containers: dict[str, Any]
+    notes: list[str]
+    overrides: dict[str, Any]
+    provenance: dict[str, Any]
+    timings: dict[str, Any]
+    errors: list[Any]
+
+
+def as_facts(doc: Mapping[str, Any]) -> Facts:
+    """A facts document as the typed sections the verdict, the chooser and the planner read. No copy and
+    no check here: a document is checked where it enters (the probes build it; ``load_facts_file``
+    validates a file against the schema)."""
+    return cast("Facts", doc)
 #: A facts document is a few kB (a doctor report with 64 GPUs well under 1 MB); refuse anything this big.
 MAX_FACTS_BYTES = 16 * 1024 * 1024
 

@@ -21,6 +21,7 @@ from packaging.version import Version
 from tfgpu._record import record
 from tfgpu.compat import KnowledgeBase, container_images, ngc_images, version
 from tfgpu.errors import InputError
+from tfgpu.facts import as_facts
 from tfgpu.verdict import ERROR, FAIL, PASS, SKIP, WARN, Check, Machine
 
 SCHEMA = "tfgpu.lint/1"
@@ -562,7 +563,7 @@ def read_input(path: str) -> str:
 
 def lint_paths(paths: Sequence[str], kb: KnowledgeBase, facts: Mapping[str, Any] | None) -> dict[str, Any]:
     """The lint document (tfgpu.lint/1) for ``paths``; raises InputError (exit 2) on unreadable input."""
-    m = Machine.from_facts(facts) if facts else None
+    m = Machine.from_facts(as_facts(facts)) if facts else None
     files = []
     for path in paths:
         text = read_input(path)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfgpu._record import field, record
 from tfgpu.errors import StepFailed, UsageError
+from tfgpu.facts import as_facts
 from tfgpu.lockfile import (
     LOCK_PLATFORMS,
     PLATFORM_OS,
@@ -77,7 +78,7 @@ def lock_target(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, platform: 
     tools["rattler"] = tools.get("rattler", "embedded") or "embedded"  # the lock is solved here, not run
 
     def planned(with_tools: Mapping[str, str | None]) -> Any:
-        return plan_environment(kb, facts_for_platform(facts, platform), tf=tf,
+        return plan_environment(kb, as_facts(facts_for_platform(facts, platform)), tf=tf,
                                 backend="rattler" if backend == "conda" else backend, python=python,
                                 tools=with_tools, channels=channels, home="~", engine_python="python", prefer=prefer)
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from tfgpu._record import field, record
+from tfgpu.facts import as_facts
 
 
 @record
@@ -118,7 +119,7 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
     verdict: dict[str, Any] | None = None
     try:
         # a lock fixes the backend: judge the conda (rattler) or pip route it takes
-        verdict = judge_target(facts, load_kb(), tf, backend=lock_plan.backend if lock_plan is not None else req.backend)
+        verdict = judge_target(as_facts(facts), load_kb(), tf, backend=lock_plan.backend if lock_plan is not None else req.backend)
     except UsageError:
         if lock_plan is None:
             raise
@@ -223,7 +224,7 @@ def build_plan(
                         (index_url or "", "--index-url"), (os.environ.get("TFGPU_PIP_INDEX_URL", ""),
                                                            "TFGPU_PIP_INDEX_URL")]:
         check_text(value, what)
-    tf, notes = resolve_target(kb, facts, tf, backend=backend)
+    tf, notes = resolve_target(kb, as_facts(facts), tf, backend=backend)
     if name is not None and prefix is not None:
         from tfgpu.errors import UsageError
 
@@ -239,7 +240,7 @@ def build_plan(
             envs_dir = detect_conda_envs_dir(tool, str(tools[tool]))
     index_url = index_url or os.environ.get("TFGPU_PIP_INDEX_URL") or None
     plan = plan_environment(
-        kb, facts, tf=tf, backend=backend, name=name, prefix=prefix, python=python, tools=tools,
+        kb, as_facts(facts), tf=tf, backend=backend, name=name, prefix=prefix, python=python, tools=tools,
         channels=channels, home=str(home()), conda_envs_dir=envs_dir, index_url=index_url,
         find_links=find_links, offline=offline, engine_python=sys.executable,
         channels_source=channels_source, prefer=config.prefer, prefer_source=config.source,
@@ -289,7 +290,7 @@ def build_lock_plan(
         platform = current_platform()
     index_url = index_url or os.environ.get("TFGPU_PIP_INDEX_URL") or None
     return plan_from_lock(
-        load_kb(), facts, lock, platform=platform or "", name=name, prefix=prefix, tools=detect_tools(facts),
+        load_kb(), as_facts(facts), lock, platform=platform or "", name=name, prefix=prefix, tools=detect_tools(facts),
         home=str(home()), engine_python=sys.executable, index_url=index_url, find_links=find_links, offline=offline,
     )
 

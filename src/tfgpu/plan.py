@@ -25,6 +25,7 @@ from tfgpu.steps import Step as Step  # re-exported: plans are made of steps
 
 if TYPE_CHECKING:
     from tfgpu.compat import KnowledgeBase
+    from tfgpu.facts import Facts
     from tfgpu.verdict import TargetVerdict
 
 PLAN_SCHEMA = "tfgpu.plan/1"
@@ -141,7 +142,7 @@ def pins_for(tf: Version) -> list[Pin]:
     return [p for p in load_pins() if tf in p.tf]
 
 
-def small_gpu(facts: Mapping[str, Any]) -> bool:
+def small_gpu(facts: Facts) -> bool:
     for gpu in facts.get("gpus") or []:
         mem = gpu.get("memory_mib") if isinstance(gpu, Mapping) else None
         if isinstance(mem, (int, float)) and 0 < mem <= SMALL_GPU_MIB:
@@ -158,7 +159,7 @@ def _recipe_parts(packages: str) -> tuple[str, str]:
     return conda_part.strip(), pip_part.strip()
 
 
-def _interpreters(facts: Mapping[str, Any], tools: Mapping[str, str | None]) -> dict[str, str]:
+def _interpreters(facts: Facts, tools: Mapping[str, str | None]) -> dict[str, str]:
     from tfgpu.choose import interpreters
 
     return interpreters(facts, tools)
@@ -210,7 +211,7 @@ def _venv_nvidia_snippet(python: str) -> str:
     )
 
 
-def activation_lines(recipe: Any, facts: Mapping[str, Any], *, conda_like: bool, os_name: str) -> tuple[list[str], list[str]]:
+def activation_lines(recipe: Any, facts: Facts, *, conda_like: bool, os_name: str) -> tuple[list[str], list[str]]:
     """The NAME=VALUE lines an environment's activation sets (recipe + small-GPU memory growth), and notes."""
     lines: list[str] = []
     notes: list[str] = []
@@ -279,7 +280,7 @@ def anaconda_tos_note(kb: KnowledgeBase, v: Version | None, os_name: str, channe
 # --------------------------------------------------------------------------- the planner
 
 
-def resolve_target(kb: KnowledgeBase, facts: Mapping[str, Any], spec: str, *, backend: str = "auto") -> tuple[str, list[str]]:
+def resolve_target(kb: KnowledgeBase, facts: Facts, spec: str, *, backend: str = "auto") -> tuple[str, list[str]]:
     """What --tf means for plan, create and lock: ``latest`` is the release the doctor recommends here
     (tfgpu.verdict.resolve_latest); a release or a series is returned as given (the planner picks a series'
     release by its verdict). Returns (target, notes). Raises NotReady when ``latest`` has nothing that will
@@ -299,7 +300,7 @@ def resolve_target(kb: KnowledgeBase, facts: Mapping[str, Any], spec: str, *, ba
                             f"{rec.get('verdict', 'ready')}"]
 
 
-def judge_for_plan(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, *, backend: str) -> TargetVerdict | None:
+def judge_for_plan(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str) -> TargetVerdict | None:
     """The target's verdict as the doctor judges it (a release as is; a series by its best release), or None
     when the knowledge base cannot place the target here (the planner then says why)."""
     from tfgpu.verdict import Machine, judge_requested
@@ -312,7 +313,7 @@ def judge_for_plan(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, *, back
 
 def plan_environment(
     kb: KnowledgeBase,
-    facts: Mapping[str, Any],
+    facts: Facts,
     *,
     tf: str,
     backend: str = "auto",
@@ -629,7 +630,7 @@ def _pip_hash_req(p: LockedPkg) -> str:
 
 def plan_from_lock(
     kb: KnowledgeBase,
-    facts: Mapping[str, Any],
+    facts: Facts,
     lock: LockInfo,
     *,
     platform: str,
@@ -743,7 +744,7 @@ def plan_from_lock(
 
 
 def _plan_pip_lock(
-    kb: KnowledgeBase, facts: Mapping[str, Any], lock: LockInfo, *, name: str | None, prefix: str | None,
+    kb: KnowledgeBase, facts: Facts, lock: LockInfo, *, name: str | None, prefix: str | None,
     tools: Mapping[str, str | None], home: str, index_url: str | None, find_links: Sequence[str], offline: bool,
 ) -> Plan:
     os_name = target_os(facts)

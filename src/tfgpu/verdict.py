@@ -22,6 +22,7 @@ from tfgpu.versions import normalize_cuda, series_of, version
 
 if TYPE_CHECKING:
     from tfgpu.compat import ArchTargets, KnowledgeBase, Recipe, Release
+    from tfgpu.facts import Facts
 
 PASS, WARN, FAIL, SKIP, ERROR = "pass", "warn", "fail", "skip", "error"
 READY, CAVEATS, BLOCKED = "ready", "caveats", "blocked"
@@ -165,7 +166,7 @@ class Machine:
     cudnns_known: bool = True
 
     @classmethod
-    def from_facts(cls, facts: Mapping[str, Any]) -> Machine:
+    def from_facts(cls, facts: Facts) -> Machine:
         plat = facts.get("platform") or {}
         raw_os = str(plat.get("os") or "").lower() or None
         wsl = plat.get("wsl")
@@ -177,6 +178,7 @@ class Machine:
         else:
             os_name = raw_os
         cpu = facts.get("cpu") or {}
+        conda = facts.get("conda")
         drv = facts.get("driver") if "driver" in facts else None
         drv = drv or {}
         gpus_raw = facts.get("gpus") if "gpus" in facts else None
@@ -212,7 +214,7 @@ class Machine:
             ld_library_path=env.get("LD_LIBRARY_PATH"),
             toolkits=tuple(facts.get("cuda_toolkits") or ()), cudnns=tuple(facts.get("cudnn") or ()),
             pythons=pythons,
-            conda=facts["conda"] if isinstance(facts.get("conda"), dict) and facts["conda"].get("kind") else None,
+            conda=conda if isinstance(conda, dict) and conda.get("kind") else None,
             tensorflow=tuple(tf) if isinstance(tf, list) else None,
             arch=str(plat.get("arch") or "").strip().lower() or None,
             l4t=str(plat["jetson"].get("l4t") or "") or None if isinstance(plat.get("jetson"), dict) else None,
@@ -859,7 +861,7 @@ def _recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) ->
     return any(r.channel in same for r in rows)
 
 
-def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, backend: str = "auto",
+def judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str = "auto",
                   machine: Machine | None = None) -> TargetVerdict:
     """The verdict for one exact release on this machine."""
     m = machine or Machine.from_facts(facts)
@@ -1080,7 +1082,7 @@ def resolve_version(kb: KnowledgeBase, tf: str, m: Machine) -> Version:
         return kb.resolve_tf(tf, "linux")
 
 
-def judge_requested(facts: Mapping[str, Any], kb: KnowledgeBase, tf: str, *, backend: str = "auto",
+def judge_requested(facts: Facts, kb: KnowledgeBase, tf: str, *, backend: str = "auto",
                     machine: Machine | None = None) -> TargetVerdict:
     """A release is judged as is; a series ("2.2") by its newest release that can work here."""
     m = machine or Machine.from_facts(facts)
@@ -1091,7 +1093,7 @@ def judge_requested(facts: Mapping[str, Any], kb: KnowledgeBase, tf: str, *, bac
     return judge_release(facts, kb, v, backend=backend, machine=m)
 
 
-def resolve_latest(facts: Mapping[str, Any], kb: KnowledgeBase, *, backend: str = "auto",
+def resolve_latest(facts: Facts, kb: KnowledgeBase, *, backend: str = "auto",
                    machine: Machine | None = None) -> tuple[str, dict[str, Any] | None]:
     """What ``latest`` means, everywhere (doctor, plan, create, lock): the release the doctor recommends here,
     and that recommendation; when nothing will use a GPU, the newest GPU series and None (its verdict says why)."""
@@ -1100,7 +1102,7 @@ def resolve_latest(facts: Mapping[str, Any], kb: KnowledgeBase, *, backend: str 
     return (str(rec["tf"]), rec) if rec else (kb.series(m.tf_os)[0], None)
 
 
-def judge_target(facts: Mapping[str, Any], kb: KnowledgeBase, tf: str, *, backend: str = "auto") -> dict[str, Any]:
+def judge_target(facts: Facts, kb: KnowledgeBase, tf: str, *, backend: str = "auto") -> dict[str, Any]:
     """A release, a series or ``latest`` -> the target's verdict as a JSON-ready dict."""
     m = Machine.from_facts(facts)
     if tf == "latest":
@@ -1110,7 +1112,7 @@ def judge_target(facts: Mapping[str, Any], kb: KnowledgeBase, tf: str, *, backen
     return out
 
 
-def judge_series(facts: Mapping[str, Any], kb: KnowledgeBase, *, backend: str = "auto",
+def judge_series(facts: Facts, kb: KnowledgeBase, *, backend: str = "auto",
                  machine: Machine | None = None) -> list[TargetVerdict]:
     """A verdict for the newest release of every 2.x series and the last 1.x, newest first."""
     m = machine or Machine.from_facts(facts)
@@ -1134,7 +1136,7 @@ def warm_up(kb: KnowledgeBase, os: str = "linux") -> None:
     judge_series({"platform": {"os": "linux", "wsl": 2} if os == "wsl2" else {"os": os}}, kb)
 
 
-def judge_newest_workable(facts: Mapping[str, Any], kb: KnowledgeBase, releases: list[Version], *,
+def judge_newest_workable(facts: Facts, kb: KnowledgeBase, releases: list[Version], *,
                           backend: str = "auto", machine: Machine | None = None) -> TargetVerdict:
     """A series by every one of its releases (newest first): the newest that is ready, else the newest with
     caveats, else the newest's verdict. An older patch release can be the better one: conda channels may
@@ -1171,7 +1173,7 @@ def create_command(tv: TargetVerdict, machine: Machine | None = None) -> str:
     return cmd
 
 
-def recommend(facts: Mapping[str, Any], kb: KnowledgeBase, verdicts: list[TargetVerdict] | None = None,
+def recommend(facts: Facts, kb: KnowledgeBase, verdicts: list[TargetVerdict] | None = None,
               machine: Machine | None = None) -> dict[str, Any] | None:
     """The newest release that will use the GPU here: ready first, else the newest with caveats."""
     verdicts = verdicts if verdicts is not None else judge_series(facts, kb)
@@ -1212,7 +1214,7 @@ class DoctorResult:
         return 0
 
 
-def diagnose(facts: Mapping[str, Any], kb: KnowledgeBase, *, tf: str | None = None, backend: str = "auto") -> DoctorResult:
+def diagnose(facts: Facts, kb: KnowledgeBase, *, tf: str | None = None, backend: str = "auto") -> DoctorResult:
     """Everything `tfgpu doctor` says, as data."""
     m = Machine.from_facts(facts)
     checks = machine_checks(m, kb)

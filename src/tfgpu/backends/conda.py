@@ -12,6 +12,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tfgpu.facts import as_facts
 from tfgpu.steps import Step
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ def rattler_create_steps(
     if "driver" in facts:  # the facts know the driver: the engine child does not probe the machine again
         from tfgpu.verdict import Machine
 
-        m = Machine.from_facts(facts)
+        m = Machine.from_facts(as_facts(facts))
         known = m.driver_cuda_version(kb) if m.driver is not None else None
         argv += ["--driver-cuda", str(known) if known else "none"]
     if cuda:

@@ -7,6 +7,7 @@ from typing import Any, List, Optional  # noqa: UP035 - typer needs typing.List 
 
 import typer
 
+from tfgpu.facts import as_facts
 from tfgpu.options import overrides, typer_option
 
 
@@ -73,7 +74,7 @@ def run_lock(
     facts = facts or {}
     config = load_config()
     tools = detect_tools(facts)
-    tf, resolve_notes = resolve_target(kb, facts, tf, backend=backend)
+    tf, resolve_notes = resolve_target(kb, as_facts(facts), tf, backend=backend)
     pip_target = None
     if backend == "auto":  # the planner's choice for the first platform decides the kind of lock
         first = locking.lock_target(kb, facts, tf, platforms[0], python=python, channels=channels, tools=tools,

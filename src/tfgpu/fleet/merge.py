@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tfgpu import __version__
+from tfgpu.facts import as_facts
 
 SCHEMA = "tfgpu.fleet/1"
 DOCTOR_SCHEMA = "tfgpu.doctor/1"
@@ -403,7 +404,7 @@ def _doctor_judge(kb: Any) -> Callable[[Mapping[str, Any], str | None], dict[str
     from tfgpu.verdict import diagnose
 
     def judge(facts: Mapping[str, Any], tf: str | None) -> dict[str, Any]:
-        return report.doctor_document(facts, diagnose(facts, kb, tf=tf), data_version=kb.data_version)
+        return report.doctor_document(facts, diagnose(as_facts(facts), kb, tf=tf), data_version=kb.data_version)
 
     return judge
 
