@@ -197,7 +197,7 @@ def test_system_cuda_match_keeps_the_pip_recipe_for_old_tf() -> None:
     f = facts_for("linux", ["3.8"], cuda_toolkits=["10.1"])
     plan = plan_environment(KB, f, tf="2.2.0", tools=TOOLS_ALL, home=HOME)
     assert plan.recipe_id == "pip-system-cuda"
-    assert plan.pip_requirements == ("tensorflow==2.2.0", "numpy<2", "protobuf<3.20")
+    assert plan.pip_requirements == ("tensorflow==2.2.0", "numpy<1.19", "protobuf<3.20")  # compat/pins.toml
     assert any("system's CUDA 10.1" in n for n in plan.notes)
 
 

@@ -103,6 +103,16 @@ def interpreters(facts: Mapping[str, Any], tools: Mapping[str, str | None]) -> d
     return found
 
 
+def target_os(facts: Mapping[str, Any]) -> str:
+    """linux | wsl2 | windows | macos, from the facts' platform section (unknown -> this host)."""
+    plat = facts.get("platform") or {}
+    os_name = str(plat.get("os") or ("windows" if sys.platform == "win32" else
+                                     "macos" if sys.platform == "darwin" else "linux"))
+    if os_name == "linux" and plat.get("wsl") == 2:
+        return "wsl2"
+    return os_name
+
+
 def tools_from_facts(facts: Mapping[str, Any]) -> dict[str, str | None]:
     """The tools a facts document shows (the doctor does not look at PATH): its conda and interpreters."""
     tools: dict[str, str | None] = {"uv": None, "rattler": "embedded" if sys.version_info >= (3, 10) else None}
@@ -365,17 +375,13 @@ def choose(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict |
 # --------------------------------------------------------------------------- the doctor's recipes
 
 
-def target_os(facts: Mapping[str, Any]) -> str:
-    from tfgpu.plan import target_os as plan_target_os
-
-    return plan_target_os(facts)
-
-
 def choose_for_target(kb: KnowledgeBase, facts: Mapping[str, Any], tv: TargetVerdict,
                       tools: Mapping[str, str | None], prefs: Preferences) -> Choice | None:
     """What `tfgpu plan --tf RELEASE` chooses for a judged target (None: nothing can build it here)."""
+    os_name = target_os(facts)
     try:
-        return choose(kb, facts, tv, Version(tv.tf), target_os(facts), tools, prefs)[0]
+        v = kb.resolve_tf(tv.tf, os=os_name)  # as the planner resolves it: a release this OS lacks is refused
+        return choose(kb, facts, tv, v, os_name, tools, prefs)[0]
     except (UsageError, InvalidVersion):
         return None
 

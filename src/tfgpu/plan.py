@@ -16,14 +16,14 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from tfgpu._record import field, record
+from tfgpu.choose import BACKENDS as BACKENDS  # re-exported: the values --backend takes
+from tfgpu.choose import CONDA_TOOLS as CONDA_TOOLS
+from tfgpu.choose import target_os as target_os
 from tfgpu.compat import Pin, VersionSpec, load_pins, pin_source_urls
 from tfgpu.errors import UsageError
+from tfgpu.steps import Step as Step  # re-exported: plans are made of steps
 
 PLAN_SCHEMA = "tfgpu.plan/1"
-BACKENDS = ("auto", "pip", "conda", "rattler")
-
-#: conda executables in the order tfgpu prefers them (issue 7: mamba, micromamba or conda).
-CONDA_TOOLS = ("mamba", "micromamba", "conda")  # = tfgpu.choose.CONDA_TOOLS (kept here: planning stays import-light)
 
 #: GPUs with at most this much memory get TF_FORCE_GPU_ALLOW_GROWTH=true: TensorFlow maps nearly all GPU
 #: memory by default and the seeds' 2 GB MX150 / GTX 1080 failed with cuDNN errors until memory growth
@@ -49,28 +49,6 @@ _ANACONDA_URL = re.compile(r"^https?://(repo\.anaconda\.com/|conda\.anaconda\.or
 
 
 @record
-class Step:
-    """One step: a program to run (argv) or a file to write, and why it is there."""
-
-    argv: tuple[str, ...]
-    why: str
-    env: tuple[tuple[str, str], ...] = ()
-    kind: str = "run"  # "run" | "write-file" | "append-file"
-    path: str | None = None
-    content: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "why": self.why}
-        if self.kind == "run":
-            out["argv"] = list(self.argv)
-            out["env"] = dict(self.env)
-        else:
-            out["path"] = self.path
-            out["content"] = self.content
-        return out
-
-
-@record
 class Plan:
     tf: str
     backend: str  # pip | conda | rattler
@@ -90,6 +68,7 @@ class Plan:
     pip_requirements: tuple[str, ...] = ()
     env_python: str = ""  # the new environment's interpreter
     conda_named: bool = False  # created with `-n NAME` in conda's envs directory
+    verdict: str = ""  # the target's verdict here, as the doctor judges it ("" = not judged: from a lock)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -104,6 +83,7 @@ class Plan:
             "python": self.python,
             "env_python": self.env_python,
             "recipe_id": self.recipe_id,
+            "verdict": self.verdict,
             "channels": list(self.channels),
             "conda_specs": list(self.conda_specs),
             "pip_requirements": list(self.pip_requirements),
@@ -126,16 +106,6 @@ def check_name(name: str) -> str:
         raise UsageError(msg, hint="use letters, digits, '.', '_' or '-', starting with a letter or digit, "
                                    "at most 64 characters, no '..'")
     return name
-
-
-def target_os(facts: Mapping[str, Any]) -> str:
-    """linux | wsl2 | windows | macos, from the facts' platform section (unknown -> this host)."""
-    plat = facts.get("platform") or {}
-    os_name = str(plat.get("os") or ("windows" if sys.platform == "win32" else
-                                     "macos" if sys.platform == "darwin" else "linux"))
-    if os_name == "linux" and plat.get("wsl") == 2:
-        return "wsl2"
-    return os_name
 
 
 def _xy(text: str) -> str:
@@ -301,6 +271,25 @@ def anaconda_tos_note(kb: Any, v: Version | None, os_name: str, channels: Sequen
 
 
 # --------------------------------------------------------------------------- the planner
+
+
+def resolve_target(kb: Any, facts: Mapping[str, Any], spec: str) -> tuple[str, list[str]]:
+    """What --tf means, everywhere (plan, create, lock): ``latest`` is the release the doctor recommends
+    here; a release or a series is returned as given (the planner picks a series' release by its verdict).
+    Returns (target, notes). Raises NotReady when ``latest`` has nothing that will use a GPU here."""
+    spec = spec.strip()
+    if spec != "latest":
+        return spec, []
+    from tfgpu.verdict import recommend
+
+    rec = recommend(facts, kb)
+    if rec is None:
+        from tfgpu.errors import NotReady
+
+        msg = "no TensorFlow release is ready to use a GPU on this machine"
+        raise NotReady(msg, hint="run `tfgpu doctor` to see why, or name a release with --tf")
+    return str(rec["tf"]), [f"latest: TensorFlow {rec['tf']} is the newest release the verdict engine calls "
+                            f"{rec.get('verdict', 'ready')}"]
 
 
 def judge_for_plan(kb: Any, facts: Mapping[str, Any], tf: str, *, backend: str) -> Any:
@@ -547,6 +536,7 @@ def plan_environment(
         recipe_id=recipe.id, sources=tuple(dict.fromkeys(s for s in sources if s)), tool=choice.tool,
         os=os_name, channels=tuple(chans), conda_specs=tuple(conda_specs), pip_requirements=tuple(pip_reqs),
         env_python=py_in_env, conda_named=conda_named,
+        verdict=verdict.verdict if verdict is not None and verdict.tf == tfs else "",
     )
 
 

@@ -13,12 +13,15 @@ Vocabulary (README, "Verdicts"):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
-from tfgpu._record import field, record
-from tfgpu.compat import ArchTargets, KnowledgeBase, Recipe, Release, normalize_cuda, series_of, version
+from tfgpu._record import field, record, replace
+from tfgpu.versions import normalize_cuda, series_of, version
+
+if TYPE_CHECKING:
+    from tfgpu.compat import ArchTargets, KnowledgeBase, Recipe, Release
 
 PASS, WARN, FAIL, SKIP, ERROR = "pass", "warn", "fail", "skip", "error"
 READY, CAVEATS, BLOCKED = "ready", "caveats", "blocked"
@@ -711,22 +714,20 @@ def _no_wheel_fix(kb: KnowledgeBase, cc: Version, cc_text: str, os: str) -> str:
 
 def _conda_forge_release_supporting(kb: KnowledgeBase, cc: Version, os: str) -> str | None:
     """The newest conda-forge TensorFlow whose CUDA and GPU code both cover ``cc`` (None: none does)."""
-    key = ("conda_forge_supporting", f"{cc}/{os}")
-    memo = kb._memo
-    if key not in memo:
-        found = None
-        if os == "linux":
-            for r in kb.conda_forge_tf_builds():
-                t = kb.toolkit(r.cuda)
-                archs = kb.archs_for(r.version, "linux", "conda-forge", r.cuda)
-                if not (t and t.cc_max and _cc(t.cc_max).major >= cc.major and archs and archs.build == "conda-forge"):
-                    continue
-                if any(_cc(s).major == cc.major and _cc(s) <= cc for s in archs.sass):
-                    found = str(r.version)
-                    break
-        memo[key] = found
-    result: str | None = memo[key]
-    return result
+
+    def find() -> str | None:
+        if os != "linux":
+            return None
+        for r in kb.conda_forge_tf_builds():
+            t = kb.toolkit(r.cuda)
+            archs = kb.archs_for(r.version, "linux", "conda-forge", r.cuda)
+            if not (t and t.cc_max and _cc(t.cc_max).major >= cc.major and archs and archs.build == "conda-forge"):
+                continue
+            if any(_cc(s).major == cc.major and _cc(s) <= cc for s in archs.sass):
+                return str(r.version)
+        return None
+
+    return kb.derived("conda_forge_supporting", f"{cc}/{os}", find)
 
 
 def _libs_cuda(kb: KnowledgeBase, v: Version, cuda: str, os: str) -> str:
@@ -741,12 +742,7 @@ def _libs_cuda(kb: KnowledgeBase, v: Version, cuda: str, os: str) -> str:
 
 
 def _first_series_supporting(kb: KnowledgeBase, cc: Version, os: str) -> str | None:
-    key = ("first_series_supporting", f"{cc}/{os}")
-    memo = kb._memo
-    if key not in memo:
-        memo[key] = _find_first_series_supporting(kb, cc, os)
-    result: str | None = memo[key]
-    return result
+    return kb.derived("first_series_supporting", f"{cc}/{os}", lambda: _find_first_series_supporting(kb, cc, os))
 
 
 def _find_first_series_supporting(kb: KnowledgeBase, cc: Version, os: str) -> str | None:
@@ -1050,18 +1046,29 @@ def warm_up(kb: KnowledgeBase, os: str = "linux") -> None:
 
 def judge_newest_workable(facts: Mapping[str, Any], kb: KnowledgeBase, releases: list[Version], *,
                           backend: str = "auto", machine: Machine | None = None) -> TargetVerdict:
-    """The newest release of a series that is not blocked (conda channels may only have an older
-    patch release, e.g. Anaconda's tensorflow-gpu 2.2.0 but no 2.2.3); else the newest's verdict."""
-    first = None
+    """A series by every one of its releases (newest first): the newest that is ready, else the newest with
+    caveats, else the newest's verdict. An older patch release can be the better one: conda channels may
+    only have it (Anaconda's tensorflow-gpu 2.2.0 but no 2.2.3), or conda-forge built it for an older CUDA
+    (2.9.1 for CUDA 11.0, which driver 450.80.02 runs; 2.9.3 needs 11.2). When the pick is not the newest
+    release, a mitigated ``tf.patch`` caveat says why."""
+    judged: list[TargetVerdict] = []
     for v in releases:
         tv = judge_release(facts, kb, v, backend=backend, machine=machine)
-        if tv.verdict != BLOCKED:
-            return tv
-        first = first or tv
-        if any(b.check in MACHINE_BLOCKERS for b in tv.blockers):
+        judged.append(tv)
+        if tv.verdict == READY:
+            break  # nothing older can be better
+        if tv.verdict == BLOCKED and any(b.check in MACHINE_BLOCKERS for b in tv.blockers):
             break  # the machine blocks every release alike: no older patch release can help
-    assert first is not None
-    return first
+    best = next((t for t in judged if t.verdict == READY), None) or next(
+        (t for t in judged if t.verdict == CAVEATS), None) or judged[0]
+    newest = judged[0]
+    if best is newest:
+        return best
+    why = (newest.blockers or newest.caveats or (Finding("", "it is not ready here"),))[0]
+    return replace(best, caveats=(*best.caveats, Finding(
+        "tf.patch", f"TensorFlow {newest.tf}, the newest {series_of(version(newest.tf))} release, is {newest.verdict} "
+        f"here ({why.summary}); {best.tf} is the newest release of the series that is {best.verdict}",
+        fix=why.fix, mitigated_by=f"tfgpu recommends {best.tf}")))
 
 
 def create_command(tv: TargetVerdict, machine: Machine | None = None) -> str:

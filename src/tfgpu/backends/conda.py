@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tfgpu.plan import Step
+from tfgpu.steps import Step
 
 #: Channels as Anaconda's `defaults` multichannel is named by tools that do not know `defaults`.
 _DEFAULTS_FOR = {"micromamba": "anaconda", "rattler": "anaconda"}
@@ -87,6 +87,12 @@ def rattler_create_steps(
     driver = facts.get("driver") or {}
     cuda = driver.get("cuda") if isinstance(driver, Mapping) else None
     override = _cuda_override(specs, facts, kb, tf, os_name)
+    if "driver" in facts:  # the facts know the driver: the engine child does not probe the machine again
+        from tfgpu.verdict import Machine
+
+        m = Machine.from_facts(facts)
+        known = m.driver_cuda_version(kb) if m.driver is not None else None
+        argv += ["--driver-cuda", str(known) if known else "none"]
     if cuda:
         argv += ["--virtual-package", f"__cuda={cuda}"]
     elif override:

@@ -7,8 +7,9 @@ from typing import Any, Optional  # typer needs Optional at runtime on 3.9
 
 import typer
 
-_BACKEND_HELP = ("auto, pip (uv or python -m venv), conda (mamba/micromamba/conda) or rattler (embedded engine). "
-                 "auto tries the config file's \\[backends] prefer first.")
+from tfgpu.options import typer_option
+from tfgpu.pipeline import build_lock_plan, build_plan, check_target  # shared with scripts/verify_recipes.py
+
 _CHANNEL_HELP = ("conda channel name or URL (repeatable). Precedence: --channel, then `channels = [...]` in the "
                  "config file ($TFGPU_CONFIG, else ~/.config/tfgpu/config.toml), then the recipe's channels. "
                  "Anaconda's defaults/anaconda channels fall under Anaconda's Terms of Service; conda-forge does not.")
@@ -23,136 +24,14 @@ _CONFIG_EPILOG = (
 )
 
 
-def _facts(facts_file: str | None) -> dict[str, Any]:
-    import os
+def _facts(facts_file: str | None, driver: str | None = None, gpu_cc: str | None = None,
+           os_name: str | None = None) -> dict[str, Any]:
+    """The facts plan and create decide on: tfgpu.doctor.gather_facts, as for every command."""
+    from tfgpu.doctor import gather_facts
+    from tfgpu.options import overrides
 
-    if facts_file is not None:
-        from tfgpu.facts import load_facts_file
-
-        facts: dict[str, Any] = load_facts_file(facts_file)
-    else:
-        from tfgpu.probe import detect_facts
-
-        facts = detect_facts()
-    try:
-        from tfgpu.facts import apply_overrides, overrides_from_env
-
-        facts, _ = apply_overrides(facts, overrides_from_env(os.environ))
-    except ImportError:  # pragma: no cover - older facts module
-        pass
+    facts, _ = gather_facts(facts_file=facts_file, overrides=overrides(driver, gpu_cc, os_name))
     return facts
-
-
-def _resolve_latest(facts: dict[str, Any], kb: Any, notes: list[str]) -> str:
-    try:
-        from tfgpu.verdict import recommend
-    except ImportError:
-        from tfgpu.plan import target_os
-
-        notes.append("the verdict engine is not available: `latest` is the newest GPU series in the knowledge base")
-        return str(kb.series(target_os(facts))[0])
-    rec = recommend(facts, kb)
-    if rec is None:
-        from tfgpu.errors import NotReady
-
-        msg = "no TensorFlow release is ready to use a GPU on this machine"
-        raise NotReady(msg, hint="run `tfgpu doctor` to see why, or name a release with --tf")
-    notes.append(f"latest: TensorFlow {rec['tf']} is the newest release the verdict engine calls {rec.get('verdict', 'ready')}")
-    return str(rec["tf"])
-
-
-def build_plan(
-    *, tf: str, backend: str, name: str | None, prefix: str | None, python: str | None,
-    channels: list[str], facts: dict[str, Any], find_links: list[str], index_url: str | None, offline: bool,
-) -> Any:
-    """Read the config file and detect the installed tools (effects), then plan (pure)."""
-    import os
-
-    from tfgpu.backends.base import detect_conda_envs_dir, detect_tools
-    from tfgpu.backends.config import load_config
-    from tfgpu.compat import load_kb
-    from tfgpu.envs import check_prefix, home
-    from tfgpu.plan import CONDA_TOOLS, plan_environment
-
-    kb = load_kb()
-    config = load_config()
-    notes: list[str] = []
-    channels_source = "--channel"
-    if not channels and config.channels:
-        channels, channels_source = list(config.channels), config.source
-    if tf == "latest":
-        tf = _resolve_latest(facts, kb, notes)
-    if name is not None and prefix is not None:
-        from tfgpu.errors import UsageError
-
-        msg = "--name and --prefix are exclusive"
-        raise UsageError(msg, hint="pass one of them")
-    if prefix is not None:
-        prefix = str(check_prefix(prefix))
-    tools = detect_tools(facts)
-    envs_dir = None
-    if backend in ("auto", "conda") and prefix is None:
-        tool = next((t for t in CONDA_TOOLS if tools.get(t)), None)
-        if tool:
-            envs_dir = detect_conda_envs_dir(tool, str(tools[tool]))
-    index_url = index_url or os.environ.get("TFGPU_PIP_INDEX_URL") or None
-    plan = plan_environment(
-        kb, facts, tf=tf, backend=backend, name=name, prefix=prefix, python=python, tools=tools,
-        channels=channels, home=str(home()), conda_envs_dir=envs_dir, index_url=index_url,
-        find_links=find_links, offline=offline, engine_python=sys.executable,
-        channels_source=channels_source, prefer=config.prefer, prefer_source=config.source,
-    )
-    if notes:
-        from tfgpu._record import replace
-
-        plan = replace(plan, notes=tuple(notes) + plan.notes)
-    return plan
-
-
-def build_lock_plan(
-    *, from_lock: str, name: str | None, prefix: str | None, platform: str | None, facts: dict[str, Any],
-    find_links: list[str], index_url: str | None, offline: bool,
-) -> Any:
-    """Read and validate the lockfile and detect tools (effects), then plan exactly its packages (pure)."""
-    import os
-
-    from tfgpu.backends.base import detect_tools
-    from tfgpu.backends.lock import read_lock_info
-    from tfgpu.compat import load_kb
-    from tfgpu.envs import check_prefix, home
-    from tfgpu.errors import UsageError
-    from tfgpu.plan import plan_from_lock
-
-    if name is not None and prefix is not None:
-        msg = "--name and --prefix are exclusive"
-        raise UsageError(msg, hint="pass one of them")
-    lock = read_lock_info(from_lock)
-    if prefix is not None:
-        prefix = str(check_prefix(prefix))
-    if platform is None and lock.kind == "conda":
-        from tfgpu.engine import current_platform
-
-        platform = current_platform()
-    index_url = index_url or os.environ.get("TFGPU_PIP_INDEX_URL") or None
-    return plan_from_lock(
-        load_kb(), facts, lock, platform=platform or "", name=name, prefix=prefix, tools=detect_tools(facts),
-        home=str(home()), engine_python=sys.executable, index_url=index_url, find_links=find_links, offline=offline,
-    )
-
-
-def _check_target(tf: str | None, from_lock: str | None, *, backend: str, python: str | None,
-                  channels: list[str] | None) -> None:
-    from tfgpu.errors import UsageError
-
-    if (tf is None) == (from_lock is None):
-        msg = "pass --tf VERSION or --from-lock FILE" if tf is None else "--tf and --from-lock are exclusive"
-        raise UsageError(msg, hint="--tf plans a new environment; --from-lock rebuilds a locked one")
-    if from_lock is not None:
-        given = [o for o, bad in (("--backend", backend != "auto"), ("--python", python is not None),
-                                  ("--channel", bool(channels))) if bad]
-        if given:
-            msg = f"{', '.join(given)} cannot be used with --from-lock"
-            raise UsageError(msg, hint="the lockfile fixes the packages, their channels and Python")
 
 
 def _print_plan(plan: Any) -> None:
@@ -188,14 +67,17 @@ def plan_cmd(
     tf: Optional[str] = typer.Option(None, "--tf", help=_TF_HELP),
     from_lock: Optional[str] = typer.Option(None, "--from-lock", metavar="FILE", help=_FROM_LOCK_HELP),
     platform: Optional[str] = typer.Option(None, "--platform", help=_PLATFORM_HELP),
-    backend: str = typer.Option("auto", "--backend", help=_BACKEND_HELP),
+    backend: str = typer_option("backend"),
     name: Optional[str] = typer.Option(None, "--name", "-n", help="Environment name."),
     prefix: Optional[str] = typer.Option(None, "--prefix", "-p", help="Environment directory."),
     python: Optional[str] = typer.Option(None, "--python", help="Python X.Y for the environment."),
     channel: Optional[list[str]] = typer.Option(None, "--channel", "-c", help=_CHANNEL_HELP),  # noqa: B008
     json_out: bool = typer.Option(False, "--json", help='A versioned "tfgpu.plan/1" JSON document.'),
     fmt: Optional[str] = typer.Option(None, "--format", help="sh or environment.yml"),
-    facts_file: Optional[str] = typer.Option(None, "--facts", metavar="PATH", help="Read facts from a file."),
+    facts_file: Optional[str] = typer_option("facts"),
+    driver: Optional[str] = typer_option("driver"),
+    gpu_cc: Optional[str] = typer_option("gpu_cc"),
+    os_name: Optional[str] = typer_option("os"),
     find_links: Optional[list[str]] = typer.Option(None, "--find-links", help="Extra wheel directory/URL for pip (repeatable)."),  # noqa: B008
     index_url: Optional[str] = typer.Option(None, "--index-url", help="Package index for pip (env TFGPU_PIP_INDEX_URL)."),
     offline: bool = typer.Option(False, "--offline", help="pip/uv must not use the network; --from-lock: "
@@ -213,18 +95,18 @@ def plan_cmd(
     if json_out and fmt:
         msg = "--json and --format are exclusive"
         raise UsageError(msg, hint="pass one of them")
-    _check_target(tf, from_lock, backend=backend, python=python, channels=channel)
+    check_target(tf, from_lock, backend=backend, python=python, channels=channel)
     if from_lock is not None:
         from tfgpu.backends.lock import read_lock_info
 
         read_lock_info(from_lock)  # a bad lockfile is exit 2 before the machine is probed
         plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform,
-                               facts=_facts(facts_file), find_links=find_links or [], index_url=index_url,
+                               facts=_facts(facts_file, driver, gpu_cc, os_name), find_links=find_links or [], index_url=index_url,
                                offline=offline)
     else:
         assert tf is not None
         plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel or [],
-                          facts=_facts(facts_file), find_links=find_links or [], index_url=index_url, offline=offline)
+                          facts=_facts(facts_file, driver, gpu_cc, os_name), find_links=find_links or [], index_url=index_url, offline=offline)
     if json_out:
         from tfgpu import __version__
         from tfgpu.compat import data_version
@@ -248,7 +130,7 @@ def create_cmd(
     tf: Optional[str] = typer.Option(None, "--tf", help=_TF_HELP),
     from_lock: Optional[str] = typer.Option(None, "--from-lock", metavar="FILE", help=_FROM_LOCK_HELP),
     platform: Optional[str] = typer.Option(None, "--platform", help=_PLATFORM_HELP),
-    backend: str = typer.Option("auto", "--backend", help=_BACKEND_HELP),
+    backend: str = typer_option("backend"),
     name: Optional[str] = typer.Option(None, "--name", "-n", help="Environment name."),
     prefix: Optional[str] = typer.Option(None, "--prefix", "-p", help="Environment directory."),
     python: Optional[str] = typer.Option(None, "--python", help="Python X.Y for the environment."),
@@ -259,7 +141,10 @@ def create_cmd(
     no_smoke: bool = typer.Option(False, "--no-smoke", help="Skip the smoke test."),
     allow_cpu: bool = typer.Option(False, "--allow-cpu", help="A CPU-only smoke result is a success."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds each step may take."),
-    facts_file: Optional[str] = typer.Option(None, "--facts", metavar="PATH", help="Read facts from a file."),
+    facts_file: Optional[str] = typer_option("facts"),
+    driver: Optional[str] = typer_option("driver"),
+    gpu_cc: Optional[str] = typer_option("gpu_cc"),
+    os_name: Optional[str] = typer_option("os"),
     find_links: Optional[list[str]] = typer.Option(None, "--find-links", help="Extra wheel directory/URL for pip (repeatable)."),  # noqa: B008
     index_url: Optional[str] = typer.Option(None, "--index-url", help="Package index for pip (env TFGPU_PIP_INDEX_URL)."),
     offline: bool = typer.Option(False, "--offline", help="No network: pip/uv use only the given wheels; "
@@ -270,6 +155,7 @@ def create_cmd(
         tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel, dry_run=dry_run,
         yes=yes, force=force, no_smoke=no_smoke, allow_cpu=allow_cpu, timeout=timeout, facts_file=facts_file,
         find_links=find_links, index_url=index_url, offline=offline, from_lock=from_lock, platform=platform,
+        driver=driver, gpu_cc=gpu_cc, os_name=os_name,
     )
 
 
@@ -283,151 +169,77 @@ def run_create(
     force: bool = False, no_smoke: bool = False, allow_cpu: bool = False, timeout: float | None = None,
     facts_file: str | None = None, find_links: list[str] | None = None, index_url: str | None = None,
     offline: bool = False, from_lock: str | None = None, platform: str | None = None,
+    driver: str | None = None, gpu_cc: str | None = None, os_name: str | None = None,
 ) -> int:
-    from tfgpu.errors import NotReady, TfgpuError, UsageError
+    """Parse, call tfgpu.pipeline.create_environment, render."""
+    from tfgpu.pipeline import CreateRequest, create_environment, refuse_foreign_prefix
 
-    _check_target(tf, from_lock, backend=backend, python=python, channels=channels)
+    check_target(tf, from_lock, backend=backend, python=python, channels=channels)
     if from_lock is not None:  # a bad lockfile is exit 2 before the machine is probed
         from tfgpu.backends.lock import read_lock_info
 
         read_lock_info(from_lock)
-    if prefix is not None and force:  # a directory tfgpu did not make is refused before anything else
-        from tfgpu.envs import check_prefix
+    refuse_foreign_prefix(prefix, force)  # a directory tfgpu did not make is refused before anything else
+    request = CreateRequest(
+        tf=tf, facts=_facts(facts_file, driver, gpu_cc, os_name), backend=backend, name=name, prefix=prefix,
+        python=python, channels=tuple(channels or ()), dry_run=dry_run, force=force, no_smoke=no_smoke,
+        allow_cpu=allow_cpu, timeout=timeout, find_links=tuple(find_links or ()), index_url=index_url,
+        offline=offline, from_lock=from_lock, platform=platform)
+    return create_environment(request, _CreateRenderer(yes=yes)).exit_code
 
-        _what_force_replaces(str(check_prefix(prefix)), force)
-    facts = _facts(facts_file)
-    lock_plan: Any = None
-    if from_lock is not None:  # validate the lockfile first: a bad one is exit 2 before anything else
-        lock_plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform, facts=facts,
-                                    find_links=find_links or [], index_url=index_url, offline=offline)
-        tf = lock_plan.tf
-    assert tf is not None
-    # 1. judge
-    verdict: dict[str, Any] | None = None
-    try:
-        from tfgpu.compat import load_kb
-        from tfgpu.verdict import judge_target
-    except ImportError:
-        _err("tfgpu: note: the verdict engine is not available; skipping the pre-check")
-    else:
-        try:
-            # a lock fixes the backend: judge the conda (rattler) or pip route it takes
-            verdict = judge_target(facts, load_kb(), tf, backend=lock_plan.backend if lock_plan is not None else backend)
-        except UsageError:
-            if lock_plan is None:
-                raise
-            _err(f"tfgpu: note: TensorFlow {tf} from the lock is not in the knowledge base; no pre-check")
-    if verdict is not None and verdict.get("verdict") == "blocked":
-        reasons = "; ".join(f"{b.get('summary')}" + (f" (fix: {b['fix']})" if b.get("fix") else "")
-                            for b in verdict.get("blockers") or [])
-        if not (force or allow_cpu):
-            msg = f"TensorFlow {verdict.get('tf', tf)} is blocked on this machine: {reasons or 'see tfgpu doctor'}"
-            raise NotReady(msg, hint="fix the blockers, pass --allow-cpu to build a CPU-only environment, "
-                                     "or --force to build it anyway")
-        why = "--force" if force else "--allow-cpu: the smoke test will accept a CPU-only result"
-        _err(f"tfgpu: warning: TensorFlow will not use a GPU here ({reasons}); building anyway ({why})")
-    if verdict is not None and verdict.get("tf") and tf == "latest":
-        tf = str(verdict["tf"])
-    if lock_plan is not None:
-        plan = lock_plan
-    else:
-        plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channels or [],
-                          facts=facts, find_links=find_links or [], index_url=index_url, offline=offline)
-    _print_plan(plan)
-    for c in (verdict or {}).get("caveats") or []:
-        _err(f"tfgpu: caveat: {c.get('summary') if isinstance(c, dict) else c}")
-    if dry_run:
-        typer.echo("dry run: nothing was changed")
-        return 0
-    replacing = _what_force_replaces(plan.prefix, force)
-    if replacing:
-        _err(f"tfgpu: --force replaces {plan.prefix} ({replacing}); it is kept until the new one works")
-    if not yes:
+
+class _CreateRenderer:
+    """How `tfgpu create` shows the pipeline (tfgpu.pipeline.CreateEvents): rich progress on a terminal."""
+
+    def __init__(self, *, yes: bool) -> None:
+        self.yes = yes
+        self.progress: Any = None
+        self.task: Any = None
+        self.console: Any = None
+
+    def note(self, text: str) -> None:
+        _err(text)
+
+    def say(self, text: str) -> None:
+        typer.echo(text)
+
+    def planned(self, plan: Any) -> None:
+        _print_plan(plan)
+
+    def confirm(self, plan: Any, replacing: str | None) -> bool:
+        from tfgpu.errors import UsageError
+
+        if self.yes:
+            return True
         if not sys.stdin.isatty():
             msg = "create needs confirmation and there is no terminal to ask on"
             raise UsageError(msg, hint="pass --yes")
         question = f"Replace {plan.prefix} ({replacing})?" if replacing else f"Create {plan.prefix}?"
         if not typer.confirm(question, default=not replacing):
             typer.echo("cancelled")
-            return 1
+            return False
+        return True
 
-    # 2. build
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    def building(self, plan: Any) -> Any:
+        from rich.console import Console
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from tfgpu.create import run_plan
+        self.console = Console(stderr=True, highlight=False)
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                                 console=self.console, transient=False, disable=not self.console.is_terminal)
+        self.task = self.progress.add_task("starting", total=len(plan.steps))
+        return self.progress
 
-    con = Console(stderr=True, highlight=False)
-    try:
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                      console=con, transient=False, disable=not con.is_terminal) as progress:
-            task = progress.add_task("starting", total=len(plan.steps))
+    def step(self, i: int, n: int, step: Any) -> None:
+        self.progress.update(self.task, completed=i - 1, description=f"[{i}/{n}] {step.why[:90]}")
+        if not self.console.is_terminal:
+            _err(f"tfgpu: [{i}/{n}] {step.why}")
 
-            def on_step(i: int, n: int, step: Any) -> None:
-                progress.update(task, completed=i - 1, description=f"[{i}/{n}] {step.why[:90]}")
-                if not con.is_terminal:
-                    _err(f"tfgpu: [{i}/{n}] {step.why}")
+    def line(self, line: str) -> None:
+        self.progress.update(self.task, description=f"{line.strip()[:100]}")
 
-            def on_line(line: str) -> None:
-                progress.update(task, description=f"{line.strip()[:100]}")
-
-            result = run_plan(plan, force=force, timeout=timeout, on_step=on_step, on_line=on_line)
-            progress.update(task, completed=len(plan.steps), description="done")
-    except TfgpuError as exc:
-        tail = getattr(exc, "log_tail", None)
-        if tail:
-            _err("tfgpu: last lines of the log:")
-            for line in tail:
-                _err(f"  | {line}")
-        raise
-    for note in result.notes:
-        _err(f"tfgpu: note: {note}")
-    replaced = f"; replaced {result.replaced_what}" if result.replaced_what else ""
-    typer.echo(f"created {result.prefix} in {result.seconds:.0f} s{replaced} (log: {result.log_path})")
-
-    # 3. smoke
-    if no_smoke:
-        typer.echo("smoke test skipped (--no-smoke)")
-        return 0
-    from tfgpu import envs
-    from tfgpu.create import activation_env
-    from tfgpu.smoke.runner import run_smoke
-
-    report = run_smoke(plan.env_python, timeout=timeout or 600, env=activation_env(plan), facts=facts)
-    passed = bool(report.passed(allow_cpu))
-    doc = report.to_json(allow_cpu=allow_cpu)
-    envs.update_smoke(str(result.prefix), {"passed": passed, "allow_cpu": allow_cpu, "mode": doc.get("mode"),
-                                           "summary": doc.get("summary")})
-    typer.echo(f"smoke test: {doc.get('summary')}")
-    for f in doc.get("findings") or []:
-        if f.get("severity") in ("fatal", "error", "warning"):
-            typer.echo(f"  - {f.get('meaning')}" + (f" (fix: {f.get('fix')})" if f.get("fix") else ""))
-    if passed:
-        return 0
-    if doc.get("mode") == "cpu" and not allow_cpu:
-        _err("tfgpu: the environment works but TensorFlow used no GPU here; pass --allow-cpu to accept that")
-    return 1
-
-
-def _what_force_replaces(prefix: str, force: bool) -> str | None:
-    """What `create --force` would replace at ``prefix`` (None: nothing there); refuses, before any
-    prompt, a directory tfgpu did not make."""
-    from pathlib import Path
-
-    from tfgpu import envs
-    from tfgpu.create import describe_entry
-
-    path = Path(prefix)
-    try:
-        occupied = path.is_dir() and any(path.iterdir())
-    except OSError:
-        return None
-    if not (force and occupied):
-        return None
-    entry = envs.created_by_tfgpu(path)
-    if entry is None and not envs.stranded([path]):
-        raise envs.not_created_error(path)
-    return describe_entry(entry) if entry is not None else "the environment a killed create left"
+    def built(self, plan: Any) -> None:
+        self.progress.update(self.task, completed=len(plan.steps), description="done")
 
 
 def envs_cmd(json_out: bool = typer.Option(False, "--json", help="A JSON document.")) -> int:

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
+from tfgpu.options import overrides, typer_option
+
 if TYPE_CHECKING:
     from tfgpu.smoke.runner import SmokeReport
 
@@ -19,6 +21,10 @@ def smoke(
     allow_cpu: bool = typer.Option(False, "--allow-cpu", help="Pass (exit 0) on a host without a usable GPU."),
     timeout: float = typer.Option(600.0, "--timeout", metavar="S", min=1.0, help="Give up after S seconds."),
     no_probe: bool = typer.Option(False, "--no-probe", help="Do not read this machine to make causes specific."),
+    facts_file: Optional[str] = typer_option("facts"),
+    driver: Optional[str] = typer_option("driver"),
+    gpu_cc: Optional[str] = typer_option("gpu_cc"),
+    os_name: Optional[str] = typer_option("os"),
 ) -> int:
     """Run matmul, Conv2D (forward+backward) and an XLA op on the GPU in the target environment.
 
@@ -26,7 +32,8 @@ def smoke(
     and the ops work on the CPU); 1 otherwise, with TensorFlow's log explained.
     """
     return run_smoke_command(prefix=prefix, name=name, python=python, json_out=json_out,
-                             benchmark=benchmark, allow_cpu=allow_cpu, timeout=timeout, probe=not no_probe)
+                             benchmark=benchmark, allow_cpu=allow_cpu, timeout=timeout, probe=not no_probe,
+                             facts_file=facts_file, overrides=overrides(driver, gpu_cc, os_name))
 
 
 def run_smoke_command(
@@ -39,6 +46,8 @@ def run_smoke_command(
     allow_cpu: bool = False,
     timeout: float = 600.0,
     probe: bool = True,
+    facts_file: str | None = None,
+    overrides: dict[str, str | None] | None = None,
 ) -> int:
     import json
 
@@ -48,7 +57,7 @@ def run_smoke_command(
     exe = resolve_python(prefix=prefix, name=name, python=python)
     if not json_out:
         typer.echo(f"tfgpu smoke: running the smoke test with {exe} (timeout {timeout:g} s) ...", err=True)
-    facts, _ = machine_facts(None, probe=probe)
+    facts, _ = machine_facts(facts_file, probe=probe, overrides=overrides)
     report = run_smoke(exe, timeout=timeout, benchmark=benchmark, facts=facts)
     if json_out:
         typer.echo(json.dumps(report.to_json(allow_cpu=allow_cpu), indent=2))

@@ -363,9 +363,10 @@ def env_search_dirs(environ: Mapping[str, str] | None = None, home: Path | None 
 
 
 def tfgpu_envs_dir() -> Path:
-    import platformdirs
+    """tfgpu.envs.envs_dir: $TFGPU_HOME/envs, else the platform's data directory (as create puts them)."""
+    from tfgpu.envs import envs_dir
 
-    return Path(platformdirs.user_data_dir("tfgpu")) / "envs"
+    return envs_dir()
 
 
 def resolve_env_python(
