@@ -38,6 +38,7 @@ def doctor_document(facts: Mapping[str, Any], result: DoctorResult, *, data_vers
         "overrides": list(overrides or []),
         "checks": [c.to_json() for c in result.checks],
         "targets": [t.to_json() for t in result.targets],
+        "no_gpu": list(result.no_gpu),
         "recommendation": result.recommendation,
     }
 
@@ -142,10 +143,13 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
         console.print(Text(f"\nTensorFlow {t['tf']}: {t['verdict'].upper()}"
                            + (f" via {t['backend']} ({t['recipe']})" if t.get("backend") and t["verdict"] != BLOCKED else ""),
                            style="bold " + STYLES.get(t["verdict"], "")))
-        for b in t["blockers"]:
+        shown, others = chosen_blockers(t)
+        for b in shown:
             console.print(Text(f"  ✗ {b['summary']}", style="red"))
             if b.get("fix"):
                 console.print(Text(f"      fix: {b['fix']}", style="cyan"))
+        if others:
+            console.print(Text(f"  {others}", style="dim"))
         for c in t["caveats"]:
             style = "dim" if c.get("mitigated_by") else "yellow"
             console.print(Text(f"  ! {c['summary']}", style=style))
@@ -153,6 +157,10 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
                 console.print(Text(f"      handled: {c['mitigated_by']}", style="dim"))
             elif c.get("fix"):
                 console.print(Text(f"      fix: {c['fix']}", style="cyan"))
+    elif targets and doc.get("no_gpu"):  # the machine blocks every release alike: say so once
+        console.print(Text(f"\nNo TensorFlow release can use a GPU here ({len(targets)} releases checked):", style="bold"))
+        for reason in doc["no_gpu"]:
+            console.print(Text(f"  ✗ {reason}", style="red"))
     elif targets:
         console.print(Text("\nTensorFlow releases on this machine (newest of each series)", style="bold"))
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
@@ -172,22 +180,44 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
         console.print(Text("every reason and its fix: tfgpu doctor --tf RELEASE", style="dim"))
     rec = doc.get("recommendation")
     console.print()
-    if rec:
-        console.print(Text(f"Recommendation: TensorFlow {rec['tf']} with the {rec['backend']} backend ({rec['verdict']})",
-                           style="bold green"))
+    if rec and rec.get("why_not"):
+        console.print(Text(f"Not {rec['instead_of']}: {rec['why_not']}", style="red"))
+    if rec and rec.get("backend") == "cpu":
+        console.print(Text(f"Recommendation: TensorFlow {rec['tf']} on the CPU (no usable GPU here)", style="bold green"))
+        console.print(Text(f"  {rec['command']}", style="bold"))
+    elif rec:
+        instead = f" instead of {rec['instead_of']}" if rec.get("instead_of") else ""
+        console.print(Text(f"Recommendation{instead}: TensorFlow {rec['tf']} with the {rec['backend']} backend "
+                           f"({rec['verdict']})", style="bold green"))
         console.print(Text(f"  {rec['command']}", style="bold"))
     else:
         console.print(Text("Recommendation: none — no TensorFlow release can use a GPU here as the machine is; "
                            "fix the ✗ items above first.", style="bold red"))
 
 
+def chosen_blockers(target: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
+    """A blocked target's blockers as shown: the machine's own and those of the backend auto would take (the
+    first judged), plus one line summarising the other backends (every blocker stays in the JSON)."""
+    backends = [b for b in target.get("backends") or [] if b.get("blockers")]
+    if len(backends) < 2:
+        return list(target.get("blockers") or []), ""
+    first, rest = backends[0], backends[1:]
+    own = {str(b.get("summary")) for b in first["blockers"]}
+    every_backend = {str(b.get("summary")) for x in backends for b in x["blockers"]}
+    # the machine's blockers (no driver, ...) are in the target list without a "[backend: recipe]" tag
+    shown = [b for b in target.get("blockers") or [] if not str(b.get("summary", "")).startswith("[")
+             and str(b.get("summary")) not in every_backend]
+    shown += [dict(b) for b in first["blockers"] if str(b.get("summary")) in own]
+    n = sum(len(x["blockers"]) for x in rest)
+    names = ", ".join(f"{x.get('backend')} ({x.get('recipe')})" for x in rest)
+    return shown, f"also blocked: {names}, {n} blocker(s); every one: tfgpu doctor --tf {target.get('tf')} --json"
+
+
 def clip(text: str, limit: int) -> str:
     """``text`` cut at a word boundary to at most ``limit`` characters, with an ellipsis when cut."""
-    if len(text) <= limit:
-        return text
-    cut = text[:limit - 1]
-    space = cut.rfind(" ")
-    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:(") + "…"
+    from tfgpu.errors import clip_words
+
+    return clip_words(text, limit)
 
 
 # --------------------------------------------------------------------------- CI

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tfgpu._record import field, record
-from tfgpu.errors import Interrupted, ProgramNotFound, StepFailed
+from tfgpu.errors import Interrupted, ProgramNotFound, StepFailed, clip_words
 
 #: The spawner. Tests replace this (tests/conftest.py) so unit tests cannot touch the world.
 _spawn: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen
@@ -55,7 +55,7 @@ class Result:
             return self.error
         if self.returncode != 0:
             last = (self.stderr.strip() or self.stdout.strip()).splitlines()
-            tail = f": {last[-1][:200]}" if last else ""
+            tail = f": {clip_words(last[-1], 200)}" if last else ""
             how = f"exited with {self.returncode}"
             if self.returncode is not None and self.returncode < 0:  # killed (the OOM killer, kill -9, a crash)
                 try:

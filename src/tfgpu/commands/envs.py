@@ -16,6 +16,8 @@ _CHANNEL_HELP = ("conda channel name or URL (repeatable). Precedence: --channel,
 _TF_HELP = "A release (2.2.0), a series (2.2) or `latest`."
 _FROM_LOCK_HELP = ("Build exactly what a lockfile pins, without solving: conda-lock's format (tfgpu lock) or a "
                    "--require-hashes requirements file (tfgpu lock --backend pip). Instead of --tf.")
+_CPU_HELP = ("The CPU route: tensorflow-cpu (or tensorflow where the release has no -cpu build), never "
+             "[and-cuda] or nvidia-* wheels; the smoke test checks CPU ops. For a machine without a usable GPU.")
 _PLATFORM_HELP = "conda platform to install from the lock (default: this machine's, e.g. linux-64)."
 _CONFIG_EPILOG = (
     "Config file: $TFGPU_CONFIG, else platformdirs' user config dir (~/.config/tfgpu/config.toml on Linux). "
@@ -60,6 +62,14 @@ def _print_plan(plan: Any) -> None:
             lines.append(f"     {style('append to' if step.kind == 'append-file' else 'write', dim)} {step.path or ''}")
     lines += [f"  activation sets {k}={v}" for k, v in plan.env_vars.items()]
     lines += [f"  {style('note', yellow)}: {n}" for n in plan.notes]
+    if getattr(plan, "verdict", ""):
+        red, green = "31", "32"
+        colour = {"ready": green, "caveats": yellow, "blocked": red}.get(plan.verdict, bold)
+        lines.append(f"  verdict here: {style(plan.verdict.upper(), colour)}" + (" (CPU only)" if plan.cpu else ""))
+        lines += [f"  {style('✗', red)} {b.get('summary')}" + (f" (fix: {b['fix']})" if b.get("fix") else "")
+                  for b in plan.blockers]
+        lines += [f"  {style('!', yellow)} {c.get('summary')}" + (f" (handled: {c['mitigated_by']})" if c.get("mitigated_by") else "")
+                  for c in plan.caveats]
     sys.stdout.write("\n".join(lines) + "\n")
 
 
@@ -82,8 +92,11 @@ def plan_cmd(
     index_url: Optional[str] = typer.Option(None, "--index-url", help="Package index for pip (env TFGPU_PIP_INDEX_URL)."),
     offline: bool = typer.Option(False, "--offline", help="pip/uv must not use the network; --from-lock: "
                                                            "the package cache only."),
+    cpu: bool = typer.Option(False, "--cpu", help=_CPU_HELP),
+    force: bool = typer.Option(False, "--force", help="Exit 0 for a target that is blocked here (create --force builds it)."),
 ) -> int:
-    """Print exactly what `tfgpu create` would run: argv, environment variables and why. Changes nothing."""
+    """Print exactly what `tfgpu create` would run: argv, environment variables and why. Changes nothing.
+    Exit 1 when the target is blocked here (unless --force or --cpu), as `tfgpu create` would refuse it."""
     import json
 
     from tfgpu.errors import UsageError
@@ -100,13 +113,15 @@ def plan_cmd(
         from tfgpu.backends.lock import read_lock_info
 
         read_lock_info(from_lock)  # a bad lockfile is exit 2 before the machine is probed
+        facts = _facts(facts_file, driver, gpu_cc, os_name)
         plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform,
-                               facts=_facts(facts_file, driver, gpu_cc, os_name), find_links=find_links or [], index_url=index_url,
-                               offline=offline)
+                               facts=facts, find_links=find_links or [], index_url=index_url, offline=offline)
     else:
         assert tf is not None
+        facts = _facts(facts_file, driver, gpu_cc, os_name)
         plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel or [],
-                          facts=_facts(facts_file, driver, gpu_cc, os_name), find_links=find_links or [], index_url=index_url, offline=offline)
+                          facts=facts, find_links=find_links or [], index_url=index_url,
+                          offline=offline, cpu=cpu, for_another_machine=fmt is not None)
     if json_out:
         from tfgpu import __version__
         from tfgpu.compat import data_version
@@ -123,7 +138,23 @@ def plan_cmd(
         typer.echo(render_environment_yml(plan), nl=False)
     else:
         _print_plan(plan)
+    if plan.verdict == "blocked" and not (force or cpu):
+        alt = _alternative(facts, plan)
+        _err(f"tfgpu: TensorFlow {plan.tf} is blocked here (see ✗ above); `tfgpu create` would refuse it"
+             + (f"\n  instead: {alt}" if alt else "") + "\n  --force builds it anyway; --cpu plans a CPU-only environment")
+        return 1
     return 0
+
+
+def _alternative(facts: dict[str, Any], plan: Any) -> str:
+    """The command that works here instead of a blocked plan (the doctor's recommendation)."""
+    try:
+        from tfgpu.pipeline import alternative
+
+        rec = alternative(facts, plan.tf)
+    except Exception:
+        return ""
+    return str(rec["command"]) if rec else ""
 
 
 def create_cmd(
@@ -140,6 +171,7 @@ def create_cmd(
     force: bool = typer.Option(False, "--force", help="Replace an existing environment; build despite a blocked verdict."),
     no_smoke: bool = typer.Option(False, "--no-smoke", help="Skip the smoke test."),
     allow_cpu: bool = typer.Option(False, "--allow-cpu", help="A CPU-only smoke result is a success."),
+    cpu: bool = typer.Option(False, "--cpu", help=_CPU_HELP),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds each step may take."),
     facts_file: Optional[str] = typer_option("facts"),
     driver: Optional[str] = typer_option("driver"),
@@ -155,7 +187,7 @@ def create_cmd(
         tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel, dry_run=dry_run,
         yes=yes, force=force, no_smoke=no_smoke, allow_cpu=allow_cpu, timeout=timeout, facts_file=facts_file,
         find_links=find_links, index_url=index_url, offline=offline, from_lock=from_lock, platform=platform,
-        driver=driver, gpu_cc=gpu_cc, os_name=os_name,
+        driver=driver, gpu_cc=gpu_cc, os_name=os_name, cpu=cpu,
     )
 
 
@@ -169,7 +201,7 @@ def run_create(
     force: bool = False, no_smoke: bool = False, allow_cpu: bool = False, timeout: float | None = None,
     facts_file: str | None = None, find_links: list[str] | None = None, index_url: str | None = None,
     offline: bool = False, from_lock: str | None = None, platform: str | None = None,
-    driver: str | None = None, gpu_cc: str | None = None, os_name: str | None = None,
+    driver: str | None = None, gpu_cc: str | None = None, os_name: str | None = None, cpu: bool = False,
 ) -> int:
     """Parse, call tfgpu.pipeline.create_environment, render."""
     from tfgpu.pipeline import CreateRequest, create_environment, refuse_foreign_prefix
@@ -184,7 +216,7 @@ def run_create(
         tf=tf, facts=_facts(facts_file, driver, gpu_cc, os_name), backend=backend, name=name, prefix=prefix,
         python=python, channels=tuple(channels or ()), dry_run=dry_run, force=force, no_smoke=no_smoke,
         allow_cpu=allow_cpu, timeout=timeout, find_links=tuple(find_links or ()), index_url=index_url,
-        offline=offline, from_lock=from_lock, platform=platform)
+        offline=offline, from_lock=from_lock, platform=platform, cpu=cpu)
     return create_environment(request, _CreateRenderer(yes=yes)).exit_code
 
 

@@ -1,0 +1,283 @@
+"""The user's path (issue 18): a CPU route, an alternative for a blocked target, hints that run on this
+machine, plan carrying the verdict, short and true messages, every refusal before the prompt."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from packaging.version import Version
+
+from tfgpu.compat import load_kb
+from tfgpu.errors import NotReady, UsageError, clip_words
+from tfgpu.plan import cpu_dist, plan_cpu_environment
+
+KB = load_kb()
+SCHEMAS = Path(__file__).resolve().parent.parent / "src" / "tfgpu" / "schemas"
+Cli = Callable[..., tuple[int, str, str]]
+
+
+def no_gpu(pythons: tuple[str, ...] = ("3.11",)) -> dict[str, Any]:
+    """A machine without an NVIDIA driver or GPU (as this workplace's machine is)."""
+    return {"schema": "tfgpu.facts/1", "platform": {"os": "linux", "arch": "x86_64", "glibc": "2.35"},
+            "python": {"current": f"{pythons[0]}.4",
+                       "interpreters": [{"version": f"{p}.4", "path": f"/usr/bin/python{p}"} for p in pythons]},
+            "gpus": [], "driver": {"version": None, "cuda": None}}
+
+
+def rtx_3080(driver: str = "550.54.15") -> dict[str, Any]:
+    facts = no_gpu()
+    facts["gpus"] = [{"index": 0, "name": "NVIDIA GeForce RTX 3080", "compute_capability": "8.6", "memory_mib": 10240}]
+    facts["driver"] = {"version": driver, "cuda": None}
+    return facts
+
+
+def write(tmp_path: Path, facts: dict[str, Any]) -> str:
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(facts))
+    return str(path)
+
+
+def schema(name: str) -> dict[str, Any]:
+    return json.loads((SCHEMAS / f"{name}.schema.json").read_text())  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def no_conda_on_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """PATH without mamba, micromamba or conda (this machine has none either)."""
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+
+
+# --------------------------------------------------------------------------- 1. the CPU route
+
+
+@pytest.mark.parametrize("series", KB.series("linux"))
+def test_cpu_plan_never_installs_cuda(series: str) -> None:
+    facts = no_gpu(("3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13"))
+    try:
+        plan = plan_cpu_environment(KB, facts, tf=series, tools={"uv": "/usr/bin/uv"}, home="/h")
+    except UsageError as exc:  # a release no listed Python runs (1.x on 2.7/3.5): the range comes first
+        assert str(exc).startswith(f"TensorFlow {KB.resolve_tf(series)} supports Python")  # noqa: PT017
+        return
+    assert plan.cpu
+    assert plan.recipe_id == "cpu"
+    assert not any("[and-cuda]" in r or r.startswith("nvidia-") for r in plan.pip_requirements)
+    dist = "tensorflow-cpu" if Version(plan.tf) >= Version("2.1") else "tensorflow"
+    assert plan.pip_requirements[0] == f"{dist}=={plan.tf}"
+    assert not plan.env_vars
+    assert plan.to_json()["cpu"] is True
+    jsonschema.validate(plan.to_json(), schema("plan"))
+
+
+def test_cpu_dist_follows_pypi() -> None:
+    # https://pypi.org/simple/tensorflow-cpu/: x86_64 Linux and Windows wheels from 2.1.0; aarch64 and macOS: none
+    assert cpu_dist(Version("2.21.0"), "linux") == "tensorflow-cpu"
+    assert cpu_dist(Version("2.21.0"), "windows", "AMD64") == "tensorflow-cpu"
+    assert cpu_dist(Version("2.0.4"), "linux") == "tensorflow"  # up to 2.0 `tensorflow` is the CPU build
+    assert cpu_dist(Version("2.21.0"), "linux", "aarch64") == "tensorflow"
+    assert cpu_dist(Version("2.21.0"), "macos", "arm64") == "tensorflow"
+
+
+def test_plan_and_create_cpu_on_a_machine_without_a_gpu(tmp_path: Path, cli: Cli) -> None:
+    facts = write(tmp_path, no_gpu())
+    code, out, err = cli("plan", "--tf", "2.21", "--cpu", "--facts", facts, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    jsonschema.validate(doc, schema("plan"))
+    assert (doc["cpu"], doc["verdict"], doc["pip_requirements"][0]) == (True, "ready", "tensorflow-cpu==2.21.0")
+    code, out, err = cli("create", "--tf", "2.21", "--cpu", "--facts", facts, "--dry-run")
+    assert code == 0, err
+    assert "tensorflow-cpu==2.21.0" in out
+    assert "nvidia" not in out.replace("no nvidia-* wheels", "")
+    assert "blocked" not in err
+
+
+def test_doctor_without_a_gpu_says_so_once_and_recommends_the_cpu_route(tmp_path: Path, cli: Cli) -> None:
+    facts = write(tmp_path, no_gpu())
+    code, out, err = cli("doctor", "--facts", facts)
+    assert code == 0, err  # README "Exit codes": doctor without --tf/--require-gpu/--strict exits 0
+    assert out.count("no NVIDIA driver (and no NVIDIA GPU found)") == 1  # one line per reason, not per release
+    assert "No TensorFlow release can use a GPU here" in out
+    assert "2.20.0   blocked" not in out
+    assert "tfgpu create --tf 2.21 --cpu" in out
+    code, out, _ = cli("doctor", "--facts", facts, "--json")
+    doc = json.loads(out)
+    jsonschema.validate(doc, schema("doctor"))
+    assert doc["recommendation"]["backend"] == "cpu"
+    assert doc["recommendation"]["command"] == "tfgpu create --tf 2.21 --cpu"
+    assert doc["no_gpu"] == ["no NVIDIA driver (and no NVIDIA GPU found)"]
+    assert cli("doctor", "--facts", facts, "--require-gpu")[0] == 1
+
+
+def test_a_gpu_machine_gets_no_cpu_route(tmp_path: Path, cli: Cli) -> None:
+    code, out, _ = cli("doctor", "--facts", write(tmp_path, rtx_3080()), "--json")
+    doc = json.loads(out)
+    assert doc["recommendation"]["backend"] != "cpu"
+    assert doc["no_gpu"] == []
+
+
+# --------------------------------------------------------------------------- 2. the alternative for a blocked target
+
+
+def test_a_blocked_target_gets_the_best_release_that_works_here(tmp_path: Path, cli: Cli) -> None:
+    facts = write(tmp_path, rtx_3080())
+    code, out, err = cli("doctor", "--tf", "2.2", "--facts", facts, "--json")
+    assert code == 1, err  # the CI gate still fails for the target
+    rec = json.loads(out)["recommendation"]
+    jsonschema.validate(json.loads(out), schema("doctor"))
+    assert rec["instead_of"] == "2.2.3"
+    assert Version(rec["tf"]) > Version("2.2.3")
+    assert rec["backend"] != "cpu"
+    assert rec["why_not"] and not rec["why_not"].startswith("[")
+    code, out, _ = cli("doctor", "--tf", "2.2", "--facts", facts)
+    assert code == 1
+    assert "Not 2.2.3: " in out
+    assert f"Recommendation instead of 2.2.3: TensorFlow {rec['tf']}" in out
+    assert rec["command"] in out
+
+
+def test_a_blocked_target_without_a_gpu_gets_the_cpu_route(tmp_path: Path, cli: Cli) -> None:
+    code, out, _ = cli("doctor", "--tf", "2.20", "--facts", write(tmp_path, no_gpu()), "--json")
+    assert code == 1
+    rec = json.loads(out)["recommendation"]
+    assert (rec["backend"], rec["command"], rec["instead_of"]) == ("cpu", "tfgpu create --tf 2.21 --cpu", "2.20.0")
+
+
+# --------------------------------------------------------------------------- 3. hints that run here
+
+
+def test_no_hint_names_the_conda_backend_on_a_machine_without_conda(tmp_path: Path, cli: Cli) -> None:
+    for facts in (rtx_3080(), rtx_3080("470.82.01"), no_gpu()):
+        code, out, _ = cli("doctor", "--facts", write(tmp_path, facts), "--json")
+        doc = json.loads(out)
+        assert "--backend conda" not in json.dumps(doc["targets"]) + json.dumps(doc["recommendation"])
+    with_conda = dict(rtx_3080(), conda={"kind": "mamba", "path": "/opt/mamba/bin/mamba", "version": "1.5.8"})
+    doc = json.loads(cli("doctor", "--facts", write(tmp_path, with_conda), "--json")[1])
+    assert "--backend rattler" not in json.dumps(doc["recommendation"])
+
+
+@pytest.mark.usefixtures("no_conda_on_path")
+def test_environment_yml_and_sh_need_no_local_conda(tmp_path: Path, cli: Cli) -> None:
+    facts = write(tmp_path, rtx_3080())
+    code, out, err = cli("plan", "--tf", "2.17", "--backend", "conda", "--facts", facts, "--format", "environment.yml")
+    assert code == 0, err
+    assert "dependencies:" in out
+    assert "needs mamba" not in err
+    code, out, err = cli("plan", "--tf", "2.17", "--backend", "conda", "--facts", facts, "--format", "sh")
+    assert code == 0, err
+    assert out.startswith("#!/bin/sh")
+    # a pip plan as environment.yml: conda-forge's Python and pip, the same PyPI requirements
+    code, out, err = cli("plan", "--tf", "2.21", "--backend", "pip", "--facts", facts, "--format", "environment.yml")
+    assert code == 0, err
+    assert '  - pip:\n    - "tensorflow[and-cuda]==2.21.0"' in out
+
+
+# --------------------------------------------------------------------------- 4. plan carries the verdict
+
+
+def test_plan_shows_the_verdict_and_exits_1_for_a_blocked_target(tmp_path: Path, cli: Cli) -> None:
+    facts = write(tmp_path, no_gpu())
+    code, out, err = cli("plan", "--tf", "2.21", "--facts", facts)
+    assert code == 1
+    assert "verdict here: BLOCKED" in out
+    assert "✗ no NVIDIA driver" in out
+    assert "instead: tfgpu create --tf 2.21 --cpu" in err
+    code, out, _ = cli("plan", "--tf", "2.21", "--facts", facts, "--json")
+    doc = json.loads(out)
+    jsonschema.validate(doc, schema("plan"))
+    assert doc["verdict"] == "blocked"
+    assert [b["check"] for b in doc["blockers"]] == ["driver.installed"]
+    assert cli("plan", "--tf", "2.21", "--facts", facts, "--force")[0] == 0
+    assert cli("plan", "--tf", "2.21", "--facts", facts, "--cpu")[0] == 0
+
+
+def test_plan_json_carries_the_chosen_recipes_caveats(tmp_path: Path, cli: Cli) -> None:
+    small = rtx_3080()
+    small["gpus"][0]["memory_mib"] = 2048  # a small GPU: a target-wide caveat (memory growth)
+    code, out, err = cli("plan", "--tf", "2.21", "--facts", write(tmp_path, small), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["verdict"] in ("ready", "caveats")
+    assert doc["blockers"] == []
+    assert any(c["check"] == "gpu.memory" for c in doc["caveats"])
+
+
+# --------------------------------------------------------------------------- 6. messages
+
+
+def test_python_range_refusal_names_the_range_first(tmp_path: Path, cli: Cli) -> None:
+    facts = write(tmp_path, dict(rtx_3080(), python=no_gpu(("3.11", "3.12"))["python"]))
+    code, _, err = cli("plan", "--tf", "2.2.0", "--python", "3.11", "--backend", "pip", "--facts", facts, "--force")
+    assert code == 2
+    assert err.startswith("tfgpu: error: TensorFlow 2.2.0 supports Python 3.5–3.8; 3.11 is outside it")
+    assert "no such interpreter" not in err
+
+
+def test_blocked_create_is_a_few_short_lines_with_the_chosen_backends_blockers() -> None:
+    from tfgpu.pipeline import blocked_error
+    from tfgpu.verdict import judge_target
+
+    facts = rtx_3080()
+    verdict = judge_target(facts, KB, "2.2.3")
+    err = blocked_error(facts, verdict, "2.2.3")
+    assert isinstance(err, NotReady)
+    lines = err.one_line().splitlines()
+    assert lines[0].startswith("TensorFlow 2.2.3 is blocked on this machine")
+    assert 2 <= len(lines) <= 6
+    assert lines[-1].startswith("  fix: instead: tfgpu create --tf ")
+    assert "--backend conda" not in err.one_line()  # no conda tool on this machine
+
+
+@given(st.text(alphabet=st.sampled_from("ab c\n"), max_size=300), st.integers(min_value=10, max_value=200))
+def test_clip_never_cuts_mid_word(text: str, limit: int) -> None:
+    out = clip_words(text, limit)
+    assert len(out) <= limit
+    flat = " ".join(text.split())
+    if out == flat:
+        return
+    assert out.endswith("…")
+    kept = out[:-1]
+    words = flat.split(" ")
+    if len(kept) > limit // 2 and " " in kept:  # cut at a word boundary: every kept word is a whole word
+        assert all(w in words for w in kept.split(" "))
+
+
+# --------------------------------------------------------------------------- 8. prompt order
+
+
+def test_existing_prefix_is_refused_before_any_prompt(tmp_path: Path, cli: Cli) -> None:
+    prefix = tmp_path / "taken"
+    prefix.mkdir()
+    (prefix / "file").write_text("x")
+    code, _, err = cli("create", "--tf", "2.21", "--cpu", "--prefix", str(prefix), "--facts", write(tmp_path, no_gpu()))
+    assert code == 2
+    assert "already exists" in err
+    assert "--yes" not in err  # the refusal comes first; --yes is never needed to reach it
+    assert (prefix / "file").exists()
+
+
+def test_blocked_target_is_refused_before_any_prompt(tmp_path: Path, cli: Cli) -> None:
+    code, _, err = cli("create", "--tf", "2.21", "--facts", write(tmp_path, no_gpu()))
+    assert code == 1
+    assert "blocked" in err
+    assert "--yes" not in err
+
+
+def test_this_machine_has_no_conda_tool_and_the_doctor_recommends_what_runs() -> None:
+    if any(shutil.which(t) for t in ("conda", "mamba", "micromamba")):
+        pytest.skip("a conda tool is installed here")
+    from tfgpu.doctor import doctor_result, gather_facts
+
+    facts, _ = gather_facts()
+    rec = doctor_result(facts, KB).recommendation
+    assert rec is not None
+    assert "--backend conda" not in rec["command"]
