@@ -61,12 +61,16 @@ def e2e(session: nox.Session) -> None:
     Provisions a venv with a real TensorFlow once (reused afterwards) for the smoke tests; the create
     test builds its own environment through `tfgpu create`."""
     _install(session, "uv", "conda-lock>=2.5")
-    tf_env = ROOT / ".nox" / "_e2e_tensorflow"
-    tf_python = tf_env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    if not tf_python.exists():
-        session.run("uv", "venv", "--python", sys.executable, str(tf_env), external=True)
-        session.run("uv", "pip", "install", "--python", str(tf_python), "tensorflow==2.21.*", external=True)
-    env = {"TFGPU_E2E": "1", "TFGPU_E2E_PYTHON": str(tf_python), "PIP_DEFAULT_TIMEOUT": "180"}
+    env = {"TFGPU_E2E": "1", "PIP_DEFAULT_TIMEOUT": "180"}
+    # the newest two releases (TF >= 2.16 print the absl-format cuInit 303 line on a GPU-less machine)
+    for var, name, requirement in (("TFGPU_E2E_PYTHON", "_e2e_tensorflow", "tensorflow==2.21.*"),
+                                   ("TFGPU_E2E_PYTHON_TF220", "_e2e_tensorflow220", "tensorflow==2.20.*")):
+        tf_env = ROOT / ".nox" / name
+        tf_python = tf_env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+        if not tf_python.exists():
+            session.run("uv", "venv", "--python", sys.executable, str(tf_env), external=True)
+            session.run("uv", "pip", "install", "--python", str(tf_python), requirement, external=True)
+        env[var] = str(tf_python)
     # TensorFlow 1.15 (the 1.x session API) needs Python <= 3.7: provisioned when one is installed
     py37 = shutil.which("python3.7")
     candidates = [py37] if py37 and "shims" not in Path(py37).parts else []
@@ -80,6 +84,20 @@ def e2e(session: nox.Session) -> None:
                         external=True)
         env["TFGPU_E2E_PYTHON_TF1"] = str(tf1_python)
     session.run("pytest", "-m", "e2e", *session.posargs, env=env)
+
+
+@nox.session(default=False)
+def recipes(session: nox.Session) -> None:
+    """Prove the pip recipes by real installs from PyPI (slow, networked; not run by .ci/run).
+
+    For the newest patch of every GPU series (and 2.2.0) it builds the environment through tfgpu's own
+    create code path with a Python of ~/.pyenv/versions, imports TensorFlow, runs the CPU part of the
+    smoke test and loads every CUDA library the build needs; writes compat/verified.toml and prints a
+    table. `nox -s recipes -- --only 2.2 2.15` limits it; `-- --keep` keeps the environments. Then the
+    networked test that proves the 2.2.0 fix: `pytest -m recipes`."""
+    _install(session, "uv")
+    session.run("python", str(ROOT / "scripts" / "verify_recipes.py"), "--write", *session.posargs)
+    session.run("pytest", "-m", "recipes", "-p", "no:cacheprovider")
 
 
 @nox.session

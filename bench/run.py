@@ -33,6 +33,10 @@ TF_CHECK = "import tensorflow as tf; print(tf.config.list_physical_devices('GPU'
 BUDGET_ENV_DOCTOR = 0.3
 BUDGET_TF_SPEEDUP = 20.0
 BUDGET_RSS_MB = 60.0
+#: Issue 15: `tfgpu explain` reads a 100 MB log at >= 5 MB/s (the log's size over the median wall time).
+EXPLAIN_LOG_MB = 100
+BUDGET_EXPLAIN_MBPS = 5.0
+REAL_LOGS = ROOT / "tests" / "data" / "logs"
 
 
 # ---------------------------------------------------------------- measuring
@@ -456,6 +460,42 @@ def parse_importtime(stderr: str) -> list[tuple[str, int, int, int]]:
     return rows
 
 
+def explain_log(cache: Path, size_mb: int = EXPLAIN_LOG_MB) -> Path:
+    """A log of ``size_mb`` MB made of the real logs in tests/data/logs repeated: the worst case for the
+    matcher, since nearly every line is a problem, a harmless line or TensorFlow noise a pattern nearly fits."""
+    size = size_mb * 1024 * 1024
+    path = cache / f"explain-{size_mb}mb.log"
+    if path.exists() and path.stat().st_size == size:
+        return path
+    blob = b"".join(p.read_bytes().rstrip(b"\n") + b"\n" for p in sorted(REAL_LOGS.glob("*.log")))
+    with path.open("wb") as fh:
+        left = size
+        while left > 0:
+            fh.write(blob[:left])
+            left -= min(left, len(blob))
+    return path
+
+
+def explain_section(rep: Report, *, args: argparse.Namespace, env: dict[str, str], tfgpu: list[str]) -> float | None:
+    """`tfgpu explain` on a 100 MB log: wall time, throughput (MB/s) and peak RSS; returns the MB/s."""
+    log("explain throughput")
+    path = explain_log(args.cache)
+    mb = path.stat().st_size / 1048576
+    me = Contestant("explain", f"tfgpu explain, {mb:.0f} MB log of real TF lines",
+                    [[*tfgpu, "explain", str(path), "--json", "--no-probe"]], env, runs=args.slow_runs)
+    run_group([me], args.slow_runs, log=log)
+    st = summarize(me.samples)
+    mbps = mb / st.median if st is not None and st.median > 0 else None
+    rep.add("### `tfgpu explain` throughput\n\n" + md_table(TIME_HEADER, contestant_rows([me])) + "\n\n"
+            + ("skipped" if st is None or mbps is None else
+               f"Throughput: {mbps:.1f} MB/s (the log's size over the median wall time; "
+               f"{mb / st.cpu if st.cpu else 0:.1f} MB/s over the median CPU time, which a loaded machine "
+               "disturbs less). The first 16 MB and the last 2 MB are matched; the middle only has its lines counted."))
+    rep.budget(f"tfgpu explain on a {mb:.0f} MB log", "skipped" if mbps is None else f"{mbps:.1f} MB/s",
+               f"≥ {BUDGET_EXPLAIN_MBPS:.0f} MB/s", None if mbps is None else mbps >= BUDGET_EXPLAIN_MBPS)
+    return mbps
+
+
 def create_section(rep: Report, *, args: argparse.Namespace, env: dict[str, str], tfgpu: list[str],
                    cache: Path) -> None:
     log("create")
@@ -544,6 +584,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--create-runs", type=int, default=3, help="timed runs of each create variant (3)")
     p.add_argument("--quick", action="store_true", help="skip the create benchmark")
     p.add_argument("--only-create", action="store_true", help="run only the create benchmark")
+    p.add_argument("--only-explain", action="store_true",
+                   help="run only the explain throughput benchmark (prints its figures; results.md is left alone)")
     p.add_argument("--tf-package", default="tensorflow-cpu==2.20.*", help="TensorFlow to compare with")
     p.add_argument("--tf-release", default="2.20", help="release for plan/create (2.20)")
     p.add_argument("--cache", type=Path, default=Path(os.environ.get(
@@ -560,6 +602,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     exe = tool("tfgpu")
     tfgpu = [exe] if exe else [sys.executable, "-m", "tfgpu"]
     rep = Report()
+    if args.only_explain:
+        mbps = explain_section(rep, args=args, env=env, tfgpu=tfgpu)
+        print(md_table(["budget", "measured", "limit", "result"], rep.budgets), flush=True)
+        return 0 if mbps is not None and mbps >= BUDGET_EXPLAIN_MBPS else 1
     started = time.strftime("%Y-%m-%d %H:%M %Z")
     rep.add("# tfgpu benchmarks\n\n"
             f"Written by `bench/run.py` ({' '.join(sys.argv[1:]) or 'no options'}) on {started}; method: "
@@ -610,6 +656,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                        tfgpu=tfgpu, envdoc=envdoc, envdoc_skip=ed_skip, homes=homes, tf_python=tf_python,
                        tf_skip=tf_skip, extra=available(extras(fake_env, False)))
         importtime_section(rep, tfgpu, env)
+        explain_section(rep, args=args, env=env, tfgpu=tfgpu)
         if args.quick and args.out.exists() and not previous:
             previous = args.out.read_text()  # before it is overwritten: --quick keeps the create figures
         write(args.out, rep, partial=not args.quick)

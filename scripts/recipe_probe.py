@@ -1,16 +1,15 @@
-# -*- coding: utf-8 -*-
 """Runs INSIDE an environment `nox -s recipes` built: import TensorFlow, report the resolved versions of
 the packages recipes pin, and load with ctypes every CUDA library the build needs.
 
 Standard library + tensorflow only, Python 2.7/3.5+ syntax (no f-strings). Prints one JSON document.
 A missing NVIDIA driver makes only libcuda (cuInit) fail; libcudart/libcublas/libcudnn load without one.
 """
-from __future__ import print_function
 
 import ctypes
 import glob
 import json
 import os
+import re
 import sys
 
 PACKAGES = ("tensorflow", "tensorflow-gpu", "numpy", "protobuf", "keras", "h5py", "typing-extensions",
@@ -21,28 +20,17 @@ CUDA_FAMILIES = ("cudart", "cublas", "cublasLt", "cufft", "curand", "cusolver", 
 
 
 def versions():
+    """name -> version of the installed distributions we report, from their *.dist-info directory names
+    (works on every Python: uv's venvs have no pkg_resources, and importlib.metadata is 3.8+)."""
+    wanted = dict((n.lower().replace("_", "-"), n) for n in PACKAGES)
     out = {}
-    try:
-        from importlib import metadata  # Python 3.8+
-
-        for name in PACKAGES:
-            try:
-                out[name.replace("_", "-")] = metadata.version(name)
-            except Exception:
-                pass
-        return out
-    except ImportError:
-        pass
-    try:
-        import pkg_resources
-
-        for name in PACKAGES:
-            try:
-                out[name.replace("_", "-")] = pkg_resources.get_distribution(name).version
-            except Exception:
-                pass
-    except ImportError:
-        pass
+    for d in site_dirs():
+        for path in glob.glob(os.path.join(d, "*.dist-info")) + glob.glob(os.path.join(d, "*.egg-info")):
+            stem = os.path.basename(path).rsplit(".", 1)[0]
+            name, _, ver = stem.partition("-")
+            key = name.lower().replace("_", "-")
+            if key in wanted and ver:
+                out[key] = ver.split("-py")[0]
     return out
 
 
@@ -95,9 +83,34 @@ def keras_check(tf):
         keras = tf.keras
         inp = keras.Input(shape=(3, 1))
         keras.layers.LSTM(2)(inp)
+    except Exception as exc:
+        return "LSTM: %s: %s" % (type(exc).__name__, str(exc)[:300])
+    return None
+
+
+def h5_check(tf):
+    """Save and load a Keras model in HDF5: h5py 3 broke load_model of TF < 2.4 ('str' object has no
+    attribute 'decode'). None when it works or h5py is not installed."""
+    try:
+        import h5py  # noqa: F401
+    except Exception:
         return None
-    except Exception as exc:  # noqa: BLE001
+    import shutil
+    import tempfile
+
+    tmp = tempfile.mkdtemp()
+    try:
+        keras = tf.keras
+        model = keras.Sequential([keras.layers.Dense(2, input_shape=(3,))])
+        model.compile(loss="mse", optimizer="sgd")
+        path = os.path.join(tmp, "m.h5")
+        model.save(path)
+        keras.models.load_model(path)
+        return None
+    except Exception as exc:
         return "%s: %s" % (type(exc).__name__, str(exc)[:300])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def wanted_sonames(info):
@@ -118,8 +131,11 @@ def main():
     doc = {"python": "%d.%d.%d" % sys.version_info[:3]}
     try:
         import tensorflow as tf
-    except Exception as exc:  # noqa: BLE001 - the failure is the answer
-        doc["import_error"] = "%s: %s" % (type(exc).__name__, str(exc)[:500])
+    except Exception as exc:
+        text = str(exc)
+        missing = re.findall(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file", text)
+        doc["import_error"] = "%s: %s" % (type(exc).__name__, text.strip().splitlines()[-1][:400] if text.strip() else "")
+        doc["missing_libraries"] = missing
         doc["versions"] = versions()
         print(json.dumps(doc))
         return
@@ -128,12 +144,12 @@ def main():
     info = {}
     try:
         info = dict(tf.sysconfig.get_build_info())  # TF >= 2.3
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         doc["build_info_error"] = "%s: %s" % (type(exc).__name__, exc)
     doc["build_info"] = dict((k, str(v)) for k, v in info.items())
     try:
         doc["cuda_build"] = bool(tf.test.is_built_with_cuda())
-    except Exception:  # noqa: BLE001
+    except Exception:
         doc["cuda_build"] = None
     wheel_libs = nvidia_wheel_libs()
     by_name = dict((os.path.basename(p), p) for p in wheel_libs)
@@ -142,16 +158,17 @@ def main():
         entry = {"family": family, "candidates": candidates, "loaded": None, "how": None, "error": None}
         for cand in candidates:
             err = try_load(cand)
-            if err is None:
-                entry["loaded"], entry["how"] = cand, "dynamic loader"
+            if err is None:  # on the loader's path, or already loaded by TensorFlow (its RUNPATH)
+                entry["loaded"], entry["how"], entry["error"] = cand, "by soname", None
                 break
             if cand in by_name and try_load(by_name[cand]) is None:
-                entry["loaded"], entry["how"] = cand, "nvidia wheel"
+                entry["loaded"], entry["how"], entry["error"] = cand, "from the nvidia wheel", None
                 break
             entry["error"] = err
         loads.append(entry)
     doc["build_info_libs"] = loads
     doc["keras_error"] = keras_check(tf)
+    doc["h5_error"] = h5_check(tf)
     wheel_results = []
     errors = load_all(wheel_libs)
     for path in wheel_libs:

@@ -1,7 +1,7 @@
 """Prove tfgpu's pip recipes by real installs: `nox -s recipes` (slow, networked; not in .ci/run).
 
 For the newest patch of every GPU minor series (and 2.2.0, the seed's release) it builds the environment
-through tfgpu's own create code path (tfgpu.commands.envs.build_plan -> tfgpu.create.run_plan, pip
+through tfgpu's own create code path (tfgpu.pipeline.build_plan -> tfgpu.create.run_plan, pip
 backend, the Python the plan picks among those installed), runs the smoke test (the CPU part counts on a
 machine without a GPU, as `tfgpu create --allow-cpu` does), then scripts/recipe_probe.py inside the
 environment: import TensorFlow, the resolved versions, and a ctypes load of every CUDA library the
@@ -29,6 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PROBE = Path(__file__).resolve().with_name("recipe_probe.py")
 HEADLINE = "2.2.0"  # the seed's release (MX150): `import tensorflow` failed with numpy 1.24
 SOURCE_KEY = "tfgpu-recipes"
+#: Libraries of the CUDA toolkit and cuDNN (an import that misses one of these needs system CUDA).
+CUDA_LIB_PREFIXES = ("libcudart", "libcublas", "libcudnn", "libcufft", "libcurand", "libcusolver", "libcusparse",
+                     "libcupti", "libnvrtc", "libnvinfer", "libnccl")
 SOURCES = {SOURCE_KEY: {
     "title": "Installed from PyPI by `nox -s recipes` (scripts/verify_recipes.py): tfgpu's create code path, pip "
              "backend, Linux x86_64 without an NVIDIA driver; packages from the PyPI simple index",
@@ -65,14 +68,18 @@ def _skip_reason(kb: Any, tf: str, exc: Exception) -> str:
 def summarise_libs(probe: dict[str, Any], provides_cuda: bool, build_cuda: str) -> tuple[bool, str]:
     """(every library the recipe brings loaded, a one-line account)."""
     wheel = probe.get("nvidia_wheel_libs") or []
-    wheel_bad = [w["lib"] for w in wheel if w.get("error")]
+    # a library linked against the driver itself (cuDNN 9's runtime-compiled engines) loads only with one
+    needs_driver = [w["lib"] for w in wheel if w.get("error") and "libcuda.so.1" in w["error"]]
+    wheel_bad = [w["lib"] for w in wheel if w.get("error") and w["lib"] not in needs_driver]
     info = probe.get("build_info_libs") or []
     loaded = [f"{e['loaded']}" for e in info if e.get("loaded")]
     missing = [e["candidates"][0] for e in info if not e.get("loaded")]
     parts = []
     if wheel:
-        parts.append(f"{len(wheel) - len(wheel_bad)}/{len(wheel)} nvidia-wheel libraries loaded"
+        parts.append(f"{len(wheel) - len(wheel_bad) - len(needs_driver)}/{len(wheel)} nvidia-wheel libraries loaded"
                      + (f" (failed: {', '.join(wheel_bad[:4])})" if wheel_bad else ""))
+    if needs_driver:
+        parts.append(f"{len(needs_driver)} need the driver's libcuda.so.1 to load ({', '.join(needs_driver[:3])})")
     if loaded:
         parts.append("build-info libraries loaded: " + ", ".join(loaded))
     if missing:
@@ -86,13 +93,18 @@ def summarise_libs(probe: dict[str, Any], provides_cuda: bool, build_cuda: str) 
 
 
 def verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, log: Any) -> dict[str, str]:
-    """Build, smoke-test and probe one release; a row for compat/verified.toml (a dict of strings)."""
+    """Build, smoke-test and probe one release; a row for compat/verified.toml (a dict of one-line strings)."""
+    row = _verify_one(tf, scratch=scratch, facts=facts, keep=keep, log=log)
+    return {k: " ".join(v.split()) for k, v in row.items()}
+
+
+def _verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, log: Any) -> dict[str, str]:
     from tfgpu import run
-    from tfgpu.commands.envs import build_plan
     from tfgpu.compat import load_kb, version
     from tfgpu.create import activation_env, run_plan
     from tfgpu.errors import TfgpuError
-    from tfgpu.smoke.runner import run_smoke
+    from tfgpu.pipeline import build_plan
+    from tfgpu.smoke.runner import child_env, run_smoke
 
     kb = load_kb()
     today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
@@ -105,7 +117,13 @@ def verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, log
                           facts=facts, find_links=[], index_url=None, offline=False)
     except TfgpuError as exc:
         recipes = kb.recipes_for(version(tf), "linux", backend="pip")
-        row.update(recipe=recipes[0].id if recipes else "none", result="skipped", reason=_skip_reason(kb, tf, exc))
+        if recipes:
+            row.update(recipe=recipes[0].id, result="skipped", reason=_skip_reason(kb, tf, exc))
+        else:  # the official recipes of 2.11-2.13 bring CUDA with conda
+            others = [r for r in kb.recipes_for(version(tf), "linux") if r.gpu]
+            row.update(recipe=others[0].id if others else "none", result="skipped",
+                       reason=f"no pip recipe on Linux: its recipes ({', '.join(r.id for r in others)}) install "
+                              "CUDA with conda, and there are no conda channels where tfgpu verifies")
         return row
     row.update(recipe=plan.recipe_id, python=plan.python,
                pins=",".join(r for r in plan.pip_requirements[1:]))
@@ -122,16 +140,26 @@ def verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, log
             row["reason"] = f"install failed: {exc.message}" + (f" ({tail})" if tail else "")
             return row
         env = activation_env(plan)
-        probe_res = run.capture([plan.env_python, str(PROBE)], timeout=900, env=env)
+        probe_res = run.capture([plan.env_python, str(PROBE)], timeout=900, env=child_env(env))
         try:
             probe = json.loads(probe_res.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
             row["reason"] = f"probe failed (exit {probe_res.returncode}): {probe_res.stderr.strip()[-300:]}"
             return row
+        (scratch / f"probe-{tf}.json").write_text(json.dumps(probe, indent=1) + "\n", encoding="utf-8")
         versions = probe.get("versions") or {}
         row.update(numpy=versions.get("numpy", ""), protobuf=versions.get("protobuf", ""),
                    keras=versions.get("keras", ""), h5py=versions.get("h5py", ""),
                    typing_extensions=versions.get("typing-extensions", ""))
+        missing_cuda = [m for m in probe.get("missing_libraries") or [] if m.startswith(CUDA_LIB_PREFIXES)]
+        if probe.get("import_error") and missing_cuda and not recipe.provides_cuda:
+            # TF <= 1.13's GPU wheels link CUDA itself: no import without the system CUDA the recipe requires
+            row.update(result="skipped", cuda_libs=f"needs the system CUDA {build.cuda if build else '?'}: "
+                                                  f"{', '.join(missing_cuda)} not found",
+                       reason=f"installed, but `import tensorflow` needs the system CUDA "
+                              f"{build.cuda if build else '?'} ({', '.join(missing_cuda)}), which this machine "
+                              "does not have (only CUDA 13.0), and no CUDA of that age comes from PyPI")
+            return row
         if probe.get("import_error"):
             row["reason"] = f"import tensorflow failed: {probe['import_error']}"[:400]
             return row
@@ -144,7 +172,9 @@ def verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, log
         if not smoke_ok:
             problems.append(f"smoke test: {doc.get('summary')}")
         if probe.get("keras_error"):
-            problems.append(f"Keras LSTM on a symbolic input failed: {probe['keras_error']}")
+            problems.append(f"Keras on a symbolic input failed: {probe['keras_error']}")
+        if probe.get("h5_error"):
+            problems.append(f"Keras model save/load in HDF5 failed: {probe['h5_error']}")
         if not libs_ok:
             problems.append(f"CUDA libraries: {libs}")
         row["result"] = "failed" if problems else "ok"
@@ -153,6 +183,20 @@ def verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, log
     finally:
         if not keep and prefix.exists():
             shutil.rmtree(prefix, ignore_errors=True)
+
+
+def prepare(scratch: Path) -> dict[str, Any]:
+    """Make ``scratch``, keep tfgpu's registry and logs there, put pyenv's Pythons on PATH; this
+    machine's facts (as `tfgpu create` probes them)."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    os.environ["TFGPU_HOME"] = str(scratch / "home")
+    os.environ["PATH"] = pyenv_path()
+    if str(ROOT / "src") not in sys.path:
+        sys.path.insert(0, str(ROOT / "src"))
+    from tfgpu.commands.plan import _facts
+
+    facts: dict[str, Any] = _facts(None)
+    return facts
 
 
 def render_table(rows: list[dict[str, str]]) -> str:
@@ -193,17 +237,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="tfgpu-recipes-")).resolve()
-    scratch.mkdir(parents=True, exist_ok=True)
-    os.environ["TFGPU_HOME"] = str(scratch / "home")  # the registry and logs of these runs stay in scratch
-    os.environ["PATH"] = pyenv_path()
-    sys.path.insert(0, str(ROOT / "src"))
-    from tfgpu.commands.envs import _facts
+    facts = prepare(scratch)
     from tfgpu.compat import load_kb
 
     def log(msg: str) -> None:
         print(msg, flush=True)
 
-    facts = _facts(None)
     rows = []
     for tf in targets(load_kb(), args.only):
         t0 = time.monotonic()

@@ -90,8 +90,10 @@ def test_debug_shows_the_traceback(cli, monkeypatch):
         raise ZeroDivisionError("division by zero")
 
     monkeypatch.setattr(doctor_cmd, "run_doctor", boom)
-    with pytest.raises(ZeroDivisionError):
-        cli("--debug", "doctor")
+    code, _, err = cli("--debug", "doctor")
+    assert code == 3  # a bug's exit code, with the traceback (issue 16: it escaped as exit 1)
+    assert "Traceback" in err
+    assert "ZeroDivisionError: division by zero" in err
 
 
 @pytest.mark.real_subprocess

@@ -39,7 +39,7 @@ M60 = LOGS / "tesla_m60_tf114_cuda100_missing.log"
 
 def test_catalog_is_big_enough_and_well_formed() -> None:
     cat = ex.load_catalog()
-    assert len(cat.entries) >= 40
+    assert len(cat.entries) >= 250  # issue 15: the catalog was mined from real threads, keep it that big
     assert len({e.id for e in cat.entries}) == len(cat.entries)
     assert {e.severity for e in cat.entries} <= set(ex.SEVERITIES)
     assert any(e.severity == "harmless" for e in cat.entries)
@@ -60,6 +60,14 @@ def test_every_entry_explains_its_own_real_sample(row: dict[str, str]) -> None:
         for name, value in f.groups:
             assert "{" + name + "}" not in text or not value
     assert f.source.startswith(("https://", "seed:"))
+
+
+@pytest.mark.parametrize("row", ENTRIES, ids=[r["id"] for r in ENTRIES])
+def test_every_placeholder_is_a_group_of_its_pattern(row: dict[str, str]) -> None:
+    groups = set(re.compile(row["pattern"]).groupindex)
+    for key in ("meaning", "cause", "fix"):
+        used = set(re.findall(r"\{(\w+)\}", row[key]))
+        assert used <= groups, f"{row['id']}.{key} names {sorted(used - groups)}, not groups of its pattern"
 
 
 def _also_rows() -> list[tuple[str, str, str]]:
@@ -85,12 +93,14 @@ def test_every_extra_real_line_names_only_its_entry(entry: str, line: str, sourc
 @pytest.mark.parametrize(("name", "expected"), LOG_ROWS, ids=[r[0] for r in LOG_ROWS])
 def test_whole_real_logs_give_their_diagnosis_in_order(name: str, expected: list[str]) -> None:
     report = ex.explain_file(LOGS / name)
-    ids = [f.id for f in report.findings]
+    # SOURCES.md lists the catalog's entries (the generic unrecognised.* findings are not catalog entries)
+    ids = [f.id for f in report.findings if not f.unrecognised]
     unique = list(dict.fromkeys(ids))
     rank = {f.id: f.rank for f in report.findings}
     # SOURCES.md breaks rank ties by id; explain_lines breaks them by line (first seen first).
     assert sorted(unique, key=lambda i: (rank[i], i)) == expected
-    keys = [(f.rank, f.line) for f in report.findings]
+    # known problems by rank, then unrecognised error lines, then info, then harmless (issue 15)
+    keys = [ex.order_key(f) for f in report.findings]
     assert keys == sorted(keys)
     assert report.lines > 0
     assert not report.notes
@@ -225,7 +235,8 @@ def test_binary_input_is_safe() -> None:
     import random
 
     rnd = random.Random(6)
-    blob = bytes(rnd.getrandbits(8) for _ in range(300_000)).replace(b"\n", b"") + b"\x00" * 100
+    # no \n and no \r (a lone \r ends a segment since issue 15): one 300 kB line, cut
+    blob = bytes(rnd.getrandbits(8) for _ in range(300_000)).replace(b"\n", b"").replace(b"\r", b"") + b"\x00" * 100
     report = ex.explain_stream(io.BytesIO(blob + b"\n" + _dlopen("libcudart.so.10.0").encode() + b"\n"))
     assert [f.id for f in report.findings] == ["dlopen.cudart"]
     assert any("cut" in n for n in report.notes)

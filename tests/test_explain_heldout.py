@@ -25,9 +25,10 @@ else:  # pragma: no cover - Python < 3.11
 
 HELDOUT = DATA / "explain" / "heldout" / "heldout.toml"
 SCHEMA = "tfgpu.explain.heldout/1"
-#: The score may only go up (a ratchet against regressions); it is the measured score at the last change,
-#: not a target the patterns were tuned to. The issue's goal is 80 %.
-FLOOR = 0.0
+#: The score must stay at the goal of issue 15 (80 %). Measured on the first 61 excerpts: 11/61 before the
+#: engine work of issue 15, 52/61 with it and main's mined catalog of 2026-11-22 15:20 (170 entries); all 78:
+#: 68/78. Patterns are never tuned to it.
+FLOOR = 0.80
 
 
 def load_heldout() -> list[dict[str, Any]]:
@@ -59,6 +60,21 @@ def right_cause(excerpt: dict[str, Any], findings: Sequence[ex.Finding]) -> bool
         return False
     text = f"{top.id} {top.meaning} {top.cause}"
     return all(re.search(rx, text, re.IGNORECASE) for rx in excerpt["expect"])
+
+
+def cited_by_catalog(excerpt: dict[str, Any]) -> bool:
+    """Whether the catalog cites the excerpt's thread (a source URL, or "owner/repo#N" in its text):
+    the catalog and this set were mined from the same public corpora, so some threads are in both."""
+    from tfgpu.compat import compat_dir, load_toml
+
+    urls = {str(v.get("url", "")).rstrip("/") for v in load_toml("explain").get("sources", {}).values()
+            if isinstance(v, dict)}
+    url = excerpt["url"].rstrip("/")
+    if url in urls:
+        return True
+    short = url.split("github.com/")[-1].replace("/issues/", "#").replace("/pull/", "#")
+    text = (compat_dir() / "explain.toml").read_text(encoding="utf-8")
+    return "github.com/" in url and re.search(re.escape(short) + r"(?!\d)", text) is not None
 
 
 def score(excerpts: Sequence[dict[str, Any]]) -> tuple[int, list[tuple[str, str]]]:
@@ -93,8 +109,11 @@ def test_heldout_set_is_well_formed() -> None:
 def test_explain_heldout_score(capsys: pytest.CaptureFixture[str]) -> None:
     excerpts = load_heldout()
     right, wrong = score(excerpts)
+    unseen = [e for e in excerpts if not cited_by_catalog(e)]
+    unseen_right, _ = score(unseen)
     with capsys.disabled():
         print(f"\nexplain held-out: {right}/{len(excerpts)} right cause")
+        print(f"  on the {len(unseen)} excerpts whose thread the catalog does not cite: {unseen_right}/{len(unseen)}")
         for name, top in wrong:
             print(f"  wrong: {name} (summary: {top})")
     assert right / len(excerpts) >= FLOOR

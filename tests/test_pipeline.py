@@ -44,7 +44,7 @@ def test_backend_means_the_same_and_defaults_to_auto_everywhere() -> None:
 
 
 def test_plan_takes_the_driver_and_gpu_overrides(cli: Any, tmp_path: Path) -> None:
-    # RTX 3080 on driver 470: the doctor says conda-forge's CUDA 11.8 build of 2.15, and so must plan
+    # RTX 3080 on driver 470: plan judges the overridden driver exactly as the doctor does
     facts = {"schema": "tfgpu.facts/1", "platform": {"os": "linux", "arch": "x86_64", "glibc": "2.35"},
              "python": {"current": "3.11.4", "interpreters": [{"version": "3.11.4", "path": "/usr/bin/python3.11"}]},
              "gpus": [{"index": 0, "name": "NVIDIA GeForce RTX 3080", "compute_capability": "8.6", "memory_mib": 10240}],
@@ -54,7 +54,7 @@ def test_plan_takes_the_driver_and_gpu_overrides(cli: Any, tmp_path: Path) -> No
     code, out, err = cli("plan", "--tf", "2.15", "--facts", str(path), "--driver", "470.82.01", "--json")
     assert code == 0, err
     plan = json.loads(out)
-    assert plan["recipe_id"] == "conda-forge-tensorflow-cuda"
+    assert plan["verdict"] == "blocked"  # driver 470 (CUDA 11.4) runs none of 2.15's builds as recorded
     code, out, err = cli("doctor", "--tf", "2.15", "--facts", str(path), "--driver", "470.82.01", "--json")
     target = json.loads(out)["targets"][0]
     assert (target["tf"], target["recipe_id"], target["verdict"]) == (plan["tf"], plan["recipe_id"], plan["verdict"])
@@ -254,3 +254,39 @@ def test_create_environment_is_a_library_function(tmp_path: Path, monkeypatch: p
     declined = create_environment(CreateRequest(tf="2.9", facts=facts), _Recorder())
     assert declined.exit_code == 1
     assert declined.built is None
+
+
+def test_a_driver_override_does_not_keep_the_probed_drivers_cuda() -> None:
+    from tfgpu.facts import apply_overrides
+
+    probed = {"driver": {"version": "418.87.01", "cuda": "10.1", "kernel_module": "418.87.01"}}
+    facts, _ = apply_overrides(probed, {"driver": "550.54.15"})
+    assert facts["driver"]["version"] == "550.54.15"
+    assert facts["driver"]["cuda"] is None  # derived from the driver table, as for any driver without NVML
+    assert "kernel_module" not in facts["driver"]
+    both, _ = apply_overrides(probed, {"cuda_driver": "12.4", "driver": "550.54.15"})
+    assert both["driver"]["cuda"] == "12.4"
+
+
+def test_a_pip_lock_is_for_the_python_this_machine_would_build_with() -> None:
+    from tfgpu.compat import load_kb
+    from tfgpu.locking import lock_target
+
+    facts = {"platform": {"os": "linux", "arch": "x86_64", "glibc": "2.35"},
+             "python": {"current": "3.11.4", "interpreters": [{"version": "3.11.4", "path": "/usr/bin/python3.11"}]}}
+    assert lock_target(load_kb(), facts, "2.16.1", "linux-64", backend="pip").python == "3.11"
+    # no interpreter in the release's range here: uv locks for the newest Python its wheels support
+    assert lock_target(load_kb(), {"platform": {"os": "linux"}}, "2.16.1", "linux-64", backend="pip").python == "3.12"
+
+
+def test_python_means_a_python_version_or_interpreter_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tfgpu import run
+    from tfgpu.smoke.runner import resolve_python
+
+    seen: list[str] = []
+    monkeypatch.setattr(run, "which", lambda name, env=None: seen.append(name) or f"/usr/bin/{name}")
+    assert resolve_python(python="3.11") == "/usr/bin/python3.11"
+    assert resolve_python(python="python3") == "/usr/bin/python3"
+    assert seen == ["python3.11", "python3"]
+    helps = {c: next(p for p in _commands()[c].params if "--python" in p.opts) for c in ("plan", "create", "lock", "smoke")}
+    assert all("Python" in (p.help or "") for p in helps.values())

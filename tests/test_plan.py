@@ -197,7 +197,8 @@ def test_system_cuda_match_keeps_the_pip_recipe_for_old_tf() -> None:
     f = facts_for("linux", ["3.8"], cuda_toolkits=["10.1"])
     plan = plan_environment(KB, f, tf="2.2.0", tools=TOOLS_ALL, home=HOME)
     assert plan.recipe_id == "pip-system-cuda"
-    assert plan.pip_requirements == ("tensorflow==2.2.0", "numpy<1.19", "protobuf<3.20")  # compat/pins.toml
+    # numpy<2 resolved to numpy 1.24 and `import tensorflow` failed (np.object removed): compat/pins.toml
+    assert plan.pip_requirements == ("tensorflow==2.2.0", "numpy<1.19", "protobuf<3.20")
     assert any("system's CUDA 10.1" in n for n in plan.notes)
 
 
@@ -312,7 +313,7 @@ def test_environment_yml_for_conda_and_refusal_for_pip() -> None:
     turing["gpus"][0]["compute_capability"] = "7.5"  # SASS in both builds: the docs' conda+pip recipe is preferred
     plan = plan_environment(KB, turing, tf="2.12.0", backend="conda", tools=TOOLS_ALL, home=HOME, name="tf212")
     yml = render_environment_yml(plan)
-    assert "name: tf212\n" in yml
+    assert 'name: "tf212"\n' in yml
     assert '  - "cudatoolkit=11.8.0"' in yml
     assert '    - "tensorflow==2.12.0"' in yml
     assert '    - "nvidia-cudnn-cu11==8.6.0.163"' in yml
@@ -322,7 +323,7 @@ def test_environment_yml_for_conda_and_refusal_for_pip() -> None:
     yml = render_environment_yml(pip_plan)
     assert '  - "python=3.11"\n  - "pip"\n  - pip:\n' in yml
     assert f'    - "{pip_plan.pip_requirements[0]}"' in yml
-    assert "  - conda-forge\n  - nodefaults\n" in yml
+    assert '  - "conda-forge"\n  - nodefaults\n' in yml
 
 
 def test_planning_is_pure(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -368,3 +369,18 @@ def test_an_explicit_backend_is_never_overridden_by_the_gpu_verdict():
     plan = plan_environment(KB, _rtx_5090(facts_for("linux", ALL_PY)), tf="2.19.1", backend="pip", tools=TOOLS_ALL,
                             home=HOME, engine_python="/usr/bin/python3")
     assert plan.backend == "pip"  # the user asked for it; `tfgpu doctor` / create's judging says it is blocked
+
+
+def test_tf_2_14_and_cuda_plans_a_python_tensorrt_has_wheels_for() -> None:
+    """`nox -s recipes`: tensorflow[and-cuda]==2.14.1 pins tensorrt==8.5.3.1 (wheels cp36-cp310 only), so
+    uv could not resolve it in the Python 3.11 venv the planner picked (compat/pins.toml `pythons`)."""
+    plan = plan_environment(KB, facts_for("linux", ["3.10", "3.11"]), tf="2.14.1", backend="pip", tools=TOOLS_ALL,
+                            home=HOME)
+    assert plan.recipe_id == "pip-and-cuda"
+    assert plan.python == "3.10"
+    assert any("tensorrt==8.5.3.1" in n for n in plan.notes)
+    with pytest.raises(UsageError, match=r"supports Python 3\.9–3\.10; no such interpreter"):
+        plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.14.1", backend="pip", tools=TOOLS_ALL, home=HOME)
+    # 2.15 pins no tensorrt: 3.11 stays
+    assert plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.15.1", backend="pip", tools=TOOLS_ALL,
+                            home=HOME).python == "3.11"

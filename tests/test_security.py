@@ -278,7 +278,8 @@ def test_redact_handles_every_json_shape() -> None:
     clean = report.redactor(user=USER, host=HOST, home=f"/home/{USER}")
     doc: dict[str, Any] = {f"/home/{USER}/x": [1, None, True, 2.5, {"k": f"{HOST}:{SECRETS['github']}"}]}
     out = report.redact(doc, clean)
-    assert out == {"~/x": [1, None, True, 2.5, {"k": "<host>:<redacted>"}]}
+    # values only: keys are the document's structure (issue 16)
+    assert out == {f"/home/{USER}/x": [1, None, True, 2.5, {"k": "<host>:<redacted>"}]}
 
 
 def test_explain_redact_removes_the_user_from_quoted_paths(cli, tmp_path, monkeypatch):

@@ -217,3 +217,56 @@ def test_parse_maps_of_this_process() -> None:
               "7f1c2d000000-7f1c2d001000 rw-p 00000000 00:00 0 \n")
     names = [lib["name"] for lib in script.parse_maps(sample)]
     assert names == ["libcudnn_ops_infer.so.8.9.7", "libcuda.so.535.54.03"]
+
+
+# ------------------------------------------------------------------------- why not on the GPU (issue 15)
+
+NO_DRIVER = {"driver": {"version": None, "error": "no NVIDIA GPU found (no NVIDIA display device on the PCI bus) "
+                        "and no NVIDIA driver"}, "gpus": []}
+CPU_OPS = [{"name": n, "status": "pass", "device": "/job:localhost/replica:0/task:0/device:CPU:0", "on_gpu": False}
+           for n in ("matmul", "conv2d", "xla")]
+
+
+def _real_cuinit_line() -> str:
+    # the TF 2.4 libcuda/cuInit pair of a real WSL2 log (tests/data/logs/SOURCES.md)
+    from .conftest import DATA
+
+    return "\n".join(x for x in (DATA / "logs" / "wsl2_libcuda_missing_tf23.log").read_text().splitlines()
+                     if "cuInit" in x or "libcuda.so.1" in x)
+
+
+def test_no_gpu_reason_combines_the_machine_and_the_log() -> None:
+    r = runner.build_report("py", _result(_doc(gpus={"gpus": []}, tests=CPU_OPS), _real_cuinit_line()), facts=NO_DRIVER)
+    assert r.mode == "cpu"
+    assert r.reason is not None
+    assert r.reason.startswith("no NVIDIA driver on this machine (doctor: no NVIDIA GPU found")
+    assert "TensorFlow's log: " in r.reason
+    assert r.reason in r.summary()
+    assert all(op.reason == r.reason for op in r.ops)  # the table's reason column is never empty
+    assert r.to_json()["reason"] == r.reason
+
+
+@pytest.mark.parametrize(
+    ("doc", "stderr", "facts", "expect"),
+    [
+        ({"gpus": {"gpus": []}, "tests": CPU_OPS}, "", None, "TensorFlow's log names no reason tfgpu knows"),
+        ({"gpus": {"gpus": []}, "tests": CPU_OPS}, "", {"driver": {"version": "535.54.03"}, "gpus": []},
+         "NVIDIA driver 535.54.03 is installed but reports no GPU"),
+        ({"tests": [{"name": "matmul", "status": "fail", "error": "wrong result [[0.0, 0.0], [0.0, 0.0]], expected "
+                     "[[19.0, 22.0], [43.0, 50.0]]"}, {"name": "conv2d", "status": "pass", "on_gpu": True}]}, "", None,
+         "matmul failed: wrong result [[0.0, 0.0]"),
+        ({"gpus": {"gpus": []}, "tests": CPU_OPS, "build_info": {"is_cuda_build": False}}, "", None,
+         "this TensorFlow is not a CUDA build"),
+    ],
+)
+def test_reason_is_never_empty(doc: dict[str, object], stderr: str, facts: dict[str, object] | None, expect: str) -> None:
+    r = runner.build_report("py", _result(_doc(**doc), stderr), facts=facts)
+    assert not r.gpu_ok
+    assert r.reason
+    assert expect in r.reason
+
+
+def test_gpu_pass_has_no_reason() -> None:
+    r = runner.build_report("py", _result(_doc()), facts=NO_DRIVER)
+    assert r.gpu_ok
+    assert r.reason is None

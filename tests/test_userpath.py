@@ -119,7 +119,7 @@ def test_doctor_without_a_gpu_says_so_once_and_recommends_the_cpu_route(tmp_path
 
 
 def test_a_gpu_machine_gets_no_cpu_route(tmp_path: Path, cli: Cli) -> None:
-    code, out, _ = cli("doctor", "--facts", write(tmp_path, rtx_3080()), "--json")
+    _code, out, _ = cli("doctor", "--facts", write(tmp_path, rtx_3080()), "--json")
     doc = json.loads(out)
     assert doc["recommendation"]["backend"] != "cpu"
     assert doc["no_gpu"] == []
@@ -137,7 +137,8 @@ def test_a_blocked_target_gets_the_best_release_that_works_here(tmp_path: Path, 
     assert rec["instead_of"] == "2.2.3"
     assert Version(rec["tf"]) > Version("2.2.3")
     assert rec["backend"] != "cpu"
-    assert rec["why_not"] and not rec["why_not"].startswith("[")
+    assert rec["why_not"]
+    assert not rec["why_not"].startswith("[")
     code, out, _ = cli("doctor", "--tf", "2.2", "--facts", facts)
     assert code == 1
     assert "Not 2.2.3: " in out
@@ -157,7 +158,7 @@ def test_a_blocked_target_without_a_gpu_gets_the_cpu_route(tmp_path: Path, cli: 
 
 def test_no_hint_names_the_conda_backend_on_a_machine_without_conda(tmp_path: Path, cli: Cli) -> None:
     for facts in (rtx_3080(), rtx_3080("470.82.01"), no_gpu()):
-        code, out, _ = cli("doctor", "--facts", write(tmp_path, facts), "--json")
+        _code, out, _ = cli("doctor", "--facts", write(tmp_path, facts), "--json")
         doc = json.loads(out)
         assert "--backend conda" not in json.dumps(doc["targets"]) + json.dumps(doc["recommendation"])
     with_conda = dict(rtx_3080(), conda={"kind": "mamba", "path": "/opt/mamba/bin/mamba", "version": "1.5.8"})

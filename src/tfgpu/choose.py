@@ -9,7 +9,7 @@ caveats first, pip before conda on a tie), then the blocked ones in the knowledg
 :data:`RUNNERS`, an ordered table in the manner of cibuildwheel's platform modules and nox's
 ``uv|virtualenv`` fallback chain: the first runner that is available and can build the recipe wins.
 
-Pure: ``tools`` (what is installed) is handed in by the caller (``tfgpu.backends.base.detect_tools``, or
+Pure: ``tools`` (what is installed) is handed in by the caller (``tfgpu.backends.detect.detect_tools``, or
 :func:`tools_from_facts` for the doctor).
 """
 
@@ -125,6 +125,8 @@ def tools_from_facts(facts: Mapping[str, Any]) -> dict[str, str | None]:
 
 
 def _xy(text: str) -> str:
+    if len(str(text)) > 64:  # a 5,000-digit number would not even convert to int
+        raise InvalidVersion(str(text)[:20])
     v = Version(str(text))
     return f"{v.major}.{v.minor}"
 
@@ -310,6 +312,19 @@ def _reason(runner: Runner, tool: str, recipe: Recipe, ctx: Context, prefs: Pref
     return f"{why}: conda recipe {recipe.id}, run with {tool}"
 
 
+def _for_recipe(ctx: Context, recipe: Recipe) -> Context:
+    """A pip recipe's Pythons: the release's wheels, less what a package it pins lacks (compat/pins.toml)."""
+    if recipe.backend != "pip":
+        return ctx
+    from tfgpu._record import replace
+    from tfgpu.compat import python_limit_for
+
+    limit = python_limit_for(ctx.v, recipe.id)
+    if limit is None:
+        return ctx
+    return replace(ctx, wheel_pythons=tuple(p for p in ctx.wheel_pythons if p in limit.python))
+
+
 def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict | None, v: Version, os_name: str,
                 tools: Mapping[str, str | None], prefs: Preferences) -> Choice:
     if prefs.backend not in BACKENDS:
@@ -319,7 +334,10 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     if not recipes:
         where = {"windows": "native Windows", "wsl2": "WSL2", "macos": "macOS"}.get(os_name, os_name)
         msg = f"tfgpu knows no GPU install recipe for TensorFlow {v} on {where}"
-        hint = ("TensorFlow 2.11+ has no GPU build for native Windows: use WSL2, or --tf 2.10"
+        from tfgpu.verdict import last_windows_gpu_series
+
+        last = last_windows_gpu_series(kb)
+        hint = (f"TensorFlow after {last} has no GPU build for native Windows: use WSL2, or --tf {last}"
                 if os_name == "windows" else "see `tfgpu compat` for the versions with a recipe")
         raise UsageError(msg, hint=hint)
     ctx = Context(v=v, os=os_name, tools=tools, interpreters=interpreters(facts, tools),
@@ -334,7 +352,9 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
         raise UsageError(msg, hint="use --backend conda or --backend rattler" if family == "pip" else "use --backend pip")
     first_error: UsageError | None = None
     pip_without_python = False
+    base_ctx = ctx
     for recipe in usable:
+        ctx = _for_recipe(base_ctx, recipe)
         for runner in runners:
             if not runner.runs(recipe):
                 continue
@@ -351,6 +371,7 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     if prefs.backend == "auto" and not any(r.backend in _CONDA_FAMILY for r in recipes):
         # a pip recipe and no interpreter for it: a conda-made interpreter, then pip
         recipe = usable[0]
+        ctx = _for_recipe(base_ctx, recipe)
         runner = CONDA if conda_tool(tools) else RATTLER
         if runner.can_build(recipe, ctx) is None:
             tool = runner.available(ctx) or runner.name

@@ -38,6 +38,7 @@ SCHEMAS = {
     "explain": "tfgpu.compat.explain/1",
     "pins": "tfgpu.compat.pins/1",
     "verified": "tfgpu.compat.verified/1",
+    "containers": "tfgpu.compat.containers/1",
 }
 
 OSES = ("linux", "windows", "macos")
@@ -1201,10 +1202,39 @@ def load_pins() -> tuple[Pin, ...]:
     return tuple(out)
 
 
-def pin_source_urls(pin: Pin) -> str:
+@record
+class PythonLimit:
+    """The Pythons recipe ``recipe`` can install releases ``tf`` with (compat/pins.toml `pythons`)."""
+
+    tf: VersionSpec
+    recipe: str
+    python: tuple[str, ...]
+    why: str
+    source: str
+
+
+@functools.lru_cache(maxsize=1)
+def load_python_limits() -> tuple[PythonLimit, ...]:
+    data = load_toml("pins")
+    out = []
+    for row in _rows("pins", data, "pythons", required=False):
+        pythons = _split(row.get("python", ""))
+        if not pythons or not all(re.fullmatch(r"\d+\.\d+", p) for p in pythons):
+            raise _bad("pins", row, "python must list X.Y versions")  # noqa: EM101
+        out.append(PythonLimit(tf=_spec("pins", row), recipe=str(row["recipe"]), python=pythons,
+                               why=str(row.get("why", "")), source=str(row["source"])))
+    return tuple(out)
+
+
+def python_limit_for(tf: Version, recipe: str) -> PythonLimit | None:
+    return next((lim for lim in load_python_limits() if lim.recipe == recipe and tf in lim.tf), None)
+
+
+def pin_source_urls(pin: Pin | PythonLimit) -> str:
     """The URLs behind a pin's source keys, `; `-joined (what plans cite)."""
     sources = load_toml("pins").get("sources", {})
-    return "; ".join(str(sources[k]["url"]) for k in (pin.source, pin.source2) if k and k in sources)
+    keys = (pin.source, pin.source2) if isinstance(pin, Pin) else (pin.source,)
+    return "; ".join(str(sources[k]["url"]) for k in keys if k and k in sources)
 
 
 # --------------------------------------------------------------------------- verified installs (additive)
@@ -1269,6 +1299,8 @@ def verified_from_row(row: dict[str, Any], name: str = "verified") -> Verified:
         )
     except KeyError as exc:
         raise _bad(name, row, f"missing key {exc}") from None
+    except InvalidVersion:
+        raise _bad(name, row, f"tf {row.get('tf')!r} is not a version") from None
 
 
 @functools.lru_cache(maxsize=1)
@@ -1282,30 +1314,42 @@ def load_verified() -> tuple[Verified, ...]:
 
 
 def verified_for(tf: Version | str, recipe: str) -> Verified | None:
-    """The install that proved (or failed) ``recipe`` for release ``tf``; None when none was made."""
+    """The install that proved (or failed) ``recipe`` for release ``tf``, else for the newest release of
+    its series that was tried; None when none was made."""
     vv = tf if isinstance(tf, Version) else version(str(tf))
-    for row in load_verified():
-        if row.tf == vv and row.recipe == recipe:
-            return row
-    return None
+    rows = [r for r in load_verified() if r.recipe == recipe and series_of(r.tf) == series_of(vv)]
+    exact = [r for r in rows if r.tf == vv]
+    if exact:
+        return exact[0]
+    return max(rows, key=lambda r: r.tf) if rows else None
 
 
 def verified_status(tf: Version | str, recipe_id: str, backend: str) -> dict[str, Any]:
-    """What `tfgpu compat` and `doctor --tf` say about one recipe: verified / failed / not verified here."""
+    """What `tfgpu compat` and `doctor --tf` say about one recipe: install verified DATE, failed, skipped
+    (could not run where tfgpu verifies), not verified here, or cannot verify (conda recipes)."""
     if backend != "pip":
-        return {"status": "cannot verify", "text": "conda recipes cannot be verified here (no conda channels)"}
+        return {"status": "cannot verify",
+                "text": "not verified here: conda recipes cannot be verified where tfgpu verifies (no conda channels)"}
     row = verified_for(tf, recipe_id)
     if row is None:
         return {"status": "not verified", "text": "not verified here"}
+    doc: dict[str, Any] = {"tf": str(row.tf), "date": row.date}
+    if row.python:
+        doc["python"] = row.python
+    versions = {k: v for k, v in row.versions if v}
+    if versions:
+        doc["versions"] = versions
     if row.result == "ok":
-        return {"status": "verified", "date": row.date, "python": row.python,
-                "text": f"install verified {row.date} (Python {row.python})"}
-    return {"status": row.result, "date": row.date, "python": row.python, "reason": row.reason,
-            "text": f"install {row.result} {row.date}: {row.reason}"}
+        return {"status": "verified", "text": f"install verified {row.date} (TF {row.tf}, Python {row.python})", **doc}
+    return {"status": row.result, "reason": row.reason,
+            "text": f"install {row.result} {row.date} (TF {row.tf}): {row.reason}", **doc}
 
 
 def _toml_str(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A TOML basic string (JSON's escapes are valid TOML escapes for every character but DEL)."""
+    import json
+
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 VERIFIED_HEADER = """\
@@ -1338,3 +1382,123 @@ def dump_verified(rows: Iterable[Verified], sources: dict[str, dict[str, str]]) 
         cells = ", ".join(f"{k} = {_toml_str(str(v))}" for k, v in sources[key].items())
         lines.append(f"{key} = {{ {cells} }}")
     return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- container images (additive)
+
+#: Container families of compat/containers.toml: TensorFlow's own images, NVIDIA's NGC images.
+CONTAINER_FAMILIES = ("tensorflow", "ngc")
+NGC_REPO = "nvcr.io/nvidia/tensorflow"
+
+
+@record
+class ContainerImage:
+    """One GPU image of TensorFlow (compat/containers.toml): what it carries and what the host needs."""
+
+    ref: str
+    family: str
+    tf: Version
+    cuda: str
+    cudnn: str
+    python: str
+    driver: Version | None  # host driver floor (outside forward compatibility)
+    compat_drivers: tuple[Version, ...]  # data-center GPUs only: first release of each allowed older branch
+    cc_min: str
+    published: str  # YYYY-MM; "" for TensorFlow's own images (published with the release)
+    source: str
+    confidence: str = "sourced"
+    note: str = ""
+    jupyter_ref: str = ""
+    source2: str = ""
+    driver_text: str = ""  # the floor as NVIDIA writes it (Version prints 535.54.03 as 535.54.3)
+
+    def driver_ok(self, driver: Version, *, datacenter: bool) -> bool:
+        """Host driver ``driver`` runs this image: at or above the floor, or (data-center GPUs only) in a
+        branch that CUDA forward compatibility allows (same major branch, at or above its first release)."""
+        if self.driver is None or driver >= self.driver:
+            return True
+        return datacenter and any(driver.major == c.major and driver >= c for c in self.compat_drivers)
+
+
+@record
+class ContainerSeries:
+    id: str
+    image: str
+    first: str
+    last: str  # "" = still published
+    source: str
+    note: str = ""
+
+
+def _yymm(name: str, row: dict[str, Any], key: str) -> str:
+    text = str(row.get(key, "") or "")
+    if text and not re.fullmatch(r"\d{2}\.\d{2}|\d+\.\d+", text):
+        raise _bad(name, row, f"{key} {text!r} is not YY.MM")
+    return text
+
+
+@functools.lru_cache(maxsize=1)
+def load_container_table() -> tuple[tuple[ContainerImage, ...], tuple[ContainerSeries, ...], tuple[dict[str, Any], ...]]:
+    """The NGC rows, the series and the TensorFlow-image rules of compat/containers.toml, checked."""
+    name = "containers"
+    data = load_toml(name)
+    images = []
+    for row in _rows(name, data, "ngc"):
+        _yymm(name, row, "release")
+        flavor = str(row.get("flavor", ""))
+        if flavor not in ("py3", "tf1-py3", "tf2-py3"):
+            raise _bad(name, row, f"flavor {flavor!r} is not py3, tf1-py3 or tf2-py3")
+        try:
+            tf = version(str(row["tf"]))
+            driver = version(str(row["driver"]))
+            compat = tuple(version(x.strip()) for x in str(row.get("compat_drivers", "")).split(";") if x.strip())
+            version(str(row["cuda"]))
+            version(str(row["cc_min"]))
+        except (KeyError, InvalidVersion) as exc:
+            raise _bad(name, row, f"bad or missing version: {exc}") from None
+        if (tf.major == 1) != (flavor != "tf2-py3"):
+            raise _bad(name, row, f"flavor {flavor} does not carry TensorFlow {tf}")
+        images.append(ContainerImage(
+            ref=f"{NGC_REPO}:{row['release']}-{flavor}", family="ngc", tf=tf, cuda=str(row["cuda"]),
+            cudnn=str(row.get("cudnn", "")), python=str(row.get("python", "")), driver=driver,
+            compat_drivers=compat, cc_min=str(row["cc_min"]), published=str(row.get("published", "")),
+            source=str(row["source"]), confidence=str(row.get("confidence", "sourced")), note=str(row.get("note", "")),
+            source2=str(row.get("source2", "")), driver_text=str(row["driver"]),
+        ))
+    series = tuple(ContainerSeries(id=str(r["id"]), image=str(r["image"]), first=str(r.get("first", "")),
+                                   last=str(r.get("last", "")), source=str(r["source"]), note=str(r.get("note", "")))
+                   for r in _rows(name, data, "series"))
+    rules = tuple(_rows(name, data, "tf_images"))
+    for rule in rules:
+        _spec(name, rule)
+        if "{tf}" not in str(rule.get("tag", "")):
+            raise _bad(name, rule, "a tf_images rule needs a tag with {tf}")
+    return tuple(images), series, rules
+
+
+def container_images(kb: KnowledgeBase, tf: Version | str) -> list[ContainerImage]:
+    """Every GPU image that carries TensorFlow ``tf`` (its series for NGC images, whose patch level NVIDIA
+    picks): TensorFlow's own image first (its CUDA is the release's tested build), then NGC's, newest first."""
+    v = version(str(tf))
+    ngc, _series, rules = load_container_table()
+    out: list[ContainerImage] = []
+    build = kb.build_for(v, "linux")
+    for rule in rules:
+        if build is None or v not in VersionSpec(str(rule["tf"])):
+            continue
+        toolkit = kb.toolkit(build.cuda)
+        out.append(ContainerImage(
+            ref=f"{rule['repo']}:{str(rule['tag']).replace('{tf}', str(v))}", family="tensorflow", tf=v,
+            cuda=build.cuda, cudnn=build.cudnn, python="", driver=toolkit.linux_min_driver if toolkit else None,
+            compat_drivers=(), cc_min="", published="", source=str(rule["source"]),
+            driver_text=toolkit.min_driver_text("linux") if toolkit else "",
+            jupyter_ref=f"{rule['repo']}:{str(rule.get('jupyter_tag', '')).replace('{tf}', str(v))}"
+            if rule.get("jupyter_tag") else "",
+        ))
+    same = [i for i in ngc if (i.tf.major, i.tf.minor) == (v.major, v.minor)]
+    out += sorted(same, key=lambda i: i.ref, reverse=True)
+    return out
+
+
+def ngc_images() -> tuple[ContainerImage, ...]:
+    return load_container_table()[0]

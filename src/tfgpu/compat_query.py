@@ -26,6 +26,7 @@ from tfgpu.compat import (
     load_toml,
     normalize_cuda,
     series_of,
+    verified_status,
     version,
 )
 from tfgpu.errors import UsageError
@@ -341,6 +342,7 @@ def _install(kb: KnowledgeBase, build: Build, versions: list[Version]) -> list[d
                 "pins": recipe.pins or None, "provides_cuda": recipe.provides_cuda,
                 "activation": list(recipe.activation), "confidence": recipe.confidence,
                 "note": recipe.note or None, "source": sources[0], "sources": sources,
+                "verified": verified_status(chosen, recipe.id, recipe.backend),
             })
     return out
 
@@ -581,6 +583,10 @@ def _detail(console: Any, row: Mapping[str, Any]) -> None:
             console.print(Text(f"               {rec['packages']}{channels}"), soft_wrap=True)
             for act in rec["activation"]:
                 console.print(Text(f"               activate: {act}", style="dim"), soft_wrap=True)
+            ver = rec.get("verified") or {}
+            if ver:
+                console.print(Text(f"               {ver['text']}", style={"verified": "green", "failed": "red"}.get(
+                    ver["status"], "dim")), soft_wrap=True)
             console.print(Text(f"               source: {' ; '.join(rec['sources'])}", style="dim"), soft_wrap=True)
     if row["notes"]:
         console.print(Text("  Notes", style="bold"))

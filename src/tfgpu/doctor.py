@@ -158,6 +158,9 @@ def run_doctor(
     if backend not in BACKENDS:
         msg = f"--backend {backend!r} is not one of {', '.join(BACKENDS)}"
         raise UsageError(msg)
+    from tfgpu.safety import check_timeout
+
+    timeout = check_timeout(timeout)
     # Probes start first; with fork_probes they run in a child process while this one loads the
     # knowledge base (in a thread instead, it was slower: GIL and import-lock contention).
     pending = start_facts(facts_file=facts_file, overrides=overrides, timeout=timeout, fork=fork_probes)
@@ -180,10 +183,13 @@ def run_doctor(
         doc = report.redact(doc)
     if ci:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-        sys.stderr.write(report.plain_log(doc))
+        from tfgpu.safety import terminal_safe, workflow_safe
+
+        # every line written in CI mode: no escape sequences, no workflow command from the facts
+        sys.stderr.write(workflow_safe(terminal_safe(report.plain_log(doc))))
         if os.environ.get("GITHUB_ACTIONS") == "true":
             for line in report.ci_annotations(doc):
-                sys.stderr.write(line + "\n")
+                sys.stderr.write(terminal_safe(line, keep_newlines=False) + "\n")
         report.write_step_summary(doc, os.environ)
     elif json_out:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")

@@ -91,6 +91,8 @@ class Interrupted(TfgpuError):
 
 
 def error_line(text: str) -> None:
+    if len(text) > 1000:  # a 5,000-character bad value stays one readable line
+        text = f"{text[:600]} … {text[-300:]}"
     sys.stderr.write(f"tfgpu: error: {text}\n")
 
 
@@ -113,8 +115,11 @@ def run_guarded(fn: Callable[[], int], *, debug: bool) -> int:
     except BrokenPipeError:  # `tfgpu doctor | head`
         return ExitCode.OK
     except Exception as exc:
-        if debug:
-            raise
+        if debug:  # the traceback, and still the exit code of a bug (an escaping exception would be 1)
+            import traceback
+
+            traceback.print_exc()
+            return ExitCode.INTERNAL
         error_line(
             f"internal error: {type(exc).__name__}: {clip_words(str(exc), 300)} "
             "(a bug in tfgpu: rerun with --debug and report it with `tfgpu doctor --json`)"

@@ -2,6 +2,12 @@
 
 Pure in the middle (:func:`explain_lines`, :func:`refine_cause`); :func:`explain_file` is the only
 part that reads, and it streams with fixed bounds so a 50 MB log or a binary file is safe.
+
+Nothing fatal passes silently: an error-level line no catalog entry knows (a TensorFlow ``E``/``F`` line,
+a ``Check failed``, a Python exception line, a CUDA/cuDNN/cuBLAS error code, an ``NVRM`` message) gets a
+generic ``unrecognised.<kind>`` finding with a key to search for. Causes use the other lines of the same
+log (:func:`_apply_log_context`), and the summary (:func:`top_finding`) is never a "good sign" while an
+error is on record.
 """
 
 from __future__ import annotations
@@ -31,7 +37,12 @@ TAIL_BYTES = 2 * 1024 * 1024
 MAX_READ_BYTES = 512 * 1024 * 1024
 #: A finding's ``text`` keeps this many characters of its line.
 TEXT_CHARS = 300
+#: At most this many distinct unrecognised lines become findings (the rest are counted in a note).
+MAX_UNRECOGNISED = 20
+#: Rank of the generic unrecognised.* findings: after every catalog problem, before info and harmless ones.
+UNRECOGNISED_RANK = 200
 _CHUNK = 1 << 16
+_SKIP_CHUNK = 1 << 20
 
 
 @record
@@ -57,6 +68,11 @@ class Entry:
 @record
 class Catalog:
     entries: tuple[Entry, ...]
+    #: Entries by a whole word every matching line contains (lower-cased), so a line is only tried
+    #: against the entries whose word it has; ``always`` holds the entries without such a word.
+    index: Mapping[str, tuple[Entry, ...]] = field(default_factory=dict, compare=False, repr=False)
+    always: tuple[Entry, ...] = field(default=(), compare=False, repr=False)
+    words: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
 
 @record
@@ -74,13 +90,23 @@ class Finding:
     source: str  # where the knowledge comes from (URL, or the catalog's source key)
     count: int = 1  # how many lines matched with the same id and groups
     groups: tuple[tuple[str, str], ...] = ()
+    #: For an unrecognised.* finding: a short text to search for (the message without numbers/paths).
+    key: str = ""
 
     @property
     def harmless(self) -> bool:
         return self.severity == "harmless"
 
+    @property
+    def unrecognised(self) -> bool:
+        return self.id.startswith("unrecognised.")
+
+    @property
+    def problem(self) -> bool:
+        return self.severity in ("fatal", "error", "warning")
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "id": self.id,
             "severity": self.severity,
             "rank": self.rank,
@@ -92,6 +118,9 @@ class Finding:
             "fix": self.fix,
             "source": self.source,
         }
+        if self.key:
+            out["key"] = self.key
+        return out
 
 
 @record
@@ -105,9 +134,11 @@ class ExplainReport:
     name: str = "-"
 
     def to_json(self) -> dict[str, Any]:
+        top = top_finding(self.findings)
         return {
             "schema": SCHEMA,
             "input": {"name": self.name, "lines": self.lines, "bytes": self.bytes_read},
+            "summary": top.id if top is not None else None,
             "findings": [f.to_json() for f in self.findings],
             "notes": list(self.notes),
         }
@@ -124,24 +155,30 @@ def _parser() -> Any:
     return parser
 
 
-def _needle(pattern: str, flags: int) -> str | None:
-    """The longest literal run at the top level of a regex, if it is long enough to filter on."""
+def _literal_runs(pattern: str, flags: int = 0) -> list[str]:
+    """The literal runs at the top level of a regex: every match contains each of them."""
     parser = _parser()
     try:
         parsed = parser.parse(pattern, flags)
     except Exception:  # pragma: no cover - re.compile already accepted it
-        return None
+        return []
     literal = parser.LITERAL
-    best, run = "", []
+    runs, run = [], []
     for op, arg in parsed:
         if op == literal:
             run.append(chr(arg))
             continue
-        if len(run) > len(best):
-            best = "".join(run)
+        if run:
+            runs.append("".join(run))
         run = []
-    if len(run) > len(best):
-        best = "".join(run)
+    if run:
+        runs.append("".join(run))
+    return runs
+
+
+def _needle(pattern: str, flags: int) -> str | None:
+    """The longest literal run at the top level of a regex, if it is long enough to filter on."""
+    best = max(_literal_runs(pattern, flags), key=len, default="")
     return best if len(best) >= 4 else None
 
 
@@ -196,7 +233,40 @@ def build_catalog(data: Mapping[str, Any], *, origin: str = "compat/explain.toml
             source_title=str(src.get("title", "")) if isinstance(src, dict) else "",
             needle=(needle.lower() if icase and needle else needle), ignore_case=icase,
         ))
-    return Catalog(tuple(sorted(out, key=lambda e: (e.rank, e.id))))
+    entries = tuple(sorted(out, key=lambda e: (e.rank, e.id)))
+    # how common each word is in real log lines (the entries' own samples): index by the rarest word
+    common: dict[str, int] = {}
+    for e in entries:
+        for w in set(_WORD.findall(e.sample.lower())):
+            common[w] = common.get(w, 0) + 1
+    index: dict[str, list[Entry]] = {}
+    always: list[Entry] = []
+    for e in entries:
+        word = _index_word(_literal_runs(e.pattern.pattern), common)
+        if word is None:
+            always.append(e)
+        else:
+            index.setdefault(word, []).append(e)
+    return Catalog(entries, {w: tuple(es) for w, es in index.items()}, tuple(always), frozenset(index))
+
+
+_WORD = re.compile(r"[a-z0-9_]+")
+
+
+def _index_word(runs: Sequence[str], common: Mapping[str, int] | None = None) -> str | None:
+    """A whole word inside one of the literal ``runs`` (lower-cased): one bounded by non-word characters
+    of the run itself, so every line the entry matches has it as a token of ``_WORD``. The rarest such
+    word in ``common`` (word -> how many sample lines have it), then the longest: "tensorflow" is in
+    most lines."""
+    inner = []
+    for run in runs:
+        low = run.lower()
+        inner += [m.group() for m in _WORD.finditer(low) if m.start() > 0 and m.end() < len(low)]
+    inner = [w for w in inner if len(w) >= 3]
+    if not inner:
+        return None
+    freq = common or {}
+    return min(inner, key=lambda w: (freq.get(w, 0), -len(w), w))
 
 
 @functools.lru_cache(maxsize=1)
@@ -264,6 +334,9 @@ def _describe(items: Sequence[Mapping[str, Any]], label: str) -> str:
     return ", ".join(dict.fromkeys(parts))
 
 
+_CUINIT_WITH_DRIVER = frozenset({"cuda.cuinit_compat_not_supported", "cuda.cuinit_system_driver_mismatch"})
+
+
 def refine_cause(entry: Entry, groups: Mapping[str, str], facts: Mapping[str, Any] | None) -> str | None:
     """A cause sentence specific to this machine, from the probe facts (None: nothing to add)."""
     if not facts:
@@ -311,7 +384,9 @@ def refine_cause(entry: Entry, groups: Mapping[str, str], facts: Mapping[str, An
         return None
     if entry.id == "cudnn.version_mismatch" and cudnns:
         return f"cuDNN installed here: {_describe(cudnns, 'cuDNN')}; TensorFlow needs >= {groups.get('compiled')}."
-    if entry.id in ("cuda.cuinit_no_device", "cuda.cuinit_303_no_libcuda") and driver is not None:
+    # every cuInit failure that means "no usable driver/GPU here" (not the driver-mismatch ones, which
+    # presuppose a driver): what the doctor knows about this machine's driver
+    if (entry.id.startswith("cuda.cuinit") and entry.id not in _CUINIT_WITH_DRIVER) and driver is not None:
         gpus = facts.get("gpus")
         if not driver.get("version"):
             err = f": {driver['error']}" if driver.get("error") else ""
@@ -324,20 +399,214 @@ def refine_cause(entry: Entry, groups: Mapping[str, str], facts: Mapping[str, An
 # -------------------------------------------------------------------------------------- matching
 
 
-def _match_line(catalog: Catalog, line: str) -> Iterator[tuple[Entry, dict[str, str]]]:
-    lowered: str | None = None
-    for e in catalog.entries:
-        if e.needle is not None:
-            if e.ignore_case:
-                if lowered is None:
-                    lowered = line.lower()
-                if e.needle not in lowered:
-                    continue
-            elif e.needle not in line:
+def _match_line(catalog: Catalog, line: str) -> list[tuple[Entry, dict[str, str]]]:
+    lowered = line.lower()
+    hit = catalog.words.intersection(_WORD.findall(lowered))
+    found = []
+    for group in (catalog.always, *(catalog.index[w] for w in hit)):
+        for e in group:
+            if e.needle is not None and e.needle not in (lowered if e.ignore_case else line):
                 continue
-        m = e.pattern.search(line)
+            m = e.pattern.search(line)
+            if m:
+                found.append((e, {k: v for k, v in m.groupdict().items() if v is not None}))
+    return found
+
+
+# ------------------------------------------------------------------------- unrecognised error lines
+
+#: A TensorFlow / absl log line at level E or F: ``2021-10-16 14:56:09.420644: E path/x.cc:271] msg``,
+#: ``E tensorflow/x.cc:352] msg`` (TF 1.x) and ``E0000 00:00:1738697930.202924    7665 x.cc:522] msg``
+#: (TF >= 2.16, absl).
+_TF_LEVEL = re.compile(
+    r"(?<![^\s:>|\]])(?P<lvl>[EF])(?:\d{4} \d\d:\d\d:\d+\.\d+\s+\d+\s+|\s+)"
+    r"(?P<src>[^\s\]]+\.(?:cc|cpp|cu|h|c|py)):\d+\]\s?(?P<msg>.*)"
+)
+_CHECK_FAILED = re.compile(r"Check failed:?\s*(?P<msg>.*)")
+#: The final line of a Python traceback: ``pkg.mod.SomeError: message`` at the start of the line
+#: (or after pytest's ``E   `` prefix).
+_EXCEPTION = re.compile(
+    r"(?:E {2,})?(?P<exc>(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Failure))(?::\s*(?P<msg>.*))?$"
+)
+_CUDA_CODE = re.compile(
+    r"\b(?P<code>CUDA_ERROR_[A-Z_]+|CUDNN_STATUS_(?!SUCCESS\b)[A-Z_]+|CUBLAS_STATUS_(?!SUCCESS\b)[A-Z_]+"
+    r"|cudaError[A-Z]\w+|CUresult\(-?\d+\)|UNKNOWN ERROR \(\d+\)|nccl(?:System|Internal|UnhandledCuda)Error"
+    r"|NCCL error|NCCL failure)"
+)
+_NVRM = re.compile(r"NVRM: (?P<msg>.*)")
+_NVRM_BAD = re.compile(r"(?i)\bxid\b|fail|error|mismatch|fallen off|not responding|unable|cannot|\binvalid\b")
+#: Kinds of unrecognised lines, most telling first (their findings are ordered so: a CUDA error code
+#: says more than the TensorFlow line around it).
+_KINDS = {
+    "cuda_error": "CUDA / cuDNN / cuBLAS / NCCL error code",
+    "nvrm": "NVIDIA kernel driver (NVRM) message",
+    "check_failed": "failed internal check (the process aborts here)",
+    "exception": "Python exception",
+    "tf_log": "TensorFlow {level} message",
+}
+_KIND_ORDER = {kind: i for i, kind in enumerate(_KINDS)}
+
+
+def _search_key(text: str, limit: int = 80) -> str:
+    """A message without the parts that differ between machines (addresses, paths, long numbers)."""
+    text = re.sub(r"0x[0-9a-fA-F]+|\S*[/\\]\S*|\b\d{5,}\b", " ", text)
+    # PCI addresses and register triples: 0000:01:00.0, (0x22:0x56:894)
+    text = re.sub(r"(?<![\w.-])[(\[]?[0-9a-fA-F]{2,}(?:[:.][0-9a-fA-F]+)+:?[)\]]?(?![\w.-])"
+                  r"|\(\s*[: ]*\d*\s*\)", " ", text)
+    text = re.sub(r"\s+", " ", text).strip(" :;,.")
+    if len(text) > limit:
+        text = text[:limit].rsplit(" ", 1)[0]
+    return text
+
+
+def classify_unrecognised(line: str) -> tuple[str, str, str] | None:
+    """(kind, severity, key) when ``line`` is an error-level line, else None (pure; no catalog)."""
+    tf = _TF_LEVEL.search(line) if "] " in line else None
+    level = ("fatal" if tf.group("lvl") == "F" else "error") if tf else None
+    if "NVRM" in line:
+        m = _NVRM.search(line)
+        if m and _NVRM_BAD.search(m.group("msg")):
+            xid = re.search(r"Xid \([^)]*\): (\d+)", m.group("msg"))
+            key = f"NVRM: Xid {xid.group(1)}" if xid else "NVRM: " + _search_key(m.group("msg"), 60)
+            return "nvrm", level or "error", key
+    if "Check failed" in line:
+        m = _CHECK_FAILED.search(line)
         if m:
-            yield e, {k: v for k, v in m.groupdict().items() if v is not None}
+            return "check_failed", "fatal", _search_key("Check failed: " + m.group("msg"), 70)
+    if "CUDA" in line or "CU" in line or "cuda" in line or "nccl" in line or "NCCL" in line:
+        m = _CUDA_CODE.search(line)
+        if m:
+            return "cuda_error", level or "error", m.group("code")
+    if line[:1].isalpha() and ("Error" in line or "Exception" in line or "Failure" in line):
+        m = _EXCEPTION.match(line.rstrip())
+        if m:
+            msg = m.group("msg") or ""
+            name = m.group("exc").rsplit(".", 1)[-1]
+            return "exception", level or "error", _search_key(f"{name}: {msg}" if msg else name)
+    if tf and level:
+        return "tf_log", level, _search_key(tf.group("msg")) or tf.group("src")
+    return None
+
+
+def _unrecognised_finding(lineno: int, text: str, kind: str, severity: str, key: str) -> Finding:
+    label = _KINDS[kind].format(level=severity)
+    return Finding(
+        id=f"unrecognised.{kind}", severity=severity, rank=UNRECOGNISED_RANK + _KIND_ORDER[kind], line=lineno,
+        text=text,
+        meaning=f"tfgpu does not know this {label}: \"{key}\".",
+        cause=("Not in tfgpu's catalog of known problems, so tfgpu cannot say why it happened. If another "
+               "finding names a cause, this line is probably its consequence."),
+        fix=(f"Search for \"{key}\" (with the quotes) in TensorFlow's and NVIDIA's issue trackers; "
+             "tfgpu doctor shows whether this machine's driver, CUDA and cuDNN fit the TensorFlow in use."),
+        source="tfgpu: not in the catalog (compat/explain.toml)", key=key,
+    )
+
+
+# ------------------------------------------------------------------------------ context of the log
+
+#: Facts that one line states and another line's cause needs (first occurrence kept).
+_CONTEXT = {
+    "driver_hint": ("insufficient driver version", re.compile(r"possibly insufficient driver version: (?P<ver>[\d.]+)")),
+    "cudnn_loaded": ("Loaded cuDNN version", re.compile(r"Loaded cuDNN version (?P<ver>\d+)")),
+}
+#: cuDNN could not start (handle, init, convolution algorithms, and the Check failed on them that aborts
+#: TF 1.x): the findings a driver hint explains.
+_CUDNN_INIT = re.compile(
+    r"(?i)CUDNN_STATUS_(?:NOT_INITIALIZED|INTERNAL_ERROR|EXECUTION_FAILED|ARCH_MISMATCH)|cudnn handle"
+    r"|DNN library (?:initialization failed|is not found)|convolution algorithm|GetConvolveAlgorithms"
+)
+#: Both wordings: ``7301 (compatibility version 7300) but source was compiled with 7004`` (TF <= 1.x)
+#: and ``8.0.4 but source was compiled with: 8.1.0`` (TF >= 2).
+_CUDNN_MISMATCH = re.compile(
+    r"(?i)Loaded runtime CuDNN library:? (?P<loaded>\d[\d.]*)(?: \(compatibility version \d+\))?,? "
+    r"but source was compiled with:? (?P<compiled>\d[\d.]*)"
+)
+
+
+def cudnn_version(text: str) -> tuple[int, ...]:
+    """``"8.1.0"`` -> (8, 1, 0); cuDNN's integer form ``"7301"``/``"8904"`` -> (7, 3, 1)/(8, 9, 4);
+    ``"5110"`` -> (5, 1, 10) (major*1000 + minor*100 + patch)."""
+    text = text.strip(".")
+    if "." in text:
+        return tuple(int(p) for p in text.split(".") if p.isdigit())
+    n = int(text)
+    if n < 1000:  # a bare major ("8")
+        return (n,)
+    return (n // 1000, (n % 1000) // 100, n % 100)
+
+
+def _dotted(v: tuple[int, ...]) -> str:
+    return ".".join(str(p) for p in v)
+
+
+def _cudnn_sentence(m: re.Match[str], loaded_line: tuple[int, str] | None) -> str:
+    loaded, compiled = cudnn_version(m.group("loaded")), cudnn_version(m.group("compiled"))
+    if loaded[:1] != compiled[:1]:
+        rel = "a different major version, which never works"
+    elif loaded < compiled:
+        rel = "the loaded one is older"
+    else:
+        rel = "the loaded one is newer, but TensorFlow releases of that age accept only the same major.minor"
+    out = (f"In this log cuDNN {_dotted(loaded)} is loaded at run time while TensorFlow was compiled with "
+           f"cuDNN {_dotted(compiled)} ({rel}).")
+    if loaded_line is not None:
+        lineno, ver = loaded_line
+        out += f" Line {lineno} reports cuDNN {_dotted(cudnn_version(ver))} loaded."
+    return out
+
+
+_SONAME = re.compile(r"\b(?:lib)?(?P<stem>[A-Za-z][A-Za-z_+-]*?)(?:\.so\.|64_)(?P<ver>\d+(?:\.\d+)*)")
+
+
+def _library_versions(text: str) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for m in _SONAME.finditer(text):
+        out.setdefault(m.group("stem").lower(), set()).add(m.group("ver"))
+    return out
+
+
+def _same_version(a: str, b: str) -> bool:
+    pa, pb = a.split("."), b.split(".")
+    n = min(len(pa), len(pb))
+    return pa[:n] == pb[:n]
+
+
+def consistent_with_line(text: str, line: str) -> str:
+    """``text`` without the sentences that name another version of a library the log line names
+    (a libcusolver.so.10 line is not told about libcusolver.so.11)."""
+    have = _library_versions(line)
+    if not have or (".so." not in text and "64_" not in text):
+        return text
+    sentences = re.split(r"(?<=[.;])\s+(?=[A-Z(])", text)
+    kept = []
+    for sentence in sentences:
+        other = _library_versions(sentence)
+        clash = any(stem in have and not any(_same_version(v, h) for v in vers for h in have[stem])
+                    for stem, vers in other.items())
+        if not clash:
+            kept.append(sentence)
+    return " ".join(kept) if kept else text
+
+
+# ------------------------------------------------------------------------------------- collecting
+
+
+def order_key(f: Finding) -> tuple[int, int, int, str]:
+    """Known problems by rank (root causes before consequences), then unrecognised error lines,
+    then information, then harmless lines."""
+    if f.unrecognised:
+        group = 1
+    elif f.problem:
+        group = 0
+    else:
+        group = 2 if f.severity == "info" else 3
+    return (group, f.rank, f.line, f.id)
+
+
+def top_finding(findings: Iterable[Finding]) -> Finding | None:
+    """The finding a summary names: the first known problem, else an unrecognised error line, else
+    information, else a harmless line. A "good sign" (info) never wins over an error."""
+    return min(findings, key=order_key, default=None)
 
 
 @record(frozen=False)
@@ -345,30 +614,125 @@ class _Collector:
     catalog: Catalog
     facts: Mapping[str, Any] | None
     found: dict[tuple[str, tuple[tuple[str, str], ...]], Finding] = field(default_factory=dict)
+    #: repeats of a finding after its first line (applied once in result(): replace() is not cheap)
+    repeats: dict[tuple[str, tuple[tuple[str, str], ...]], int] = field(default_factory=dict)
+    #: context kind -> (line number, groups, the generic finding its line would get when nothing uses it)
+    context: dict[str, tuple[int, dict[str, str], Finding | None]] = field(default_factory=dict)
+    unrecognised_dropped: int = 0
 
     def feed(self, lineno: int, line: str) -> None:
+        if "\r" in line:
+            for part in line.split("\r"):
+                if part:
+                    self._feed(lineno, part)
+            return
+        self._feed(lineno, line)
+
+    def _feed(self, lineno: int, line: str) -> None:
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS]
+        known = False
         for e, groups in _match_line(self.catalog, line):
+            known = True
             key = (e.id, tuple(sorted(groups.items())))
-            old = self.found.get(key)
-            if old is not None:
-                self.found[key] = _replace_count(old, old.count + 1)
+            if key in self.found:
+                self.repeats[key] = self.repeats.get(key, 0) + 1
                 continue
             cause = _format(e.cause, groups)
             specific = refine_cause(e, groups, self.facts)
             if specific:
                 cause = f"{specific} {cause}"
-            text = line.strip()
             self.found[key] = Finding(
-                id=e.id, severity=e.severity, rank=e.rank, line=lineno,
-                text=text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 1] + "…",
-                meaning=_format(e.meaning, groups), cause=cause, fix=_format(e.fix, groups),
+                id=e.id, severity=e.severity, rank=e.rank, line=lineno, text=_cut(line),
+                meaning=consistent_with_line(_format(e.meaning, groups), line),
+                cause=consistent_with_line(cause, line),
+                fix=consistent_with_line(_format(e.fix, groups), line),
                 source=e.source_url or e.source, groups=key[1],
             )
+        context_kind = None
+        for kind, (needle, rx) in _CONTEXT.items():
+            if kind not in self.context and needle in line:
+                m = rx.search(line)
+                if m:
+                    context_kind = kind
+                    self.context[kind] = (lineno, m.groupdict(), None)
+        if known:
+            return
+        what = classify_unrecognised(line)
+        if what is None:
+            return
+        generic = _unrecognised_finding(lineno, _cut(line), *what)
+        if context_kind is not None:  # reported only if no other finding uses what the line says
+            ln, groups, _ = self.context[context_kind]
+            self.context[context_kind] = (ln, groups, generic)
+            return
+        self._add_generic(generic)
+
+    def _add_generic(self, f: Finding) -> None:
+        key = (f.id, (("key", f.key),))
+        if key in self.found:
+            self.repeats[key] = self.repeats.get(key, 0) + 1
+        elif sum(1 for k in self.found if k[0].startswith("unrecognised.")) >= MAX_UNRECOGNISED:
+            self.unrecognised_dropped += 1
+        else:
+            self.found[key] = f
 
     def result(self) -> list[Finding]:
-        return sorted(self.found.values(), key=lambda f: (f.rank, f.line, f.id))
+        counted = [_replace_count(f, f.count + self.repeats[k]) if k in self.repeats else f
+                   for k, f in self.found.items()]
+        findings, used = _apply_log_context(counted, self.context, self.facts)
+        for kind, (_, _, generic) in self.context.items():
+            if kind not in used and generic is not None:
+                findings.append(generic)
+        return sorted(findings, key=order_key)
+
+    def notes(self) -> list[str]:
+        if not self.unrecognised_dropped:
+            return []
+        return [f"{self.unrecognised_dropped} more unrecognised error line(s) are not listed "
+                f"(at most {MAX_UNRECOGNISED} distinct ones are)"]
+
+
+def _cut(line: str) -> str:
+    text = line.strip()
+    return text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 1] + "…"
+
+
+def _apply_log_context(
+    findings: list[Finding],
+    context: Mapping[str, tuple[int, Mapping[str, str], Finding | None]],
+    facts: Mapping[str, Any] | None,
+) -> tuple[list[Finding], set[str]]:
+    """Causes that use the other lines of the same log; returns the findings and the context used."""
+    from tfgpu._record import replace
+
+    used: set[str] = set()
+    out = []
+    hint = context.get("driver_hint")
+    loaded = context.get("cudnn_loaded")
+    for f in findings:
+        if hint is not None and f.line != hint[0] and f.problem and _CUDNN_INIT.search(f.text):
+            lineno, groups, _ = hint
+            ver = groups.get("ver", "?")
+            f = replace(
+                f,
+                cause=(f"Line {lineno} of this log says \"possibly insufficient driver version: {ver}\": "
+                       f"TensorFlow's own diagnosis is that the NVIDIA driver {ver} is too old for the "
+                       "CUDA/cuDNN this TensorFlow uses, not that GPU memory ran out."),
+                fix=("Upgrade the NVIDIA driver to one that supports this TensorFlow's CUDA (tfgpu doctor "
+                     "shows what the installed driver supports), or use a TensorFlow built for an older "
+                     "CUDA: tfgpu compat --driver " + ver),
+            )
+            used.add("driver_hint")
+        m = _CUDNN_MISMATCH.search(f.text)
+        if m is not None:
+            loaded_line = None
+            if loaded is not None and loaded[0] != f.line:
+                loaded_line = (loaded[0], loaded[1].get("ver", ""))
+                used.add("cudnn_loaded")
+            f = replace(f, cause=f"{_cudnn_sentence(m, loaded_line)} {f.cause}")
+        out.append(f)
+    return out, used
 
 
 def _replace_count(f: Finding, count: int) -> Finding:
@@ -383,7 +747,8 @@ def explain_lines(
     facts: Mapping[str, Any] | None = None,
     catalog: Catalog | None = None,
 ) -> list[Finding]:
-    """Known problems in ``lines``, most important first (rank, then line), one per id and groups."""
+    """Known problems in ``lines``, most important first (:func:`order_key`), one per id and groups;
+    error-level lines no entry knows as unrecognised.* findings."""
     col = _Collector(catalog or load_catalog(), facts)
     for n, line in enumerate(lines, 1):
         col.feed(n, line.rstrip("\r\n"))
@@ -400,46 +765,99 @@ def _decoder_for(head: bytes) -> codecs.IncrementalDecoder:
     return codecs.getincrementaldecoder("utf-8-sig")(errors="replace")
 
 
-def _iter_lines(stream: IO[bytes], stats: dict[str, int]) -> Iterator[str]:
-    """Decoded lines of a binary stream, each cut to MAX_LINE_CHARS, reading at most MAX_READ_BYTES."""
-    decoder: codecs.IncrementalDecoder | None = None
-    pending: list[str] = []  # pieces of the current line
-    pending_len = 0
-    while True:
-        room = MAX_READ_BYTES - stats["bytes"]
+_SEPARATOR = re.compile(r"(\r\n|\n|\r)")
+
+
+@record(frozen=False)
+class _Splitter:
+    """Decoded text in, line segments out: a line ends at ``\n`` (or ``\r\n``); a lone ``\r`` (Keras
+    progress bars redraw with it) ends a segment of the same line, so an error printed after a
+    progress bar is matched on its own, however long the bar. Each segment is cut to MAX_LINE_CHARS."""
+
+    pending: list[str] = field(default_factory=list)
+    pending_len: int = 0
+    carry_cr: bool = False
+    long: bool = False
+
+    def push(self, text: str) -> Iterator[tuple[str, bool]]:
+        """(segment, ends_the_line) pairs for the complete segments in ``text``."""
+        if self.carry_cr:
+            text = "\r" + text
+            self.carry_cr = False
+        if text.endswith("\r"):  # may be the first half of "\r\n"
+            text = text[:-1]
+            self.carry_cr = True
+        if "\r" in text:
+            parts = _SEPARATOR.split(text)
+        else:
+            pieces = text.split("\n")
+            parts = [x for piece in pieces for x in (piece, "\n")][:-1]
+        for i in range(0, len(parts) - 1, 2):
+            yield self._take(parts[i]), parts[i + 1] != "\r"
+        self._add(parts[-1])
+
+    def finish(self) -> Iterator[tuple[str, bool]]:
+        if self.pending or self.carry_cr:
+            self.carry_cr = False
+            yield self._take(""), True
+
+    def _add(self, piece: str) -> None:
+        if not piece:
+            return
+        room = MAX_LINE_CHARS - self.pending_len
         if room <= 0:
-            stats["stopped"] = 1
-            break
-        chunk = stream.read(min(_CHUNK, room))
-        if not chunk:
-            break
-        stats["bytes"] += len(chunk)
-        if decoder is None:
-            decoder = _decoder_for(chunk)
-        text = decoder.decode(chunk)
-        parts = text.split("\n")
-        for piece in parts[:-1]:
-            if pending:
-                if pending_len < MAX_LINE_CHARS:
-                    pending.append(piece[: MAX_LINE_CHARS - pending_len])
-                line = "".join(pending)
-                pending, pending_len = [], 0
-            else:
-                line = piece[:MAX_LINE_CHARS]
-            yield line.rstrip("\r")
-        last = parts[-1]
-        if pending_len < MAX_LINE_CHARS and last:
-            cut = last[: MAX_LINE_CHARS - pending_len]
-            pending.append(cut)
-            pending_len += len(cut)
-        elif last:
-            stats["long"] = 1
-    if decoder is not None:
-        tail = decoder.decode(b"", final=True)
-        if tail and pending_len < MAX_LINE_CHARS:
-            pending.append(tail[: MAX_LINE_CHARS - pending_len])
-    if pending:
-        yield "".join(pending).rstrip("\r")
+            self.long = True
+            return
+        if len(piece) > room:
+            self.long = True
+            piece = piece[:room]
+        self.pending.append(piece)
+        self.pending_len += len(piece)
+
+    def _take(self, piece: str) -> str:
+        if self.pending:
+            self._add(piece)
+            line = "".join(self.pending)
+            self.pending, self.pending_len = [], 0
+            return line
+        if len(piece) > MAX_LINE_CHARS:
+            self.long = True
+            return piece[:MAX_LINE_CHARS]
+        return piece
+
+
+@record(frozen=False)
+class _Reader:
+    """Feeds a collector from decoded text, counting physical lines and NUL-byte lines."""
+
+    col: _Collector
+    splitter: _Splitter = field(default_factory=_Splitter)
+    lineno: int = 1
+    binary_lines: int = 0
+
+    def feed(self, segments: Iterable[tuple[str, bool]]) -> None:
+        for seg, ends in segments:
+            if seg:
+                if "\x00" in seg:
+                    self.binary_lines += 1
+                    seg = seg.replace("\x00", "")
+                self.col.feed(self.lineno, seg)
+            if ends:
+                self.lineno += 1
+
+
+def _utf16_codec(decoder: codecs.IncrementalDecoder | None) -> str | None:
+    """"utf-16-le"/"utf-16-be" when the input was decoded as UTF-16 (by its BOM), else None."""
+    if decoder is None or not type(decoder).__module__.endswith("utf_16"):
+        return None
+    return "utf-16-be" if getattr(decoder, "decoder", None) is codecs.utf_16_be_decode else "utf-16-le"
+
+
+def _seekable(stream: IO[bytes]) -> bool:
+    try:
+        return bool(stream.seekable())
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def explain_stream(
@@ -449,51 +867,93 @@ def explain_stream(
     facts: Mapping[str, Any] | None = None,
     catalog: Catalog | None = None,
 ) -> ExplainReport:
-    """Explain a binary stream of any size: the first MAX_SCAN_BYTES are matched, then the last
-    TAIL_BYTES (where tracebacks end); memory stays bounded by those two limits."""
+    """Explain a binary stream of any size: the first MAX_SCAN_BYTES are matched, then the real last
+    TAIL_BYTES of the input (where tracebacks end), with line numbers counted through the middle.
+    Memory stays bounded by those two limits; a pipe is read for at most MAX_READ_BYTES (a regular
+    file to its end)."""
     col = _Collector(catalog or load_catalog(), facts)
-    stats = {"bytes": 0, "stopped": 0, "long": 0}
-    scanned = 0
-    tail: deque[tuple[int, str]] = deque()
-    tail_size = 0
-    skipped_lines = 0
-    skipped_from = 0
-    n = 0
-    binary_lines = 0
-    for n, line in enumerate(_iter_lines(stream, stats), 1):
-        if "\x00" in line:
-            binary_lines += 1
-            line = line.replace("\x00", "")
-        if len(line) >= MAX_LINE_CHARS:
-            stats["long"] = 1
-        if scanned < MAX_SCAN_BYTES:
-            scanned += len(line) + 1
-            col.feed(n, line)
-            continue
-        tail.append((n, line))
-        tail_size += len(line) + 1
-        while tail_size > TAIL_BYTES and tail:
-            _, old = tail.popleft()
-            tail_size -= len(old) + 1
-            skipped_lines += 1
-            if not skipped_from:
-                skipped_from = n - len(tail)
-    for lineno, line in tail:
-        col.feed(lineno, line)
+    reader = _Reader(col)
+    decoder: codecs.IncrementalDecoder | None = None
+    total = 0
+    bounded = not _seekable(stream)  # a regular file ends; an endless pipe must be cut
+    stopped = False
+
+    def read(size: int) -> bytes:
+        nonlocal total, stopped
+        if bounded:
+            size = min(size, MAX_READ_BYTES - total)
+            if size <= 0:
+                stopped = True
+                return b""
+        chunk = stream.read(size)
+        total += len(chunk)
+        return chunk
+
+    # 1. the head: everything up to MAX_SCAN_BYTES
+    while total < MAX_SCAN_BYTES:
+        chunk = read(_CHUNK)
+        if not chunk:
+            break
+        if decoder is None:
+            decoder = _decoder_for(chunk)
+        reader.feed(reader.splitter.push(decoder.decode(chunk)))
+    # 2. the rest: keep the last TAIL_BYTES raw, count the newlines of what falls out of that window
+    ring: deque[bytes] = deque()
+    ring_size = 0
+    skipped_bytes = 0
+    skipped_newlines = 0
+    wide = _utf16_codec(decoder)
+    while True:
+        chunk = read(_SKIP_CHUNK)
+        if not chunk:
+            break
+        ring.append(chunk)
+        ring_size += len(chunk)
+        while ring and ring_size - len(ring[0]) >= TAIL_BYTES:
+            old = ring.popleft()
+            ring_size -= len(old)
+            skipped_bytes += len(old)
+            skipped_newlines += old.decode(wide, "replace").count("\n") if wide else old.count(b"\n")
     notes: list[str] = []
-    if skipped_lines:
+    tail = b"".join(ring)
+    if not skipped_bytes:  # nothing was skipped: the tail continues the head seamlessly
+        if decoder is None and tail:
+            decoder = _decoder_for(tail)
+        if decoder is not None:
+            reader.feed(reader.splitter.push(decoder.decode(tail, final=True)))
+    else:
+        assert decoder is not None
+        reader.feed(reader.splitter.push(decoder.decode(b"", final=True)))
+        partial = bool(reader.splitter.pending) or reader.splitter.carry_cr
+        reader.feed(reader.splitter.finish())  # the head's last line, cut where the window ends
+        first_skipped = reader.lineno
+        newline = "\n".encode(wide) if wide else b"\n"
+        cut = tail.find(newline)
+        if cut >= 0 and (not wide or cut % 2 == 0):  # the window starts inside a line: start at the next
+            tail = tail[cut + len(newline):]
+            skipped_newlines += 1
+        reader.lineno += skipped_newlines - (1 if partial else 0)
+        reader.splitter = _Splitter()
+        tail_decoder = codecs.getincrementaldecoder(wide or "utf-8")(errors="replace")
+        if reader.lineno > first_skipped:
+            where = f"lines {first_skipped}-{reader.lineno - 1}"
+        else:
+            where = f"part of line {reader.lineno}"
         notes.append(
-            f"input is large ({stats['bytes'] / 1048576:.1f} MB): lines {skipped_from}-"
-            f"{skipped_from + skipped_lines - 1} were not scanned (only the first "
-            f"{MAX_SCAN_BYTES // 1048576} MB and the last {TAIL_BYTES // 1048576} MB are)"
+            f"input is large ({total / 1048576:.1f} MB): {skipped_bytes / 1048576:.1f} MB in the middle "
+            f"({where}) were not scanned (only the first {MAX_SCAN_BYTES // 1048576} MB and the last "
+            f"{TAIL_BYTES // 1048576} MB are)"
         )
-    if stats["stopped"]:
+        reader.feed(reader.splitter.push(tail_decoder.decode(tail, final=True)))
+    reader.feed(reader.splitter.finish())
+    if stopped:
         notes.append(f"stopped reading after {MAX_READ_BYTES // 1048576} MB")
-    if stats["long"]:
+    if reader.splitter.long:
         notes.append(f"lines longer than {MAX_LINE_CHARS} characters were cut")
-    if binary_lines:
-        notes.append(f"{binary_lines} line(s) contain NUL bytes: this looks like a binary file, not a log")
-    return ExplainReport(tuple(col.result()), n, stats["bytes"], tuple(notes), name)
+    if reader.binary_lines:
+        notes.append(f"{reader.binary_lines} line(s) contain NUL bytes: this looks like a binary file, not a log")
+    notes.extend(col.notes())
+    return ExplainReport(tuple(col.result()), reader.lineno - 1, total, tuple(notes), name)
 
 
 def explain_file(

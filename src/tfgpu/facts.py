@@ -38,8 +38,9 @@ OVERRIDE_ENV = {
 #: conda's own variable for the __cuda virtual package: "12.4" = driver supports CUDA 12.4, "" = no CUDA.
 CONDA_OVERRIDE_CUDA = "CONDA_OVERRIDE_CUDA"
 
-_VERSION = re.compile(r"^\d+(\.\d+)*$")
-_MAJOR_MINOR = re.compile(r"^\d+\.\d+$")
+# ASCII digits only (\d would take '٨.٦' and '²'), and bounded (a 5,000-digit number is not a version)
+_VERSION = re.compile(r"^[0-9]{1,9}(\.[0-9]{1,9}){0,5}$")
+_MAJOR_MINOR = re.compile(r"^[0-9]{1,9}\.[0-9]{1,9}$")
 
 
 @lru_cache(maxsize=1)
@@ -108,6 +109,11 @@ def validate_facts(doc: Any) -> list[str]:
     return [problem] if problem else []
 
 
+#: GPUs judged from a facts file at most (the rest are dropped with a note; the largest machines have
+#: 16): every accepted file is judged within a couple of seconds.
+MAX_GPUS = 256
+
+
 def load_facts_file(path: str | Path) -> dict[str, Any]:
     """Read a facts document, or a whole `tfgpu doctor --json` report (its "facts" are taken).
 
@@ -138,6 +144,21 @@ def load_facts_file(path: str | Path) -> dict[str, Any]:
     except RecursionError:
         msg = f"facts file {p} is nested too deeply to be a facts document"
         raise InputError(msg) from None
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits
+        msg = f"facts file {p} is not a facts document: {' '.join(str(exc).split())[:120]}"
+        raise InputError(msg) from None
+    facts_part = doc.get("facts") if isinstance(doc, dict) and isinstance(doc.get("facts"), dict) else doc
+    gpus = facts_part.get("gpus") if isinstance(facts_part, dict) else None
+    if isinstance(facts_part, dict) and isinstance(gpus, list) and len(gpus) > MAX_GPUS:
+        # judging is linear in the GPUs; no machine has this many (a DGX has 8-16), so a bounded run wins
+        facts_part["gpus"] = gpus[:MAX_GPUS]
+        notes = facts_part.get("notes")
+        facts_part["notes"] = [*(notes if isinstance(notes, list) else []), f"the facts file lists {len(gpus)} GPUs; only the first {MAX_GPUS} are judged"]
+    from tfgpu.safety import too_deep
+
+    if too_deep(doc):
+        msg = f"facts file {p} is nested too deeply to be a facts document"
+        raise InputError(msg)
     if isinstance(doc, dict) and (("schema" not in doc and isinstance(doc.get("facts"), dict))
                                   or str(doc.get("schema", "")).startswith("tfgpu.doctor/")):
         doc = doc.get("facts")
@@ -187,11 +208,15 @@ def apply_overrides(facts: Mapping[str, Any], overrides: Mapping[str, str]) -> t
                 raise _bad(key, value, "a driver version like 550.54.15")
             drv = out.setdefault("driver", {})
             drv.update({"version": value, "source": "override", "error": None, "mismatch": False})
+            if "cuda_driver" not in overrides:  # the CUDA the probed driver reported is not this driver's
+                drv["cuda"] = None
+                drv.pop("kernel_module", None)
+                drv.pop("user_library", None)
         elif key == "cuda_driver":
             drv = out.setdefault("driver", {})
             if value == "" and from_conda:
                 drv.update({"cuda": None, "source": "override", "error": "CONDA_OVERRIDE_CUDA='' (no CUDA driver)"})
-            elif _MAJOR_MINOR.match(value) or re.fullmatch(r"\d+", value):
+            elif _MAJOR_MINOR.match(value) or re.fullmatch(r"[0-9]{1,9}", value):
                 drv["cuda"] = value if "." in value else f"{value}.0"
                 drv.setdefault("source", "override")
                 drv["error"] = None
@@ -215,7 +240,7 @@ def apply_overrides(facts: Mapping[str, Any], overrides: Mapping[str, str]) -> t
                 out["gpus"] = [{"index": 0, "name": value, "compute_capability": None, "memory_mib": None,
                                 "uuid": None, "source": "override", "visible": True}]
         elif key == "gpu_memory_mib":
-            if not value.isdigit():
+            if not re.fullmatch(r"[0-9]{1,9}", value):
                 raise _bad(key, value, "a whole number of MiB")
             if not out.get("gpus"):
                 out["gpus"] = [{"index": 0, "name": None, "compute_capability": None, "uuid": None,
@@ -234,7 +259,7 @@ def apply_overrides(facts: Mapping[str, Any], overrides: Mapping[str, str]) -> t
             out.setdefault("platform", {})["glibc"] = value
         elif key == "pythons":
             versions = [v.strip() for v in value.split(",") if v.strip()]
-            if not versions or not all(re.fullmatch(r"\d+\.\d+(\.\d+)?", v) for v in versions):
+            if not versions or not all(re.fullmatch(r"[0-9]{1,3}\.[0-9]{1,3}(\.[0-9]{1,4})?", v) for v in versions):
                 raise _bad(key, value, 'Python versions like "3.8,3.11"')
             out.setdefault("python", {})["interpreters"] = [
                 {"version": v, "path": None, "source": "override"} for v in versions]

@@ -7,11 +7,22 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfgpu._record import field, record
 from tfgpu.errors import StepFailed, UsageError
-from tfgpu.lockfile import PLATFORM_OS, Lock, LockedPackage, content_hash, package_from_record
+from tfgpu.lockfile import (
+    LOCK_PLATFORMS,
+    PLATFORM_OS,
+    Lock,
+    LockedPackage,
+    content_hash,
+    package_from_record,
+    write_atomic,
+)
+
+if TYPE_CHECKING:
+    from tfgpu.compat import KnowledgeBase
 
 
 @record
@@ -36,10 +47,10 @@ _ANY_PYTHON = {f"python{x}": f"python{x}" for x in ("2.7", *(f"3.{m}" for m in r
 
 def facts_for_platform(facts: Mapping[str, Any], platform: str) -> dict[str, Any]:
     """This machine's facts, on the OS a conda platform means (WSL2 stays WSL2 for linux-64)."""
-    os_name = PLATFORM_OS.get(platform)
-    if os_name is None:
+    if platform not in LOCK_PLATFORMS:
         msg = f"tfgpu does not lock for platform {platform}"
-        raise UsageError(msg, hint=f"use one of: {', '.join(PLATFORM_OS)}")
+        raise UsageError(msg, hint=f"use one of: {', '.join(LOCK_PLATFORMS)}")
+    os_name = PLATFORM_OS[platform]
     out = dict(facts)
     plat = dict(out.get("platform") or {})
     if str(plat.get("os") or "linux") != os_name:
@@ -52,7 +63,7 @@ def facts_for_platform(facts: Mapping[str, Any], platform: str) -> dict[str, Any
     return out
 
 
-def lock_target(kb: Any, facts: Mapping[str, Any], tf: str, platform: str, *, backend: str = "auto",
+def lock_target(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, platform: str, *, backend: str = "auto",
                 python: str | None = None, channels: Sequence[str] = (), tools: Mapping[str, str | None] | None = None,
                 prefer: str | None = None) -> LockTarget:
     """Pure: what to lock for ``platform``, chosen by the planner (tfgpu.plan.plan_environment) from this
@@ -63,12 +74,19 @@ def lock_target(kb: Any, facts: Mapping[str, Any], tf: str, platform: str, *, ba
     from tfgpu.plan import pins_for, plan_environment
 
     tools = dict(tools or {})
-    if backend == "pip":
-        tools = {**_ANY_PYTHON, **tools}
-    plan = plan_environment(kb, facts_for_platform(facts, platform), tf=tf,
-                            backend="rattler" if backend == "conda" else backend, python=python,
-                            tools={**tools, "rattler": tools.get("rattler", "embedded") or "embedded"},
-                            channels=channels, home="~", engine_python="python", prefer=prefer)
+    tools["rattler"] = tools.get("rattler", "embedded") or "embedded"  # the lock is solved here, not run
+
+    def planned(with_tools: Mapping[str, str | None]) -> Any:
+        return plan_environment(kb, facts_for_platform(facts, platform), tf=tf,
+                                backend="rattler" if backend == "conda" else backend, python=python,
+                                tools=with_tools, channels=channels, home="~", engine_python="python", prefer=prefer)
+
+    try:  # the Python this machine would build with (create --from-lock then finds it) ...
+        plan = planned(tools)
+    except UsageError:
+        if backend != "pip":
+            raise
+        plan = planned({**_ANY_PYTHON, **tools})  # ... else any the wheels support: uv needs no interpreter
     v = Version(plan.tf)
     os_name = PLATFORM_OS[platform]
     kind = "pip" if plan.backend == "pip" else "conda"
@@ -121,7 +139,7 @@ def lock_virtual_packages(platform: str, cuda: str | None, explicit: Sequence[st
     return engine.resolve_virtual_packages(base, driver_cuda=None, env=env, explicit=explicit_v)
 
 
-def lock_conda(kb: Any, req: LockRequest, *, cache_dir: Path | None = None,
+def lock_conda(kb: KnowledgeBase, req: LockRequest, *, cache_dir: Path | None = None,
                env: Mapping[str, str] | None = None) -> tuple[Lock, list[str]]:
     """Solve the recipe's conda packages for every platform with the embedded engine; returns the Lock
     and notes. Needs the channels (network) unless they are local."""
@@ -168,7 +186,7 @@ UV_PLATFORMS = {"linux-64": "x86_64-manylinux_2_28", "linux-aarch64": "aarch64-m
                 "win-64": "x86_64-pc-windows-msvc"}
 
 
-def lock_pip(kb: Any, tf: str, platform: str, out: Path, *, python: str | None = None,
+def lock_pip(kb: KnowledgeBase, tf: str, platform: str, out: Path, *, python: str | None = None,
              index_url: str | None = None, timeout: float = 900, facts: Mapping[str, Any] | None = None,
              tools: Mapping[str, str | None] | None = None, target: LockTarget | None = None) -> list[str]:
     """Lock a pip recipe to a ``--require-hashes`` requirements file with ``uv pip compile``."""
@@ -204,7 +222,7 @@ def lock_pip(kb: Any, tf: str, platform: str, out: Path, *, python: str | None =
         body = tmp.read_text(encoding="utf-8")
         header = (f"# Locked by tfgpu (recipe {recipe}) for {platform}, Python {python}.\n"
                   f"# Install with: pip install --require-hashes --no-deps -r {out.name}\n")
-        out.write_text(header + body, encoding="utf-8")
+        write_atomic(out, header + body)
     finally:
         for p in (tmp, req_in):
             try:

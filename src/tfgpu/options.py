@@ -38,6 +38,26 @@ SHARED: dict[str, OptionSpec] = {
                      help="Assume this OS: linux, windows, macos or wsl2 (env TFGPU_OS)."),
     "backend": OptionSpec(("--backend",), "backend", str, metavar="BACKEND", default="auto", help=BACKEND_HELP),
     "json": OptionSpec(("--json",), "json_out", bool, default=False, help="Print the versioned JSON document."),
+    # the environment options of plan and create (lock shares --python, --channel, --platform's meaning)
+    "tf": OptionSpec(("--tf",), "tf", str, help="A release (2.2.0), a series (2.2) or `latest`."),
+    "from_lock": OptionSpec(("--from-lock",), "from_lock", str, metavar="FILE",
+                            help="Build exactly what a lockfile pins, without solving: conda-lock's format (tfgpu "
+                                 "lock) or a --require-hashes requirements file (tfgpu lock --backend pip). "
+                                 "Instead of --tf."),
+    "platform": OptionSpec(("--platform",), "platform", str,
+                           help="conda platform to install from the lock (default: this machine's, e.g. linux-64)."),
+    "name": OptionSpec(("--name", "-n"), "name", str, help="Environment name."),
+    "prefix": OptionSpec(("--prefix", "-p"), "prefix", str, help="Environment directory."),
+    "python": OptionSpec(("--python",), "python", str, help="Python X.Y for the environment."),
+    "channel": OptionSpec(("--channel", "-c"), "channels", str,
+                          help="conda channel name or URL (repeatable). Precedence: --channel, then `channels = "
+                               "[...]` in the config file ($TFGPU_CONFIG, else ~/.config/tfgpu/config.toml), then "
+                               "the recipe's channels. Anaconda's defaults/anaconda channels fall under Anaconda's "
+                               "Terms of Service; conda-forge does not."),
+    "find_links": OptionSpec(("--find-links",), "find_links", str,
+                             help="Extra wheel directory/URL for pip (repeatable)."),
+    "index_url": OptionSpec(("--index-url",), "index_url", str,
+                            help="Package index for pip (env TFGPU_PIP_INDEX_URL)."),
 }
 
 #: The facts options every command that reads the machine takes (doctor, plan, create, lock, smoke, explain).

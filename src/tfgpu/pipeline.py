@@ -38,6 +38,7 @@ class CreateRequest:
     offline: bool = False
     from_lock: str | None = None
     platform: str | None = None
+    facts_from_file: bool = False  # someone else's machine: judged with, never used to pick programs to run
     cpu: bool = False  # the CPU route: tensorflow(-cpu), no CUDA; the smoke test accepts a CPU-only result
 
 
@@ -73,6 +74,21 @@ class CreateEvents(Protocol):
     def built(self, plan: Any) -> None: ...
 
 
+def without_programs(facts: dict[str, Any]) -> dict[str, Any]:
+    """Facts with the paths of programs removed (interpreters, conda): what is kept is their versions
+    and kinds, which this machine's PATH then resolves (`pythonX.Y`, `conda`)."""
+    out = dict(facts)
+    py = facts.get("python")
+    if isinstance(py, dict):
+        out["python"] = {**py, "interpreters": [
+            {k: v for k, v in it.items() if k != "path"} for it in py.get("interpreters") or [] if isinstance(it, dict)]}
+        out["python"].pop("executable", None)
+    conda = facts.get("conda")
+    if isinstance(conda, dict):
+        out["conda"] = {k: v for k, v in conda.items() if k not in ("path", "root", "exe")}
+    return out
+
+
 def refuse_foreign_prefix(prefix: str | None, force: bool) -> None:
     """`create --force --prefix DIR`: a directory tfgpu did not make is refused before anything else."""
     if prefix is not None and force:
@@ -86,11 +102,14 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
     from tfgpu.errors import UsageError
 
     facts = dict(req.facts)
+    # facts from a file describe someone else's machine: judge with them, but never run a program
+    # (an interpreter, a conda) whose path came from the file
+    build_facts = without_programs(facts) if req.facts_from_file else facts
     tf = req.tf
     lock_plan: Any = None
     if req.from_lock is not None:  # validate the lockfile first: a bad one is exit 2 before anything else
         lock_plan = build_lock_plan(from_lock=req.from_lock, name=req.name, prefix=req.prefix, platform=req.platform,
-                                    facts=facts, find_links=list(req.find_links), index_url=req.index_url,
+                                    facts=build_facts, find_links=list(req.find_links), index_url=req.index_url,
                                     offline=req.offline)
         tf = lock_plan.tf
     assert tf is not None
@@ -100,7 +119,7 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
 
     verdict: dict[str, Any] | None = None
     if req.cpu:
-        return _create_cpu(req, events, facts, tf)
+        return _create_cpu(req, events, build_facts, tf)
     try:
         # a lock fixes the backend: judge the conda (rattler) or pip route it takes
         verdict = judge_target(facts, load_kb(), tf, backend=lock_plan.backend if lock_plan is not None else req.backend)
@@ -121,7 +140,7 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
         plan = lock_plan
     else:
         plan = build_plan(tf=tf, backend=req.backend, name=req.name, prefix=req.prefix, python=req.python,
-                          channels=list(req.channels), facts=facts, find_links=list(req.find_links),
+                          channels=list(req.channels), facts=build_facts, find_links=list(req.find_links),
                           index_url=req.index_url, offline=req.offline)
     events.planned(plan)
     for c in (verdict or {}).get("caveats") or []:
@@ -207,8 +226,8 @@ def build_plan(
     """Read the config file and detect the installed tools (effects), then plan (pure); ``cpu``: the CPU route."""
     import os
 
-    from tfgpu.backends.base import detect_conda_envs_dir, detect_tools
     from tfgpu.backends.config import load_config
+    from tfgpu.backends.detect import detect_conda_envs_dir, detect_tools
     from tfgpu.compat import load_kb
     from tfgpu.envs import check_prefix, home
     from tfgpu.plan import CONDA_TOOLS, plan_environment, resolve_target
@@ -218,6 +237,12 @@ def build_plan(
     channels_source = "--channel"
     if not channels and config.channels:
         channels, channels_source = list(config.channels), config.source
+    from tfgpu.safety import check_text
+
+    for value, what in [*((c, "the channel") for c in channels), *((f, "--find-links") for f in find_links),
+                        (index_url or "", "--index-url"), (os.environ.get("TFGPU_PIP_INDEX_URL", ""),
+                                                           "TFGPU_PIP_INDEX_URL")]:
+        check_text(value, what)
     if name is not None and prefix is not None:
         from tfgpu.errors import UsageError
 
@@ -232,11 +257,11 @@ def build_plan(
         from tfgpu.plan import plan_cpu_environment
 
         if tf.strip() == "latest":
-            tf = kb.series(target_os_of(facts))[0]
+            tf = kb.series("linux")[0]  # the CPU builds follow the releases, not an OS's GPU builds
         return plan_cpu_environment(kb, facts, tf=tf, name=name, prefix=prefix, python=python, tools=tools,
                                     home=str(home()), index_url=index_url or os.environ.get("TFGPU_PIP_INDEX_URL") or None,
                                     find_links=find_links, offline=offline)
-    tf, notes = resolve_target(kb, facts, tf)
+    tf, notes = resolve_target(kb, facts, tf, backend=backend)
     envs_dir = None
     if backend in ("auto", "conda") and prefix is None:
         tool = next((t for t in CONDA_TOOLS if tools.get(t)), None)
@@ -263,7 +288,7 @@ def build_lock_plan(
     """Read and validate the lockfile and detect tools (effects), then plan exactly its packages (pure)."""
     import os
 
-    from tfgpu.backends.base import detect_tools
+    from tfgpu.backends.detect import detect_tools
     from tfgpu.backends.lock import read_lock_info
     from tfgpu.compat import load_kb
     from tfgpu.envs import check_prefix, home

@@ -1,7 +1,7 @@
 """Pure planning: a resolved TensorFlow target + facts + installed tools -> a Plan (Steps of argv + why).
 
 Nothing here touches the filesystem or starts a process: ``tools`` (what is installed) and the
-default locations are handed in by the caller (``tfgpu.backends.base.detect_tools``), so plans are
+default locations are handed in by the caller (``tfgpu.backends.detect.detect_tools``), so plans are
 tested with plain values for every release x backend x OS of the knowledge base.
 """
 
@@ -11,7 +11,7 @@ import posixpath
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -19,9 +19,13 @@ from tfgpu._record import field, record
 from tfgpu.choose import BACKENDS as BACKENDS  # re-exported: the values --backend takes
 from tfgpu.choose import CONDA_TOOLS as CONDA_TOOLS
 from tfgpu.choose import target_os as target_os
-from tfgpu.compat import Pin, VersionSpec, load_pins, pin_source_urls
+from tfgpu.compat import Pin, VersionSpec, load_pins, pin_source_urls, python_limit_for
 from tfgpu.errors import UsageError
 from tfgpu.steps import Step as Step  # re-exported: plans are made of steps
+
+if TYPE_CHECKING:
+    from tfgpu.compat import KnowledgeBase
+    from tfgpu.verdict import TargetVerdict
 
 PLAN_SCHEMA = "tfgpu.plan/1"
 
@@ -115,6 +119,8 @@ def check_name(name: str) -> str:
 
 
 def _xy(text: str) -> str:
+    if len(str(text)) > 64:  # a 5,000-digit number would not even convert to int
+        raise InvalidVersion(str(text)[:20])
     v = Version(str(text))
     return f"{v.major}.{v.minor}"
 
@@ -253,7 +259,7 @@ def is_anaconda_channel(channel: str) -> bool:
     return c in _ANACONDA_NAMES or bool(_ANACONDA_URL.match(c + "/"))
 
 
-def anaconda_tos_note(kb: Any, v: Version | None, os_name: str, channels: Sequence[str], *,
+def anaconda_tos_note(kb: KnowledgeBase, v: Version | None, os_name: str, channels: Sequence[str], *,
                       recipe_id: str = "", recipe_channels: Sequence[str] = ()) -> str:
     """Pure: a note when ``channels`` include Anaconda's, naming the knowledge base's conda-forge alternative."""
     used = [c for c in channels if is_anaconda_channel(c)]
@@ -279,16 +285,17 @@ def anaconda_tos_note(kb: Any, v: Version | None, os_name: str, channels: Sequen
 # --------------------------------------------------------------------------- the planner
 
 
-def resolve_target(kb: Any, facts: Mapping[str, Any], spec: str) -> tuple[str, list[str]]:
-    """What --tf means, everywhere (plan, create, lock): ``latest`` is the release the doctor recommends
-    here; a release or a series is returned as given (the planner picks a series' release by its verdict).
-    Returns (target, notes). Raises NotReady when ``latest`` has nothing that will use a GPU here."""
+def resolve_target(kb: KnowledgeBase, facts: Mapping[str, Any], spec: str, *, backend: str = "auto") -> tuple[str, list[str]]:
+    """What --tf means for plan, create and lock: ``latest`` is the release the doctor recommends here
+    (tfgpu.verdict.resolve_latest); a release or a series is returned as given (the planner picks a series'
+    release by its verdict). Returns (target, notes). Raises NotReady when ``latest`` has nothing that will
+    use a GPU here."""
     spec = spec.strip()
     if spec != "latest":
         return spec, []
-    from tfgpu.verdict import recommend
+    from tfgpu.verdict import resolve_latest
 
-    rec = recommend(facts, kb)
+    _, rec = resolve_latest(facts, kb, backend=backend)
     if rec is None:
         from tfgpu.errors import NotReady
 
@@ -298,7 +305,7 @@ def resolve_target(kb: Any, facts: Mapping[str, Any], spec: str) -> tuple[str, l
                             f"{rec.get('verdict', 'ready')}"]
 
 
-def judge_for_plan(kb: Any, facts: Mapping[str, Any], tf: str, *, backend: str) -> Any:
+def judge_for_plan(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, *, backend: str) -> TargetVerdict | None:
     """The target's verdict as the doctor judges it (a release as is; a series by its best release), or None
     when the knowledge base cannot place the target here (the planner then says why)."""
     from tfgpu.verdict import Machine, judge_requested
@@ -310,7 +317,7 @@ def judge_for_plan(kb: Any, facts: Mapping[str, Any], tf: str, *, backend: str) 
 
 
 def plan_environment(
-    kb: Any,
+    kb: KnowledgeBase,
     facts: Mapping[str, Any],
     *,
     tf: str,
@@ -374,6 +381,11 @@ def plan_environment(
     wheel_pythons = kb.pythons_for(v, os_name)
 
     recipe = choice.recipe
+    limit = python_limit_for(v, recipe.id) if recipe.backend == "pip" else None
+    if limit is not None:  # a package the pip recipe pins has wheels for fewer Pythons (compat/pins.toml)
+        wheel_pythons = [p for p in wheel_pythons if p in limit.python]
+        notes.append(f"Python {', '.join(wheel_pythons)} only: {limit.why}")
+        sources.append(pin_source_urls(limit))
     if recipe.backend == "conda" and len(tf.strip().split(".")) == 2:
         # a series on a conda-only recipe: the newest release the recipe's channel is known to carry
         cf = "conda-forge" in recipe.channels
@@ -430,11 +442,11 @@ def plan_environment(
                                   ("conda-forge" in recipe.channels) == (r.channel == "conda-forge")}, key=Version)
             cands = row_pythons or wheel_pythons
             if not rows:
-                known = sorted({str(r.version) for r in kb.conda_packages(None, None, os_name)
-                                if series_of_str(str(r.version)) == series_of_str(tfs)
-                                and (r.channel == "conda-forge") == ("conda-forge" in recipe.channels)}, key=Version)
+                recorded = sorted({str(r.version) for r in kb.conda_packages(None, None, os_name)
+                                   if series_of_str(str(r.version)) == series_of_str(tfs)
+                                   and (r.channel == "conda-forge") == ("conda-forge" in recipe.channels)}, key=Version)
                 notes.append(f"tfgpu has no record of {tfs} on {', '.join(recipe.channels)}; the solver will say if it "
-                             "is missing" + (f" (recorded for this series: {', '.join(known)})" if known else ""))
+                             "is missing" + (f" (recorded for this series: {', '.join(recorded)})" if recorded else ""))
         elif choice.python_from_conda:
             cands = wheel_pythons
         else:
@@ -643,9 +655,6 @@ def plan_cpu_environment(
 
 # --------------------------------------------------------------------------- from a lockfile
 
-#: conda platform -> the knowledge base's OS (tfgpu.lockfile.PLATFORM_OS, repeated to keep planning import-light).
-LOCK_PLATFORM_OS = {"linux-64": "linux", "linux-aarch64": "linux", "linux-ppc64le": "linux", "win-64": "windows",
-                    "osx-64": "macos", "osx-arm64": "macos"}
 #: conda package names whose version is the environment's TensorFlow, best first.
 _TF_PACKAGES = ("tensorflow", "tensorflow-gpu", "tensorflow-base", "tensorflow-cpu")
 
@@ -692,7 +701,7 @@ def _lock_tf(lock: LockInfo, pkgs: Sequence[LockedPkg]) -> str:
     return next((by_name[n] for n in _TF_PACKAGES if n in by_name), "")
 
 
-def _kb_version(kb: Any, text: str, os_name: str) -> Version | None:
+def _kb_version(kb: KnowledgeBase, text: str, os_name: str) -> Version | None:
     """The release as the knowledge base knows it, or None (a lock may hold a build tfgpu has no row for)."""
     if not text:
         return None
@@ -720,7 +729,7 @@ def _pip_hash_req(p: LockedPkg) -> str:
 
 
 def plan_from_lock(
-    kb: Any,
+    kb: KnowledgeBase,
     facts: Mapping[str, Any],
     lock: LockInfo,
     *,
@@ -751,7 +760,9 @@ def plan_from_lock(
     if platform not in lock.platforms:
         msg = f"the lockfile {lock.path} has no packages for {platform} (it locks {', '.join(lock.platforms) or 'nothing'})"
         raise UsageError(msg, hint=f"lock for it: tfgpu lock ... --platform {platform}, or pass --platform")
-    os_name = LOCK_PLATFORM_OS.get(platform, target_os(facts))
+    from tfgpu.lockfile import PLATFORM_OS
+
+    os_name = PLATFORM_OS.get(platform, target_os(facts))
     pkgs = [p for p in lock.packages if p.platform == platform]
     conda_pkgs = [p for p in pkgs if p.manager == "conda"]
     pip_pkgs = [p for p in pkgs if p.manager == "pip"]
@@ -833,7 +844,7 @@ def plan_from_lock(
 
 
 def _plan_pip_lock(
-    kb: Any, facts: Mapping[str, Any], lock: LockInfo, *, name: str | None, prefix: str | None,
+    kb: KnowledgeBase, facts: Mapping[str, Any], lock: LockInfo, *, name: str | None, prefix: str | None,
     tools: Mapping[str, str | None], home: str, index_url: str | None, find_links: Sequence[str], offline: bool,
 ) -> Plan:
     os_name = target_os(facts)
@@ -893,49 +904,60 @@ def _plan_pip_lock(
 
 
 def render_sh(plan: Plan, *, header: str = "") -> str:
-    """A POSIX shell script a user can read and run by hand."""
+    """A POSIX shell script a user can read and run by hand. Every value is quoted, comments included
+    (a newline in a channel or a path must not start a command), and a heredoc's delimiter never
+    occurs in what it wraps."""
     from tfgpu.run import quote
+    from tfgpu.safety import comment_safe as c
 
-    out = ["#!/bin/sh", f"# tfgpu plan: TensorFlow {plan.tf} with {plan.tool} ({plan.backend}), recipe {plan.recipe_id}"]
+    out = ["#!/bin/sh", c(f"# tfgpu plan: TensorFlow {plan.tf} with {plan.tool} ({plan.backend}), recipe {plan.recipe_id}")]
     if header:
-        out.append(f"# {header}")
-    out.append(f"# backend: {plan.backend_reason}")
-    out.append(f"# environment: {plan.prefix}")
+        out.append(c(f"# {header}"))
+    out.append(c(f"# backend: {plan.backend_reason}"))
+    out.append(c(f"# environment: {plan.prefix}"))
     out.append("set -eu")
     for i, step in enumerate(plan.steps, 1):
         out.append("")
-        out.append(f"# {i}. {step.why}")
+        out.append(c(f"# {i}. {step.why}"))
         if step.kind == "run":
             prefix = " ".join(f"{k}={quote([v])}" for k, v in step.env)
             out.append((prefix + " " if prefix else "") + quote(step.argv))
         else:
             assert step.path is not None
             op = ">>" if step.kind == "append-file" else ">"
+            content = (step.content or "").rstrip("\n")
+            eof = "TFGPU_EOF"
+            while eof in content.splitlines():
+                eof += "_"
             out.append(f"mkdir -p {quote([posixpath.dirname(step.path)])}")
-            out.append(f"cat {op} {quote([step.path])} <<'TFGPU_EOF'")
-            out.append((step.content or "").rstrip("\n"))
-            out.append("TFGPU_EOF")
+            out.append(f"cat {op} {quote([step.path])} <<'{eof}'")
+            out.append(content)
+            out.append(eof)
     if plan.env_vars:
         out.append("")
-        out.append("# activation sets: " + ", ".join(f"{k}={v}" for k, v in plan.env_vars.items()))
+        out.append(c("# activation sets: " + ", ".join(f"{k}={v}" for k, v in plan.env_vars.items())))
     for n in plan.notes:
-        out.append(f"# note: {n}")
+        out.append(c(f"# note: {n}"))
     return "\n".join(out) + "\n"
 
 
 def render_environment_yml(plan: Plan) -> str:
     """conda's environment.yml for the plan (`conda env create -f` on any machine; none is needed here). A pip
     plan becomes conda-forge's Python and pip with the same PyPI requirements."""
-    def q(s: str) -> str:
-        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    import json
+
+    from tfgpu.safety import comment_safe
+
+    def q(s: str) -> str:  # a YAML double-quoted scalar is a JSON string: every character escaped
+        return json.dumps(s)
 
     pip_only = not plan.conda_specs
     channels = ("conda-forge",) if pip_only else plan.channels
     specs = (f"python={plan.python}", "pip") if pip_only else plan.conda_specs
-    out = [f"# tfgpu: TensorFlow {plan.tf}, recipe {plan.recipe_id}"
-           + (" (its PyPI packages in a conda-made Python)" if pip_only else ""),
-           f"name: {plan.name or 'tf' + plan.tf}", "channels:"]
-    out += [f"  - {c}" for c in channels]
+    out = [comment_safe(f"# tfgpu: TensorFlow {plan.tf}, recipe {plan.recipe_id}"
+                        + (" (its PyPI packages in a conda-made Python)" if pip_only else "")),
+           f"name: {q(plan.name or 'tf' + plan.tf)}", "channels:"]
+    out += [f"  - {q(c)}" for c in channels]
     if channels:
         out.append("  - nodefaults" if "defaults" not in channels else "  # (defaults listed explicitly)")
     out.append("dependencies:")
@@ -946,5 +968,5 @@ def render_environment_yml(plan: Plan) -> str:
     simple = {k: v for k, v in plan.env_vars.items() if "$" not in v and "(" not in v}
     if simple:
         out.append("variables:")
-        out += [f"  {k}: {q(v)}" for k, v in simple.items()]
+        out += [f"  {q(k)}: {q(v)}" for k, v in simple.items()]
     return "\n".join(out) + "\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from tfgpu import __version__
 from tfgpu.verdict import BLOCKED, CAVEATS, ERROR, FAIL, PASS, READY, SKIP, WARN, DoctorResult
@@ -37,10 +37,25 @@ def doctor_document(facts: Mapping[str, Any], result: DoctorResult, *, data_vers
         "facts": dict(facts),
         "overrides": list(overrides or []),
         "checks": [c.to_json() for c in result.checks],
-        "targets": [t.to_json() for t in result.targets],
+        "targets": [_target_json(t, verified=result.target_requested is not None) for t in result.targets],
         "no_gpu": list(result.no_gpu),
         "recommendation": result.recommendation,
     }
+
+
+def _target_json(target: Any, *, verified: bool) -> dict[str, Any]:
+    """A target's JSON; for `doctor --tf` each recipe also says whether a real install proved it
+    (compat/verified.toml, written by `nox -s recipes`)."""
+    doc: dict[str, Any] = target.to_json()
+    if verified:
+        from tfgpu.compat import verified_status
+
+        for b in doc.get("backends") or []:
+            if b.get("recipe"):
+                b["verified"] = verified_status(doc["tf"], b["recipe"], b["backend"])
+        if doc.get("recipe") and doc.get("backend"):
+            doc["verified"] = verified_status(doc["tf"], doc["recipe"], doc["backend"])
+    return doc
 
 
 # --------------------------------------------------------------------------- redaction
@@ -48,17 +63,27 @@ def doctor_document(facts: Mapping[str, Any], result: DoctorResult, *, data_vers
 _TOKEN = re.compile(
     r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}|"
     r"xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|"
+    r"pypi-[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{30,}|"  # PyPI upload tokens, Google API keys
     r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}|"
     r"(?i:bearer\s+)[A-Za-z0-9._~+/-]{16,}=*|"
-    r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)|"  # credentials in a URL (an index URL with user:password@)
+    # credentials in a URL (user:password@host), the password may hold '/' (s3://KEY:SECRET/x@bucket)
+    r"(?<=://)[^/\s:@]+:[^\s@]+(?=@)|"
     # KEY=value and KEY: value, also inside longer names (AWS_SECRET_ACCESS_KEY=..., HF_TOKEN=...)
     r"(?i:(?:token|secret|password|passwd|api[_-]?key|access[_-]?key)\w*\s*[=:]\s*)\S+)"
 )
 _HOME = re.compile(r"(/home/|/Users/|\\Users\\|/export/home/)([^/\\\s:;,'\"]+)")
+#: What may surround a name that is a whole path component (or a whole value, or a URL's host).
+_BEFORE = r"(?:(?<=[/\\@])|(?<=://)|^)"
+_AFTER = r"(?=[/\\:]|$|[\s;,'\"])"
 
 
 def redactor(user: str | None = None, host: str | None = None, home: str | None = None) -> Any:
-    """A function that removes user names, the host name and token-like strings from text."""
+    """A function that removes user names, host names and token-like strings from a value.
+
+    A user or host name is matched as a whole path component, a whole value or a URL's host, in any
+    case: a user called `cuda` or `python` must not turn /usr/bin/python3 or CUDA 12.4 into something
+    else (the report would judge another machine). The short host name goes too when the name is a
+    fully qualified one."""
     try:
         import getpass
 
@@ -69,28 +94,49 @@ def redactor(user: str | None = None, host: str | None = None, home: str | None 
 
     host = host if host is not None else socket.gethostname()
     home = home if home is not None else str(Path.home())
+    names: list[tuple[re.Pattern[str], str]] = []
+
+    def add(name: str, mark: str) -> None:
+        # in any case as a whole path component, value or URL host (/home/Alice, C:\\Users\\ALICE)...
+        names.append((re.compile(_BEFORE + re.escape(name) + _AFTER, re.IGNORECASE), mark))
+        # ...and as a word of free text in its own case ("probed on gpu-box-17 by alice")
+        names.append((re.compile(rf"(?<![A-Za-z0-9_-]){re.escape(name)}(?![A-Za-z0-9_-])"), mark))
+
+    if user and len(user) > 1:
+        add(user, "<user>")
+    if host and len(host) > 1:
+        add(host, "<host>")
+        short = host.split(".", 1)[0]
+        if short != host and len(short) > 1:  # the FQDN is known: its short name is private too
+            add(short, "<host>")
 
     def clean(text: str) -> str:
         if home and home not in ("/", "~") and len(home) > 1:
-            text = text.replace(home, "~")
+            text = re.sub(re.escape(home) + r"(?=[/\\]|$|[\s:;,'\"])", "~", text)
         text = _HOME.sub(lambda m: m.group(1) + "<user>", text)
         text = _TOKEN.sub("<redacted>", text)
-        if user and len(user) > 2:
-            text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(user)}(?![A-Za-z0-9])", "<user>", text)
-        if host and len(host) > 2:
-            text = re.sub(rf"(?<![A-Za-z0-9-]){re.escape(host)}(?![A-Za-z0-9-])", "<host>", text)
+        for pattern, mark in names:
+            text = pattern.sub(mark, text)
         return text
 
     return clean
 
 
+#: Fields whose values are tfgpu's own vocabulary (an OS, a status, a schema id), never private: a user or
+#: host called `linux` or `ready` must not change them.
+_VOCABULARY = frozenset({"schema", "os", "arch", "status", "verdict", "backend", "tool", "id", "kind", "mode",
+                         "severity", "confidence", "subdir", "method", "machine", "family", "manager", "recipe",
+                         "tf", "version", "python", "cuda", "cudnn", "driver", "cc", "compute_capability"})
+
+
 def redact(obj: Any, clean: Any = None) -> Any:
-    """Redact every string inside a JSON-like value."""
+    """Redact every string value inside a JSON-like value. Keys are never changed: they are the
+    document's structure (a redacted report must judge the same machine as the original)."""
     clean = clean or redactor()
     if isinstance(obj, str):
         return clean(obj)
     if isinstance(obj, dict):
-        return {clean(str(k)) if isinstance(k, str) else k: redact(v, clean) for k, v in obj.items()}
+        return {k: v if k in _VOCABULARY and isinstance(v, str) else redact(v, clean) for k, v in obj.items()}
     if isinstance(obj, list):
         return [redact(v, clean) for v in obj]
     return obj
@@ -111,6 +157,11 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
     from rich.table import Table
     from rich.text import Text
 
+    from tfgpu.safety import terminal_safe_doc
+
+    # facts come from this machine's tools or from a file: no escape sequence (CSI, OSC 8 links, a
+    # window title) and no lone surrogate reaches the terminal raw
+    doc = cast("Mapping[str, Any]", terminal_safe_doc(doc))
     console = Console(file=out, force_terminal=color, no_color=color is False, highlight=False,
                       width=max(100, Console(file=out).width if color else 100), soft_wrap=False)
     facts = doc.get("facts", {})
@@ -143,6 +194,10 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
         console.print(Text(f"\nTensorFlow {t['tf']}: {t['verdict'].upper()}"
                            + (f" via {t['backend']} ({t['recipe']})" if t.get("backend") and t["verdict"] != BLOCKED else ""),
                            style="bold " + STYLES.get(t["verdict"], "")))
+        for b in t.get("backends") or []:
+            if b.get("verified"):
+                console.print(Text(f"  recipe {b['recipe']} ({b['backend']}): {b['verified']['text']}",
+                                   style="green" if b["verified"]["status"] == "verified" else "dim"))
         shown, others = chosen_blockers(t)
         for b in shown:
             console.print(Text(f"  ✗ {b['summary']}", style="red"))
@@ -262,9 +317,11 @@ def _md(text: str) -> str:
 
 
 def plain_log(doc: Mapping[str, Any]) -> str:
+    from tfgpu.safety import comment_safe  # one line per check, whatever the facts' strings hold
+
     lines = []
     for c in doc["checks"]:
-        lines.append(f"[{MARKS.get(c['status'], '?')}] {c['id']}: {c['summary']}")
+        lines.append(f"[{MARKS.get(c['status'], '?')}] {c['id']}: {comment_safe(str(c['summary']))}")
     for t in doc["targets"]:
         lines.append(f"TensorFlow {t['tf']}: {t['verdict']}" + (f" ({t['backend']})" if t.get("backend") else ""))
     rec = doc.get("recommendation")

@@ -35,7 +35,7 @@ SMALL_GPU_MIB = 4096
 #: Official x86_64 wheels use AVX from TF 1.6 (TF 1.6.0 release notes: "Prebuilt binaries will
 #: use AVX instructions. This may break TF on older CPUs.").
 AVX_FROM = Version("1.6")
-_TF_2_11, _TF_2_12, _CUDA_11 = Version("2.11"), Version("2.12"), Version("11.0")
+_TF_2_12, _CUDA_11 = Version("2.12"), Version("11.0")
 #: MIG partitioning exists on A100 and newer data-centre GPUs (compute capability >= 8.0; NVIDIA MIG user guide).
 _MIG_MIN_CC = Version("8.0")
 
@@ -325,9 +325,10 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
                   source="tensorflow.toml (macOS GPU table ends at 1.1.0)",
                   fix="use a Linux machine or WSL2 with an NVIDIA GPU; on Apple silicon see tensorflow-metal"))
     elif m.os == "windows":
-        add(Check("os.supported", WARN, "native Windows: TensorFlow's GPU builds end at 2.10",
+        last = last_windows_gpu_series(kb)
+        add(Check("os.supported", WARN, f"native Windows: TensorFlow's GPU builds end at {last}",
                   source="tensorflow.toml (Windows GPU table ends at 2.10.0)",
-                  fix="for TF >= 2.11 run tfgpu inside WSL2 (wsl --install), or use --tf 2.10"))
+                  fix=f"for newer TF run tfgpu inside WSL2 (wsl --install), or use --tf {last}"))
     elif m.os == "wsl2":
         add(Check("os.wsl", PASS, "WSL2: the Windows NVIDIA driver provides CUDA inside Linux",
                   source="platform probe",
@@ -803,14 +804,32 @@ def _backend_name(recipe: Recipe) -> str:
     return "pip" if recipe.backend == "pip" else "conda"
 
 
+def recipe_conda_package(recipe: Recipe) -> tuple[str, str] | None:
+    """(TensorFlow package, channel family) a conda recipe installs, read from its own packages and channels
+    (compat/recipes.toml: "python={python},tensorflow-gpu={tf}" on defaults -> ("tensorflow-gpu", "anaconda"))."""
+    conda_part = recipe.packages.partition("; pip:")[0]
+    names = [spec.strip().split("=")[0].strip() for spec in conda_part.split(",")]
+    package = next((n for n in names if n.startswith("tensorflow")), None)
+    if package is None:
+        return None
+    return package, "conda-forge" if "conda-forge" in recipe.channels else "anaconda"
+
+
+def last_windows_gpu_series(kb: KnowledgeBase) -> str:
+    """The last series with a native-Windows GPU build (2.10), from the tested build configurations."""
+    return kb.series("windows")[0] if kb.series("windows") else "2.10"
+
+
+def _after_windows_gpu(kb: KnowledgeBase, v: Version) -> bool:
+    last = version(last_windows_gpu_series(kb))
+    return v.release[:2] > last.release[:2]
+
+
 def _recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) -> bool:
     """Conda metapackages exist only for the versions the channel has."""
     if recipe.backend != "conda":
         return True
-    names = {"conda-anaconda-tensorflow-gpu": ("tensorflow-gpu", "anaconda"),
-             "conda-anaconda-tensorflow-gpu-build": ("tensorflow", "anaconda"),
-             "conda-forge-tensorflow-cuda": ("tensorflow", "conda-forge")}
-    want = names.get(recipe.id)
+    want = recipe_conda_package(recipe)
     if want is None:
         return True
     rows = kb.conda_packages(name=want[0], v=v, os="windows" if os == "windows" else "linux")
@@ -851,10 +870,11 @@ def _judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, b
     if m.os == "macos":
         blockers.append(Finding("os.supported", "macOS has no CUDA GPU build of TensorFlow",
                                 fix="use Linux or WSL2 with an NVIDIA GPU"))
-    if m.os == "windows" and v >= _TF_2_11:
+    if m.os == "windows" and _after_windows_gpu(kb, v):
+        last = last_windows_gpu_series(kb)
         blockers.append(Finding(
-            "os.windows_gpu", f"TensorFlow {v} has no GPU support on native Windows (GPU builds end at 2.10)",
-            fix=f"run tfgpu inside WSL2 for {v}, or use native Windows with --tf 2.10",
+            "os.windows_gpu", f"TensorFlow {v} has no GPU support on native Windows (GPU builds end at {last})",
+            fix=f"run tfgpu inside WSL2 for {v}, or use native Windows with --tf {last}",
         ))
     if m.wsl == 1:
         blockers.append(Finding("os.wsl", "WSL1 has no GPU access", fix="wsl --set-version <distro> 2"))
@@ -1031,12 +1051,20 @@ def judge_requested(facts: Mapping[str, Any], kb: KnowledgeBase, tf: str, *, bac
     return judge_release(facts, kb, v, backend=backend, machine=m)
 
 
+def resolve_latest(facts: Mapping[str, Any], kb: KnowledgeBase, *, backend: str = "auto",
+                   machine: Machine | None = None) -> tuple[str, dict[str, Any] | None]:
+    """What ``latest`` means, everywhere (doctor, plan, create, lock): the release the doctor recommends here,
+    and that recommendation; when nothing will use a GPU, the newest GPU series and None (its verdict says why)."""
+    m = machine or Machine.from_facts(facts)
+    rec = recommend(facts, kb, judge_series(facts, kb, backend=backend, machine=m), m)
+    return (str(rec["tf"]), rec) if rec else (kb.series(m.tf_os)[0], None)
+
+
 def judge_target(facts: Mapping[str, Any], kb: KnowledgeBase, tf: str, *, backend: str = "auto") -> dict[str, Any]:
     """A release, a series or ``latest`` -> the target's verdict as a JSON-ready dict."""
     m = Machine.from_facts(facts)
     if tf == "latest":
-        rec = recommend(facts, kb)
-        tf = rec["tf"] if rec else kb.series(m.os or "linux")[0]
+        tf, _ = resolve_latest(facts, kb, backend=backend, machine=m)
     out = judge_requested(facts, kb, tf, backend=backend, machine=m).to_json()
     out["requested"] = tf
     return out
@@ -1192,8 +1220,7 @@ def diagnose(facts: Mapping[str, Any], kb: KnowledgeBase, *, tf: str | None = No
             rec = cpu_recommendation(kb, m, reasons)
         return DoctorResult(checks, targets, rec, machine=m, no_gpu=reasons)
     if tf == "latest":
-        rec = recommend(facts, kb, judge_series(facts, kb, backend=backend, machine=m), m)
-        tf_resolved = rec["tf"] if rec else kb.series(m.tf_os)[0]
+        tf_resolved, _ = resolve_latest(facts, kb, backend=backend, machine=m)
     else:
         tf_resolved = tf
     target = judge_requested(facts, kb, tf_resolved, backend=backend, machine=m)

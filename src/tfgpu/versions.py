@@ -3,7 +3,7 @@ of their own so that neither has to import the other for them."""
 
 from __future__ import annotations
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 
 def version(text: str) -> Version:
@@ -12,6 +12,9 @@ def version(text: str) -> Version:
     key = str(text).strip()
     found = _PARSED.get(key)
     if found is None:
+        if len(key) > 64:  # no real version is this long; a 5,000-digit number would not even convert
+            msg = f"Invalid version: {key[:20]!r}... ({len(key)} characters)"
+            raise InvalidVersion(msg)
         found = Version(key)
         if len(_PARSED) < 4096:  # bounded: user input passes through here too
             _PARSED[key] = found

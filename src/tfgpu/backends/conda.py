@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfgpu.steps import Step
+
+if TYPE_CHECKING:
+    from tfgpu.compat import KnowledgeBase
 
 #: Channels as Anaconda's `defaults` multichannel is named by tools that do not know `defaults`.
 _DEFAULTS_FOR = {"micromamba": "anaconda", "rattler": "anaconda"}
@@ -27,7 +30,7 @@ def _channels(tool: str, channels: Sequence[str]) -> list[str]:
     return out
 
 
-def _cuda_override(specs: Sequence[str], facts: Mapping[str, Any], kb: Any, tf: Any, os_name: str) -> tuple[tuple[str, str], ...]:
+def _cuda_override(specs: Sequence[str], facts: Mapping[str, Any], kb: KnowledgeBase, tf: Any, os_name: str) -> tuple[tuple[str, str], ...]:
     """CONDA_OVERRIDE_CUDA for a `cuda*` build when no driver was detected (the solver needs __cuda)."""
     if not any("=cuda" in s for s in specs):
         return ()
@@ -51,7 +54,7 @@ def conda_create_steps(
     channels: Sequence[str],
     specs: Sequence[str],
     facts: Mapping[str, Any],
-    kb: Any,
+    kb: KnowledgeBase,
     tf: Any,
     os_name: str,
 ) -> list[Step]:
@@ -75,7 +78,7 @@ def rattler_create_steps(
     specs: Sequence[str],
     *,
     facts: Mapping[str, Any],
-    kb: Any,
+    kb: KnowledgeBase,
     tf: Any,
     os_name: str,
 ) -> list[Step]:

@@ -63,6 +63,9 @@ def parse_config(data: Mapping[str, Any], path: Path) -> Config:
     if not isinstance(chans, list) or not all(isinstance(c, str) and c.strip() for c in chans):
         msg = f"config {path}: channels must be a list of channel names or URLs"
         raise InputError(msg, hint='e.g. channels = ["conda-forge"]')
+    if any(ord(ch) < 32 or ord(ch) == 127 for c in chans for ch in c.strip()):
+        msg = f"config {path}: a channel contains control characters (a newline or an escape)"
+        raise InputError(msg, hint='channels are names or URLs, e.g. channels = ["conda-forge"]')
     backends = data.get("backends", {})
     if not isinstance(backends, dict):
         msg = f"config {path}: [backends] must be a table"
@@ -94,7 +97,7 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
     try:
         with path.open("rb") as fh:
             data = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        msg = f"config {path} cannot be read: {exc}"
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        msg = f"config {path} cannot be read: {' '.join(str(exc).split())[:200]}"
         raise InputError(msg, hint="fix the TOML (channels = [\"conda-forge\"]) or move the file aside") from None
     return parse_config(data, path)

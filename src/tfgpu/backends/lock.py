@@ -16,6 +16,7 @@ from tfgpu.plan import LockedPkg, LockInfo
 
 _YAML_START = re.compile(r"^(version|metadata|package|environments|packages)\s*:")
 _REQ_NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*==\s*([^\s;\\]+)")
+_HASH_TOKEN = re.compile(r"--hash=(sha256|sha384|sha512):[0-9a-fA-F]+")
 _PY_HEADER = re.compile(r"^#.*\bPython (\d+\.\d+)\b")
 
 
@@ -59,8 +60,15 @@ def read_pip_lock(path: Path, text: str) -> LockInfo:
             break
     for line in _logical_lines(text):
         body = line.split(" #", 1)[0].strip() if not line.startswith("#") else ""
-        if not body or body.startswith("-"):  # options (--index-url ...) are pip's business
+        if not body:
             continue
+        # pip reads options from the file too (-r /etc/shadow, --index-url, -e, --trusted-host): a lock
+        # holds pinned requirements with hashes and nothing else
+        option = next((t for t in body.split() if t.startswith("-") and not _HASH_TOKEN.fullmatch(t)), None)
+        if option is not None:
+            msg = f"pip lock {path}: {option.split('=', 1)[0]!r} is not a pinned requirement with hashes; refusing it"
+            raise InputError(msg, hint="a lock holds only `name==version --hash=sha256:...` lines; regenerate it "
+                                       "with tfgpu lock --backend pip")
         m = _REQ_NAME.match(body)
         if not m:
             msg = f"pip lock {path}: requirement {body.split()[0]!r} is not pinned with =="

@@ -57,6 +57,9 @@ def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, 
     from tfgpu.errors import UsageError
     from tfgpu.explain import explain_file
 
+    if logfile == "-" and sys.stdin is None:  # `tfgpu explain - <&-`
+        msg = "no log given and standard input is closed"
+        raise UsageError(msg, hint="tfgpu explain LOGFILE, or: python train.py 2>&1 | tfgpu explain -")
     if logfile == "-" and sys.stdin is not None and sys.stdin.isatty():
         msg = "no log given and standard input is a terminal"
         raise UsageError(msg, hint="tfgpu explain LOGFILE, or: python train.py 2>&1 | tfgpu explain -")
@@ -73,7 +76,7 @@ def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, 
             name=clean(report.name),
             notes=tuple(clean(n) for n in report.notes),
             findings=tuple(replace(f, text=clean(f.text), cause=clean(f.cause), fix=clean(f.fix),
-                                          meaning=clean(f.meaning)) for f in report.findings),
+                                          meaning=clean(f.meaning), key=clean(f.key)) for f in report.findings),
         )
     if json_out:
         typer.echo(json.dumps(report.to_json(), indent=2))

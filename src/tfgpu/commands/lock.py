@@ -24,7 +24,8 @@ def lock(
         help="auto: the recipe `tfgpu plan` chooses for this machine (a conda recipe: conda-lock's format; "
              "a pip recipe: hashed requirements); rattler or conda: a conda recipe, solved with tfgpu's embedded "
              "engine (conda-lock's format); pip: --require-hashes requirements with uv."),
-    python: Optional[str] = typer.Option(None, "--python", help="Python X.Y (default: the newest the recipe allows)."),
+    python: Optional[str] = typer_option(
+        "python", help="Python X.Y for the environment (default: the one plan would use, else the newest the wheels allow)."),
     virtual_package: Optional[List[str]] = typer.Option(  # noqa: B008, UP006
         None, "--virtual-package", help="assume a virtual package, e.g. __cuda=12.4 (repeatable)."),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="rattler cache directory."),  # noqa: B008
@@ -56,8 +57,8 @@ def run_lock(
         msg = f"unknown --backend {backend!r}"
         raise UsageError(msg, hint="use auto, rattler, conda or pip")
     from tfgpu import lockfile, locking
-    from tfgpu.backends.base import detect_tools
     from tfgpu.backends.config import load_config
+    from tfgpu.backends.detect import detect_tools
     from tfgpu.compat import load_kb
     from tfgpu.plan import resolve_target
 
@@ -65,7 +66,7 @@ def run_lock(
     facts = facts or {}
     config = load_config()
     tools = detect_tools(facts)
-    tf, resolve_notes = resolve_target(kb, facts, tf)
+    tf, resolve_notes = resolve_target(kb, facts, tf, backend=backend)
     pip_target = None
     if backend == "auto":  # the planner's choice for the first platform decides the kind of lock
         first = locking.lock_target(kb, facts, tf, platforms[0], python=python, channels=channels, tools=tools,
@@ -75,11 +76,12 @@ def run_lock(
         kind_text = "hashed pip requirements" if first.kind == "pip" else "conda-lock's format"
         typer.echo(f"# --backend auto: recipe {first.recipe} ({kind_text})", err=True)
     out = output or Path("requirements.lock.txt" if backend == "pip" else "conda-lock.yml")
-    if out.exists() and not force:
+    if (out.exists() or out.is_symlink()) and not force:
         msg = f"{out} already exists"
         raise UsageError(msg, hint="pass --force to overwrite it, or choose another file with -o")
     for n in resolve_notes:
         typer.echo(f"# {n}", err=True)
+    lockfile.check_output(out)  # before solving: a device node, a missing or read-only directory
     if backend == "pip":
         if len(platforms) != 1:
             msg = "--backend pip locks one platform per requirements file"

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 def smoke(
     prefix: Optional[str] = typer.Option(None, "--prefix", metavar="PATH", help="The environment's root directory."),
     name: Optional[str] = typer.Option(None, "--name", metavar="NAME", help="A conda environment or tfgpu venv by name."),
-    python: Optional[str] = typer.Option(None, "--python", metavar="EXE", help="The interpreter to test."),
+    python: Optional[str] = typer_option(
+        "python", metavar="X.Y|EXE", help="The Python to test: X.Y (pythonX.Y on PATH) or an interpreter's path."),
     json_out: bool = typer.Option(False, "--json", help="Print a versioned JSON document (tfgpu.smoke/1)."),
     benchmark: bool = typer.Option(False, "--benchmark", help="Also time the same matmul and conv on GPU and CPU."),
     allow_cpu: bool = typer.Option(False, "--allow-cpu", help="Pass (exit 0) on a host without a usable GPU."),
@@ -52,8 +53,10 @@ def run_smoke_command(
     import json
 
     from tfgpu.commands.explain import machine_facts
+    from tfgpu.safety import check_timeout
     from tfgpu.smoke.runner import resolve_python, run_smoke
 
+    timeout = check_timeout(timeout) or 600.0
     exe = resolve_python(prefix=prefix, name=name, python=python)
     if not json_out:
         typer.echo(f"tfgpu smoke: running the smoke test with {exe} (timeout {timeout:g} s) ...", err=True)

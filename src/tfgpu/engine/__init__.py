@@ -75,10 +75,17 @@ class VirtualPkg:
 def parse_virtual_package(text: str) -> VirtualPkg:
     """``__cuda=12.4`` or ``__cuda=12.4=0`` (conda's NAME=VERSION[=BUILD]) -> VirtualPkg."""
     parts = text.strip().split("=")
-    if len(parts) not in (2, 3) or not parts[0].startswith("__") or not parts[1]:
+    if (len(parts) not in (2, 3) or not _VP_NAME.fullmatch(parts[0]) or not _VP_VERSION.fullmatch(parts[1])
+            or (len(parts) == 3 and parts[2] and not _VP_VERSION.fullmatch(parts[2]))):
         msg = f"bad virtual package {text!r}"
         raise UsageError(msg, hint="write NAME=VERSION[=BUILD], e.g. __cuda=12.4")
     return VirtualPkg(parts[0], parts[1], parts[2] if len(parts) == 3 and parts[2] else "0")
+
+
+#: A virtual package's name and version as conda writes them (ASCII, bounded): garbage is rc 2 here,
+#: not a solver error or a crash later.
+_VP_NAME = re.compile(r"__[a-z0-9_-]{1,32}")
+_VP_VERSION = re.compile(r"[0-9A-Za-z_][0-9A-Za-z_.+]{0,31}")
 
 
 def resolve_virtual_packages(
@@ -104,6 +111,9 @@ def resolve_virtual_packages(
         if var not in env:
             continue
         value = env[var].strip()
+        if value and not re.fullmatch(r"[0-9]{1,4}(\.[0-9]{1,4}){0,3}", value):
+            msg = f"{var}={env[var]!r} is not a version"
+            raise UsageError(msg, hint=f"set {var} to a version like 12.4, or to an empty value for none")
         if value:
             by_name[name] = VirtualPkg(name, value)
             notes.append(f"{name}={value} from {var}")
@@ -122,16 +132,12 @@ def default_virtual_packages(platform: str) -> list[VirtualPkg]:
 
 
 def _probe_driver_cuda() -> tuple[bool, str | None]:
-    """(probe available, CUDA version the driver supports) from tfgpu's driver probe, if it exists."""
+    """(probe available, CUDA version the driver supports) from tfgpu's probe (used when the caller did not
+    say what the facts know: create's plans do, with --driver-cuda)."""
+    from tfgpu.probe import detect_facts
+
     try:
-        from tfgpu import probe
-    except ImportError:
-        return False, None
-    detect = getattr(probe, "detect_facts", None)
-    if detect is None:
-        return False, None
-    try:
-        facts = detect()
+        facts = detect_facts()
         driver = facts["driver"] if isinstance(facts, Mapping) else getattr(facts, "driver", None)
         cuda = driver.get("cuda") if isinstance(driver, Mapping) else getattr(driver, "cuda", None)
     except Exception:  # a probe must never break a solve: fall back to rattler's own detection
@@ -530,8 +536,112 @@ def install_lockfile(
     lock = read_lockfile(lockfile)
     platform = platform or current_platform()
     records = lock.conda_records(platform)
-    install(records, prefix, platform=platform, cache_dir=cache_dir, offline=offline)
+    cache = cache_dir or default_cache_dir()
+    store = cache / "tfgpu-verified"
+    verified = verify_archives(records, store, offline=offline)
+    # a private, empty package cache: rattler's shared one (pixi's too) may hold an extracted copy that
+    # nobody checked against this lock, and rattler would link it
+    private = store / f".install-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        install(verified, prefix, platform=platform, cache_dir=private, offline=False)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
     return tuple(records)
+
+
+#: Archives are read and hashed in pieces of this size.
+_CHUNK = 1 << 20
+
+
+def _hash_file(path: Path, algo: str) -> str:
+    import hashlib
+
+    h = hashlib.new(algo)
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(_CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _expected_hash(rec: Any) -> tuple[str, str]:
+    """(algorithm, hex digest) the lock gives for a record: sha256, else md5; none is refused."""
+    if rec.sha256:
+        return "sha256", rec.sha256.hex()
+    if rec.md5:
+        return "md5", rec.md5.hex()
+    msg = f"the lock gives no sha256 (nor md5) for {rec.file_name}; tfgpu installs only verified packages"
+    raise StepFailed(msg, hint="regenerate the lock: tfgpu lock --tf VERSION --force")
+
+
+def _fetch(url: str, dest: Path, *, offline: bool) -> None:
+    """Copy a package archive from a file:// path or download it over http(s) into ``dest``."""
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(url)
+    if parsed.scheme == "file":
+        from urllib.request import url2pathname
+
+        src = Path(url2pathname(unquote(parsed.path)))
+        with src.open("rb") as fin, dest.open("wb") as fout:
+            shutil.copyfileobj(fin, fout, _CHUNK)
+        return
+    if parsed.scheme not in ("http", "https"):
+        msg = f"{url}: tfgpu fetches packages over file://, http:// and https:// only"
+        raise StepFailed(msg)
+    if offline:
+        msg = f"--offline: {Path(parsed.path).name} is not in the package cache"
+        raise StepFailed(msg, hint="run once without --offline (with the network) to fill the cache")
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=120) as resp, dest.open("wb") as fout:  # http(s) only, checked above
+        shutil.copyfileobj(resp, fout, _CHUNK)
+
+
+def verify_archives(records: Sequence[Any], store: Path, *, offline: bool = False) -> list[Any]:
+    """Each record's archive, fetched (whatever the URL scheme) and checked against the lock's hash,
+    as a record pointing at the verified copy in ``store`` (file://). A copy already in the store is
+    hashed again before it is used. Raises StepFailed naming the package on any mismatch."""
+    store.mkdir(parents=True, exist_ok=True, mode=0o700)
+    out = []
+    missing: list[str] = []
+    for rec in records:
+        algo, want = _expected_hash(rec)
+        name = Path(str(rec.file_name)).name
+        kept = store / f"{want}-{name}"
+        if kept.is_file() and not kept.is_symlink() and _hash_file(kept, algo) == want:
+            pass
+        else:
+            tmp = store / f".{name}.{uuid.uuid4().hex}.part"
+            try:
+                try:
+                    _fetch(str(rec.url), tmp, offline=offline)
+                except StepFailed:
+                    if offline:
+                        missing.append(name)
+                        continue
+                    raise
+                except OSError as exc:
+                    if offline:
+                        missing.append(name)
+                        continue
+                    msg = f"cannot fetch {rec.url}: {exc.strerror or exc}"
+                    raise StepFailed(msg, hint="check the lock's URLs, or that the channel is reachable") from None
+                got = _hash_file(tmp, algo)
+                if got != want:
+                    msg = (f"{name} from {rec.url} has {algo} {got}, but the lock says {want}: refusing to install "
+                           "a package that is not the one locked")
+                    raise StepFailed(msg, hint="the package or the lock was changed; regenerate the lock from a "
+                                               "channel you trust")
+                tmp.replace(kept)
+            finally:
+                tmp.unlink(missing_ok=True)
+        rec.url = kept.as_uri()
+        out.append(rec)
+    if missing:
+        msg = f"--offline: {len(missing)} package(s) not in the package cache {store}: " + ", ".join(
+            missing[:5]) + (" ..." if len(missing) > 5 else "")
+        raise StepFailed(msg, hint="run once without --offline (with the network) to fill the cache")
+    return out
 
 
 def describe(records: Sequence[Any]) -> list[str]:

@@ -33,7 +33,7 @@ def _timeout_from(env: Mapping[str, str], timeout: float) -> float:
     if raw:
         try:
             value = float(raw)
-            if value > 0:
+            if 0 < value <= 3600:  # inf or 1e308 would overflow the clocks it is added to
                 return value
         except ValueError:
             pass
@@ -162,6 +162,13 @@ def detect_facts(
     if os_name == "linux":
         jobs["kernel_module"] = lambda: driver.probe_kernel_module(ctx)
         jobs["pci"] = lambda: driver.probe_pci(ctx)
+
+        def containers_job() -> dict[str, Any]:
+            from tfgpu.probe.containers import probe_containers
+
+            return probe_containers(ctx, uid=os.geteuid() if ctx.native and hasattr(os, "geteuid") else None)
+
+        jobs["containers"] = containers_job
     results, timings, errors = run_concurrently(jobs, timeout)
 
     plat_cpu = results.get("platform") or {
@@ -226,6 +233,9 @@ def detect_facts(
         "conda": conda,
         "env": {k: env.get(k) for k in ENV_VARS},
         "tensorflow": dists["tensorflow"],
+        "containers": results.get("containers") or {
+            "runtimes": [], "docker_group": None, "toolkit": None,
+            "error": errors.get("containers") or ("not probed on " + os_name if os_name != "linux" else None)},
         "notes": notes,
         "provenance": _provenance(platform, cpu, drv, gpus, toolkits, pci, ctx.native),
         "timings": {**timings, "total": round(time.monotonic() - t0, 4)},

@@ -17,7 +17,7 @@ from typing import Any
 
 from tfgpu._record import field, record
 from tfgpu.errors import InputError, UsageError, clip_words
-from tfgpu.explain import Finding, explain_lines
+from tfgpu.explain import Finding, explain_lines, top_finding
 from tfgpu.run import Result, capture
 
 SCHEMA = "tfgpu.smoke/1"
@@ -73,6 +73,9 @@ class SmokeReport:
     notes: tuple[str, ...] = ()
     log_tail: tuple[str, ...] = ()
     python_version: str | None = None
+    #: Why TensorFlow did not compute on the GPU (None on a GPU pass): the top finding of its log with the
+    #: doctor's facts of this machine; never empty otherwise.
+    reason: str | None = None
 
     # -- verdicts -------------------------------------------------------------------------------
     @property
@@ -119,8 +122,7 @@ class SmokeReport:
         if self.gpu_ok:
             ops = ", ".join(op.name for op in self.ops if op.status == "pass")
             return f"GPU OK: {tf} ran {ops} on the GPU ({len(self.gpus)} GPU(s) visible)"
-        top = self.problems()
-        why = f": {top[0].meaning}" if top else ""
+        why = f": {self.reason}" if self.reason else ""
         if self.error:
             return f"FAILED: {self.error}"
         if self.import_error:
@@ -146,6 +148,7 @@ class SmokeReport:
             "mode": self.mode,
             "gpu_ok": self.gpu_ok,
             "summary": self.summary(allow_cpu),
+            "reason": self.reason,
             "tensorflow": {"version": self.tf_version, "import_error": self.import_error, "api": self.api,
                            "build_info": dict(self.build_info)},
             "gpus": {"method": self.gpu_method, "devices": [dict(g) for g in self.gpus]},
@@ -174,8 +177,14 @@ def parse_output(stdout: str) -> tuple[dict[str, Any] | None, list[str], str | N
         doc = json.loads(body)
     except ValueError as exc:
         return None, other, f"the smoke script's result is not JSON: {exc}"
+    except RecursionError:
+        return None, other, "the smoke script's result is nested too deeply"
     if not isinstance(doc, dict):
         return None, other, "the smoke script's result is not a JSON object"
+    from tfgpu.safety import too_deep
+
+    if too_deep(doc):  # the script writes a flat document; a deep one would crash whatever walks it
+        return None, other, "the smoke script's result is nested too deeply"
     return doc, other, None
 
 
@@ -271,7 +280,7 @@ def build_report(
                      "(a tensorflow-cpu wheel, or Windows native TensorFlow >= 2.11, or macOS)")
     tf = doc.get("tensorflow") or {}
     py = doc.get("python") or {}
-    return SmokeReport(
+    report = SmokeReport(
         python=python,
         returncode=result.returncode,
         duration=result.duration,
@@ -291,6 +300,58 @@ def build_report(
         log_tail=tuple(stderr_lines[-LOG_TAIL_LINES:]),
         python_version=py.get("version") if isinstance(py, dict) else None,
     )
+    return with_reason(report, facts)
+
+
+def machine_reason(facts: Mapping[str, Any] | None) -> str | None:
+    """What the doctor's facts say against a GPU here ("no NVIDIA driver on this machine"), or None."""
+    if not facts or not isinstance(facts.get("driver"), Mapping):
+        return None
+    driver = facts["driver"]
+    if not driver.get("version"):
+        err = driver.get("error")
+        return "no NVIDIA driver on this machine" + (f" (doctor: {err})" if err else "")
+    gpus = facts.get("gpus")
+    if isinstance(gpus, list) and not gpus:
+        return f"NVIDIA driver {driver['version']} is installed but reports no GPU"
+    return None
+
+
+def smoke_reason(report: SmokeReport, facts: Mapping[str, Any] | None) -> str:
+    """Why the smoke test did not compute on the GPU: the machine's facts, then the top finding of
+    TensorFlow's own log; never empty."""
+    parts = []
+    machine = machine_reason(facts)
+    if machine:
+        parts.append(machine)
+    top = top_finding(report.findings)
+    if top is not None and (top.problem or top.unrecognised):
+        parts.append(f"TensorFlow's log: {top.meaning} [{top.id}]")
+    if not parts:
+        failed = [op for op in report.ops if op.status == "fail" and op.error]
+        if failed and failed[0].error:
+            parts.append(f"{failed[0].name} failed: {failed[0].error.splitlines()[0][:200]}")
+        elif report.import_error:
+            parts.append(f"import tensorflow failed: {report.import_error.splitlines()[0][:200]}")
+        elif report.build_info.get("is_cuda_build") is False:
+            parts.append("this TensorFlow is not a CUDA build")
+        else:
+            parts.append("TensorFlow's log names no reason tfgpu knows; run tfgpu doctor for this machine")
+    return "; ".join(parts)
+
+
+def with_reason(report: SmokeReport, facts: Mapping[str, Any] | None) -> SmokeReport:
+    """The report with its reason, and each op that did not run on the GPU carrying it."""
+    from tfgpu._record import replace
+
+    if report.gpu_ok:
+        return report
+    reason = smoke_reason(report, facts)
+    ops = tuple(
+        replace(op, reason=reason) if op.status != "skip" and not op.on_gpu and not op.reason else op
+        for op in report.ops
+    )
+    return replace(report, reason=reason, ops=ops)
 
 
 def child_env(env: Mapping[str, str] | None = None, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -299,6 +360,12 @@ def child_env(env: Mapping[str, str] | None = None, base: Mapping[str, str] | No
     out.update(CHILD_ENV)
     if env:
         out.update(env)
+    # tfgpu.create.activation_env blanks these to keep the caller's Python out; an empty value must be
+    # removed, not passed: Python 3.6 (and 2.7) take PYTHONHOME="" as a home and die before main
+    # ("Fatal Python error: Py_Initialize: Unable to get the locale encoding"), found by `nox -s recipes`
+    for key in ("PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP"):
+        if out.get(key) == "":
+            del out[key]
     return out
 
 
@@ -420,9 +487,12 @@ def resolve_python(
     if name:
         return str(resolve_env_python(name))
     if python:
+        import re
+
         from tfgpu.run import which
 
-        found = which(python)
+        # --python means a Python everywhere: here X.Y is `pythonX.Y` on PATH, anything else a command or path
+        found = which(f"python{python}" if re.fullmatch(r"\d+\.\d+", python) else python)
         if found is None:
             msg = f"--python {python}: not found"
             raise InputError(msg, hint="give the interpreter's full path")

@@ -194,8 +194,11 @@ def _eager_tests(tf, dev, want_gpu, benchmark):
             compiled = tf.function(f, jit_compile=True)
             how = "tf.function(jit_compile=True)"
         except TypeError:
-            compiled = tf.function(f, experimental_compile=True)
-            how = "tf.function(experimental_compile=True)"
+            try:
+                compiled = tf.function(f, experimental_compile=True)
+                how = "tf.function(experimental_compile=True)"
+            except TypeError:  # TF 2.0's tf.function has neither option (2.1 has experimental_compile)
+                return {"skip": "tf.function of this TensorFlow has no jit_compile/experimental_compile option"}
         with tf.device(dev):
             c = compiled(tf.constant(MATMUL_A), tf.constant(MATMUL_B))
         got = _values(c)

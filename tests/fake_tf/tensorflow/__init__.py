@@ -245,6 +245,8 @@ if _EAGER:
     def function(fn=None, jit_compile=None, experimental_compile=None, **kwargs):
         if jit_compile is not None and _MINOR < 5:
             raise TypeError("function() got an unexpected keyword argument 'jit_compile'")
+        if experimental_compile is not None and _MINOR < 1:  # real TF 2.0.4 (nox -s recipes, 2026-11-22)
+            raise TypeError("function() got an unexpected keyword argument 'experimental_compile'")
         return fn
 
 else:

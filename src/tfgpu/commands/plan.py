@@ -1,0 +1,156 @@
+"""`tfgpu plan`: print exactly what `tfgpu create` would run (argv, environment variables, why). Changes nothing.
+
+The helpers every environment-building command shares (the facts, the plan's text) live here too."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional  # typer needs Optional at runtime on 3.9
+
+import typer
+
+from tfgpu.options import typer_option
+from tfgpu.pipeline import build_lock_plan, build_plan, check_target  # shared with scripts/verify_recipes.py
+
+CONFIG_EPILOG = (
+    "Config file: $TFGPU_CONFIG, else platformdirs' user config dir (~/.config/tfgpu/config.toml on Linux). "
+    "Keys: channels = [\"conda-forge\"] (conda channels; --channel beats them, they beat the recipe's) and "
+    "\\[backends] prefer = \"pip\" (tried first by --backend auto)."
+)
+
+
+CPU_HELP = ("The CPU route: tensorflow-cpu (or tensorflow where the release has no -cpu build), never "
+            "[and-cuda] or nvidia-* wheels; the smoke test checks CPU ops. For a machine without a usable GPU.")
+
+
+def _facts(facts_file: str | None, driver: str | None = None, gpu_cc: str | None = None,
+           os_name: str | None = None) -> dict[str, Any]:
+    """The facts plan and create decide on: tfgpu.doctor.gather_facts, as for every command."""
+    from tfgpu.doctor import gather_facts
+    from tfgpu.options import overrides
+
+    facts, _ = gather_facts(facts_file=facts_file, overrides=overrides(driver, gpu_cc, os_name))
+    return facts
+
+
+def _print_plan(plan: Any) -> None:
+    """The plan as text. Plain writes with a few ANSI styles on a terminal (NO_COLOR honoured) rather
+    than rich: importing rich for ten lines was ~45 ms of `tfgpu plan`."""
+    import os
+
+    from tfgpu.run import quote
+
+    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+    def style(text: str, code: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if color else text
+
+    bold, dim, yellow = "1", "2", "33"
+    lines = [f"{style(f'TensorFlow {plan.tf}', bold)} with {style(plan.tool, bold)} ({plan.backend}), "
+             f"recipe {plan.recipe_id}",
+             f"  why this backend: {plan.backend_reason}",
+             f"  environment: {plan.prefix}  (Python {plan.python})"]
+    for i, step in enumerate(plan.steps, 1):
+        lines.append(f"  {i}. {step.why}")
+        if step.kind == "run":
+            env = " ".join(f"{k}={v}" for k, v in step.env)
+            lines.append(f"     {style('$', dim)} {(env + ' ') if env else ''}{quote(step.argv)}")
+        else:
+            lines.append(f"     {style('append to' if step.kind == 'append-file' else 'write', dim)} {step.path or ''}")
+    lines += [f"  activation sets {k}={v}" for k, v in plan.env_vars.items()]
+    lines += [f"  {style('note', yellow)}: {n}" for n in plan.notes]
+    if getattr(plan, "verdict", ""):
+        red, green = "31", "32"
+        colour = {"ready": green, "caveats": yellow, "blocked": red}.get(plan.verdict, bold)
+        lines.append(f"  verdict here: {style(plan.verdict.upper(), colour)}" + (" (CPU only)" if plan.cpu else ""))
+        lines += [f"  {style('✗', red)} {b.get('summary')}" + (f" (fix: {b['fix']})" if b.get("fix") else "")
+                  for b in plan.blockers]
+        lines += [f"  {style('!', yellow)} {c.get('summary')}" + (f" (handled: {c['mitigated_by']})" if c.get("mitigated_by") else "")
+                  for c in plan.caveats]
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def plan_cmd(
+    tf: Optional[str] = typer_option("tf"),
+    from_lock: Optional[str] = typer_option("from_lock"),
+    platform: Optional[str] = typer_option("platform"),
+    backend: str = typer_option("backend"),
+    name: Optional[str] = typer_option("name"),
+    prefix: Optional[str] = typer_option("prefix"),
+    python: Optional[str] = typer_option("python"),
+    channel: Optional[list[str]] = typer_option("channel"),  # noqa: B008 - typer's idiom
+    json_out: bool = typer.Option(False, "--json", help='A versioned "tfgpu.plan/1" JSON document.'),
+    fmt: Optional[str] = typer.Option(None, "--format", help="sh or environment.yml"),
+    facts_file: Optional[str] = typer_option("facts"),
+    driver: Optional[str] = typer_option("driver"),
+    gpu_cc: Optional[str] = typer_option("gpu_cc"),
+    os_name: Optional[str] = typer_option("os"),
+    find_links: Optional[list[str]] = typer_option("find_links"),  # noqa: B008
+    index_url: Optional[str] = typer_option("index_url"),
+    offline: bool = typer.Option(False, "--offline", help="pip/uv must not use the network; --from-lock: "
+                                                           "the package cache only."),
+    cpu: bool = typer.Option(False, "--cpu", help=CPU_HELP),
+    force: bool = typer.Option(False, "--force", help="Exit 0 for a target that is blocked here (create --force builds it)."),
+) -> int:
+    """Print exactly what `tfgpu create` would run: argv, environment variables and why. Changes nothing.
+    Exit 1 when the target is blocked here (unless --force or --cpu), as `tfgpu create` would refuse it."""
+    import json
+
+    from tfgpu.errors import UsageError
+    from tfgpu.plan import render_environment_yml, render_sh
+
+    if fmt not in (None, "sh", "environment.yml"):
+        msg = f"unknown --format {fmt!r}"
+        raise UsageError(msg, hint="use --format sh or --format environment.yml (or --json)")
+    if json_out and fmt:
+        msg = "--json and --format are exclusive"
+        raise UsageError(msg, hint="pass one of them")
+    check_target(tf, from_lock, backend=backend, python=python, channels=channel)
+    if from_lock is not None:
+        from tfgpu.backends.lock import read_lock_info
+
+        read_lock_info(from_lock)  # a bad lockfile is exit 2 before the machine is probed
+        facts = _facts(facts_file, driver, gpu_cc, os_name)
+        plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform,
+                               facts=facts, find_links=find_links or [], index_url=index_url, offline=offline)
+    else:
+        assert tf is not None
+        facts = _facts(facts_file, driver, gpu_cc, os_name)
+        plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel or [],
+                          facts=facts, find_links=find_links or [], index_url=index_url, offline=offline, cpu=cpu,
+                          for_another_machine=fmt is not None)
+    if json_out:
+        from tfgpu import __version__
+        from tfgpu.compat import data_version
+
+        doc = plan.to_json()
+        doc["tfgpu_version"] = __version__
+        doc["data_version"] = data_version()
+        typer.echo(json.dumps(doc, indent=2))
+    elif fmt == "sh":
+        from tfgpu import __version__
+
+        typer.echo(render_sh(plan, header=f"generated by tfgpu {__version__}"), nl=False)
+    elif fmt == "environment.yml":
+        typer.echo(render_environment_yml(plan), nl=False)
+    else:
+        _print_plan(plan)
+    if plan.verdict == "blocked" and not (force or cpu):
+        alt = _alternative(facts, plan)
+        sys.stderr.write(f"tfgpu: TensorFlow {plan.tf} is blocked here (see ✗ above); `tfgpu create` would refuse it"
+                         + (f"\n  instead: {alt}" if alt else "")
+                         + "\n  --force builds it anyway; --cpu plans a CPU-only environment\n")
+        return 1
+    return 0
+
+
+def _alternative(facts: dict[str, Any], plan: Any) -> str:
+    """The command that works here instead of a blocked plan (the doctor's recommendation)."""
+    from tfgpu.pipeline import alternative
+
+    rec = alternative(facts, plan.tf)
+    return str(rec["command"]) if rec else ""
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan", epilog=CONFIG_EPILOG)(plan_cmd)

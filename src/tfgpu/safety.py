@@ -1,0 +1,115 @@
+"""Text that crosses a trust boundary: values refused when they hold control characters, text made safe
+for a shell comment, a terminal (no raw escape sequences) and GitHub's workflow-command parser.
+
+Pure functions, no imports beyond ``re``: they run on the doctor's path.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tfgpu.errors import UsageError
+
+__all__ = ["check_text", "check_timeout", "comment_safe", "terminal_safe", "terminal_safe_doc", "too_deep", "workflow_safe"]
+
+#: C0 controls (tab included), DEL and the C1 controls (U+0080..U+009F: 8-bit CSI/OSC on some terminals).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+#: Escape sequences (CSI ... final byte; OSC ... BEL or ST, OSC 8 links included; other ESC X), then any
+#: control character left (a lone ESC, a carriage return that would redraw the line).
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]|\x9b[0-?]*[ -/]*[@-~]")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_control(m: re.Match[str]) -> str:
+    c = m.group(0)
+    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c, f"\\x{ord(c):02x}")
+
+
+def check_text(value: str, what: str) -> str:
+    """``value`` unchanged, or UsageError (rc 2) when it holds a control character (a newline in a
+    channel would become a command in `tfgpu plan --format sh`)."""
+    if _CONTROL.search(value):
+        msg = f"refusing {what} {value!r}: it contains control characters"
+        raise UsageError(msg, hint="remove the newline, tab or escape character from it")
+    return value
+
+
+#: The longest wait tfgpu accepts (a week): more is a typo, and inf/1e308 overflow every clock.
+MAX_TIMEOUT = 7 * 24 * 3600.0
+
+
+def check_timeout(value: float | None, what: str = "--timeout") -> float | None:
+    """A timeout in seconds: finite, > 0 and at most a week; UsageError (rc 2) otherwise."""
+    if value is None:
+        return None
+    if not (value > 0 and value <= MAX_TIMEOUT):  # also false for NaN
+        msg = f"{what} {value:g} is not a number of seconds between 0 and {MAX_TIMEOUT:g}"
+        raise UsageError(msg, hint=f"e.g. {what} 600")
+    return float(value)
+
+
+def too_deep(obj: object, limit: int = 64) -> bool:
+    """Whether a JSON value nests deeper than ``limit`` (walked without recursion; scalars are skipped)."""
+    level: list[object] = [obj]
+    for _ in range(limit + 1):
+        nxt: list[object] = []
+        for value in level:
+            if type(value) is dict:
+                nxt.extend(v for v in value.values() if type(v) in (dict, list))
+            elif type(value) is list:
+                nxt.extend(v for v in value if type(v) in (dict, list))
+        if not nxt:
+            return False
+        level = nxt
+    return True
+
+
+def comment_safe(text: str) -> str:
+    """``text`` on one line, for a ``#`` comment in a shell script or YAML: control characters escaped."""
+    return _CONTROL.sub(_escape_control, text)
+
+
+def terminal_safe(text: str, *, keep_newlines: bool = True) -> str:
+    """``text`` without escape sequences (ANSI CSI, OSC including OSC 8 links) or other control
+    characters, for a terminal: facts, logs and names come from elsewhere and must not redraw the
+    screen, set the window title or hide a link. Newlines (and tabs) stay when ``keep_newlines``."""
+    if _SURROGATE.search(text):  # a lone surrogate cannot be written to a UTF-8 terminal at all
+        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+    if not _CONTROL.search(text):
+        return text
+    text = _ANSI.sub("", text)
+
+    def esc(m: re.Match[str]) -> str:
+        c = m.group(0)
+        if keep_newlines and c in "\n\t":
+            return c
+        return _escape_control(m)
+
+    return _CONTROL.sub(esc, text)
+
+
+def terminal_safe_doc(obj: object) -> object:
+    """A JSON-shaped document with every string (keys too) made ``terminal_safe`` on one line."""
+    if isinstance(obj, str):
+        return terminal_safe(obj, keep_newlines=False)
+    if isinstance(obj, dict):
+        return {terminal_safe_doc(k): terminal_safe_doc(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [terminal_safe_doc(v) for v in obj]
+    return obj
+
+
+#: GitHub Actions reads a line starting with ``::`` (after whitespace) as a workflow command, and
+#: ``::stop-commands::`` turns the parser off. Escaping the first colon stops both.
+_WORKFLOW = re.compile(r"^(\s*):(?=:)", re.MULTILINE)
+#: The older syntax, ``##[command]``, is found anywhere in a line.
+_WORKFLOW_V1 = re.compile(r"##\[")
+
+
+def workflow_safe(text: str) -> str:
+    """``text`` with no line a GitHub Actions runner would take as a workflow command (``::error``,
+    ``::stop-commands::``, ``::add-mask::``...): the leading ``::`` becomes ``%3A:`` (the runner's own
+    escape for a colon in a command's data)."""
+    return _WORKFLOW_V1.sub("#%23[", _WORKFLOW.sub(r"\1%3A", text))

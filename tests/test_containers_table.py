@@ -1,0 +1,95 @@
+"""compat/containers.toml: the image table against its own series dates, the CUDA table and the releases."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tfgpu import compat
+from tfgpu.compat import container_images, load_container_table, load_kb, ngc_images, version
+
+
+def _yymm(text: str) -> tuple[int, int]:
+    year, month = text.split(".")
+    return int(year), int(month)
+
+
+def test_no_ngc_image_is_listed_beyond_its_series_publication_end():
+    _images, series, _rules = load_container_table()
+    by_id = {s.id: s for s in series}
+    for image in ngc_images():
+        release, flavor = image.ref.rsplit(":", 1)[1].split("-", 1)
+        s = by_id[f"ngc-{flavor.split('-')[0]}"] if flavor != "py3" else by_id["ngc-py3"]
+        assert _yymm(s.first) <= _yymm(release), image.ref
+        if s.last:
+            assert _yymm(release) <= _yymm(s.last), f"{image.ref} is newer than {s.id}'s last release {s.last}"
+
+
+def test_publication_dates_match_the_release_names():
+    for image in ngc_images():
+        release = image.ref.rsplit(":", 1)[1].split("-", 1)[0]
+        year, month = _yymm(release)
+        assert image.published == f"20{year:02d}-{month:02d}", image.ref
+
+
+def test_tf1_monthly_releases_end_with_23_03_and_tf2_with_25_02():
+    series = {s.id: s for s in load_container_table()[1]}
+    assert series["ngc-tf1"].last == "23.03"
+    assert series["ngc-tf2"].last == "25.02"
+    assert series["tf-gpu"].last == ""  # TensorFlow still tags <version>-gpu with each release
+
+
+def test_every_ngc_floor_is_in_its_cuda_branch_and_above_every_compat_branch():
+    kb = load_kb()
+    for image in ngc_images():
+        cuda = version(image.cuda)
+        toolkit = kb.toolkit(f"{cuda.major}.{cuda.minor}")
+        assert toolkit is not None, f"{image.ref}: CUDA {image.cuda} is not in compat/cuda.toml"
+        assert toolkit.linux_min_driver is not None
+        assert image.driver is not None
+        assert image.driver.major == toolkit.linux_min_driver.major, image.ref
+        assert all(c < image.driver for c in image.compat_drivers), image.ref
+        assert image.family == "ngc"
+        assert image.source
+
+
+def test_every_linux_gpu_release_has_tensorflows_own_image_with_its_build():
+    kb = load_kb()
+    for build in kb.builds:
+        if build.os != "linux":
+            continue
+        images = container_images(kb, build.tf)
+        own = images[0]
+        assert own.ref == f"tensorflow/tensorflow:{build.tf}-gpu"
+        assert own.jupyter_ref == f"tensorflow/tensorflow:{build.tf}-gpu-jupyter"
+        assert (own.cuda, own.cudnn) == (build.cuda, build.cudnn)
+        assert own.driver == kb.toolkit(build.cuda).linux_min_driver  # type: ignore[union-attr]
+
+
+def test_ngc_images_follow_the_release_series():
+    kb = load_kb()
+    refs = [i.ref for i in container_images(kb, "2.17.0")]
+    assert refs == ["tensorflow/tensorflow:2.17.0-gpu", "nvcr.io/nvidia/tensorflow:25.02-tf2-py3"]
+    assert all(i.tf.major == 1 for i in container_images(kb, "1.15.5")[1:])
+
+
+@pytest.mark.parametrize("image", ngc_images(), ids=lambda i: i.ref)
+def test_driver_floor_cases_generated_from_the_rows(image: compat.ContainerImage):
+    assert image.driver is not None
+    assert image.driver_ok(image.driver, datacenter=False)
+    below = version(f"{image.driver.major - 1}.99")
+    assert not image.driver_ok(below, datacenter=False)
+    for branch in image.compat_drivers:
+        assert image.driver_ok(branch, datacenter=True)
+        assert not image.driver_ok(branch, datacenter=False)
+
+
+@given(major=st.integers(300, 700), minor=st.integers(0, 200))
+def test_forward_compatibility_never_helps_a_consumer_gpu(major: int, minor: int):
+    driver = version(f"{major}.{minor}")
+    for image in ngc_images():
+        consumer = image.driver_ok(driver, datacenter=False)
+        datacenter = image.driver_ok(driver, datacenter=True)
+        assert consumer <= datacenter  # data-center GPUs can only gain
+        assert consumer == (image.driver is None or driver >= image.driver)

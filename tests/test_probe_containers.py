@@ -1,0 +1,160 @@
+"""tfgpu.probe.containers: parsers against recorded real outputs, and the probe on machine profiles."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.probe_helpers import DATA, Profile
+from tfgpu.probe._ctx import Ctx
+from tfgpu.probe.containers import (
+    parse_cdi_spec,
+    parse_daemon_json,
+    parse_docker_info,
+    parse_docker_info_text,
+    parse_group_file,
+    parse_runtime_version,
+    probe_containers,
+)
+
+CT = DATA / "containers"
+
+
+def _read(name: str) -> str:
+    return (CT / name).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(("fixture", "expected"), [
+    ("docker_version.stdout", "28.2.2"),
+    ("podman_version.stdout", "4.3.1"),
+    ("nvidia_ctk_version.stdout", "1.12.0"),
+    ("nvidia_container_cli_version.stdout", "1.11.0"),
+    ("nvidia_container_runtime_version.stdout", "1.13.5"),
+])
+def test_versions_from_recorded_outputs(fixture: str, expected: str):
+    assert parse_runtime_version(_read(fixture)) == expected
+
+
+def test_docker_info_without_a_daemon_is_unreachable_with_the_clis_reason():
+    info = parse_docker_info(_read("docker_info_no_daemon.stdout"), _read("docker_info_no_daemon.stderr"),
+                             int(_read("docker_info_no_daemon.rc")))
+    assert info["reachable"] is False
+    assert info["client_version"] == "28.2.2"
+    assert info["server_version"] is None
+    assert "Cannot connect to the Docker daemon" in info["error"]
+    assert info["rootless"] is None
+    assert info["runtimes"] == []
+
+
+def test_docker_info_text_lines_name_the_runtimes():
+    assert parse_docker_info_text(_read("docker_info_runtimes_runc_only.txt")) == {
+        "runtimes": ["io.containerd.runc.v2", "runc"], "default_runtime": "runc"}
+
+
+@pytest.mark.parametrize("fixture", ["daemon_json_nvidia_default.json", "daemon_json_nvidia_args.json"])
+def test_daemon_json_with_the_nvidia_runtime(fixture: str):
+    parsed = parse_daemon_json(_read(fixture))
+    assert parsed["nvidia"] is True
+    assert parsed["default_runtime"] == "nvidia"
+    assert parsed["runtimes"]["nvidia"].endswith("nvidia-container-runtime")
+    assert parsed["error"] is None
+
+
+def test_a_broken_daemon_json_is_an_error_not_an_exception():
+    parsed = parse_daemon_json(_read("daemon_json_nvidia_default.json")[:-3])
+    assert parsed["nvidia"] is False
+    assert parsed["error"].startswith("not valid JSON")
+
+
+def test_cdi_spec_kind_and_version():
+    spec = parse_cdi_spec(_read("cdi_nvidia_dgx_a100.yaml"))
+    assert spec["kind"] == "nvidia.com/gpu"
+    assert spec["cdi_version"] == "0.4.0"
+    assert spec["devices"] == []  # the recorded part of the spec lists no devices
+
+
+def test_group_file_membership():
+    text = "root:x:0:\ndocker:x:998:alice,bob\nusers:x:100:\n"
+    assert parse_group_file(text, "docker", "bob")["member"] is True
+    assert parse_group_file(text, "docker", "carol")["member"] is False
+    assert parse_group_file("root:x:0:\n", "docker", "bob") == {"exists": False, "members": [], "member": False}
+
+
+def _profile(tmp_path: Path) -> Profile:
+    prof = Profile(tmp_path)
+    prof.env["USER"] = "alice"
+    return prof
+
+
+@pytest.mark.real_subprocess  # the profile's programs are scripts replaying recorded outputs
+def test_probe_on_this_machines_recording_docker_without_daemon(tmp_path: Path):
+    prof = _profile(tmp_path)
+    prof.program("docker", {"info*": (CT / "docker_info_no_daemon.stdout", 1),
+                            "--version": (CT / "docker_version.stdout", 0)})
+    prof.file("/etc/group", "root:x:0:\ndocker:x:998:\n")
+    prof.file("/var/run/docker.sock", "")  # a socket file whose daemon does not answer
+    facts = probe_containers(Ctx(root=tmp_path, env=prof.env, timeout=5))
+    (docker,) = facts["runtimes"]
+    assert docker["name"] == "docker"
+    assert docker["version"] == "28.2.2"
+    assert docker["daemon"]["reachable"] is False
+    assert facts["docker_group"] == {"exists": True, "members": [], "member": False, "user": "alice", "root": False}
+    assert facts["toolkit"]["present"] is False
+    assert facts["toolkit"]["runtime"] is False
+
+
+@pytest.mark.real_subprocess
+def test_probe_finds_the_toolkit_daemon_json_and_cdi_specs(tmp_path: Path):
+    prof = _profile(tmp_path)
+    prof.program("podman", default=(CT / "podman_version.stdout", 0))
+    prof.program("nvidia-ctk", default=(CT / "nvidia_ctk_version.stdout", 0))
+    prof.program("nvidia-container-cli", default=(CT / "nvidia_container_cli_version.stdout", 0))
+    prof.file("/etc/docker/daemon.json", fixture=CT / "daemon_json_nvidia_args.json")
+    prof.file("/etc/cdi/nvidia.yaml", fixture=CT / "cdi_nvidia_dgx_a100.yaml")
+    prof.file("/var/run/cdi/notes.txt", "not a spec")
+    facts = probe_containers(Ctx(root=tmp_path, env=prof.env, timeout=5), uid=1000)
+    (podman,) = facts["runtimes"]
+    assert (podman["name"], podman["version"], podman["rootless"]) == ("podman", "4.3.1", True)
+    tk = facts["toolkit"]
+    assert tk["present"] is True
+    assert tk["nvidia_ctk"]["version"] == "1.12.0"
+    assert tk["nvidia_container_cli"]["version"] == "1.11.0"
+    assert tk["runtime"] is True
+    assert [s["path"] for s in tk["cdi_specs"]] == ["/etc/cdi/nvidia.yaml"]
+    json.dumps(facts)  # JSON-serialisable as the facts document needs
+
+
+def test_fleet_reads_the_toolkit_shape():
+    from tfgpu.fleet.merge import _container_toolkit
+
+    assert _container_toolkit({"containers": {"toolkit": {"present": True}}}) == "present"
+    assert _container_toolkit({"containers": {"toolkit": {"present": False}}}) == "missing"
+
+
+def test_nothing_found_is_an_answer(tmp_path: Path):
+    facts = probe_containers(Ctx(root=tmp_path, env={"PATH": str(tmp_path / "none")}, timeout=1))
+    assert facts["runtimes"] == []
+    assert facts["toolkit"]["present"] is False
+    assert facts["docker_group"]["error"] == "/etc/group unreadable"
+
+
+@pytest.mark.real_subprocess
+def test_no_socket_skips_docker_info(tmp_path: Path):
+    prof = _profile(tmp_path)
+    prof.program("docker", {"info*": (None, 99), "--version": (CT / "docker_version.stdout", 0)})
+    facts = probe_containers(Ctx(root=tmp_path, env=prof.env, timeout=5))
+    (docker,) = facts["runtimes"]
+    assert docker["version"] is None  # not asked: no daemon to use it with, and it costs the doctor ~50 ms
+    assert docker["daemon"] == {"reachable": False, "server_version": None,
+                                "error": "no Docker daemon socket at /var/run/docker.sock"}
+
+
+def test_docker_host_elsewhere_is_asked_through_the_cli(tmp_path: Path):
+    from tfgpu.probe.containers import docker_socket
+
+    ctx = Ctx(root=tmp_path, env={"DOCKER_HOST": "ssh://gpu-box"}, timeout=1)
+    assert docker_socket(ctx) == ("ssh://gpu-box", False)
+    ctx = Ctx(root=tmp_path, env={"DOCKER_HOST": "unix:///run/user/1000/docker.sock"}, timeout=1)
+    assert docker_socket(ctx) == ("/run/user/1000/docker.sock", True)
