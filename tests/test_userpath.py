@@ -49,6 +49,12 @@ def schema(name: str) -> dict[str, Any]:
     return json.loads((SCHEMAS / f"{name}.schema.json").read_text())  # type: ignore[no-any-return]
 
 
+@pytest.fixture(autouse=True)
+def _own_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The registry and environments of these tests are their own, never the user's."""
+    monkeypatch.setenv("TFGPU_HOME", str(tmp_path / "tfgpu-home"))
+
+
 @pytest.fixture
 def no_conda_on_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """PATH without mamba, micromamba or conda (this machine has none either)."""
@@ -247,9 +253,9 @@ def test_clip_never_cuts_mid_word(text: str, limit: int) -> None:
         return
     assert out.endswith("…")
     kept = out[:-1]
-    words = flat.split(" ")
-    if len(kept) > limit // 2 and " " in kept:  # cut at a word boundary: every kept word is a whole word
-        assert all(w in words for w in kept.split(" "))
+    if " " in flat[:limit]:  # a space to cut at: the kept text ends where a word ended
+        assert flat.startswith(kept)
+        assert flat[len(kept)] == " " or kept.endswith((",", ";", ":", "("))
 
 
 # --------------------------------------------------------------------------- 8. prompt order
@@ -282,3 +288,115 @@ def test_this_machine_has_no_conda_tool_and_the_doctor_recommends_what_runs() ->
     rec = doctor_result(facts, KB).recommendation
     assert rec is not None
     assert "--backend conda" not in rec["command"]
+
+
+# --------------------------------------------------------------------------- 5. environments you can use
+
+
+def _venv(tmp_path: Path, name: str) -> Path:
+    import subprocess
+    import sys
+
+    prefix = tmp_path / name
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True)
+    with (prefix / "bin" / "activate").open("a") as fh:  # what create appends for a recipe's variables
+        fh.write("\n# added by tfgpu\nexport TFGPU_TEST_VAR=from-activate\n")
+    return prefix
+
+
+def _conda_like(tmp_path: Path, name: str) -> Path:
+    """A conda environment as the embedded engine leaves it: conda-meta, bin/python, an activate.d script."""
+    import sys
+
+    prefix = tmp_path / name
+    (prefix / "conda-meta").mkdir(parents=True)
+    (prefix / "bin").mkdir()
+    (prefix / "bin" / "python").symlink_to(sys.executable)
+    act = prefix / "etc" / "conda" / "activate.d"
+    act.mkdir(parents=True)
+    (act / "tfgpu_env_vars.sh").write_text('export _TFGPU_OLD_XLA_FLAGS="${XLA_FLAGS:-}"\n'
+                                           "export XLA_FLAGS=--xla_gpu_cuda_data_dir=$CONDA_PREFIX/lib/\n")
+    return prefix
+
+
+@pytest.mark.real_subprocess
+def test_run_uses_the_venvs_activation_and_returns_the_commands_exit_code(tmp_path: Path, cli: Cli) -> None:
+    from tfgpu import envs
+
+    prefix = _venv(tmp_path, "v")
+    envs.record(name="v", prefix=str(prefix), backend="pip", tool="venv", tf="2.21.0", python="3.11", recipe="cpu",
+                env_python=str(prefix / "bin" / "python"))
+    out = tmp_path / "out.json"
+    script = ("import json, os, sys; json.dump({'prefix': sys.prefix, 'var': os.environ.get('TFGPU_TEST_VAR'), "
+              f"'growth': os.environ.get('TF_FORCE_GPU_ALLOW_GROWTH')}}, open({str(out)!r}, 'w')); sys.exit(3)")
+    code, _, err = cli("run", "v", "--", "python", "-c", script)
+    assert code == 3, err  # the command's exit code
+    seen = json.loads(out.read_text())
+    assert seen == {"prefix": str(prefix), "var": "from-activate", "growth": "true"}
+    code, _, err = cli("run", "--prefix", str(prefix), "--", "python", "-c", "import sys; sys.exit(0)")
+    assert code == 0, err
+    code, _, err = cli("run", "v", "--", "no-such-program-tfgpu")
+    assert code == 1
+    assert "not found" in err
+
+
+@pytest.mark.real_subprocess
+def test_run_sources_conda_activate_d_without_conda(tmp_path: Path, cli: Cli) -> None:
+    from tfgpu import envs
+    from tfgpu.userenv import activated_environ, find_entry
+
+    prefix = _conda_like(tmp_path, "c")
+    envs.record(name="c", prefix=str(prefix), backend="rattler", tool="rattler", tf="2.17.0", python="3.11",
+                recipe="conda-forge-tensorflow-cuda", env_python=str(prefix / "bin" / "python"))
+    env = activated_environ(find_entry("c"), {"PATH": "/usr/bin:/bin", "TF_FORCE_GPU_ALLOW_GROWTH": "false"})
+    assert env["CONDA_PREFIX"] == str(prefix)
+    assert env["XLA_FLAGS"] == f"--xla_gpu_cuda_data_dir={prefix}/lib/"
+    assert env["PATH"].split(":")[0] == str(prefix / "bin")
+    assert env["TF_FORCE_GPU_ALLOW_GROWTH"] == "false"  # what the caller set wins
+    out = tmp_path / "o.txt"
+    code, _, err = cli("run", "c", "--", "python", "-c", f"import os; open({str(out)!r}, 'w').write(os.environ['XLA_FLAGS'])")
+    assert code == 0, err
+    assert out.read_text() == f"--xla_gpu_cuda_data_dir={prefix}/lib/"
+
+
+def test_run_refuses_what_tfgpu_did_not_make_and_a_missing_directory(tmp_path: Path, cli: Cli) -> None:
+    from tfgpu import envs
+
+    code, _, err = cli("run", "nope", "--", "python")
+    assert code == 2
+    assert "tfgpu envs" in err
+    gone = tmp_path / "gone"
+    envs.record(name="gone", prefix=str(gone), backend="pip", tool="venv", tf="2.21.0", python="3.11", recipe="cpu",
+                env_python=str(gone / "bin" / "python"))
+    code, _, err = cli("run", "gone", "--", "python")
+    assert code == 2
+    assert "is gone" in err
+    assert "tfgpu remove gone" in err
+    assert cli("run", "gone")[0] == 2  # no command
+
+
+def test_smoke_without_a_target_picks_the_newest_environment_or_says_how(tmp_path: Path, cli: Cli) -> None:
+    from tfgpu import envs
+    from tfgpu.userenv import most_recent
+
+    code, _, err = cli("smoke")
+    assert code == 2
+    assert "--name NAME, --prefix DIR or --python EXE" in err
+    for n in ("old", "new"):
+        (tmp_path / n).mkdir()
+        envs.record(name=n, prefix=str(tmp_path / n), backend="pip", tool="venv", tf="2.21.0", python="3.11",
+                    recipe="cpu", env_python=str(tmp_path / n / "bin" / "python"))
+    entry = most_recent()
+    assert entry is not None
+    assert entry["name"] == "new"
+
+
+def test_create_ends_with_how_to_use_the_environment() -> None:
+    from tfgpu.userenv import how_to_use
+
+    venv = how_to_use({"name": "tf2.21.0-cpu", "prefix": "/h/envs/tf2.21.0-cpu", "backend": "pip"})
+    assert venv[0].startswith("use it: tfgpu run tf2.21.0-cpu -- python -c ")
+    assert venv[1].strip() == "tfgpu shell tf2.21.0-cpu"
+    assert venv[2].strip() == ". /h/envs/tf2.21.0-cpu/bin/activate"
+    conda = how_to_use({"name": "tf2.17.0", "prefix": "/h/envs/tf2.17.0", "backend": "rattler"})
+    assert conda[2].strip().startswith("conda activate /h/envs/tf2.17.0")

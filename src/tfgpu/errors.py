@@ -47,9 +47,11 @@ def clip_words(text: str, limit: int) -> str:
     text = " ".join(str(text).split())
     if len(text) <= limit:
         return text
-    cut = text[:limit - 1]
+    cut = text[:limit]  # a word that ends exactly at the limit is kept whole (the space after it is the cut)
     space = cut.rfind(" ")
-    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:(") + "…"
+    if space <= 0:  # one long token (a path, a URL): nothing to cut at but the limit
+        return text[:limit - 1] + "…"
+    return cut[:space].rstrip(" ,;:(") + "…"
 
 
 class UsageError(TfgpuError):

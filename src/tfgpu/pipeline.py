@@ -191,6 +191,10 @@ def _build_and_verify(req: CreateRequest, events: CreateEvents, facts: dict[str,
         events.note(f"tfgpu: note: {note}")
     replaced = f"; replaced {result.replaced_what}" if result.replaced_what else ""
     events.say(f"created {result.prefix} in {result.seconds:.0f} s{replaced} (log: {result.log_path})")
+    from tfgpu.userenv import how_to_use
+
+    for line in how_to_use({"name": plan.name, "prefix": str(result.prefix), "backend": plan.backend}, plan.os):
+        events.say(line)
     # 4. verify, 5. register the smoke result
     if req.no_smoke:
         events.say("smoke test skipped (--no-smoke)")

@@ -442,3 +442,22 @@ def _follow_step(proc: subprocess.Popen[bytes], argv: tuple[str, ...], *, log: S
         msg = result.describe()
         raise StepFailed(msg, hint=f"full log: {log.path}")
     return result
+
+
+def run_foreground(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | os.PathLike[str] | None = None) -> int:
+    """Run a program in the foreground with the terminal (`tfgpu run`, `tfgpu shell`): its stdin, stdout and
+    stderr are ours, Ctrl-C reaches it (it is in our process group) while tfgpu waits; returns its exit code
+    (128 + N when signal N ended it, as shells say). A missing program is ProgramNotFound."""
+    argv = tuple(str(a) for a in argv)
+    exe = which(argv[0], env)
+    if exe is None:
+        msg = f"{argv[0]}: not found in the environment or on PATH"
+        raise ProgramNotFound(msg, hint="install it into the environment (e.g. `tfgpu run NAME -- python -m pip "
+                                        "install ...`) or give its full path")
+    proc = _spawn([exe, *argv[1:]], env=dict(env), cwd=cwd)
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the child gets Ctrl-C and decides; we wait for it
+    try:
+        code = proc.wait()
+    finally:
+        signal.signal(signal.SIGINT, old)
+    return 128 - code if code < 0 else code
