@@ -400,3 +400,45 @@ def test_create_ends_with_how_to_use_the_environment() -> None:
     assert venv[2].strip() == ". /h/envs/tf2.21.0-cpu/bin/activate"
     conda = how_to_use({"name": "tf2.17.0", "prefix": "/h/envs/tf2.17.0", "backend": "rattler"})
     assert conda[2].strip().startswith("conda activate /h/envs/tf2.17.0")
+
+
+# --------------------------------------------------------------------------- 7. say only what is true
+
+
+def test_envs_marks_a_missing_directory_and_remove_only_forgets_it(tmp_path: Path, cli: Cli) -> None:
+    from tfgpu import envs
+
+    gone = tmp_path / "gone"
+    envs.record(name="gone", prefix=str(gone), backend="pip", tool="venv", tf="2.21.0", python="3.11", recipe="cpu",
+                env_python=str(gone / "bin" / "python"))
+    code, out, err = cli("envs")
+    assert code == 0
+    assert "missing" in out
+    assert "`tfgpu remove gone` forgets it" in err
+    assert json.loads(cli("envs", "--json")[1])["envs"][0]["missing"] is True
+    code, out, err = cli("remove", "gone")  # no --yes needed: nothing on disk is deleted
+    assert code == 0, err
+    assert "forgot the registry entry of gone; nothing was on disk" in out
+    assert envs.find("gone") is None
+
+
+def test_overrides_are_marked_in_the_ci_log_and_the_driver_cuda_is_derived(tmp_path: Path, cli: Cli) -> None:
+    _code, out, err = cli("doctor", "--facts", write(tmp_path, no_gpu()), "--driver", "535.104.05", "--ci")
+    doc = json.loads(out)
+    assert doc["facts"]["driver"]["cuda"] == "12.2"  # NVIDIA's table: 535 runs CUDA 12.2
+    assert err.splitlines()[0].startswith("overrides active (not probed): driver=535.104.05")
+    assert "NVIDIA driver 535.104.05 (CUDA 12.2) [override]" in err
+    human = cli("doctor", "--facts", write(tmp_path, no_gpu()), "--driver", "535.104.05")[1]
+    assert "overrides active" in human
+
+
+def test_no_machine_paths_or_internal_references_in_the_knowledge_base_or_sources() -> None:
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    bad = re.compile(r"file:/(?!/)|seed:|/work/|\bseeds?\b|seed-00")  # file:// URLs (conda channels) are fine
+    for path in [*(root / "compat").glob("*.toml"), *(root / "src" / "tfgpu").rglob("*.py")]:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if path.suffix == ".py" and line.lstrip().startswith("#"):
+                continue  # comments are for developers; what users see is strings and data
+            assert not bad.search(line), f"{path.relative_to(root)}:{n}: {line.strip()[:120]}"

@@ -191,7 +191,7 @@ def _raw_rows(file: str, key: str) -> list[dict[str, Any]]:
 
 def _source_url(kb: KnowledgeBase, file: str, key: str) -> str:
     entry = kb.sources(file).get(key) or {}
-    return str(entry.get("url") or key)
+    return str(entry.get("url") or entry.get("title") or key)  # a URL, or a named publication (a blog post)
 
 
 _CF_FEEDSTOCK = "https://github.com/conda-forge/tensorflow-feedstock"

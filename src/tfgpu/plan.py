@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 PLAN_SCHEMA = "tfgpu.plan/1"
 
 #: GPUs with at most this much memory get TF_FORCE_GPU_ALLOW_GROWTH=true: TensorFlow maps nearly all GPU
-#: memory by default and the seeds' 2 GB MX150 / GTX 1080 failed with cuDNN errors until memory growth
-#: was enabled (seed-000, seed-002; https://www.tensorflow.org/guide/gpu#limiting_gpu_memory_growth).
+#: memory by default; a 2 GB MX150 and a GTX 1080 failed with cuDNN errors until memory growth was enabled (blog
+#: posts 'Tensorflow创建GPU环境', 2020-06-13, and '使用 GPU 加速 Tensorflow 神经网络训练';
+#: https://www.tensorflow.org/guide/gpu#limiting_gpu_memory_growth).
 SMALL_GPU_MIB = 4096
 
 
@@ -230,7 +231,7 @@ def activation_lines(recipe: Any, facts: Mapping[str, Any], *, conda_like: bool,
     if small_gpu(facts):
         lines.append("TF_FORCE_GPU_ALLOW_GROWTH=true")
         notes.append(f"a GPU has <= {SMALL_GPU_MIB} MiB: TF_FORCE_GPU_ALLOW_GROWTH=true makes TensorFlow allocate "
-                     "GPU memory as needed instead of mapping nearly all of it (cuDNN failures in the seeds)")
+                     "GPU memory as needed instead of mapping nearly all of it (cuDNN failures reported on 2 GB GPUs)")
     return lines, notes
 
 

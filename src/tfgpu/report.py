@@ -301,6 +301,8 @@ def step_summary(doc: Mapping[str, Any]) -> str:
     """A Markdown summary for $GITHUB_STEP_SUMMARY."""
     out = [f"## tfgpu doctor ({doc['tfgpu_version']}, knowledge base {doc['data_version']})", "",
            "| check | status | summary |", "|---|---|---|"]
+    if doc.get("overrides"):
+        out[1:1] = [f"**Overrides active (not probed):** {_md(', '.join(doc['overrides']))}", ""]
     for c in doc["checks"]:
         out.append(f"| `{c['id']}` | {MARKS.get(c['status'], '?')} {c['status']} | {_md(c['summary'])} |")
     out += ["", "| TensorFlow | verdict | backend | why |", "|---|---|---|---|"]
@@ -319,7 +321,7 @@ def _md(text: str) -> str:
 def plain_log(doc: Mapping[str, Any]) -> str:
     from tfgpu.safety import comment_safe  # one line per check, whatever the facts' strings hold
 
-    lines = []
+    lines = [comment_safe(f"overrides active (not probed): {', '.join(doc['overrides'])}")] if doc.get("overrides") else []
     for c in doc["checks"]:
         lines.append(f"[{MARKS.get(c['status'], '?')}] {c['id']}: {comment_safe(str(c['summary']))}")
     for t in doc["targets"]:

@@ -164,6 +164,7 @@ class Machine:
     tensorflow: tuple[dict[str, Any], ...] | None
     arch: str | None = None  # CPU architecture as uname -m says (x86_64, aarch64)
     l4t: str | None = None  # a Jetson's L4T release (/etc/nv_tegra_release)
+    driver_source: str = ""  # "override" when --driver / TFGPU_DRIVER_VERSION set it
 
     @classmethod
     def from_facts(cls, facts: Mapping[str, Any]) -> Machine:
@@ -205,6 +206,7 @@ class Machine:
             avx=cpu.get("avx") if isinstance(cpu.get("avx"), bool) else None,
             driver=_v(drv.get("version")), driver_text=str(drv.get("version") or ""), driver_cuda=_v(drv.get("cuda")),
             driver_known="driver" in facts, driver_error=str(drv.get("error") or ""),
+            driver_source=str(drv.get("source") or ""),
             kernel_module=_v(drv.get("kernel_module")),
             user_library=_v(drv.get("user_library") or drv.get("library_version")),
             gpus=visible, all_gpus=all_gpus,
@@ -399,8 +401,9 @@ def _driver_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         out.append(Check("driver.installed", FAIL, summary, evidence=m.driver_error, source="driver probe", fix=fix))
         return out
     cuda = m.driver_cuda_version(kb)
-    out.append(Check("driver.installed", PASS, f"NVIDIA driver {m.driver_text}" + (f" (CUDA {cuda})" if cuda else ""),
-                     source="driver probe"))
+    overridden = m.driver_source == "override"
+    out.append(Check("driver.installed", PASS, f"NVIDIA driver {m.driver_text}" + (f" (CUDA {cuda})" if cuda else "")
+                     + (" [override]" if overridden else ""), source="override" if overridden else "driver probe"))
     if m.kernel_module and m.user_library and m.kernel_module != m.user_library:
         out.append(Check(
             "driver.kernel_match", FAIL,
