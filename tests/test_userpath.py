@@ -442,3 +442,29 @@ def test_no_machine_paths_or_internal_references_in_the_knowledge_base_or_source
             if path.suffix == ".py" and line.lstrip().startswith("#"):
                 continue  # comments are for developers; what users see is strings and data
             assert not bad.search(line), f"{path.relative_to(root)}:{n}: {line.strip()[:120]}"
+
+
+def test_compat_shows_each_oss_own_activation_lines(cli: Cli) -> None:
+    def activations(os_name: str) -> list[str]:
+        doc = json.loads(cli("compat", "--tf", "2.10", "--os", os_name, "--json")[1])
+        return [a for row in doc["rows"] for rec in row["install"] for a in rec["activation"]]
+
+    assert not any("LD_LIBRARY_PATH" in a for a in activations("windows"))  # native Windows: PATH, set by conda
+    assert any("LD_LIBRARY_PATH" in a for a in activations("linux"))
+
+
+def test_installed_cuda_is_read_from_what_was_installed(tmp_path: Path) -> None:
+    from tfgpu.userenv import installed_cuda
+
+    site = tmp_path / "v" / "lib" / "python3.12" / "site-packages"
+    for dist in ("nvidia_cuda_runtime_cu12-12.9.79", "nvidia_cudnn_cu12-9.3.0.75", "tensorflow-2.20.0"):
+        (site / f"{dist}.dist-info").mkdir(parents=True)  # pip's directory names (PEP 427 normalised)
+    assert installed_cuda(tmp_path / "v") == {"cuda": "12.9.79", "cuda_from": "nvidia-cuda-runtime-cu12, pip",
+                                              "cudnn": "9.3.0.75", "cudnn_from": "nvidia-cudnn-cu12, pip"}
+    meta = tmp_path / "c" / "conda-meta"
+    meta.mkdir(parents=True)
+    (meta / "cudatoolkit-11.8.0-h6a678d5_0.json").write_text(json.dumps({"name": "cudatoolkit", "version": "11.8.0"}))
+    (meta / "cudnn-8.9.2.26-cuda11_0.json").write_text(json.dumps({"name": "cudnn", "version": "8.9.2.26"}))
+    assert installed_cuda(tmp_path / "c") == {"cuda": "11.8.0", "cuda_from": "cudatoolkit, conda",
+                                              "cudnn": "8.9.2.26", "cudnn_from": "cudnn, conda"}
+    assert installed_cuda(tmp_path / "none") == {}

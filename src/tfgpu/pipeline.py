@@ -191,7 +191,12 @@ def _build_and_verify(req: CreateRequest, events: CreateEvents, facts: dict[str,
         events.note(f"tfgpu: note: {note}")
     replaced = f"; replaced {result.replaced_what}" if result.replaced_what else ""
     events.say(f"created {result.prefix} in {result.seconds:.0f} s{replaced} (log: {result.log_path})")
-    from tfgpu.userenv import how_to_use
+    from tfgpu.userenv import how_to_use, installed_cuda
+
+    libs = installed_cuda(result.prefix)
+    if libs:  # what was installed, not what the release was built with
+        events.say("installed: " + ", ".join(f"{k.upper() if k == 'cuda' else 'cuDNN'} {libs[k]} ({libs[k + '_from']})"
+                                             for k in ("cuda", "cudnn") if k in libs))
 
     for line in how_to_use({"name": plan.name, "prefix": str(result.prefix), "backend": plan.backend}, plan.os):
         events.say(line)

@@ -131,3 +131,41 @@ def most_recent() -> dict[str, Any] | None:
         return None
     # the registry appends: on a tie of `created` (one second), the later entry is the newer
     return max(enumerate(items), key=lambda ie: (str(ie[1].get("created") or ""), ie[0]))[1]
+
+
+#: The distributions whose versions are the CUDA runtime and cuDNN an environment really has (pip wheels, then
+#: conda packages), most telling first.
+_CUDA_DISTS = ("nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11", "nvidia-cuda-runtime-cu13")
+_CUDNN_DISTS = ("nvidia-cudnn-cu12", "nvidia-cudnn-cu11", "nvidia-cudnn-cu13")
+_CONDA_CUDA = ("cuda-cudart", "cuda-version", "cudatoolkit")
+
+
+def installed_cuda(prefix: str | os.PathLike[str]) -> dict[str, str]:
+    """The CUDA runtime and cuDNN installed in an environment, read from what was installed (pip's
+    *.dist-info of the nvidia-* wheels, conda's conda-meta records); {} when it has none (a CPU or a
+    system-CUDA environment). Keys: cuda, cuda_from, cudnn, cudnn_from."""
+    import json
+    import re
+
+    root = Path(prefix)
+    found: dict[str, str] = {}
+    for info in root.glob("lib/python*/site-packages/*.dist-info"):
+        m = re.fullmatch(r"(.+)-([^-]+)\.dist-info", info.name)
+        if not m:
+            continue
+        dist = m.group(1).lower().replace("_", "-")
+        if dist in _CUDA_DISTS and "cuda" not in found:
+            found.update(cuda=m.group(2), cuda_from=f"{dist}, pip")
+        if dist in _CUDNN_DISTS and "cudnn" not in found:
+            found.update(cudnn=m.group(2), cudnn_from=f"{dist}, pip")
+    for rec in sorted((root / "conda-meta").glob("*.json")):
+        try:
+            meta = json.loads(rec.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        name, ver = str(meta.get("name", "")), str(meta.get("version", ""))
+        if name in _CONDA_CUDA and "cuda" not in found:
+            found.update(cuda=ver, cuda_from=f"{name}, conda")
+        if name == "cudnn" and "cudnn" not in found:
+            found.update(cudnn=ver, cudnn_from="cudnn, conda")
+    return found

@@ -570,7 +570,8 @@ def _driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bo
         else:
             caveats.append(Finding(
                 "driver.cuda",
-                f"runs CUDA {want} on driver {m.driver_text} (CUDA {have}) through CUDA minor-version compatibility "
+                f"built with CUDA {want} (the CUDA libraries installed may be a newer {want.major}.x: `tfgpu create` "
+                f"reports them); driver {m.driver_text} (CUDA {have}) runs CUDA {want.major}.x through minor-version compatibility "
                 f"(driver >= {mc.min_driver_text(os_key) if mc else mc_floor}); not covered: "
                 f"{mc.not_covered if mc else 'PTX JIT'}",
                 fix=upgrade,
