@@ -468,3 +468,44 @@ def test_installed_cuda_is_read_from_what_was_installed(tmp_path: Path) -> None:
     assert installed_cuda(tmp_path / "c") == {"cuda": "11.8.0", "cuda_from": "cudatoolkit, conda",
                                               "cudnn": "8.9.2.26", "cudnn_from": "cudnn, conda"}
     assert installed_cuda(tmp_path / "none") == {}
+
+
+# --------------------------------------------------------------------------- e2e: the CPU route, for real
+
+
+@pytest.mark.e2e
+@pytest.mark.real_subprocess
+def test_e2e_cpu_route_create_run_and_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Cli) -> None:
+    """`create --tf 2.21 --cpu` installs tensorflow-cpu from PyPI; `tfgpu run` imports it; `tfgpu smoke` with no
+    target tests that environment (the newest) and passes on the CPU."""
+    import os
+
+    if not os.environ.get("TFGPU_E2E"):
+        pytest.skip("set TFGPU_E2E=1 (nox -s e2e)")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("UV_NO_CONFIG", "1")
+    code, out, err = cli("create", "--tf", "2.21", "--cpu", "--name", "cpu221", "--yes", "--timeout", "1800")
+    assert code == 0, (out, err)
+    assert "tfgpu run cpu221 -- python" in out  # create ends with how to use it
+    from tfgpu import envs
+
+    entry = envs.find("cpu221")
+    assert entry is not None
+    site = next(iter(Path(entry["prefix"]).glob("lib/python*/site-packages")))
+    assert not list(site.glob("nvidia*")), "the CPU route installed nvidia-* wheels"
+    assert list(site.glob("tensorflow_cpu-2.21.*.dist-info"))
+    probe = tmp_path / "probe.txt"
+    monkeypatch.setenv("PROBE", str(probe))
+    code, _, err = cli("run", "cpu221", "--", "python", "-c",
+                       "import os, tensorflow as tf; open(os.environ['PROBE'], 'w').write(tf.__version__ + ' ' + "
+                       "os.environ['TF_FORCE_GPU_ALLOW_GROWTH'])")
+    assert code == 0, err
+    assert probe.read_text().startswith("2.21.")
+    assert probe.read_text().endswith(" true")
+    code, out, err = cli("smoke", "--json")
+    assert code == 0, (out, err)
+    doc = json.loads(out)
+    assert doc["mode"] == "cpu"
+    assert doc["tensorflow"]["version"].startswith("2.21")
+    code, _, err = cli("smoke")
+    assert "testing cpu221" in err
