@@ -49,9 +49,10 @@ def slow(session: nox.Session) -> None:
 
 @nox.session
 def faults(session: nox.Session) -> None:
-    """Heavy fault-injection tests (CONTRIBUTING.md, "Faults covered")."""
+    """Fault-injection and attack tests (CONTRIBUTING.md, "Faults covered"; README, "Reliability and
+    security"): the heavy ones (marked faults) and every issue-16 test (marked safety)."""
     _install(session, "uv")
-    session.run("pytest", "-m", "faults", *session.posargs)
+    session.run("pytest", "-m", "faults or safety", *session.posargs)
 
 
 @nox.session

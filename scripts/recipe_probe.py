@@ -50,6 +50,8 @@ def nvidia_wheel_libs():
     found = []
     for d in site_dirs():
         found.extend(sorted(glob.glob(os.path.join(d, "nvidia", "*", "lib", "lib*.so*"))))
+        # TensorRT's wheels (tensorflow[and-cuda] 2.14 pins tensorrt==8.5.3.1) keep libnvinfer beside them
+        found.extend(sorted(glob.glob(os.path.join(d, "tensorrt*", "lib*.so*"))))
     return found
 
 
@@ -134,7 +136,10 @@ def main():
     except Exception as exc:
         text = str(exc)
         missing = re.findall(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file", text)
-        doc["import_error"] = "%s: %s" % (type(exc).__name__, text.strip().splitlines()[-1][:400] if text.strip() else "")
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        telling = [ln for ln in lines if "cannot open shared object" in ln] or \
+            [ln for ln in lines if "Error" in ln] or lines[-1:]
+        doc["import_error"] = "%s: %s" % (type(exc).__name__, telling[0][:400] if telling else "")
         doc["missing_libraries"] = missing
         doc["versions"] = versions()
         print(json.dumps(doc))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,25 +17,41 @@ from tfgpu import run as run_mod
 os.environ.setdefault("TFGPU_CACHE_DIR", tempfile.mkdtemp(prefix="tfgpu-test-cache-"))
 
 REPO = Path(__file__).resolve().parent.parent
+
+#: pytester runs the subprocess guard itself (tests/test_safety_guard.py).
+pytest_plugins = ["pytester"]
 DATA = Path(__file__).resolve().parent / "data"
+#: The machine `tfgpu lock` tests lock for (lock chooses its recipe for a machine, as plan does; unit tests
+#: cannot probe this one).
+LOCK_FACTS = str(DATA / "facts" / "mx150-laptop-ubuntu1804.json")
 
 
-class RealSubprocessBlocked(AssertionError):
-    pass
-
-
-def _blocked(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
-    argv = args[0] if args else kwargs.get("args")
-    raise RealSubprocessBlocked(
-        f"unit test tried to start a real subprocess {argv!r}: install a fake "
-        "(monkeypatch tfgpu.run._spawn) or mark the test real_subprocess"
-    )
+class RealSubprocessBlocked(BaseException):
+    """Not an Exception: a probe's `except Exception` (which turns a crash into a "probe crashed"
+    result) must not swallow it, or a test that reads the real machine would pass silently."""
 
 
 @pytest.fixture(autouse=True)
-def _subprocess_protection(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    if request.node.get_closest_marker("real_subprocess") is None:
-        monkeypatch.setattr(run_mod, "_spawn", _blocked)
+def _subprocess_protection(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    if request.node.get_closest_marker("real_subprocess") is not None:
+        yield
+        return
+    attempts: list[str] = []
+
+    def blocked(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        argv = args[0] if args else kwargs.get("args")
+        attempts.append(repr(argv))
+        raise RealSubprocessBlocked(
+            f"unit test tried to start a real subprocess {argv!r}: install a fake "
+            "(monkeypatch tfgpu.run._spawn) or mark the test real_subprocess"
+        )
+
+    monkeypatch.setattr(run_mod, "_spawn", blocked)
+    request.node.spawn_attempts = attempts  # tests of this guard itself clear it
+    yield
+    # and should anything swallow even a BaseException, the test still fails here
+    if attempts:
+        pytest.fail(f"unit test tried to start real subprocesses: {', '.join(attempts[:3])}", pytrace=False)
 
 
 #: Tests that need tfgpu's embedded conda engine (py-rattler >= 0.26, so Python >= 3.10).

@@ -46,6 +46,7 @@ def test_unknown_option_is_one_line_usage_error(cli):
     assert err.count("\n") == 1
 
 
+@pytest.mark.real_subprocess  # it reads this machine (its probes start programs)
 def test_doctor_exits_0(cli, monkeypatch):
     monkeypatch.setenv("TFGPU_PROBE_TIMEOUT", "2")
     code, out, _ = cli("doctor")

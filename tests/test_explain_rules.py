@@ -305,3 +305,17 @@ def test_redact_also_cleans_the_search_key(cli, tmp_path: Path, monkeypatch: pyt
     assert doc["findings"][0]["id"] == "unrecognised.tf_log"
     assert host not in out
     assert "<host>" in doc["findings"][0]["key"]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_real_end_of_a_large_utf16_log(monkeypatch: pytest.MonkeyPatch, encoding: str) -> None:
+    """PowerShell's `>` writes UTF-16 with a BOM; the tail window of a large one is decoded alike."""
+    monkeypatch.setattr(ex, "MAX_SCAN_BYTES", 64 * 1024)
+    monkeypatch.setattr(ex, "TAIL_BYTES", 16 * 1024)
+    data, first_tail_line = _big(1024 * 1024)
+    text = data.decode().replace("\n", "\r\n")
+    raw = text.encode("utf-16") if encoding == "utf-16" else b"\xfe\xff" + text.encode("utf-16-be")
+    report = ex.explain_stream(io.BytesIO(raw))
+    hit = next(f for f in report.findings if "CUDA_ERROR_ILLEGAL_ADDRESS" in f.text)
+    assert hit.line == first_tail_line
+    assert any("were not scanned" in n for n in report.notes)

@@ -22,7 +22,7 @@ from tfgpu import envs
 from tfgpu.create import run_plan
 from tfgpu.plan import Plan, Step
 
-pytestmark = [pytest.mark.real_subprocess, pytest.mark.faults]
+pytestmark = [pytest.mark.safety, pytest.mark.real_subprocess, pytest.mark.faults]
 
 MAKE_VENV = ("import pathlib, sys; p = pathlib.Path(sys.argv[1]); p.mkdir(parents=True, exist_ok=True); "
              "(p / 'pyvenv.cfg').write_text('home = /usr/bin\\n')")

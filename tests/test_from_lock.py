@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import needs_engine
+from tests.conftest import LOCK_FACTS, needs_engine
 from tfgpu import envs, lockfile, run
 from tfgpu._record import replace
 from tfgpu.backends.lock import read_lock_info
@@ -68,7 +68,7 @@ def leftovers(prefix: Path) -> list[str]:
 
 
 def make_lock(cli: Cli, channel: Path, out: Path) -> Path:
-    code, _, err = cli("lock", "--tf", "2.2.0", "--backend", "rattler", "--channel", channel.as_uri(), "-o", str(out))
+    code, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.2.0", "--backend", "rattler", "--channel", channel.as_uri(), "-o", str(out))
     assert code == 0, err
     return out
 

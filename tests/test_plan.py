@@ -384,3 +384,11 @@ def test_tf_2_14_and_cuda_plans_a_python_tensorrt_has_wheels_for() -> None:
     # 2.15 pins no tensorrt: 3.11 stays
     assert plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.15.1", backend="pip", tools=TOOLS_ALL,
                             home=HOME).python == "3.11"
+
+
+@pytest.mark.parametrize(("tf", "pinned"), [("1.14.0", True), ("1.15.0", True), ("2.1.0", True), ("2.2.0", False)])
+def test_keras_hdf5_needs_h5py_below_3_before_2_2(tf: str, pinned: bool) -> None:
+    """`nox -s recipes`: 1.14.0 resolved h5py 3.8.0 through keras-applications and Keras' load_model failed
+    ('str' object has no attribute 'decode'); TF 2.2+ bound h5py themselves (compat/pins.toml)."""
+    plan = plan_environment(KB, facts_for("linux", ["3.7", "3.8"]), tf=tf, backend="pip", tools=TOOLS_ALL, home=HOME)
+    assert ("h5py<3" in plan.pip_requirements) == pinned

@@ -15,6 +15,8 @@ import pytest
 
 from tfgpu import _kbcache, compat
 
+pytestmark = pytest.mark.safety
+
 
 @pytest.fixture
 def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
@@ -135,3 +137,11 @@ def test_a_truncated_cache_is_rebuilt_with_a_note(cache_dir: Path, capsys: pytes
     compat.load_kb.cache_clear()
     compat.load_kb()
     assert capsys.readouterr().err == ""  # rebuilt: read cleanly next time
+
+
+def test_an_absent_optional_table_keeps_the_cache_on(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = compat._cache_file()
+    monkeypatch.setattr(compat, "KB_FILES", (*compat.KB_FILES, "no-such-table"))
+    after = compat._cache_file()
+    assert after is not None  # it returned None: every doctor ran without a cache
+    assert after != before

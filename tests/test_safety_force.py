@@ -18,6 +18,8 @@ from tfgpu.create import run_plan
 from tfgpu.errors import UsageError
 from tfgpu.plan import Plan, Step
 
+pytestmark = pytest.mark.safety
+
 MAKE_VENV = ("import pathlib, sys; p = pathlib.Path(sys.argv[1]); p.mkdir(parents=True, exist_ok=True); "
              "(p / 'pyvenv.cfg').write_text('home = /usr/bin\\n')")
 

@@ -13,11 +13,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import LOCK_FACTS
 from tfgpu import safety
 from tfgpu._record import replace
 from tfgpu.compat import load_kb
 from tfgpu.errors import InputError, NotReady, UsageError
 from tfgpu.plan import Step, plan_environment, render_environment_yml, render_sh
+
+pytestmark = pytest.mark.safety
 
 Cli = Callable[..., tuple[int, str, str]]
 FACTS = Path(__file__).parent / "data" / "facts" / "r740-4x-tesla-m60.json"
@@ -115,7 +118,7 @@ def test_lock_output_must_be_a_regular_file(cli: Cli, tmp_path: Path, target: st
     else:
         path = Path(target)
     before = path.lstat()
-    rc, _, err = cli("lock", "--tf", "2.2.0", "-o", str(path), "--force")
+    rc, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.2.0", "-o", str(path), "--force")
     assert rc == 2, err
     assert "not a regular file" in err
     assert path.lstat().st_mode == before.st_mode
@@ -123,7 +126,7 @@ def test_lock_output_must_be_a_regular_file(cli: Cli, tmp_path: Path, target: st
 
 
 def test_lock_output_into_a_missing_directory_is_rc_2(cli: Cli, tmp_path: Path) -> None:
-    rc, _, err = cli("lock", "--tf", "2.2.0", "-o", str(tmp_path / "no" / "such" / "conda-lock.yml"))
+    rc, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.2.0", "-o", str(tmp_path / "no" / "such" / "conda-lock.yml"))
     assert rc == 2, err
     assert "does not exist" in err
 
@@ -223,5 +226,5 @@ def test_create_with_a_facts_file_never_runs_programs_named_in_it(cli: Cli, tmp_
                            "--facts", str(path), "--dry-run", "--force")
         assert str(evil) not in out + err, (backend, out, err)
     # plan (which runs nothing) still shows the facts' machine as given
-    rc, out, err = cli("plan", "--tf", "2.20.0", "--backend", "pip", "--facts", str(path), "--json")
+    rc, out, err = cli("plan", "--tf", "2.20.0", "--backend", "pip", "--facts", str(path), "--json", "--force")
     assert rc == 0, err

@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from tfgpu import report
 
+pytestmark = pytest.mark.safety
+
 Cli = Callable[..., tuple[int, str, str]]
 DATA = Path(__file__).parent / "data" / "facts"
 

@@ -279,6 +279,7 @@ def test_blocked_target_is_refused_before_any_prompt(tmp_path: Path, cli: Cli) -
     assert "--yes" not in err
 
 
+@pytest.mark.real_subprocess
 def test_this_machine_has_no_conda_tool_and_the_doctor_recommends_what_runs() -> None:
     if any(shutil.which(t) for t in ("conda", "mamba", "micromamba")):
         pytest.skip("a conda tool is installed here")
@@ -509,3 +510,13 @@ def test_e2e_cpu_route_create_run_and_smoke(tmp_path: Path, monkeypatch: pytest.
     assert doc["tensorflow"]["version"].startswith("2.21")
     code, _, err = cli("smoke")
     assert "testing cpu221" in err
+
+
+def test_run_in_a_container_environment_goes_through_the_container_seam() -> None:
+    from tfgpu.userenv import command_for
+
+    entry = {"name": "tf215-docker", "prefix": "tensorflow/tensorflow:2.15.0-gpu", "backend": "docker", "tool": "docker"}
+    argv, _ = command_for(entry, ["python", "train.py"], base={}, cwd="/w")
+    assert argv[:3] == ("docker", "run", "--rm")
+    assert argv[-3:] == ("tensorflow/tensorflow:2.15.0-gpu", "python", "train.py")
+    assert "TF_FORCE_GPU_ALLOW_GROWTH=true" in argv

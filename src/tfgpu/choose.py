@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from packaging.version import InvalidVersion, Version
 
-from tfgpu._record import record
+from tfgpu._record import record, replace
 from tfgpu.errors import UsageError
 
 if TYPE_CHECKING:
@@ -31,6 +31,17 @@ if TYPE_CHECKING:
 
 #: The values --backend takes, everywhere (doctor, plan, create, lock).
 BACKENDS = ("auto", "pip", "conda", "rattler")
+#: The container route (issue 19): --backend value -> the runtimes that may run its image, in order of
+#: preference. An image is not a recipe, so these do not go through RUNNERS: tfgpu.containers picks the
+#: first runtime of this table that is installed and set up for GPUs (else the first installed, to report
+#: what blocks it). doctor, plan and create accept these values in addition to BACKENDS.
+CONTAINER_RUNTIMES: dict[str, tuple[str, ...]] = {
+    "container": ("docker", "podman", "apptainer", "singularity"),
+    "docker": ("docker",),
+    "podman": ("podman",),
+    "apptainer": ("apptainer", "singularity"),  # Singularity is Apptainer's predecessor: same --nv, same images
+}
+CONTAINER_BACKENDS = tuple(CONTAINER_RUNTIMES)
 #: conda executables in the order tfgpu prefers them (issue 7: mamba, micromamba or conda).
 CONDA_TOOLS = ("mamba", "micromamba", "conda")
 _CONDA_FAMILY = frozenset({"conda", "conda+pip"})
@@ -312,19 +323,6 @@ def _reason(runner: Runner, tool: str, recipe: Recipe, ctx: Context, prefs: Pref
     return f"{why}: conda recipe {recipe.id}, run with {tool}"
 
 
-def _for_recipe(ctx: Context, recipe: Recipe) -> Context:
-    """A pip recipe's Pythons: the release's wheels, less what a package it pins lacks (compat/pins.toml)."""
-    if recipe.backend != "pip":
-        return ctx
-    from tfgpu._record import replace
-    from tfgpu.compat import python_limit_for
-
-    limit = python_limit_for(ctx.v, recipe.id)
-    if limit is None:
-        return ctx
-    return replace(ctx, wheel_pythons=tuple(p for p in ctx.wheel_pythons if p in limit.python))
-
-
 def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict | None, v: Version, os_name: str,
                 tools: Mapping[str, str | None], prefs: Preferences) -> Choice:
     if prefs.backend not in BACKENDS:
@@ -354,7 +352,7 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     pip_without_python = False
     base_ctx = ctx
     for recipe in usable:
-        ctx = _for_recipe(base_ctx, recipe)
+        ctx = _recipe_context(base_ctx, recipe)
         for runner in runners:
             if not runner.runs(recipe):
                 continue
@@ -371,7 +369,7 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     if prefs.backend == "auto" and not any(r.backend in _CONDA_FAMILY for r in recipes):
         # a pip recipe and no interpreter for it: a conda-made interpreter, then pip
         recipe = usable[0]
-        ctx = _for_recipe(base_ctx, recipe)
+        ctx = _recipe_context(base_ctx, recipe)
         runner = CONDA if conda_tool(tools) else RATTLER
         if runner.can_build(recipe, ctx) is None:
             tool = runner.available(ctx) or runner.name
@@ -381,6 +379,17 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
                           python_from_conda=True)
     assert first_error is not None
     raise first_error
+
+
+def _recipe_context(ctx: Context, recipe: Recipe) -> Context:
+    """The context narrowed to the Pythons a pip recipe can install with (compat/pins.toml `pythons`:
+    e.g. tensorflow[and-cuda] 2.14 pins tensorrt 8.5.3.1, which has wheels up to cp310 only)."""
+    from tfgpu.compat import python_limit_for
+
+    limit = python_limit_for(ctx.v, recipe.id) if recipe.backend == "pip" else None
+    if limit is None:
+        return ctx
+    return replace(ctx, wheel_pythons=tuple(p for p in ctx.wheel_pythons if p in limit.python))
 
 
 def choose(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict | None, v: Version, os_name: str,
@@ -399,8 +408,6 @@ def choose(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict |
             note = (f"{prefs.prefer_source} prefers backend {prefs.prefer}, which cannot build this target "
                     f"({exc.message}); tfgpu chose automatically")
             return _choose_one(kb, facts, verdict, v, os_name, tools, prefs), note
-        from tfgpu._record import replace
-
         return replace(c, reason=f"{prefs.prefer_source} prefers {prefs.prefer}: {c.reason}"), ""
     return _choose_one(kb, facts, verdict, v, os_name, tools, prefs), ""
 
@@ -428,6 +435,11 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Mapping[str, An
 
     tools = tools_from_facts(facts) if tools is None else tools
     prefs = prefs or Preferences()
+    if prefs.backend in CONTAINER_BACKENDS:  # an image, not a recipe: the verdict already chose it
+        if result.recommendation is not None:
+            result.recommendation = {**result.recommendation,
+                                     "command": f"tfgpu create --tf {result.recommendation['tf']} --backend {prefs.backend}"}
+        return result
     targets = []
     runner: dict[str, str] = {}
     for tv in result.targets:

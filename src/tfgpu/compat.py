@@ -606,6 +606,16 @@ def _spec(name: str, row: dict[str, Any], key: str = "tf") -> VersionSpec:
 
 
 @record
+class CpuRequirement:
+    """A CPU instruction set the official prebuilt binaries of some releases need (compat/tensorflow.toml)."""
+
+    feature: str  # e.g. "avx"
+    tf: VersionSpec
+    text: str
+    source: str
+
+
+@record
 class KnowledgeBase:
     data_version: str
     date: str
@@ -620,6 +630,11 @@ class KnowledgeBase:
     models: tuple[GpuModel, ...]
     wheels: tuple[WheelFacts, ...] = ()
     devices: tuple[GpuDevice, ...] = ()
+    cpu_requirements: tuple[CpuRequirement, ...] = ()
+
+    def cpu_requirement(self, feature: str, v: Version) -> CpuRequirement | None:
+        """The requirement of CPU ``feature`` (e.g. "avx") that release ``v``'s official binaries have, if any."""
+        return next((r for r in self.cpu_requirements if r.feature == feature and v in r.tf), None)
 
     # -- TensorFlow -----------------------------------------------------------------------
     @functools.cached_property
@@ -1027,6 +1042,10 @@ def _parse_kb() -> KnowledgeBase:
         ),
         wheels=_parse_wheels("wheels", wheels_data),
         devices=tuple(_parse_gpu_devices(gpus)),
+        cpu_requirements=tuple(
+            CpuRequirement(feature=str(r["feature"]), tf=_spec("tensorflow", r), text=str(r["text"]), source=r["source"])
+            for r in _rows("tensorflow", tf, "cpu_requirements", required=False)
+        ),
     )
 
 
@@ -1062,6 +1081,9 @@ def _cache_file() -> Path | None:
     for path in (Path(__file__), here / "_record.py", here / "_kbcache.py", *(compat_dir() / f"{name}.toml" for name in KB_FILES)):
         try:
             st = path.stat()
+        except FileNotFoundError:  # an optional table that is absent: its absence is part of the key
+            parts.append(f"{path}:absent")
+            continue
         except OSError:
             return None
         parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
@@ -1081,7 +1103,7 @@ def _cache_file() -> Path | None:
 def _cache_classes() -> dict[str, type]:
     """The record classes a cache file may hold (an allow-list: nothing else is ever rebuilt)."""
     return {c.__name__: c for c in (KnowledgeBase, Build, Release, PyRange, Toolkit, MinorCompat, ArchTargets,
-                                    Recipe, CondaPackage, GpuModel, WheelFacts, GpuDevice)}
+                                    Recipe, CondaPackage, GpuModel, WheelFacts, GpuDevice, CpuRequirement)}
 
 
 @functools.lru_cache(maxsize=1)

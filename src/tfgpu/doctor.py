@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from tfgpu.compat import KnowledgeBase
     from tfgpu.verdict import DoctorResult
 
-BACKENDS = ("auto", "pip", "conda", "rattler")
+#: choose.BACKENDS + choose.CONTAINER_BACKENDS (spelled out: this module loads before tfgpu.choose; a test keeps them equal)
+BACKENDS = ("auto", "pip", "conda", "rattler", "container", "docker", "podman", "apptainer")
 
 #: Every option of `tfgpu doctor`: flag -> (keyword of run_doctor, type). The shared ones come from the one
 #: table of shared options (tfgpu.options.SHARED) the typer command is built from; tests/test_entry.py

@@ -341,6 +341,10 @@ def refine_cause(entry: Entry, groups: Mapping[str, str], facts: Mapping[str, An
     """A cause sentence specific to this machine, from the probe facts (None: nothing to add)."""
     if not facts:
         return None
+    if entry.id.startswith("container."):  # what the container probes say about this machine (issue 19)
+        from tfgpu.containers import explain_cause
+
+        return explain_cause(entry.id, groups, facts)
     lib = groups.get("lib") or ""
     toolkits = [t for t in facts.get("cuda_toolkits") or [] if isinstance(t, Mapping)]
     cudnns = [c for c in facts.get("cudnn") or [] if isinstance(c, Mapping)]

@@ -207,9 +207,12 @@ def lock_pip(kb: KnowledgeBase, tf: str, platform: str, out: Path, *, python: st
     if uv is None:
         msg = "uv is not installed; it resolves pip locks with hashes"
         raise StepFailed(msg, hint="pip install uv, or use --backend rattler")
-    tmp = out.with_name(f".{out.name}.tfgpu-tmp-{os.getpid()}")
-    req_in = out.with_name(f".{out.name}.in-{os.getpid()}")
-    req_in.write_text("".join(r + "\n" for r in reqs), encoding="utf-8")
+    import uuid
+
+    # unpredictable names, created exclusively: a planted symlink must not redirect either write
+    tmp = out.with_name(f".{out.name}.tfgpu-tmp-{uuid.uuid4().hex}")
+    req_in = out.with_name(f".{out.name}.in-{uuid.uuid4().hex}")
+    write_atomic(req_in, "".join(r + "\n" for r in reqs))
     argv = [uv, "pip", "compile", "--generate-hashes", "--python-version", python,
             "--python-platform", UV_PLATFORMS[platform], "--no-header", "--quiet", str(req_in), "-o", str(tmp)]
     if index_url:

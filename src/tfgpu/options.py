@@ -23,8 +23,8 @@ class OptionSpec:
 
 
 BACKEND_HELP = ("auto, pip (uv or python -m venv), conda (mamba/micromamba/conda) or rattler (tfgpu's embedded "
-                "conda engine). auto takes the recipe the doctor recommends and tries the config file's "
-                "\\[backends] prefer first.")
+                "conda engine); or a GPU container image: docker, podman, apptainer, or container (whichever is set "
+                "up). auto takes the recipe the doctor recommends and tries the config file's \\[backends] prefer first.")
 
 SHARED: dict[str, OptionSpec] = {
     "facts": OptionSpec(("--facts",), "facts_file", str, metavar="PATH",

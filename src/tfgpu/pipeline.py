@@ -290,6 +290,18 @@ def build_plan(
     return plan
 
 
+def build_container_plan(*, tf: str, backend: str, image: str | None, name: str | None, facts: dict[str, Any]) -> Any:
+    """The container plan (tfgpu.containers.plan_container) with this installation's smoke script and the
+    image cache directory (effects: where they are)."""
+    from tfgpu.compat import load_kb
+    from tfgpu.containers import plan_container
+    from tfgpu.envs import home
+    from tfgpu.smoke.runner import SCRIPT
+
+    return plan_container(load_kb(), facts, tf, backend=backend, image_ref=image, smoke_script=str(SCRIPT),
+                          cache_dir=str(home() / "images"), name=name)
+
+
 def build_lock_plan(
     *, from_lock: str, name: str | None, prefix: str | None, platform: str | None, facts: dict[str, Any],
     find_links: list[str], index_url: str | None, offline: bool,
@@ -405,7 +417,8 @@ def what_force_replaces(prefix: str, force: bool) -> str | None:
         return None
     if not (force and occupied):
         return None
-    entry = envs.created_by_tfgpu(path)
-    if entry is None and not envs.stranded([path]):
-        raise envs.not_created_error(path)
+    with envs.prefix_lock(path):  # another tfgpu building it is "being created", not "not tfgpu's"
+        entry = envs.created_by_tfgpu(path)
+        if entry is None and not envs.stranded([path]):
+            raise envs.not_created_error(path)
     return describe_entry(entry) if entry is not None else "the environment a killed create left"

@@ -212,6 +212,19 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
                 console.print(Text(f"      handled: {c['mitigated_by']}", style="dim"))
             elif c.get("fix"):
                 console.print(Text(f"      fix: {c['fix']}", style="cyan"))
+        for b in t.get("backends") or []:
+            if b.get("backend") != "container" or t.get("backend") == "container":
+                continue
+            state = "ready" if b["viable"] else "blocked"
+            where = f" with {b['runtime']}" if b.get("runtime") else ""
+            console.print(Text(f"\n  Container route: {state} ({b.get('image') or 'no image'}{where})",
+                               style="bold " + ("green" if b["viable"] else "red")))
+            for f in b["blockers"]:
+                console.print(Text(f"  ✗ {f['summary']}", style="red"))
+                if f.get("fix"):
+                    console.print(Text(f"      fix: {f['fix']}", style="cyan"))
+            for f in b["caveats"]:
+                console.print(Text(f"  ! {f['summary']}", style="yellow"))
     elif targets and doc.get("no_gpu"):  # the machine blocks every release alike: say so once
         console.print(Text(f"\nNo TensorFlow release can use a GPU here ({len(targets)} releases checked):", style="bold"))
         for reason in doc["no_gpu"]:
@@ -219,7 +232,8 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
     elif targets:
         console.print(Text("\nTensorFlow releases on this machine (newest of each series)", style="bold"))
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-        for col in ("release", "verdict", "backend", "why"):
+        with_container = any(b.get("backend") == "container" for t in targets for b in t.get("backends") or [])
+        for col in ("release", "verdict", "backend", *(("container",) if with_container else ()), "why"):
             table.add_column(col, overflow="fold")
         for t in targets:
             why = ""
@@ -229,8 +243,12 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
                 open_caveats = [c for c in t["caveats"] if not c.get("mitigated_by")]
                 if open_caveats:
                     why = open_caveats[0]["summary"]
-            table.add_row(t["tf"], Text(t["verdict"], style=STYLES.get(t["verdict"], "")), t.get("backend") or "",
-                          clip(why, 160))
+            cells: list[Any] = [t["tf"], Text(t["verdict"], style=STYLES.get(t["verdict"], "")), t.get("backend") or ""]
+            if with_container:
+                cb = next((b for b in t.get("backends") or [] if b.get("backend") == "container"), None)
+                cells.append(Text("ready" if cb and cb["viable"] else "blocked" if cb else "",
+                                  style="green" if cb and cb["viable"] else "red"))
+            table.add_row(*cells, clip(why, 160))
         console.print(table)
         console.print(Text("every reason and its fix: tfgpu doctor --tf RELEASE", style="dim"))
     rec = doc.get("recommendation")

@@ -32,9 +32,6 @@ READY, CAVEATS, BLOCKED = "ready", "caveats", "blocked"
 #: mapping nearly all GPU memory). tfgpu create sets TF_FORCE_GPU_ALLOW_GROWTH=true for them.
 SMALL_GPU_MIB = 4096
 
-#: Official x86_64 wheels use AVX from TF 1.6 (TF 1.6.0 release notes: "Prebuilt binaries will
-#: use AVX instructions. This may break TF on older CPUs.").
-AVX_FROM = Version("1.6")
 _TF_2_12, _CUDA_11 = Version("2.12"), Version("11.0")
 #: MIG partitioning exists on A100 and newer data-centre GPUs (compute capability >= 8.0; NVIDIA MIG user guide).
 _MIG_MIN_CC = Version("8.0")
@@ -97,12 +94,17 @@ class BackendVerdict:
     cudnn: str = ""
     python: tuple[str, ...] = ()
     preference: int = 0  # among tied conda recipes, lower first (compat.Recipe.conda_preference)
+    runtime: str = ""  # the container backend: docker | podman | apptainer | singularity ("" when none)
 
     def to_json(self) -> dict[str, Any]:
-        return {"backend": self.backend, "recipe": self.recipe, "viable": self.viable,
-                "cuda": self.cuda, "cudnn": self.cudnn, "python": list(self.python),
-                "blockers": [b.to_json() for b in self.blockers],
-                "caveats": [c.to_json() for c in self.caveats]}
+        out = {"backend": self.backend, "recipe": self.recipe, "viable": self.viable,
+               "cuda": self.cuda, "cudnn": self.cudnn, "python": list(self.python),
+               "blockers": [b.to_json() for b in self.blockers],
+               "caveats": [c.to_json() for c in self.caveats]}
+        if self.backend == "container":
+            out["image"] = self.recipe
+            out["runtime"] = self.runtime or None
+        return out
 
 
 @record
@@ -344,8 +346,11 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         add(Check("cpu.arch", FAIL, f"{m.arch}: TensorFlow's Linux {m.arch} builds on PyPI and conda-forge are CPU-only",
                   source="platform probe", fix=_arm_fix(m)))
     if m.avx is False:
-        add(Check("cpu.avx", FAIL, "this CPU has no AVX: official TensorFlow >= 1.6 wheels die with 'Illegal instruction'",
-                  source="cpu flags", fix="use a CPU with AVX, TF <= 1.5, or a TensorFlow built from source without AVX"))
+        avx = next((r for r in kb.cpu_requirements if r.feature == "avx"), None)  # compat/tensorflow.toml
+        since = str(avx.tf).removeprefix(">=") if avx else "1.6"
+        add(Check("cpu.avx", FAIL, f"this CPU has no AVX: official TensorFlow >= {since} wheels die with 'Illegal "
+                  "instruction'", source="cpu flags",
+                  fix="use a CPU with AVX, an older TensorFlow, or a TensorFlow built from source without AVX"))
     elif m.avx is True:
         add(Check("cpu.avx", PASS, "CPU supports AVX", source="cpu flags"))
     else:
@@ -885,7 +890,7 @@ def _judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, b
     if m.arm_linux:
         blockers.append(Finding("cpu.arch", f"no official or conda-forge TensorFlow {v} build for Linux {m.arch} uses an "
                                 "NVIDIA GPU (PyPI's are AWS's CPU-only tensorflow-cpu-aws)", fix=_arm_fix(m)))
-    if m.avx is False and v >= AVX_FROM:
+    if m.avx is False and kb.cpu_requirement("avx", v) is not None:
         blockers.append(Finding("cpu.avx", f"TensorFlow {v}'s official wheels need AVX; this CPU has none ('Illegal instruction')",
                                 fix="use TF <= 1.5 or a build without AVX"))
     if m.driver_known and m.driver is None:
@@ -909,6 +914,12 @@ def _judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, b
                                 fix="choose another release: tfgpu compat"))
         return TargetVerdict(str(v), BLOCKED, None, None, tuple(blockers), tuple(caveats), (), str(v))
     # -- per backend
+    from tfgpu.choose import CONTAINER_BACKENDS
+    from tfgpu.containers import container_alternative, judge_container
+
+    container_v: BackendVerdict | None = None
+    if (backend == "auto" or backend in CONTAINER_BACKENDS) and os in ("linux", "wsl2") and not m.arm_linux:
+        container_v = judge_container(facts, kb, v, m, wanted=backend if backend in CONTAINER_BACKENDS else "container")
     rel = kb.gpu_release(v, m.tf_os)
     recipes = [r for r in kb.recipes_for(v, os) if r.gpu]
     if os == "wsl2":  # Linux recipes work in WSL2 too; its own rows come first
@@ -953,6 +964,8 @@ def _judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, b
             name, recipe.id, not b_block, tuple(b_block), tuple(b_cav), cuda, cudnn, pythons,
             recipe.conda_preference() if name == "conda" else 0,
         ))
+    if backend in CONTAINER_BACKENDS and container_v is not None:
+        verdicts = [container_v]  # judged alone: the user asked for the container route
     # small GPUs: mitigated by the environment tfgpu makes, so it does not downgrade the verdict
     small = [g for g in (m.gpus or ()) if g.get("memory_mib") and int(g["memory_mib"]) <= SMALL_GPU_MIB]
     if small:
@@ -968,7 +981,12 @@ def _judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, b
         ))
         return TargetVerdict(str(v), BLOCKED, None, None, tuple(blockers), tuple(caveats), (), str(v))
     viable = [b for b in verdicts if b.viable]
+    extra = (container_v,) if container_v is not None and backend == "auto" else ()  # shown, never ranked
     if blockers or not viable:
+        if backend == "auto" and any(f.check == "gpu.arch" for b in verdicts for f in b.blockers):
+            alt = container_alternative(kb, m, v)
+            if alt is not None:
+                caveats.append(alt)
         # every backend's blockers are the target's, deduplicated; the first backend's fix first
         seen: set[str] = set()
         merged = list(blockers)
@@ -979,9 +997,13 @@ def _judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, b
                     seen.add(key)
                     merged.append(Finding(f.check, f"[{b.backend}: {b.recipe}] {f.summary}", f.fix))
         return TargetVerdict(str(v), BLOCKED, verdicts[0].backend, verdicts[0].recipe, tuple(merged),
-                             tuple(caveats), tuple(verdicts), str(v))
+                             tuple(caveats), (*verdicts, *extra), str(v))
     best = rank_backends(viable)[0]
     all_cav = list(best.caveats) + caveats
+    if backend == "auto" and any(f.check == "gpu.arch" for b in verdicts for f in b.blockers):
+        alt = container_alternative(kb, m, v)
+        if alt is not None:
+            all_cav.append(Finding(alt.check, alt.summary, alt.fix, mitigated_by=f"tfgpu uses the {best.backend} backend"))
     for b in verdicts:
         if not b.viable and b.backend != best.backend:
             all_cav.append(Finding(
@@ -991,7 +1013,7 @@ def _judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, b
             ))
     unmitigated = [c for c in all_cav if not c.mitigated_by]
     return TargetVerdict(str(v), CAVEATS if unmitigated else READY, best.backend, best.recipe, (),
-                         tuple(all_cav), tuple(verdicts), str(v))
+                         tuple(all_cav), (*verdicts, *extra), str(v))
 
 
 def rank_backends(backends: Iterable[BackendVerdict]) -> list[BackendVerdict]:

@@ -8,7 +8,7 @@ from typing import Any, Optional  # typer needs Optional at runtime on 3.9
 
 import typer
 
-from tfgpu.commands.plan import CONFIG_EPILOG, CPU_HELP, _facts, _print_plan
+from tfgpu.commands.plan import CONFIG_EPILOG, CONTAINER_BACKENDS, CPU_HELP, IMAGE_HELP, _facts, _print_plan
 from tfgpu.options import typer_option
 from tfgpu.pipeline import check_target
 
@@ -37,14 +37,46 @@ def create_cmd(
     index_url: Optional[str] = typer_option("index_url"),
     offline: bool = typer.Option(False, "--offline", help="No network: pip/uv use only the given wheels; "
                                                            "--from-lock installs from the package cache only."),
+    image: Optional[str] = typer.Option(None, "--image", metavar="REF", help=IMAGE_HELP),
 ) -> int:
     """Judge the target, show the plan, build the environment, then run the smoke test in it."""
+    if backend in CONTAINER_BACKENDS:
+        return _create_container(tf=tf, from_lock=from_lock, backend=backend, image=image, name=name,
+                                 facts=_facts(facts_file, driver, gpu_cc, os_name), dry_run=dry_run, yes=yes,
+                                 no_smoke=no_smoke, allow_cpu=allow_cpu, timeout=timeout)
+    if image is not None:
+        from tfgpu.errors import UsageError
+
+        msg = "--image needs --backend docker|podman|apptainer|container"
+        raise UsageError(msg)
     return run_create(
         tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel, dry_run=dry_run,
         yes=yes, force=force, no_smoke=no_smoke, allow_cpu=allow_cpu, timeout=timeout, facts_file=facts_file,
         find_links=find_links, index_url=index_url, offline=offline, from_lock=from_lock, platform=platform,
         driver=driver, gpu_cc=gpu_cc, os_name=os_name, cpu=cpu,
     )
+
+
+def _create_container(*, tf: str | None, from_lock: str | None, backend: str, image: str | None, name: str | None,
+                      facts: dict[str, Any], dry_run: bool, yes: bool, no_smoke: bool, allow_cpu: bool,
+                      timeout: float | None) -> int:
+    from tfgpu.backends.container import run_container_create
+    from tfgpu.errors import UsageError
+    from tfgpu.safety import check_timeout
+
+    if tf is None or from_lock is not None:
+        msg = "a container backend needs --tf (and no --from-lock)"
+        raise UsageError(msg, hint="e.g. tfgpu create --tf 2.15 --backend docker")
+
+    def confirm(question: str) -> bool:
+        if not sys.stdin.isatty():
+            msg = "create needs confirmation and there is no terminal to ask on"
+            raise UsageError(msg, hint="pass --yes")
+        return bool(typer.confirm(question, default=True))
+
+    return run_container_create(tf=tf, backend=backend, image=image, name=name, facts=facts,
+                                dry_run=dry_run, yes=yes, no_smoke=no_smoke, allow_cpu=allow_cpu,
+                                timeout=check_timeout(timeout), out=typer.echo, err=_err, confirm=confirm)
 
 
 def _err(text: str) -> None:

@@ -16,7 +16,9 @@ def doctor(
     ),
     json_out: bool = typer_option("json", help="Print the versioned JSON document (tfgpu.doctor/1)."),
     facts_file: Optional[str] = typer_option("facts"),
-    backend: str = typer_option("backend", help="Judge one backend: auto, pip, conda or rattler."),
+    backend: str = typer_option(
+        "backend", help="Judge one backend: auto, pip, conda, rattler, or the container route (container, docker, "
+                        "podman, apptainer)."),
     require_gpu: bool = typer.Option(False, "--require-gpu", help="Exit 1 when no usable NVIDIA GPU is found."),
     strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
     ci: bool = typer.Option(

@@ -1,4 +1,4 @@
-"""`tfgpu envs` and `tfgpu remove`: list and delete the environments tfgpu made (its registry, tfgpu.registry)."""
+"""`tfgpu envs` and `tfgpu remove`: list and delete the environments tfgpu made (its registry: tfgpu.envs)."""
 
 from __future__ import annotations
 

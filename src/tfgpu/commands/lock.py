@@ -39,7 +39,14 @@ def lock(
 
     The recipe is the one `tfgpu plan` and `tfgpu doctor` choose for this machine (or the --facts file)."""
     from tfgpu.doctor import gather_facts
+    from tfgpu.engine import parse_virtual_package
+    from tfgpu.errors import UsageError
 
+    if backend not in ("auto", "rattler", "conda", "pip"):  # bad input is exit 2 before the machine is probed
+        msg = f"unknown --backend {backend!r}"
+        raise UsageError(msg, hint="use auto, rattler, conda or pip")
+    for vp in virtual_package or ():
+        parse_virtual_package(vp)
     facts, _ = gather_facts(facts_file=facts_file, overrides=overrides(driver, gpu_cc, os_name))
     return run_lock(tf=tf, platforms=tuple(platform or ("linux-64",)), output=output,
                     channels=tuple(channel or ()), backend=backend, python=python,

@@ -10,7 +10,16 @@ from typing import Any, Optional  # typer needs Optional at runtime on 3.9
 import typer
 
 from tfgpu.options import typer_option
-from tfgpu.pipeline import build_lock_plan, build_plan, check_target  # shared with scripts/verify_recipes.py
+from tfgpu.pipeline import (  # shared with scripts/verify_recipes.py
+    build_container_plan,
+    build_lock_plan,
+    build_plan,
+    check_target,
+)
+
+#: The container backends (tfgpu.containers): an image, not an environment tfgpu builds.
+CONTAINER_BACKENDS = ("container", "docker", "podman", "apptainer")
+IMAGE_HELP = "--backend docker|podman|apptainer|container: the image to use instead of the one tfgpu chooses."
 
 CONFIG_EPILOG = (
     "Config file: $TFGPU_CONFIG, else platformdirs' user config dir (~/.config/tfgpu/config.toml on Linux). "
@@ -80,7 +89,8 @@ def plan_cmd(
     python: Optional[str] = typer_option("python"),
     channel: Optional[list[str]] = typer_option("channel"),  # noqa: B008 - typer's idiom
     json_out: bool = typer.Option(False, "--json", help='A versioned "tfgpu.plan/1" JSON document.'),
-    fmt: Optional[str] = typer.Option(None, "--format", help="sh or environment.yml"),
+    fmt: Optional[str] = typer.Option(None, "--format", help="sh or environment.yml; for a container backend also "
+                                                             "dockerfile or apptainer (a definition file)"),
     facts_file: Optional[str] = typer_option("facts"),
     driver: Optional[str] = typer_option("driver"),
     gpu_cc: Optional[str] = typer_option("gpu_cc"),
@@ -91,6 +101,9 @@ def plan_cmd(
                                                            "the package cache only."),
     cpu: bool = typer.Option(False, "--cpu", help=CPU_HELP),
     force: bool = typer.Option(False, "--force", help="Exit 0 for a target that is blocked here (create --force builds it)."),
+    image: Optional[str] = typer.Option(None, "--image", metavar="REF", help=IMAGE_HELP),
+    requirements: Optional[str] = typer.Option(None, "--requirements", metavar="FILE",
+                                               help="--format dockerfile|apptainer: install this requirements.txt too."),
 ) -> int:
     """Print exactly what `tfgpu create` would run: argv, environment variables and why. Changes nothing.
     Exit 1 when the target is blocked here (unless --force or --cpu), as `tfgpu create` would refuse it."""
@@ -99,14 +112,38 @@ def plan_cmd(
     from tfgpu.errors import UsageError
     from tfgpu.plan import render_environment_yml, render_sh
 
-    if fmt not in (None, "sh", "environment.yml"):
-        msg = f"unknown --format {fmt!r}"
-        raise UsageError(msg, hint="use --format sh or --format environment.yml (or --json)")
+    container = backend in CONTAINER_BACKENDS
+    formats = (None, "sh", "environment.yml", *(("dockerfile", "apptainer") if container else ()))
+    if fmt not in formats:
+        msg = f"unknown --format {fmt!r}" + ("" if container or fmt not in ("dockerfile", "apptainer")
+                                             else " without a container backend")
+        raise UsageError(msg, hint="use --format sh or --format environment.yml (or --json); dockerfile and "
+                                   "apptainer need --backend docker|podman|apptainer|container")
     if json_out and fmt:
         msg = "--json and --format are exclusive"
         raise UsageError(msg, hint="pass one of them")
+    if (image or requirements) and not container:
+        msg = "--image and --requirements need --backend docker|podman|apptainer|container"
+        raise UsageError(msg)
+    if container:
+        if tf is None or from_lock is not None:
+            msg = "a container backend needs --tf (and no --from-lock)"
+            raise UsageError(msg, hint="e.g. tfgpu plan --tf 2.15 --backend docker")
+        facts = _facts(facts_file, driver, gpu_cc, os_name)
+        plan = build_container_plan(tf=tf, backend=backend, image=image, name=name, facts=facts)
+        if fmt in ("dockerfile", "apptainer"):
+            from tfgpu.containers import render_apptainer, render_dockerfile
+
+            render = render_dockerfile if fmt == "dockerfile" else render_apptainer
+            typer.echo(render(plan.recipe_id, tf=plan.tf, requirements=requirements), nl=False)
+            return 0
+        if fmt == "environment.yml":
+            msg = "--format environment.yml is for conda environments"
+            raise UsageError(msg, hint="use --format sh, dockerfile or apptainer with a container backend")
     check_target(tf, from_lock, backend=backend, python=python, channels=channel)
-    if from_lock is not None:
+    if container:
+        pass
+    elif from_lock is not None:
         from tfgpu.backends.lock import read_lock_info
 
         read_lock_info(from_lock)  # a bad lockfile is exit 2 before the machine is probed

@@ -1,0 +1,74 @@
+"""`tfgpu lint`: the GPU problems of Dockerfiles and compose files, in the doctor's check format."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import typer
+
+
+def lint(
+    files: list[str] = typer.Argument(  # noqa: B008
+        ..., metavar="FILE...", help="Dockerfiles and compose files (told apart by content)."),
+    json_out: bool = typer.Option(False, "--json", help="Print a versioned JSON document (tfgpu.lint/1)."),
+    facts_file: Optional[str] = typer.Option(
+        None, "--facts", metavar="FILE",
+        help="Judge against this machine's facts (tfgpu doctor --json) instead of probing this one."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 on any warning or failure."),
+) -> int:
+    """Check Dockerfiles and compose files for GPU problems: base image CUDA vs the host driver, pip-installed
+    TensorFlow vs the image, two CUDAs, LD_LIBRARY_PATH, hidden GPUs, services without a GPU reservation."""
+    return run_lint(files, json_out=json_out, facts_file=facts_file, strict=strict)
+
+
+def run_lint(files: list[str], *, json_out: bool = False, facts_file: str | None = None, strict: bool = False) -> int:
+    import json
+    import sys
+
+    from tfgpu.compat import load_kb
+    from tfgpu.lint import exit_code, lint_paths
+
+    facts: dict[str, Any] | None
+    if facts_file:
+        from tfgpu.facts import load_facts_file
+
+        facts = load_facts_file(facts_file)
+    else:
+        from tfgpu.probe import detect_facts
+
+        facts = detect_facts()
+    doc = lint_paths(files, load_kb(), facts)
+    code = exit_code(doc, strict=strict)
+    doc["exit_code"] = code
+    if json_out:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        render(doc)
+    return code
+
+
+def render(doc: dict[str, Any]) -> None:
+    import sys
+
+    from rich.console import Console
+    from rich.text import Text
+
+    from tfgpu.report import MARKS, STYLES
+
+    console = Console(file=sys.stdout, highlight=False, no_color=not sys.stdout.isatty(), soft_wrap=False, width=100)
+    host = doc.get("host") or {}
+    console.print(Text(f"host driver: {host.get('driver') or 'none known'}", style="dim"))
+    for f in doc["files"]:
+        console.print(Text(f"\n{f['path']} ({f['kind']})", style="bold"))
+        for c in f["checks"]:
+            line = Text(f"  [{MARKS.get(c['status'], '?')}] ", style=STYLES.get(c["status"], ""))
+            line.append(c["summary"])
+            console.print(line)
+            if c.get("evidence") and c["status"] != "pass":
+                console.print(Text(f"      evidence: {c['evidence']}", style="dim"))
+            if c.get("fix") and c["status"] not in ("pass", "skip"):
+                console.print(Text(f"      fix: {c['fix']}", style="cyan"))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("lint")(lint)

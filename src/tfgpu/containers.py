@@ -1,0 +1,432 @@
+"""The container route, decided: which GPU image of TensorFlow fits this host, and which runtime runs it.
+
+Pure: facts (``facts["containers"]``, the driver, the GPUs) + compat/containers.toml -> a
+:class:`~tfgpu.verdict.BackendVerdict` with backend "container" (ready when the host driver meets the
+image's floor, or its forward-compatibility branch on a data-center GPU; the GPU's compute capability is in
+the image; and a runtime with GPU support is configured), and the argv that pulls and runs it.
+Fixes install what NVIDIA's documentation says; tfgpu never runs sudo itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from packaging.version import Version
+
+from tfgpu._record import record
+from tfgpu.choose import CONTAINER_RUNTIMES  # the one table of backends and runtimes
+from tfgpu.compat import ContainerImage, KnowledgeBase, container_images, ngc_images, version
+
+if TYPE_CHECKING:
+    from tfgpu.verdict import BackendVerdict, Finding, Machine
+
+
+TOOLKIT_DOCS = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"
+CDI_DOCS = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/cdi-support.html"
+DOCKER_DOCS = "https://docs.docker.com/engine/install/"
+DOCKER_POSTINSTALL = "https://docs.docker.com/engine/install/linux-postinstall/"
+APPTAINER_DOCS = "https://apptainer.org/docs/admin/main/installation.html"
+PODMAN_DOCS = "https://podman.io/docs/installation"
+
+TOOLKIT_FIX = (f"install the NVIDIA Container Toolkit as NVIDIA documents it ({TOOLKIT_DOCS}): "
+               "sudo apt-get install -y nvidia-container-toolkit && sudo nvidia-ctk runtime configure --runtime=docker "
+               "&& sudo systemctl restart docker")
+CDI_FIX = (f"generate the CDI spec as NVIDIA documents it ({CDI_DOCS}): "
+           "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml")
+NO_RUNTIME_FIX = (f"install Docker Engine ({DOCKER_DOCS}) and the NVIDIA Container Toolkit ({TOOLKIT_DOCS}); "
+                  f"on an HPC cluster use its Apptainer ({APPTAINER_DOCS})")
+
+#: Data-center GPUs, where CUDA forward compatibility lowers an image's driver floor (NGC release notes:
+#: "if you are running on a data center GPU (for example, T4 or any other data center GPU)").
+_DATACENTER = re.compile(r"\bTesla\b|\b[ABHL]\d{1,3}[A-Z]?\b|\bT4\b|\bV100\b|\bP100\b|\bP40\b|\bP4\b|\bGH200\b|\bGB200\b"
+                         r"|\bB200\b|\bA800\b|\bH800\b|\bH20\b", re.IGNORECASE)
+_CONSUMER = re.compile(r"GeForce|RTX|Quadro|TITAN|Jetson", re.IGNORECASE)
+
+
+def is_datacenter_gpu(name: str) -> bool:
+    return bool(_DATACENTER.search(name)) and not _CONSUMER.search(name)
+
+
+@record
+class Runtime:
+    """A container runtime as the facts show it, judged: can it run a GPU container now?"""
+
+    name: str
+    version: str
+    gpu_ready: bool
+    blockers: tuple[tuple[str, str, str], ...] = ()  # (check, summary, fix)
+    caveats: tuple[tuple[str, str, str], ...] = ()
+
+
+def _toolkit(section: Mapping[str, Any]) -> Mapping[str, Any]:
+    tk = section.get("toolkit")
+    return tk if isinstance(tk, Mapping) else {}
+
+
+def judge_runtime(section: Mapping[str, Any], entry: Mapping[str, Any]) -> Runtime:
+    """One runtime of ``facts["containers"]["runtimes"]``: what stops it from running a GPU container."""
+    name = str(entry.get("name"))
+    tk = _toolkit(section)
+    blockers: list[tuple[str, str, str]] = []
+    caveats: list[tuple[str, str, str]] = []
+    daemon_raw = entry.get("daemon")
+    daemon: Mapping[str, Any] = daemon_raw if isinstance(daemon_raw, Mapping) else {}
+    if name == "docker":
+        group_raw = section.get("docker_group")
+        group: Mapping[str, Any] = group_raw if isinstance(group_raw, Mapping) else {}
+        if daemon.get("reachable") is False:
+            err = str(daemon.get("error") or "not reachable")
+            if "permission denied" in err.lower() and not group.get("root"):
+                blockers.append(("container.docker_group", f"the Docker daemon refuses this user ({err})",
+                                 f"add yourself to the docker group ({DOCKER_POSTINSTALL}): sudo usermod -aG docker "
+                                 "$USER, then log out and in"))
+            else:
+                blockers.append(("container.daemon", f"the Docker daemon is not running ({err})",
+                                 "start it: sudo systemctl start docker (or start Docker Desktop)"))
+        elif group and group.get("member") is False and not group.get("root") and not entry.get("rootless"):
+            caveats.append(("container.docker_group", f"user {group.get('user')} is not in the docker group",
+                            f"sudo usermod -aG docker $USER, then log out and in ({DOCKER_POSTINSTALL})"))
+        has_hook = bool(tk.get("present"))
+        live = [str(r) for r in entry.get("runtimes") or []]
+        if not has_hook and not any("nvidia" in r for r in live):
+            blockers.append(("container.toolkit", "Docker has no GPU support: the NVIDIA Container Toolkit is not "
+                             "installed (docker run --gpus fails with 'could not select device driver \"\" with "
+                             "capabilities: [[gpu]]')", TOOLKIT_FIX))
+        dj_raw = tk.get("daemon_json")
+        daemon_json: Mapping[str, Any] = dj_raw if isinstance(dj_raw, Mapping) else {}
+        if daemon.get("reachable") and daemon_json.get("nvidia") and live and not any("nvidia" in r for r in live):
+            caveats.append(("container.restart", "/etc/docker/daemon.json registers the nvidia runtime but the "
+                            "running daemon does not list it (not restarted since)", "sudo systemctl restart docker"))
+    elif name == "podman" and not tk.get("cdi_gpu_devices") and not any(
+            str(s.get("kind", "")).startswith("nvidia.com/") for s in tk.get("cdi_specs") or [] if isinstance(s, Mapping)):
+        blockers.append(("container.cdi", "Podman sees GPUs through CDI, and no NVIDIA CDI spec is in /etc/cdi or "
+                             "/var/run/cdi (podman run --device nvidia.com/gpu=all fails)",
+                             (CDI_FIX if tk.get("present") else f"{TOOLKIT_FIX.split(':', 1)[0]}, then {CDI_FIX}")))
+    # apptainer / singularity: --nv binds the host driver's libraries; nothing else to set up
+    return Runtime(name=name, version=str(entry.get("version") or ""), gpu_ready=not blockers,
+                   blockers=tuple(blockers), caveats=tuple(caveats))
+
+
+def pick_runtime(facts: Mapping[str, Any], wanted: str = "container") -> Runtime | None:
+    """The runtime the container route uses: the first GPU-ready one of ``wanted``'s row of
+    tfgpu.choose.CONTAINER_RUNTIMES, else the first installed (to report what blocks it). None: none installed."""
+    section = facts.get("containers")
+    if not isinstance(section, Mapping):
+        return None
+    order = CONTAINER_RUNTIMES.get(wanted, CONTAINER_RUNTIMES["container"])
+    entries = [e for e in section.get("runtimes") or [] if isinstance(e, Mapping) and e.get("name") in order]
+    judged = sorted((judge_runtime(section, e) for e in entries),
+                    key=lambda r: (not r.gpu_ready, order.index(r.name)))
+    return judged[0] if judged else None
+
+
+# --------------------------------------------------------------------------- images
+
+
+def image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tuple[list[Finding], list[Finding]]:
+    """The host driver and the GPUs against one image."""
+    from tfgpu.verdict import Finding, _gpu_findings
+
+    blockers: list[Finding] = []
+    caveats: list[Finding] = []
+    names = [str(g.get("name") or "") for g in m.gpus or ()]
+    datacenter = bool(names) and all(is_datacenter_gpu(n) for n in names)
+    if m.driver is not None and image.driver is not None and not image.driver_ok(m.driver, datacenter=datacenter):
+        compat = ", ".join(f"R{c.major} >= {c}" for c in image.compat_drivers)
+        extra = (f" (on a data-center GPU also {compat}, through CUDA forward compatibility)" if compat else "")
+        blockers.append(Finding(
+            "container.driver", f"{image.ref} needs host driver >= {image.driver_text or image.driver}{extra}; "
+            f"this host has {m.driver_text}", fix=f"install NVIDIA driver >= {image.driver_text or image.driver}, or "
+            "choose an image with an older CUDA (tfgpu doctor lists them)"))
+    elif m.driver is not None and image.driver is not None and m.driver < image.driver:
+        caveats.append(Finding("container.forward_compat", f"{image.ref} runs on driver {m.driver_text} only through "
+                               "CUDA forward compatibility (data-center GPU)"))
+    if image.family == "tensorflow":
+        g_block, g_cav, _jit = _gpu_findings(m, kb, image.tf, image.cuda, "pip")  # the image holds the pip wheel
+        blockers += [Finding(f.check, f"{image.ref}: {f.summary}", f.fix) for f in g_block]
+        caveats += g_cav
+        return blockers, caveats
+    toolkit = kb.toolkit(_xy(image.cuda))
+    for cc_text in sorted(set(m.ccs())):
+        cc = version(cc_text)
+        if image.cc_min and cc < version(image.cc_min):
+            blockers.append(Finding("container.gpu_arch", f"{image.ref} supports compute capability >= {image.cc_min}; "
+                                    f"this GPU has {cc_text}", fix="use an older image"))
+        elif toolkit and toolkit.cc_max and cc.major > version(toolkit.cc_max).major:
+            blockers.append(Finding("container.gpu_arch", f"{image.ref} has CUDA {image.cuda} (up to compute "
+                                    f"capability {toolkit.cc_max}); this GPU has {cc_text}", fix="use a newer image"))
+    return blockers, caveats
+
+
+def _xy(text: str) -> str:
+    v = version(text)
+    return f"{v.major}.{v.minor}"
+
+
+def images_for_gpu(kb: KnowledgeBase, m: Machine) -> list[ContainerImage]:
+    """NGC images whose CUDA and GPU range cover every visible GPU and whose floor the driver meets,
+    newest first (what to name when no wheel runs on the GPU: an RTX 50-series needs CUDA >= 12.8)."""
+    return [i for i in sorted(ngc_images(), key=lambda i: i.ref, reverse=True) if not image_findings(i, m, kb)[0]]
+
+
+def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: Machine, *,
+                    wanted: str = "container", image_ref: str | None = None) -> BackendVerdict:
+    """The container route for TensorFlow ``v``: the first image (TensorFlow's own, then NGC's of the same
+    series) that fits this host, run by the first GPU-ready runtime."""
+    from tfgpu.verdict import BackendVerdict, Finding
+
+    images = container_images(kb, v)
+    if image_ref:
+        named = [i for i in images if i.ref == image_ref] or [i for i in ngc_images() if i.ref == image_ref]
+        images = named or [ContainerImage(ref=image_ref, family="custom", tf=v, cuda="", cudnn="", python="",
+                                          driver=None, compat_drivers=(), cc_min="", published="", source="")]
+    runtime = pick_runtime(facts, wanted)
+    r_block: list[Finding] = []
+    r_cav: list[Finding] = []
+    if "containers" not in facts:
+        r_cav.append(Finding("container.unknown", "no container facts (a facts file from an older tfgpu)"))
+    elif runtime is None:
+        what = "no container runtime" if wanted == "container" else f"{wanted} is not installed"
+        fix = {"apptainer": f"install Apptainer ({APPTAINER_DOCS}); --nv needs only the NVIDIA driver",
+               "podman": f"install Podman ({PODMAN_DOCS}) and the NVIDIA Container Toolkit ({TOOLKIT_DOCS}), then {CDI_FIX}",
+               "docker": f"install Docker Engine ({DOCKER_DOCS}) and the NVIDIA Container Toolkit ({TOOLKIT_DOCS})",
+               }.get(wanted, NO_RUNTIME_FIX)
+        r_block.append(Finding("container.runtime", f"{what}: install one to use the container route", fix=fix))
+    else:
+        r_block += [Finding(c, s, f) for c, s, f in runtime.blockers]
+        r_cav += [Finding(c, s, f) for c, s, f in runtime.caveats]
+    if not images:
+        r_block.append(Finding("container.image", f"no GPU image of TensorFlow {v} is known",
+                               fix="pass --image REF, or choose a release listed by tfgpu compat"))
+        return BackendVerdict("container", "", False, tuple(r_block), tuple(r_cav),
+                              runtime=runtime.name if runtime else "")
+    judged = [(i, *image_findings(i, m, kb)) for i in images]
+    best = next(((i, b, c) for i, b, c in judged if not b), judged[0])
+    image, i_block, i_cav = best
+    blockers = r_block + i_block
+    if i_block and m.gpus:
+        fits = images_for_gpu(kb, m)
+        if fits:
+            blockers.append(Finding("container.image", f"NVIDIA's {fits[0].ref} (TensorFlow {fits[0].tf}, CUDA "
+                                    f"{fits[0].cuda}) can run on this GPU and driver",
+                                    fix=f"tfgpu plan --tf {fits[0].tf} --backend container --image {fits[0].ref}"))
+    return BackendVerdict("container", image.ref, not blockers, tuple(blockers), tuple(r_cav + i_cav), image.cuda,
+                          image.cudnn, (image.python,) if image.python else (), runtime=runtime.name if runtime else "")
+
+
+def container_alternative(kb: KnowledgeBase, m: Machine, v: Version) -> Finding | None:
+    """When no wheel of ``v`` runs on the GPU: the NGC image that can (its own TensorFlow release)."""
+    from tfgpu.verdict import Finding
+
+    fits = images_for_gpu(kb, m) if m.gpus else []
+    if not fits:
+        return None
+    best = next((i for i in fits if (i.tf.major, i.tf.minor) == (v.major, v.minor)), fits[0])
+    return Finding("container.alternative", f"NVIDIA's container {best.ref} (TensorFlow {best.tf}, CUDA {best.cuda}) "
+                   "carries code for this GPU", fix=f"tfgpu doctor --tf {best.tf} --backend container")
+
+
+# --------------------------------------------------------------------------- plans (pure): pull, smoke, run
+
+#: An image reference as Docker's reference grammar allows it (registry/path:tag@digest), nothing else:
+#: values that reach argv, a Dockerfile or a definition file are checked here first.
+_IMAGE_REF = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+                        r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
+SMOKE_IN_CONTAINER = "/tfgpu-smoke.py"
+WORKDIR = "/workspace"
+
+
+def check_image_ref(ref: str) -> str:
+    from tfgpu.errors import UsageError
+
+    if not _IMAGE_REF.match(ref) or len(ref) > 255:
+        msg = f"--image {ref!r} is not an image reference"
+        raise UsageError(msg, hint="e.g. --image nvcr.io/nvidia/tensorflow:25.02-tf2-py3")
+    return ref
+
+
+def runtime_name(backend: str, facts: Mapping[str, Any]) -> str:
+    """--backend docker|podman|apptainer as is; "container": the runtime the verdict picks (docker if none)."""
+    if backend != "container":
+        return backend
+    rt = pick_runtime(facts)
+    return "apptainer" if rt is not None and rt.name == "singularity" else (rt.name if rt is not None else "docker")
+
+
+def sif_path(image: str, cache_dir: str) -> str:
+    """Where `apptainer pull` writes the image (a name derived from the reference, no path separators)."""
+    return f"{cache_dir.rstrip('/')}/{re.sub(r'[^A-Za-z0-9_.-]+', '_', image)}.sif"
+
+
+def gpu_run_argv(runtime: str, image: str, command: list[str], *, mounts: tuple[tuple[str, str, bool], ...] = (),
+                 workdir: str | None = None, env: tuple[tuple[str, str], ...] = (), tty: bool = False) -> tuple[str, ...]:
+    """One GPU container run, the way each runtime's documentation gives it: ``docker run --gpus all``,
+    ``podman run --device nvidia.com/gpu=all`` (CDI), ``apptainer exec --nv``. ``mounts`` are
+    (host, container, read_only); ``image`` for apptainer is the .sif file or a docker:// URI."""
+    if runtime == "apptainer":
+        argv = ["apptainer", "exec", "--nv"]
+        for host, inside, ro in mounts:
+            argv += ["--bind", f"{host}:{inside}" + (":ro" if ro else "")]
+        if workdir:
+            argv += ["--pwd", workdir]
+        for k, v in env:
+            argv += ["--env", f"{k}={v}"]
+        return (*argv, image, *command)
+    argv = [runtime, "run", "--rm"]
+    if tty:
+        argv.append("-it")
+    argv += ["--gpus", "all"] if runtime == "docker" else ["--device", "nvidia.com/gpu=all", "--security-opt=label=disable"]
+    for host, inside, ro in mounts:
+        argv += ["--volume", f"{host}:{inside}" + (":ro" if ro else "")]
+    if workdir:
+        argv += ["--workdir", workdir]
+    for k, v in env:
+        argv += ["--env", f"{k}={v}"]
+    return (*argv, image, *command)
+
+
+def run_in_container(runtime: str, image: str, command: list[str], cwd: str) -> tuple[str, ...]:
+    """`tfgpu run NAME -- CMD` for a container environment: CMD in the image with the current directory
+    mounted at /workspace (the function the run command calls)."""
+    return gpu_run_argv(runtime, image, command, mounts=((cwd, WORKDIR, False),), workdir=WORKDIR,
+                        env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),))
+
+
+def plan_container(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, *, backend: str, image_ref: str | None,
+                   smoke_script: str, cache_dir: str, name: str | None = None) -> Any:
+    """The plan of `tfgpu plan|create --backend docker|podman|apptainer|container`: pull the chosen image,
+    run the smoke script in it with the GPU. Pure: ``smoke_script`` and ``cache_dir`` are handed in."""
+    from tfgpu.errors import UsageError
+    from tfgpu.plan import Plan, Step
+    from tfgpu.verdict import Machine, resolve_version
+
+    m = Machine.from_facts(facts)
+    v = resolve_version(kb, tf, m)
+    runtime = runtime_name(backend, facts)
+    if image_ref is not None:
+        check_image_ref(image_ref)
+    verdict = judge_container(facts, kb, v, m, wanted=runtime, image_ref=image_ref)
+    image = image_ref or verdict.recipe
+    if not image:
+        msg = f"no GPU image of TensorFlow {v} is known"
+        raise UsageError(msg, hint="pass --image REF (e.g. a tensorflow/tensorflow:X-gpu tag)")
+    row = next((i for i in container_images(kb, v) if i.ref == image), None)
+    pull: tuple[str, ...]
+    if runtime == "apptainer":
+        target = sif_path(image, cache_dir)
+        pull = ("apptainer", "pull", target, f"docker://{image}")
+    else:
+        target = image
+        pull = (runtime, "pull", image)
+    smoke = gpu_run_argv(runtime, target, ["python3", SMOKE_IN_CONTAINER],
+                         mounts=((smoke_script, SMOKE_IN_CONTAINER, True),),
+                         env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),))
+    why_image = (f"TensorFlow {row.tf} with CUDA {row.cuda}" + (f", cuDNN {row.cudnn}" if row and row.cudnn else "")
+                 if row else "the image given with --image")
+    notes = [f"{f.summary} — fix: {f.fix}" if f.fix else f.summary for f in verdict.blockers]
+    notes += [c.summary for c in verdict.caveats]
+    return Plan(
+        tf=str(row.tf if row else v), backend=runtime,
+        backend_reason=f"--backend {backend}: {image} ({why_image}) run by {runtime}"
+        + ("" if verdict.viable else " — the container route is blocked on this machine (see the notes)"),
+        prefix=target, name=name, python=(row.python if row else "") or "", tool=runtime,
+        steps=(Step(pull, f"pull {image} (progress shown)"),
+               Step(smoke, "run tfgpu's GPU smoke test inside the image, with the GPU")),
+        env_vars={"TF_FORCE_GPU_ALLOW_GROWTH": "true"}, notes=tuple(notes), recipe_id=image,
+        sources=tuple(_source_urls(kb, row)), env_python="python3")
+
+
+def _source_urls(kb: KnowledgeBase, row: ContainerImage | None) -> list[str]:
+    if row is None:
+        return []
+    from tfgpu.compat import load_toml
+
+    sources = load_toml("containers").get("sources", {})
+    return [str(sources[k]["url"]) for k in (row.source, row.source2) if k and k in sources]
+
+
+def _safe_path(path: str) -> str:
+    from tfgpu.errors import UsageError
+
+    if not path or any(ch in path for ch in "\n\r\t\"'`$\\ ") or path.startswith("-"):
+        msg = f"--requirements {path!r}: use a plain relative path without spaces or quotes"
+        raise UsageError(msg, hint="e.g. --requirements requirements.txt")
+    return path
+
+
+def render_dockerfile(image: str, *, tf: str, requirements: str | None = None) -> str:
+    """A Dockerfile FROM the chosen image, plus the user's requirements.txt when given. The image is a
+    checked reference; the requirements path goes into COPY's JSON form (json.dumps escapes it)."""
+    import json
+
+    check_image_ref(image)
+    out = [f"# tfgpu plan --format dockerfile: TensorFlow {tf} on {image}",
+           "# run: docker build -t my-tf . && docker run --rm --gpus all my-tf python3 -c "
+           "\"import tensorflow as tf; print(tf.config.list_physical_devices('GPU'))\"",
+           f"FROM {image}", "ENV TF_FORCE_GPU_ALLOW_GROWTH=true"]
+    if requirements:
+        out += [f"COPY {json.dumps([_safe_path(requirements), '/tmp/requirements.txt'])}",
+                "RUN python3 -m pip install --no-cache-dir -r /tmp/requirements.txt"]
+    return "\n".join(out) + "\n"
+
+
+def render_apptainer(image: str, *, tf: str, requirements: str | None = None) -> str:
+    """An Apptainer definition file bootstrapping from the image (apptainer build my-tf.sif tf.def)."""
+    check_image_ref(image)
+    out = [f"# tfgpu plan --format apptainer: TensorFlow {tf} on {image}",
+           "# build: apptainer build my-tf.sif this.def ; run: apptainer exec --nv my-tf.sif python3 ...",
+           "Bootstrap: docker", f"From: {image}", ""]
+    if requirements:
+        out += ["%files", f"    {_safe_path(requirements)} /opt/requirements.txt", "",
+                "%post", "    python3 -m pip install --no-cache-dir -r /opt/requirements.txt", ""]
+    out += ["%environment", "    export TF_FORCE_GPU_ALLOW_GROWTH=true"]
+    return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------- explain: what the probes add
+
+_TOOLKIT_ERRORS = frozenset({"container.no_gpu_runtime", "container.runtime_hook_missing", "container.cli_init_error",
+                             "container.docker_unknown_flag_gpus", "container.unknown_device"})
+
+
+def explain_cause(entry_id: str, groups: Mapping[str, str], facts: Mapping[str, Any]) -> str | None:
+    """A machine-specific cause for a container error of the runtime or the toolkit, from
+    ``facts["containers"]`` and the driver (None: the facts add nothing). Used by tfgpu.explain."""
+    section = facts.get("containers")
+    if not isinstance(section, Mapping) or not entry_id.startswith("container."):
+        return None
+    tk = _toolkit(section)
+    runtimes = {str(e.get("name")): e for e in section.get("runtimes") or [] if isinstance(e, Mapping)}
+    docker = runtimes.get("docker") or {}
+    dj_raw = tk.get("daemon_json")
+    dj: Mapping[str, Any] = dj_raw if isinstance(dj_raw, Mapping) else {}
+    if entry_id in _TOOLKIT_ERRORS:
+        tools = [n.replace("_", "-") for n in ("nvidia_ctk", "nvidia_container_cli", "nvidia_container_runtime",
+                                                 "nvidia_container_runtime_hook") if tk.get(n)]
+        if not tools:
+            return ("On this machine no NVIDIA Container Toolkit program (nvidia-ctk, nvidia-container-cli, "
+                    f"nvidia-container-runtime-hook) is on PATH: {TOOLKIT_FIX}.")
+        return (f"The toolkit is installed here ({', '.join(tools)}); "
+                + ("Docker's daemon.json registers the nvidia runtime" if dj.get("nvidia")
+                   else "but /etc/docker/daemon.json registers no nvidia runtime: sudo nvidia-ctk runtime configure "
+                        "--runtime=docker && sudo systemctl restart docker")
+                + (f"; the running daemon lists runtimes {', '.join(docker.get('runtimes') or [])}"
+                   if docker.get("runtimes") else "") + ".")
+    if entry_id == "container.unknown_runtime_nvidia":
+        if dj.get("nvidia") and docker.get("runtimes") and not any("nvidia" in str(r) for r in docker["runtimes"]):
+            return ("/etc/docker/daemon.json registers the nvidia runtime, but the running daemon does not list it: "
+                    "restart it (sudo systemctl restart docker).")
+        if not dj.get("present"):
+            return "There is no /etc/docker/daemon.json on this machine: sudo nvidia-ctk runtime configure --runtime=docker."
+        return None
+    if entry_id in ("container.cuda_requirement", "container.require_driver"):
+        drv_raw = facts.get("driver")
+        drv: Mapping[str, Any] = drv_raw if isinstance(drv_raw, Mapping) else {}
+        if drv.get("version"):
+            return (f"The host driver here is {drv['version']}"
+                    + (f" (CUDA up to {drv['cuda']})" if drv.get("cuda") else "")
+                    + "; use an image whose CUDA that driver supports (tfgpu doctor --tf X --backend container "
+                      "names one), or update the driver.")
+    return None

@@ -1,0 +1,231 @@
+"""`tfgpu plan|create --backend docker|podman|apptainer` against a fake `docker` CLI on PATH.
+
+The fake replays recorded output (tests/data/containers/SOURCES.md): `docker pull` prints the recorded
+status line; `docker run` either runs tfgpu's real smoke script against tests/fake_tf (a run that succeeds)
+or prints the recorded "could not select device driver" error and exits 125 (a run that fails).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DATA
+from tests.test_container_verdict import DOCKER_OK, THIS_MACHINE, with_containers
+from tests.test_verdict import base_facts, gpu_facts
+from tfgpu.compat import load_kb
+from tfgpu.containers import (
+    gpu_run_argv,
+    plan_container,
+    render_apptainer,
+    render_dockerfile,
+    run_in_container,
+)
+from tfgpu.errors import UsageError
+
+CT = DATA / "containers"
+FAKE_TF = Path(__file__).resolve().parent / "fake_tf"
+KB = load_kb()
+
+FAKE_DOCKER = """#!{python}
+import os, subprocess, sys
+args = sys.argv[1:]
+log = os.environ["FAKE_DOCKER_LOG"]
+with open(log, "a") as fh:
+    fh.write(" ".join(args) + "\\n")
+if args[:1] == ["pull"]:
+    sys.stdout.write(open({pull!r}).read())
+    sys.exit(0)
+if args[:1] == ["run"]:
+    if os.environ.get("FAKE_DOCKER_MODE") == "no-gpu-driver":
+        sys.stderr.write(open({nogpu!r}).read())
+        sys.exit(125)
+    vol = args[args.index("--volume") + 1]
+    host = vol.split(":")[0]
+    env = dict(os.environ, PYTHONPATH={fake_tf!r}, FAKE_TF_GPUS="1", FAKE_TF_VERSION="2.15.1")
+    sys.exit(subprocess.call([sys.executable, host], env=env))
+sys.exit(2)
+"""
+
+
+@pytest.fixture
+def fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script = bindir / "docker"
+    script.write_text(FAKE_DOCKER.format(python=sys.executable, pull=str(CT / "docker_pull_status.stdout"),
+                                         nogpu=str(CT / "docker_run_no_gpu_driver.stderr"), fake_tf=str(FAKE_TF)))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("FAKE_DOCKER_LOG", str(tmp_path / "docker.log"))
+    monkeypatch.setenv("TFGPU_HOME", str(tmp_path / "home"))
+    return tmp_path
+
+
+def ready_facts(tmp_path: Path) -> Path:
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(with_containers(base_facts(), DOCKER_OK)))
+    return path
+
+
+# --------------------------------------------------------------------------- plans as data
+
+
+def test_docker_plan_is_pull_then_the_smoke_script_with_gpus_all():
+    facts = with_containers(base_facts(), DOCKER_OK)
+    plan = plan_container(KB, facts, "2.15", backend="docker", image_ref=None, smoke_script="/s/script.py",
+                          cache_dir="/c")
+    assert plan.recipe_id == "tensorflow/tensorflow:2.15.1-gpu"
+    assert [s.argv for s in plan.steps] == [
+        ("docker", "pull", "tensorflow/tensorflow:2.15.1-gpu"),
+        ("docker", "run", "--rm", "--gpus", "all", "--volume", "/s/script.py:/tfgpu-smoke.py:ro", "--env",
+         "TF_FORCE_GPU_ALLOW_GROWTH=true", "tensorflow/tensorflow:2.15.1-gpu", "python3", "/tfgpu-smoke.py")]
+    assert plan.to_json()["backend"] == "docker"
+    assert "blocked" not in plan.backend_reason
+
+
+def test_podman_uses_cdi_and_apptainer_exec_nv_on_a_sif():
+    section = {**DOCKER_OK, "runtimes": [{"name": "podman", "version": "4.3.1", "daemon": {"reachable": None}},
+                                         {"name": "apptainer", "version": "1.3.4", "daemon": {"reachable": None}}]}
+    facts = with_containers(base_facts(), section)
+    podman = plan_container(KB, facts, "2.15", backend="podman", image_ref=None, smoke_script="/s", cache_dir="/c")
+    assert podman.steps[1].argv[:6] == ("podman", "run", "--rm", "--device", "nvidia.com/gpu=all",
+                                        "--security-opt=label=disable")
+    app = plan_container(KB, facts, "2.15", backend="apptainer", image_ref=None, smoke_script="/s", cache_dir="/c")
+    assert app.steps[0].argv == ("apptainer", "pull", "/c/tensorflow_tensorflow_2.15.1-gpu.sif",
+                                 "docker://tensorflow/tensorflow:2.15.1-gpu")
+    assert app.steps[1].argv[:3] == ("apptainer", "exec", "--nv")
+
+
+def test_a_blocked_route_is_said_in_the_plan():
+    facts = with_containers(base_facts(), THIS_MACHINE)
+    plan = plan_container(KB, facts, "2.15", backend="docker", image_ref=None, smoke_script="/s", cache_dir="/c")
+    assert "blocked" in plan.backend_reason
+    assert any("nvidia-ctk runtime configure" in n for n in plan.notes)
+
+
+def test_run_mounts_the_current_directory():
+    argv = run_in_container("docker", "img:1", ["python3", "train.py"], "/home/u/proj")
+    assert argv == ("docker", "run", "--rm", "--gpus", "all", "--volume", "/home/u/proj:/workspace",
+                    "--workdir", "/workspace", "--env", "TF_FORCE_GPU_ALLOW_GROWTH=true", "img:1", "python3", "train.py")
+    assert gpu_run_argv("apptainer", "x.sif", ["nvidia-smi"], workdir="/w")[:5] == ("apptainer", "exec", "--nv",
+                                                                                     "--pwd", "/w")
+
+
+@pytest.mark.parametrize("bad", ["evil;rm -rf /", "a b", "UPPER/case:1", "img:tag\nRUN x", "-v:1"])
+def test_image_references_are_checked_before_any_use(bad: str):
+    with pytest.raises(UsageError):
+        render_dockerfile(bad, tf="2.15.1")
+    facts = with_containers(base_facts(), DOCKER_OK)
+    with pytest.raises(UsageError):
+        plan_container(KB, facts, "2.15", backend="docker", image_ref=bad, smoke_script="/s", cache_dir="/c")
+
+
+def test_dockerfile_and_definition_file_escape_the_requirements_path():
+    text = render_dockerfile("nvcr.io/nvidia/tensorflow:25.02-tf2-py3", tf="2.17.0", requirements="req/requirements.txt")
+    assert 'COPY ["req/requirements.txt", "/tmp/requirements.txt"]' in text
+    assert text.splitlines()[2] == "FROM nvcr.io/nvidia/tensorflow:25.02-tf2-py3"
+    assert "%files\n    req/requirements.txt /opt/requirements.txt" in render_apptainer(
+        "nvcr.io/nvidia/tensorflow:25.02-tf2-py3", tf="2.17.0", requirements="req/requirements.txt")
+    for bad in ("a b.txt", "x\nRUN curl", '"q"', "$(x)"):
+        with pytest.raises(UsageError):
+            render_dockerfile("img:1", tf="2.15.1", requirements=bad)
+
+
+def test_plan_cli_formats(cli, tmp_path: Path):
+    facts = ready_facts(tmp_path)
+    code, out, _ = cli("plan", "--tf", "2.15", "--backend", "docker", "--format", "sh", "--facts", str(facts))
+    assert code == 0
+    assert "docker run --rm --gpus all --volume " in out
+    assert "tensorflow/tensorflow:2.15.1-gpu python3 /tfgpu-smoke.py" in out
+    code, out, _ = cli("plan", "--tf", "2.15", "--backend", "docker", "--format", "dockerfile", "--facts", str(facts),
+                       "--requirements", "requirements.txt")
+    assert code == 0
+    assert "FROM tensorflow/tensorflow:2.15.1-gpu" in out
+    code, out, _ = cli("plan", "--tf", "2.15", "--backend", "apptainer", "--format", "apptainer", "--facts", str(facts))
+    assert code == 0
+    assert "Bootstrap: docker\nFrom: tensorflow/tensorflow:2.15.1-gpu" in out
+    assert cli("plan", "--tf", "2.15", "--format", "dockerfile", "--facts", str(facts))[0] == 2
+    assert cli("plan", "--tf", "2.15", "--backend", "docker", "--image", "bad image", "--facts", str(facts))[0] == 2
+
+
+# --------------------------------------------------------------------------- create against the fake CLI
+
+
+@pytest.mark.real_subprocess
+def test_create_pulls_smokes_and_records(cli, fake_docker: Path, monkeypatch: pytest.MonkeyPatch):
+    facts = ready_facts(fake_docker)
+    code, out, err = cli("create", "--tf", "2.15", "--backend", "docker", "--yes", "--facts", str(facts),
+                         "--name", "tf215")
+    assert code == 0, out + err
+    assert "smoke test: GPU OK: TensorFlow 2.15.1" in out
+    calls = (fake_docker / "docker.log").read_text().splitlines()
+    assert calls[0] == "pull tensorflow/tensorflow:2.15.1-gpu"
+    assert calls[1].startswith("run --rm --gpus all --volume ")
+    assert "Status: Downloaded newer image" in err  # the pull's progress is shown
+    code, out, _ = cli("envs", "--json")
+    entry = next(e for e in json.loads(out)["envs"] if e["name"] == "tf215")
+    assert entry["prefix"] == "tensorflow/tensorflow:2.15.1-gpu"
+    assert entry["backend"] == "docker"
+    assert entry["smoke"]["passed"] is True
+    monkeypatch.chdir(fake_docker)
+    (fake_docker / "tensorflow" / "tensorflow:2.15.1-gpu").mkdir(parents=True)  # named like the image: untouched
+    code, out, err = cli("remove", "tf215", "--yes")
+    assert code == 0, out + err
+    assert (fake_docker / "tensorflow" / "tensorflow:2.15.1-gpu").is_dir()
+    code, out, _ = cli("envs", "--json")
+    assert not [e for e in json.loads(out)["envs"] if e["name"] == "tf215"]
+
+
+@pytest.mark.real_subprocess
+def test_create_reports_the_missing_toolkit_from_the_run(cli, fake_docker: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("FAKE_DOCKER_MODE", "no-gpu-driver")
+    facts = ready_facts(fake_docker)
+    code, out, err = cli("create", "--tf", "2.15", "--backend", "docker", "--yes", "--facts", str(facts),
+                         "--name", "broken")
+    assert code == 1, out + err
+    assert "could not select device driver" in out + err or "toolkit" in (out + err).lower()
+    code, out, _ = cli("envs", "--json")
+    entry = next(e for e in json.loads(out)["envs"] if e["name"] == "broken")
+    assert entry["smoke"]["passed"] is False
+
+
+def test_create_refuses_a_blocked_route(cli, tmp_path: Path):
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(with_containers(base_facts(), THIS_MACHINE)))
+    code, _out, err = cli("create", "--tf", "2.15", "--backend", "docker", "--yes", "--facts", str(path))
+    assert code == 1, err  # NotReady, never an internal error
+    assert "blocked" in err
+
+
+@pytest.mark.e2e
+def test_real_docker_or_apptainer_runs_the_smoke_test():
+    runtime = next((r for r in ("docker", "apptainer") if shutil.which(r)), None)
+    if runtime is None:
+        pytest.skip("no docker or apptainer on this machine")
+    from tfgpu.probe import detect_facts
+
+    facts = detect_facts()
+    entries = {e["name"]: e for e in facts["containers"]["runtimes"]}
+    if runtime == "docker" and not entries.get("docker", {}).get("daemon", {}).get("reachable"):
+        pytest.skip(f"docker is installed but its daemon is not reachable ({entries['docker']['daemon']['error']})")
+    if not facts.get("gpus"):
+        pytest.skip("no NVIDIA GPU on this machine: a GPU container cannot be smoke-tested")
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "tfgpu", "create", "--tf", "2.15", "--backend", runtime, "--yes",
+                           "--name", "e2e-container"], capture_output=True, text=True, timeout=3600, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "smoke test: GPU OK" in proc.stdout
+
+
+def test_rtx_50_facts_plan_the_ngc_image():
+    facts = with_containers(gpu_facts("NVIDIA GeForce RTX 5090", "12.0", driver="570.124.04"), DOCKER_OK)
+    plan = plan_container(KB, facts, "2.17", backend="container", image_ref=None, smoke_script="/s", cache_dir="/c")
+    assert plan.recipe_id == "nvcr.io/nvidia/tensorflow:25.02-tf2-py3"
+    assert plan.tf == "2.17.0"
