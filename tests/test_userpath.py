@@ -520,3 +520,11 @@ def test_run_in_a_container_environment_goes_through_the_container_seam() -> Non
     assert argv[:3] == ("docker", "run", "--rm")
     assert argv[-3:] == ("tensorflow/tensorflow:2.15.0-gpu", "python", "train.py")
     assert "TF_FORCE_GPU_ALLOW_GROWTH=true" in argv
+
+
+def test_python_range_refusal_of_a_conda_recipe_names_the_range_first(tmp_path: Path, cli: Cli) -> None:
+    facts = write(tmp_path, dict(rtx_3080("450.80.02"), python=no_gpu(("3.11",))["python"]))
+    code, _, err = cli("plan", "--tf", "2.2.0", "--python", "3.11", "--backend", "rattler", "--facts", facts, "--force")
+    assert code == 2
+    assert err.startswith("tfgpu: error: TensorFlow 2.2.0 supports Python 3.6–3.8 (recipe ")
+    assert "3.11 is outside it" in err

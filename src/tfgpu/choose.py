@@ -347,7 +347,8 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     if not usable:
         family = "pip" if prefs.backend == "pip" else "conda"
         msg = f"no {family} recipe for TensorFlow {v} on {os_name}"
-        raise UsageError(msg, hint="use --backend conda or --backend rattler" if family == "pip" else "use --backend pip")
+        conda_way = "--backend conda" if conda_tool(tools) else "--backend rattler"  # what runs on this machine
+        raise UsageError(msg, hint=f"use {conda_way}" if family == "pip" else "use --backend pip")
     first_error: UsageError | None = None
     pip_without_python = False
     base_ctx = ctx

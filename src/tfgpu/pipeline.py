@@ -133,6 +133,9 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
             raise blocked_error(facts, verdict, tf)
         why = "--force" if req.force else "--allow-cpu: the smoke test will accept a CPU-only result"
         events.note(f"tfgpu: warning: TensorFlow will not use a GPU here ({reasons}); building anyway ({why})")
+        if req.allow_cpu:
+            events.note(f"tfgpu: note: `tfgpu create --tf {verdict.get('tf', tf)} --cpu` builds a CPU-only environment "
+                        "without the CUDA libraries this one installs")
     if verdict is not None and verdict.get("tf") and tf == "latest":
         tf = str(verdict["tf"])
     # 2. choose and plan

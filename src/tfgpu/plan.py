@@ -455,7 +455,10 @@ def plan_environment(
             cands = [p for p in wheel_pythons if not rng or p in rng] or wheel_pythons
         if python is not None:
             if cands and python not in cands:
-                msg = f"TensorFlow {tfs} with recipe {recipe.id} supports Python {', '.join(cands)}, not {python}"
+                from tfgpu.choose import python_range_text
+
+                msg = (f"TensorFlow {tfs} supports Python {python_range_text(cands)} (recipe {recipe.id}); "
+                       f"{python} is outside it")
                 raise UsageError(msg, hint=f"use --python {cands[-1]}")
             py_ver = python
         else:
