@@ -286,6 +286,19 @@ def anaconda_tos_note(kb: KnowledgeBase, v: Version | None, os_name: str, channe
 # --------------------------------------------------------------------------- the planner
 
 
+def _check_python_and_name(python: str | None, name: str | None) -> str | None:
+    """--python as X.Y (refused when it is not a version) and --name checked; returns the X.Y."""
+    if name is not None:
+        check_name(name)
+    if python is None:
+        return None
+    try:
+        return _xy(python)
+    except InvalidVersion:
+        msg = f"--python {python!r} is not a Python version"
+        raise UsageError(msg, hint="use X.Y, e.g. --python 3.11") from None
+
+
 def resolve_target(kb: KnowledgeBase, facts: Mapping[str, Any], spec: str, *, backend: str = "auto") -> tuple[str, list[str]]:
     """What --tf means for plan, create and lock: ``latest`` is the release the doctor recommends here
     (tfgpu.verdict.resolve_latest); a release or a series is returned as given (the planner picks a series'
@@ -355,14 +368,7 @@ def plan_environment(
         msg = f"unknown preferred backend {prefer!r} ({prefer_source})"
         raise UsageError(msg, hint=f"use one of: {', '.join(BACKENDS)}")
     os_name = target_os(facts)
-    if python is not None:
-        try:
-            python = _xy(python)
-        except InvalidVersion:
-            msg = f"--python {python!r} is not a Python version"
-            raise UsageError(msg, hint="use X.Y, e.g. --python 3.11") from None
-    if name is not None:
-        check_name(name)
+    python = _check_python_and_name(python, name)
     verdict = judge_for_plan(kb, facts, tf, backend=backend)
     v = kb.resolve_tf(tf, os=os_name)
     if verdict is not None and verdict.verdict != "blocked" and len(tf.strip().split(".")) == 2:
@@ -604,14 +610,7 @@ def plan_cpu_environment(
 
     tools = dict(tools or {})
     os_name = target_os(facts)
-    if python is not None:
-        try:
-            python = _xy(python)
-        except InvalidVersion:
-            msg = f"--python {python!r} is not a Python version"
-            raise UsageError(msg, hint="use X.Y, e.g. --python 3.11") from None
-    if name is not None:
-        check_name(name)
+    python = _check_python_and_name(python, name)
     try:
         v = kb.resolve_tf(tf, os=os_name)
     except UsageError:  # no GPU build for this OS (native Windows after 2.10, macOS): the CPU builds follow Linux's
