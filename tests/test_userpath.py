@@ -528,3 +528,24 @@ def test_python_range_refusal_of_a_conda_recipe_names_the_range_first(tmp_path: 
     assert code == 2
     assert err.startswith("tfgpu: error: TensorFlow 2.2.0 supports Python 3.6–3.8 (recipe ")
     assert "3.11 is outside it" in err
+
+
+@pytest.mark.real_subprocess
+def test_run_puts_the_nvidia_wheels_libraries_on_ld_library_path_where_the_release_needs_it(tmp_path: Path) -> None:
+    import sys
+
+    from tfgpu import envs
+    from tfgpu.plan import _venv_nvidia_snippet
+    from tfgpu.userenv import activated_environ, find_entry
+
+    prefix = _venv(tmp_path, "tf217")
+    xy = f"{sys.version_info.major}.{sys.version_info.minor}"
+    lib = prefix / "lib" / f"python{xy}" / "site-packages" / "nvidia" / "cudnn" / "lib"
+    lib.mkdir(parents=True)
+    with (prefix / "bin" / "activate").open("a") as fh:  # what create appends for TF 2.16/2.17 (tensorflow#63362)
+        fh.write(_venv_nvidia_snippet(xy))
+    envs.record(name="tf217", prefix=str(prefix), backend="pip", tool="venv", tf="2.17.1", python=xy,
+                recipe="pip-and-cuda", env_python=str(prefix / "bin" / "python"))
+    env = activated_environ(find_entry("tf217"), {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/opt/x"})
+    assert env["LD_LIBRARY_PATH"].split(":") == [str(lib), "/opt/x"]
+    assert env["VIRTUAL_ENV"] == str(prefix)
