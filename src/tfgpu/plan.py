@@ -314,7 +314,7 @@ def resolve_target(kb: KnowledgeBase, facts: Mapping[str, Any], spec: str, *, ba
         from tfgpu.errors import NotReady
 
         msg = "no TensorFlow release is ready to use a GPU on this machine"
-        raise NotReady(msg, hint="run `tfgpu doctor` to see why, or name a release with --tf")
+        raise NotReady(msg, hint="run `tfgpu doctor` to see why; `--cpu` builds a CPU-only environment")
     return str(rec["tf"]), [f"latest: TensorFlow {rec['tf']} is the newest release the verdict engine calls "
                             f"{rec.get('verdict', 'ready')}"]
 

@@ -266,6 +266,7 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
     else:
         console.print(Text("Recommendation: none — no TensorFlow release can use a GPU here as the machine is; "
                            "fix the ✗ items above first.", style="bold red"))
+        console.print(Text("  meanwhile, on the CPU: tfgpu create --tf latest --cpu", style="dim"))
 
 
 def chosen_blockers(target: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
