@@ -549,3 +549,25 @@ def test_run_puts_the_nvidia_wheels_libraries_on_ld_library_path_where_the_relea
     env = activated_environ(find_entry("tf217"), {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/opt/x"})
     assert env["LD_LIBRARY_PATH"].split(":") == [str(lib), "/opt/x"]
     assert env["VIRTUAL_ENV"] == str(prefix)
+
+
+@pytest.mark.real_subprocess
+def test_shell_opens_the_users_shell_inside_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            cli: Cli) -> None:
+    from tfgpu import envs
+
+    prefix = _venv(tmp_path, "sh-env")
+    envs.record(name="sh-env", prefix=str(prefix), backend="pip", tool="venv", tf="2.21.0", python="3.11",
+                recipe="cpu", env_python=str(prefix / "bin" / "python"))
+    seen = tmp_path / "env.txt"
+    fake_shell = tmp_path / "fake-shell"  # stands in for an interactive $SHELL: records what it was given
+    fake_shell.write_text(f'#!/bin/sh\nenv > {seen}\nexit 7\n')
+    fake_shell.chmod(0o755)
+    monkeypatch.setenv("SHELL", str(fake_shell))
+    code, _, err = cli("shell", "sh-env")
+    assert code == 7  # the shell's own exit status
+    assert "a shell in" in err
+    lines = seen.read_text().splitlines()
+    assert f"VIRTUAL_ENV={prefix}" in lines
+    assert "TFGPU_ENV=sh-env" in lines
+    assert "TFGPU_TEST_VAR=from-activate" in lines
