@@ -380,10 +380,10 @@ def plan(projects: dict[str, dict[str, Any]], only: str | None) -> list[dict[str
                                  "file": f["filename"],
                                  "url": urllib.parse.urljoin(PYPI.format(name=dist), f["url"]), "sha256": f["digests"]["sha256"], "full": full})
     # the first tier (one wheel per release and OS) before the other Python tags (glibc floors)
-    # then the other tags, newest releases first, the cp37 wheels of 1.12-1.14 (built on a newer image
-    # than their manylinux1 tag promises) before all
+    # then the other tags, newest releases first, those of 1.12-1.14 (whose cp37 wheels were built on a
+    # newer image than their manylinux1 tag promises) before all
     def order(j: dict[str, Any]) -> tuple[Any, ...]:
-        first = j["tier"] == 1 and _tag(j["file"]) == "cp37" and (1, 12) <= vkey(j["version"])[:2] <= (1, 14)
+        first = j["tier"] == 1 and (1, 12) <= vkey(j["version"])[:2] <= (1, 14)
         ver = vkey(j["version"]) if j["tier"] == 0 else tuple(-x for x in vkey(j["version"]))
         return (j["tier"], not first, ver, j["dist"], j["os"], j["file"])
 
@@ -504,9 +504,9 @@ def arch_facts(wheel: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"kernels": total}
     for kind in ("sass", "ptx"):
         full = [a for a, n in sorted(share[kind].items()) if total and n / total >= FULL_SHARE]
-        part = [(a, n / total) for a, n in sorted(share[kind].items()) if total and n / total < FULL_SHARE]
+        part = [(a, n / total) for a, n in sorted(share[kind].items()) if total and n < total]
         out[kind] = [_cc(a) for a in full]
-        out[f"{kind}_partial"] = ",".join(f"{_cc(a)}={f:.2f}" for a, f in part)
+        out[f"{kind}_partial"] = ",".join(f"{_cc(a)}={f:.3f}" for a, f in part)
     return out
 
 
@@ -566,10 +566,11 @@ ARCHS_HEADER = """\
 # `.nv_fatbin` (from 2.8 on: `__nv_relfatbin`, the relocatable copies kept for device linking, which the
 # runtime does not load) do not count; cuobjdump --list-elf does not list them either (tests/data/binscan).
 #   sass      = "X.Y" list: SASS present in >= 90% of the containers
-#   sass_partial = "X.Y=share" list: SASS present in fewer (share = fraction of containers, 2 decimals)
+#   sass_partial = "X.Y=share" list: SASS missing from some containers (share = the fraction of containers
+#               that carry it, 3 decimals); an entry >= 0.9 is also in `sass`
 #   ptx       = the highest PTX present in >= 90% of the containers (the driver JIT-compiles it for any
 #               NEWER GPU: slow first start; CUDA_CACHE_MAXSIZE helps); ptx_all = every such PTX
-#   ptx_partial = PTX present in fewer containers, as sass_partial
+#   ptx_partial = PTX missing from some containers, as sass_partial
 #   ptx_fails = compute capabilities on which that PTX is REPORTED not to load (CUDA_ERROR_INVALID_PTX);
 #               `source2` cites the report (carried over from the hand-curated table)
 #   wheel, sha256 = the wheel the row was read from (PyPI's digest); wheel_newest, sha256_newest = the
@@ -578,10 +579,14 @@ ARCHS_HEADER = """\
 # the patches before the newest. Patches in between were not read (assumed like the row's wheel).
 #
 # Rule the verdict applies (tfgpu.verdict, gpu.arch / gpu.ptx_jit): a GPU runs a container's SASS when
-# the SASS has its major and a minor <= its own. SASS in `sass` -> native. SASS only in `sass_partial`
-# -> that share of the kernels is native and the rest needs PTX: with a `ptx` <= the GPU it is
-# JIT-compiled (warning, the share is named), without one the GPU fails (those kernels have no image).
-# No SASS at all -> JIT from `ptx` if it is <= the GPU, else the GPU cannot run TensorFlow's kernels.
+# the SASS has its major and a minor <= its own. SASS in `sass` -> native. SASS only below 90% (in
+# `sass_partial`, not in `sass`) -> that share of the kernels is native and the rest needs PTX: with a
+# PTX <= the GPU (the highest such one in ptx_all) it is JIT-compiled (warning, the share is named),
+# without one the GPU fails (those kernels have no image). No SASS at all -> JIT from that PTX if there
+# is one, else the GPU cannot run TensorFlow's kernels.
+# In the official wheels read so far no SASS architecture is partial: every .nv_fatbin container of a
+# release carries the same SASS list (the 2.10.0 listing was checked with cuobjdump); PTX is missing
+# from one container of most releases (e.g. compute_80 in 258 of 259 containers of 2.10).
 #
 # What the binaries settled (they replace the hand-curated rows of data version 1, which followed docs
 # and build configs): 1.x carries far more than the documented 3.5 floor (1.0-1.2: 3.0, 3.5, 5.2 SASS
@@ -660,7 +665,7 @@ def render_archs(record: dict[str, Any], old_text: str) -> str:
     # hand-curated rows of series the record does not cover yet stay (after the scanned ones) until it does
     candidates = [f"1.{m}.0" for m in range(16)] + [f"2.{m}.0" for m in range(40)]
     kept_old = []
-    for old in old_rows:
+    for old in (r for r in old_rows if "wheel" not in r):  # the hand-curated ones
         os_name = old.get("os", "linux")
         uncovered = [c for c in candidates if _in_spec(c, old["tf"])
                      and not any(r["os"] == os_name and _in_spec(c, r["tf"]) for r in rows)]

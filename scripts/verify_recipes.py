@@ -1,7 +1,7 @@
 """Prove tfgpu's pip recipes by real installs: `nox -s recipes` (slow, networked; not in .ci/run).
 
 For the newest patch of every GPU minor series (and 2.2.0, the seed's release) it builds the environment
-through tfgpu's own create code path (tfgpu.commands.envs.build_plan -> tfgpu.create.run_plan, pip
+through tfgpu's own create code path (tfgpu.pipeline.build_plan -> tfgpu.create.run_plan, pip
 backend, the Python the plan picks among those installed), runs the smoke test (the CPU part counts on a
 machine without a GPU, as `tfgpu create --allow-cpu` does), then scripts/recipe_probe.py inside the
 environment: import TensorFlow, the resolved versions, and a ctypes load of every CUDA library the
@@ -100,10 +100,10 @@ def verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, log
 
 def _verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, log: Any) -> dict[str, str]:
     from tfgpu import run
-    from tfgpu.commands.envs import build_plan
     from tfgpu.compat import load_kb, version
     from tfgpu.create import activation_env, run_plan
     from tfgpu.errors import TfgpuError
+    from tfgpu.pipeline import build_plan
     from tfgpu.smoke.runner import child_env, run_smoke
 
     kb = load_kb()
@@ -193,7 +193,7 @@ def prepare(scratch: Path) -> dict[str, Any]:
     os.environ["PATH"] = pyenv_path()
     if str(ROOT / "src") not in sys.path:
         sys.path.insert(0, str(ROOT / "src"))
-    from tfgpu.commands.envs import _facts
+    from tfgpu.commands.plan import _facts
 
     facts: dict[str, Any] = _facts(None)
     return facts

@@ -21,6 +21,9 @@ REPO = Path(__file__).resolve().parent.parent
 #: pytester runs the subprocess guard itself (tests/test_safety_guard.py).
 pytest_plugins = ["pytester"]
 DATA = Path(__file__).resolve().parent / "data"
+#: The machine `tfgpu lock` tests lock for (lock chooses its recipe for a machine, as plan does; unit tests
+#: cannot probe this one).
+LOCK_FACTS = str(DATA / "facts" / "mx150-laptop-ubuntu1804.json")
 
 
 class RealSubprocessBlocked(BaseException):

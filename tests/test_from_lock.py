@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import needs_engine
+from tests.conftest import LOCK_FACTS, needs_engine
 from tfgpu import envs, lockfile, run
 from tfgpu._record import replace
 from tfgpu.backends.lock import read_lock_info
@@ -68,7 +68,7 @@ def leftovers(prefix: Path) -> list[str]:
 
 
 def make_lock(cli: Cli, channel: Path, out: Path) -> Path:
-    code, _, err = cli("lock", "--tf", "2.2.0", "--channel", channel.as_uri(), "-o", str(out))
+    code, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.2.0", "--backend", "rattler", "--channel", channel.as_uri(), "-o", str(out))
     assert code == 0, err
     return out
 
@@ -268,7 +268,7 @@ def test_pip_lock_from_uv_compile_builds_a_venv_with_require_hashes(
     req_in = tmp_path / "req.in"
     req_in.write_text("tensorflow==2.20.0\n")
     lock = tmp_path / "requirements.lock.txt"
-    # the same command tfgpu.lockfile.lock_pip runs, against the local wheel directory
+    # the same command tfgpu.locking.lock_pip runs, against the local wheel directory
     subprocess.run([UV, "pip", "compile", "--generate-hashes", "--no-index", "--find-links", str(wheels),
                     "--no-header", "--quiet", str(req_in), "-o", str(lock)], check=True, timeout=120)
     assert "--hash=sha256:" in lock.read_text()

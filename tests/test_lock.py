@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import needs_engine
-from tfgpu import engine, lockfile
+from tests.conftest import LOCK_FACTS, needs_engine
+from tfgpu import engine, lockfile, locking
 from tfgpu.errors import InputError, UsageError
 
 DATA = Path(__file__).resolve().parent / "data" / "lock"
@@ -25,7 +25,7 @@ pytestmark = needs_engine
 @pytest.fixture
 def locked(cli: Cli, channel: Path, tmp_path: Path) -> Path:
     out = tmp_path / "conda-lock.yml"
-    code, stdout, err = cli("lock", "--tf", "2.2.0", "--channel", channel.as_uri(),
+    code, stdout, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.2.0", "--backend", "rattler", "--channel", channel.as_uri(),
                             "--cache-dir", str(tmp_path / "cache"), "-o", str(out))
     assert code == 0, err
     assert f"wrote {out}" in stdout
@@ -42,24 +42,27 @@ def installed(prefix: Path) -> set[tuple[str, str, str, str]]:
 
 # --------------------------------------------------------------------------- knowledge base -> specs
 
-def test_conda_specs_for_tf22_is_anacondas_metapackage_with_python38() -> None:
+NO_GPU = {"schema": "tfgpu.facts/1", "platform": {"os": "linux", "arch": "x86_64"}}
+
+
+def test_conda_lock_target_for_tf22_is_anacondas_metapackage_with_python38() -> None:
     from tfgpu.compat import load_kb
 
     kb = load_kb()
-    t = lockfile.conda_specs_for(kb, kb.resolve_tf("2.2.0"), "linux")
+    t = locking.lock_target(kb, NO_GPU, "2.2.0", "linux-64", backend="rattler")
     assert t.recipe == "conda-anaconda-tensorflow-gpu"
     assert t.specs == ("python=3.8", "tensorflow-gpu=2.2.0")
     assert t.channels == ("defaults",)
     assert t.cuda == "10.1"
     with pytest.raises(UsageError, match="supports Python"):
-        lockfile.conda_specs_for(kb, kb.resolve_tf("2.2.0"), "linux", python="3.11")
+        locking.lock_target(kb, NO_GPU, "2.2.0", "linux-64", backend="rattler", python="3.11")
 
 
-def test_conda_specs_for_216_is_conda_forge_cuda_build() -> None:
+def test_conda_lock_target_for_216_is_conda_forge_cuda_build() -> None:
     from tfgpu.compat import load_kb
 
     kb = load_kb()
-    t = lockfile.conda_specs_for(kb, kb.resolve_tf("2.16.1"), "linux")
+    t = locking.lock_target(kb, NO_GPU, "2.16.1", "linux-64", backend="rattler")
     assert t.channels == ("conda-forge",)
     assert "tensorflow=2.16.1=cuda*" in t.specs
     assert t.cuda is not None
@@ -86,7 +89,7 @@ def test_install_from_lock_offline_after_the_channel_is_gone(cli: Cli, channel: 
     shutil.copytree(channel, local)
     cache = tmp_path / "cache"
     out = tmp_path / "lock.yml"
-    assert cli("lock", "--tf", "2.2.0", "-c", local.as_uri(), "--cache-dir", str(cache), "-o", str(out))[0] == 0
+    assert cli("lock", "--facts", LOCK_FACTS, "--tf", "2.2.0", "--backend", "rattler", "-c", local.as_uri(), "--cache-dir", str(cache), "-o", str(out))[0] == 0
     engine.install_lockfile(out, tmp_path / "first", platform="linux-64", cache_dir=cache)  # warms the cache
     shutil.rmtree(local)
     engine.install_lockfile(out, tmp_path / "again", platform="linux-64", cache_dir=cache, offline=True)
@@ -95,13 +98,13 @@ def test_install_from_lock_offline_after_the_channel_is_gone(cli: Cli, channel: 
 
 def test_lock_never_overwrites_without_force(cli: Cli, locked: Path, channel: Path, tmp_path: Path) -> None:
     before = locked.read_bytes()
-    code, _, err = cli("lock", "--tf", "2.2.0", "-c", channel.as_uri(), "-o", str(locked))
+    code, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.2.0", "--backend", "rattler", "-c", channel.as_uri(), "-o", str(locked))
     assert code == 2
     assert err.count("\n") == 1
     assert "already exists" in err
     assert "--force" in err
     assert locked.read_bytes() == before
-    code, _, err = cli("lock", "--tf", "2.2.0", "-c", channel.as_uri(), "--cache-dir", str(tmp_path / "cache"),
+    code, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.2.0", "--backend", "rattler", "-c", channel.as_uri(), "--cache-dir", str(tmp_path / "cache"),
                        "-o", str(locked), "--force")
     assert code == 0, err
     assert locked.read_bytes() == before  # same inputs, same bytes: the lockfile is deterministic
@@ -112,15 +115,15 @@ def test_lock_cuda_build_assumes_the_builds_cuda_and_honours_override(cli: Cli, 
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "l216.yml"
     # the test channel has Python 3.11 only (2.16.1's conda-forge CUDA builds also cover 3.12, feedstock dd0d4e5)
-    code, stdout, err = cli("lock", "--tf", "2.16.1", "--python", "3.11", "-c", channel.as_uri(),
-                            "--cache-dir", str(tmp_path / "c"), "-o", str(out))
+    code, stdout, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.16.1", "--backend", "rattler", "--python", "3.11", "-c",
+                            channel.as_uri(), "--cache-dir", str(tmp_path / "c"), "-o", str(out))
     assert code == 0, err
     assert "__cuda=12" in stdout
     lock = lockfile.read_lockfile(out)
     assert {p.name: p.build for p in lock.packages}["tensorflow"] == "cuda120py311h0e7b9a7_0"
     monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "")
-    code, _, err = cli("lock", "--tf", "2.16.1", "--python", "3.11", "-c", channel.as_uri(),
-                       "--cache-dir", str(tmp_path / "c"), "-o", str(tmp_path / "none.yml"))
+    code, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.16.1", "--backend", "rattler", "--python", "3.11", "-c",
+                       channel.as_uri(), "--cache-dir", str(tmp_path / "c"), "-o", str(tmp_path / "none.yml"))
     assert code == 1
     assert "nothing provides __cuda >=12 needed by tensorflow-2.16.1-cuda120py311h0e7b9a7_0" in err
     assert not (tmp_path / "none.yml").exists()
@@ -248,10 +251,10 @@ def test_missing_lockfile_is_an_input_error(tmp_path: Path) -> None:
 
 
 def test_unknown_backend_and_platform_are_usage_errors(cli: Cli, tmp_path: Path) -> None:
-    code, _, err = cli("lock", "--tf", "2.2.0", "--backend", "poetry", "-o", str(tmp_path / "x"))
+    code, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.2.0", "--backend", "rattler", "--backend", "poetry", "-o", str(tmp_path / "x"))
     assert code == 2
     assert "unknown --backend" in err
-    code, _, err = cli("lock", "--tf", "2.2.0", "--platform", "osx-arm64", "-c", "file:///nowhere",
+    code, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.2.0", "--backend", "rattler", "--platform", "osx-arm64", "-c", "file:///nowhere",
                        "-o", str(tmp_path / "y"))
     assert code == 2
     assert "does not lock for platform osx-arm64" in err
@@ -260,18 +263,19 @@ def test_unknown_backend_and_platform_are_usage_errors(cli: Cli, tmp_path: Path)
 def test_pip_lock_requirements_carry_the_create_pins() -> None:
     from tfgpu.compat import load_kb
 
-    recipe, reqs, pythons = lockfile.pip_requirements_for(load_kb(), "2.16.1", "linux")
-    assert recipe == "pip-and-cuda"
-    assert reqs[0] == "tensorflow[and-cuda]==2.16.1"
-    assert "keras>=3.0.0,<3.5" in reqs
-    assert "3.11" in pythons
+    t = locking.lock_target(load_kb(), NO_GPU, "2.16.1", "linux-64", backend="pip")
+    assert t.recipe == "pip-and-cuda"
+    assert t.kind == "pip"
+    assert t.pip[0] == "tensorflow[and-cuda]==2.16.1"
+    assert "keras>=3.0.0,<3.5" in t.pip
+    assert t.python == "3.12"  # the newest Python with 2.16.1 wheels; uv needs no interpreter for it
 
 
 @pytest.mark.e2e
 @pytest.mark.real_subprocess
 def test_pip_lock_with_uv_has_hashes_for_every_requirement(cli: Cli, tmp_path: Path) -> None:
     out = tmp_path / "requirements.lock.txt"
-    code, _, err = cli("lock", "--tf", "2.16.1", "--backend", "pip", "--python", "3.11", "-o", str(out))
+    code, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.16.1", "--backend", "pip", "--python", "3.11", "-o", str(out))
     assert code == 0, err
     text = out.read_text()
     assert "tensorflow==2.16.1" in text
@@ -287,11 +291,11 @@ def test_lock_takes_channels_from_the_config_file_unless_given(cli: Cli, channel
     config.write_text(f'channels = ["{channel.as_uri()}"]\n')
     monkeypatch.setenv("TFGPU_CONFIG", str(config))
     out = tmp_path / "from-config.yml"
-    code, _, err = cli("lock", "--tf", "2.2.0", "--cache-dir", str(tmp_path / "cache"), "-o", str(out))
+    code, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.2.0", "--backend", "rattler", "--cache-dir", str(tmp_path / "cache"), "-o", str(out))
     assert code == 0, err
     assert f"channels from {config}" in err
     assert channel.as_uri() in out.read_text()
-    code, _, err = cli("lock", "--tf", "2.2.0", "-c", channel.as_uri(), "--cache-dir", str(tmp_path / "cache"),
+    code, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.2.0", "--backend", "rattler", "-c", channel.as_uri(), "--cache-dir", str(tmp_path / "cache"),
                        "-o", str(tmp_path / "given.yml"))
     assert code == 0, err
     assert "channels from" not in err

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import LOCK_FACTS
 from tfgpu import envs
 
 pytestmark = pytest.mark.safety
@@ -219,7 +220,7 @@ def test_full_tfgpu_home_during_prefix_lock_is_rc_1(monkeypatch: pytest.MonkeyPa
 
 
 def test_lock_output_on_a_read_only_filesystem_is_rc_1(cli: Cli, ro_fs: Path) -> None:
-    rc, _, err = cli("lock", "--tf", "2.2.0", "-o", str(ro_fs / "conda-lock.yml"))
+    rc, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.2.0", "-o", str(ro_fs / "conda-lock.yml"))
     _one_line(rc, err, want=1)
 
 

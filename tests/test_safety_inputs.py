@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import LOCK_FACTS
 from tfgpu import safety
 from tfgpu._record import replace
 from tfgpu.compat import load_kb
@@ -117,7 +118,7 @@ def test_lock_output_must_be_a_regular_file(cli: Cli, tmp_path: Path, target: st
     else:
         path = Path(target)
     before = path.lstat()
-    rc, _, err = cli("lock", "--tf", "2.2.0", "-o", str(path), "--force")
+    rc, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.2.0", "-o", str(path), "--force")
     assert rc == 2, err
     assert "not a regular file" in err
     assert path.lstat().st_mode == before.st_mode
@@ -125,7 +126,7 @@ def test_lock_output_must_be_a_regular_file(cli: Cli, tmp_path: Path, target: st
 
 
 def test_lock_output_into_a_missing_directory_is_rc_2(cli: Cli, tmp_path: Path) -> None:
-    rc, _, err = cli("lock", "--tf", "2.2.0", "-o", str(tmp_path / "no" / "such" / "conda-lock.yml"))
+    rc, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.2.0", "-o", str(tmp_path / "no" / "such" / "conda-lock.yml"))
     assert rc == 2, err
     assert "does not exist" in err
 

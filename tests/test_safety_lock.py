@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.channel_builder import Pkg, tf_channel, write_package
-from tests.conftest import needs_engine
+from tests.conftest import LOCK_FACTS, needs_engine
 from tfgpu import engine
 
 pytestmark = [pytest.mark.safety, pytest.mark.faults, pytest.mark.real_subprocess, needs_engine]
@@ -36,7 +36,7 @@ def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 def _lock(cli: Cli, channel: Path, out: Path) -> Path:
-    code, _, err = cli("lock", "--tf", "2.2.0", "--channel", channel.as_uri(), "-o", str(out))
+    code, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.2.0", "--channel", channel.as_uri(), "-o", str(out))
     assert code == 0, err
     return out
 

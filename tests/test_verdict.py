@@ -196,11 +196,12 @@ def test_minor_version_compatibility_is_a_caveat_naming_what_it_does_not_cover()
 
 
 def test_minor_version_compatibility_does_not_cover_ptx_jit():
-    # a Hopper GPU (9.0) on TF 2.16 (SASS up to 8.0, PTX 9.0) needs PTX JIT: not covered -> blocked
+    # a Hopper GPU (9.0) on TF 2.15 (SASS up to 8.0 and compute_80 PTX, read from the wheel) needs PTX JIT:
+    # not covered -> blocked
     facts = base_facts(driver={"version": "525.60.13", "cuda": "12.0"},
                        gpus=[{"index": 0, "name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0",
                               "memory_mib": 81559}])
-    tv = judge_release(facts, KB, KB.resolve_tf("2.16"), backend="pip")
+    tv = judge_release(facts, KB, KB.resolve_tf("2.15"), backend="pip")
     assert tv.verdict == BLOCKED
     assert any(b.check == "driver.cuda" and "PTX JIT" in b.summary for b in tv.blockers)
 
@@ -320,9 +321,10 @@ def test_tf22_with_cuda_101_and_cudnn_76_on_new_gpus_is_blocked_realistically(na
 
 
 def test_new_gpu_without_sass_in_the_build_gets_the_ptx_jit_caveat():
-    # TF 2.10 carries SASS up to 7.5 and compute_80 PTX; an RTX 3090 (8.6) JIT-compiles from PTX
-    facts = base_facts()
-    tv = judge_release(facts, KB, KB.resolve_tf("2.10"), backend="conda")
+    # TF 2.15's wheels carry SASS up to sm_80 and compute_80 PTX (read from the wheel); an H100 (9.0)
+    # JIT-compiles from that PTX
+    facts = gpu_facts("NVIDIA H100 80GB HBM3", "9.0")
+    tv = judge_release(facts, KB, KB.resolve_tf("2.15"), backend="pip")
     assert tv.verdict == CAVEATS
     assert "gpu.ptx_jit" in caveats_of(tv)
 
@@ -354,7 +356,14 @@ def test_rtx_50_series_no_official_wheel_of_any_release_is_ready():
         assert all(not b.viable for b in t.backends if b.backend == "pip"), t.tf
 
 
-@pytest.mark.parametrize(("name", "cc"), [("NVIDIA H100 80GB HBM3", "9.0"), ("NVIDIA B200", "10.0")])
+def test_hopper_runs_the_sm90_sass_of_the_2_20_wheels():
+    # 2.16+ wheels carry sm_90 SASS (read from the wheels: compat/tf_archs.toml)
+    tv = judge_release(gpu_facts("NVIDIA H100 80GB HBM3", "9.0"), KB, KB.resolve_tf("2.20"), backend="pip")
+    assert "gpu.ptx_jit" not in caveats_of(tv)
+    assert "gpu.arch" not in blockers_of(tv)
+
+
+@pytest.mark.parametrize(("name", "cc"), [("NVIDIA B200", "10.0")])
 def test_newer_gpus_without_a_reported_ptx_failure_keep_the_jit_caveat(name, cc):
     v = KB.resolve_tf("2.20")
     tv = judge_release(gpu_facts(name, cc), KB, v, backend="pip")
@@ -363,8 +372,10 @@ def test_newer_gpus_without_a_reported_ptx_failure_keep_the_jit_caveat(name, cc)
 
 
 @pytest.mark.parametrize(("tf", "cc", "native"), [
-    ("2.15", "7.5", True), ("2.15", "8.6", False),  # 2.15: sm_50..sm_75 + compute_80
+    ("2.15", "7.5", True), ("2.15", "8.6", True),   # 2.15: sm_50..sm_80 + compute_80 (read from the wheel)
+    ("2.15", "9.0", False),
     ("2.16", "8.6", True), ("2.16", "8.9", True),   # 2.16: sm_80 runs on 8.x
+    ("2.16", "9.0", True),                          # 2.16: sm_90 SASS (read from the wheel)
     ("2.17", "5.2", None), ("2.17", "8.9", True),   # 2.17: Maxwell removed, sm_89 added (release notes)
 ])
 def test_gpu_code_per_release_follows_the_build_configurations(tf, cc, native):

@@ -113,7 +113,7 @@ def test_arch_facts_left_out_bundled_nvidia_libraries_and_count_shares() -> None
     facts = script.arch_facts(wheel)
     assert facts["kernels"] == 10
     assert facts["sass"] == ["3.5"]
-    assert facts["sass_partial"] == "8.0=0.20"
+    assert facts["sass_partial"] == "8.0=0.200"
     assert facts["ptx"] == ["8.0"]
 
 
@@ -374,3 +374,21 @@ def test_no_symbol_floor_is_claimed_while_a_usable_wheel_is_unread() -> None:
     only = base_facts(python={"current": f"{py}.1", "interpreters": [{"version": f"{py}.1", "path": "/usr/bin/python"}]},
                       platform__glibc=str(rel.glibc))
     assert _found(judge_release(only, kb, wheel.version, backend="pip"), "glibc.symbols")
+
+
+def test_every_python_tag_and_both_distributions_carry_the_same_gpu_code() -> None:
+    """One wheel per release stands for all: every other wheel read of it (other Python tags; tensorflow-gpu
+    next to tensorflow in 2.1-2.11) has the same SASS/PTX facts."""
+    script = _script()
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for w in RECORD["wheels"]:
+        if w.get("full") and w.get("containers"):
+            groups.setdefault((w["version"], w["os"]), []).append(w)
+    compared = 0
+    for (version, os_name), wheels in groups.items():
+        first = script.arch_facts(wheels[0])
+        for other in wheels[1:]:
+            facts = script.arch_facts(other)
+            assert (facts["sass"], facts["ptx"]) == (first["sass"], first["ptx"]), (version, os_name, other["file"])
+            compared += 1
+    assert compared >= 20

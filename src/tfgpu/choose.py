@@ -9,7 +9,7 @@ caveats first, pip before conda on a tie), then the blocked ones in the knowledg
 :data:`RUNNERS`, an ordered table in the manner of cibuildwheel's platform modules and nox's
 ``uv|virtualenv`` fallback chain: the first runner that is available and can build the recipe wins.
 
-Pure: ``tools`` (what is installed) is handed in by the caller (``tfgpu.backends.base.detect_tools``, or
+Pure: ``tools`` (what is installed) is handed in by the caller (``tfgpu.backends.detect.detect_tools``, or
 :func:`tools_from_facts` for the doctor).
 """
 
@@ -101,6 +101,16 @@ def interpreters(facts: Mapping[str, Any], tools: Mapping[str, str | None]) -> d
         if key.startswith("python") and path and re.fullmatch(r"python\d+\.\d+", key):
             found.setdefault(key[len("python"):], path)
     return found
+
+
+def target_os(facts: Mapping[str, Any]) -> str:
+    """linux | wsl2 | windows | macos, from the facts' platform section (unknown -> this host)."""
+    plat = facts.get("platform") or {}
+    os_name = str(plat.get("os") or ("windows" if sys.platform == "win32" else
+                                     "macos" if sys.platform == "darwin" else "linux"))
+    if os_name == "linux" and plat.get("wsl") == 2:
+        return "wsl2"
+    return os_name
 
 
 def tools_from_facts(facts: Mapping[str, Any]) -> dict[str, str | None]:
@@ -299,7 +309,10 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     if not recipes:
         where = {"windows": "native Windows", "wsl2": "WSL2", "macos": "macOS"}.get(os_name, os_name)
         msg = f"tfgpu knows no GPU install recipe for TensorFlow {v} on {where}"
-        hint = ("TensorFlow 2.11+ has no GPU build for native Windows: use WSL2, or --tf 2.10"
+        from tfgpu.verdict import last_windows_gpu_series
+
+        last = last_windows_gpu_series(kb)
+        hint = (f"TensorFlow after {last} has no GPU build for native Windows: use WSL2, or --tf {last}"
                 if os_name == "windows" else "see `tfgpu compat` for the versions with a recipe")
         raise UsageError(msg, hint=hint)
     ctx = Context(v=v, os=os_name, tools=tools, interpreters=interpreters(facts, tools),
@@ -333,6 +346,7 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     if prefs.backend == "auto" and not any(r.backend in _CONDA_FAMILY for r in recipes):
         # a pip recipe and no interpreter for it: a conda-made interpreter, then pip
         recipe = usable[0]
+        ctx = _recipe_context(base_ctx, recipe)
         runner = CONDA if conda_tool(tools) else RATTLER
         if runner.can_build(recipe, ctx) is None:
             tool = runner.available(ctx) or runner.name
@@ -378,17 +392,13 @@ def choose(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict |
 # --------------------------------------------------------------------------- the doctor's recipes
 
 
-def target_os(facts: Mapping[str, Any]) -> str:
-    from tfgpu.plan import target_os as plan_target_os
-
-    return plan_target_os(facts)
-
-
 def choose_for_target(kb: KnowledgeBase, facts: Mapping[str, Any], tv: TargetVerdict,
                       tools: Mapping[str, str | None], prefs: Preferences) -> Choice | None:
     """What `tfgpu plan --tf RELEASE` chooses for a judged target (None: nothing can build it here)."""
+    os_name = target_os(facts)
     try:
-        return choose(kb, facts, tv, Version(tv.tf), target_os(facts), tools, prefs)[0]
+        v = kb.resolve_tf(tv.tf, os=os_name)  # as the planner resolves it: a release this OS lacks is refused
+        return choose(kb, facts, tv, v, os_name, tools, prefs)[0]
     except (UsageError, InvalidVersion):
         return None
 

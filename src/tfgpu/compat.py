@@ -9,15 +9,20 @@ from __future__ import annotations
 import functools
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from packaging.version import InvalidVersion, Version
 
 from tfgpu import __version__
 from tfgpu._record import field, record
 from tfgpu.errors import DataError, UsageError
+from tfgpu.versions import normalize_cuda as normalize_cuda  # re-exported: compat is where callers look
+from tfgpu.versions import series_of as series_of
+from tfgpu.versions import version as version
+
+_T = TypeVar("_T")
 
 #: Files of the knowledge base and the schema each must declare.
 SCHEMAS = {
@@ -103,22 +108,6 @@ def _bad(name: str, row: dict[str, Any], problem: str) -> DataError:
     return DataError(f"{_where(name, row)}: {problem}")
 
 
-def version(text: str) -> Version:
-    """Parse a version such as "12.4" or "550.54.15" (raises InvalidVersion). Memoized: versions are
-    immutable, and the verdicts parse the same few dozen strings hundreds of times."""
-    key = str(text).strip()
-    found = _PARSED.get(key)
-    if found is None:
-        if len(key) > 64:  # no real version is this long; a 5,000-digit number would not even convert
-            msg = f"Invalid version: {key[:20]!r}... ({len(key)} characters)"
-            raise InvalidVersion(msg)
-        found = Version(key)
-        if len(_PARSED) < 4096:  # bounded: user input passes through here too
-            _PARSED[key] = found
-    return found
-
-
-_PARSED: dict[str, Version] = {}
 
 
 def _opt_version(name: str, row: dict[str, Any], key: str) -> Version | None:
@@ -137,36 +126,27 @@ def _split(value: Any) -> tuple[str, ...]:
     return tuple(p.strip() for p in str(value or "").split(",") if p.strip())
 
 
-def series_of(v: Version) -> str:
-    """2.15.1 -> "2.15" (memoized: the verdicts ask for the same few dozen versions thousands of times)."""
-    found = _SERIES.get(v)
-    if found is None:
-        release = v.release
-        found = _SERIES[v] = f"{release[0]}.{release[1] if len(release) > 1 else 0}"
-    return found
-
-
-_SERIES: dict[Version, str] = {}
-
-
-def normalize_cuda(text: str) -> str:
-    """TensorFlow's table writes CUDA "8", "9", "10.0": make it MAJOR.MINOR."""
-    text = str(text).strip()
-    return text if "." in text else f"{text}.0"
-
-
 class InvalidSpecifier(ValueError):
     """A version range in compat/ that is not a PEP 440 specifier set."""
 
 
 _SPEC_RE = re.compile(r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*([0-9][0-9a-zA-Z.*+!-]*)\s*$")
+#: The versions a knowledge-base range may name: final releases (N, N.N, N.N.N ...), optionally ==/!= X.*.
+_FINAL_RE = re.compile(r"^[0-9]+(\.[0-9]+)*(\.\*)?$")
 
 
 class VersionSpec:
     """A PEP 440 specifier set such as ">=2.4,<2.5" for the knowledge base's version ranges.
 
     packaging.specifiers would do, but importing it pulls packaging.tags and logging (~20 ms) into
-    every `tfgpu doctor`; the tables only need comparisons of final releases, which this does."""
+    every `tfgpu doctor`; the tables only need comparisons of final releases, which this does.
+
+    Its grammar is narrower than PEP 440's, so that it agrees with packaging.specifiers on everything it
+    accepts: the versions in a range are final releases (no pre-, post-, dev-release, local version or
+    epoch), and ``===`` (arbitrary equality) is refused (InvalidSpecifier). A version tested against a range
+    that is not a plain final release (2.15.0.post1, 2.16.0rc0, 2.1+local) is decided by
+    packaging.specifiers itself, imported only then (its rules for those are subtle: pre-releases are
+    excluded, ``>V`` excludes V's post-releases, ``<V`` excludes V's pre-releases, ...)."""
 
     __slots__ = ("_clauses", "_memo", "_parsed", "_text")
 
@@ -181,6 +161,10 @@ class VersionSpec:
                 msg = f"{part.strip()!r} is not a version specifier"
                 raise InvalidSpecifier(msg)
             op, ver = m.groups()
+            if op == "===" or not _FINAL_RE.match(ver):
+                msg = (f"{part.strip()!r}: tfgpu's ranges name final releases only (no ===, pre-, post- or "
+                       "dev-release, local version or epoch)")
+                raise InvalidSpecifier(msg)
             if op == "~=" and "." not in ver:
                 msg = f"{part.strip()!r}: ~= needs at least two release components (~=2.0)"
                 raise InvalidSpecifier(msg)
@@ -202,7 +186,13 @@ class VersionSpec:
         v = item if isinstance(item, Version) else Version(str(item))
         found = self._memo.get(v)
         if found is None:
-            found = self._memo[v] = all(_clause_holds(op, spec, wild, v) for op, spec, wild in self._parsed)
+            if v.pre is None and v.post is None and v.dev is None and v.local is None and not v.epoch:
+                found = all(_clause_holds(op, spec, wild, v) for op, spec, wild in self._parsed)
+            else:
+                from packaging.specifiers import SpecifierSet
+
+                found = SpecifierSet(self._text).contains(v)
+            self._memo[v] = found
         return found
 
     def __str__(self) -> str:
@@ -616,6 +606,16 @@ def _spec(name: str, row: dict[str, Any], key: str = "tf") -> VersionSpec:
 
 
 @record
+class CpuRequirement:
+    """A CPU instruction set the official prebuilt binaries of some releases need (compat/tensorflow.toml)."""
+
+    feature: str  # e.g. "avx"
+    tf: VersionSpec
+    text: str
+    source: str
+
+
+@record
 class KnowledgeBase:
     data_version: str
     date: str
@@ -630,12 +630,28 @@ class KnowledgeBase:
     models: tuple[GpuModel, ...]
     wheels: tuple[WheelFacts, ...] = ()
     devices: tuple[GpuDevice, ...] = ()
+    cpu_requirements: tuple[CpuRequirement, ...] = ()
+
+    def cpu_requirement(self, feature: str, v: Version) -> CpuRequirement | None:
+        """The requirement of CPU ``feature`` (e.g. "avx") that release ``v``'s official binaries have, if any."""
+        return next((r for r in self.cpu_requirements if r.feature == feature and v in r.tf), None)
 
     # -- TensorFlow -----------------------------------------------------------------------
     @functools.cached_property
     def _memo(self) -> dict[tuple[str, str], Any]:
         """Derived indexes, computed once per KnowledgeBase (the records themselves are immutable)."""
         return {}
+
+    def derived(self, kind: str, key: str, build: Callable[[], _T]) -> _T:
+        """A derived index the knowledge base keeps and caches with its tables (``kind``/``key``), built
+        once by ``build``: the verdicts' own look-ups (e.g. the first series whose CUDA knows a GPU) are
+        kept here without anyone writing into the knowledge base's private dictionaries."""
+        memo = self._memo
+        full = (kind, key)
+        if full not in memo:
+            memo[full] = build()
+        found: _T = memo[full]
+        return found
 
     def series(self, os: str = "linux") -> list[str]:
         """GPU minor series on ``os``, newest first (from the tested build configurations)."""
@@ -1026,6 +1042,10 @@ def _parse_kb() -> KnowledgeBase:
         ),
         wheels=_parse_wheels("wheels", wheels_data),
         devices=tuple(_parse_gpu_devices(gpus)),
+        cpu_requirements=tuple(
+            CpuRequirement(feature=str(r["feature"]), tf=_spec("tensorflow", r), text=str(r["text"]), source=r["source"])
+            for r in _rows("tensorflow", tf, "cpu_requirements", required=False)
+        ),
     )
 
 
@@ -1083,7 +1103,7 @@ def _cache_file() -> Path | None:
 def _cache_classes() -> dict[str, type]:
     """The record classes a cache file may hold (an allow-list: nothing else is ever rebuilt)."""
     return {c.__name__: c for c in (KnowledgeBase, Build, Release, PyRange, Toolkit, MinorCompat, ArchTargets,
-                                    Recipe, CondaPackage, GpuModel, WheelFacts, GpuDevice)}
+                                    Recipe, CondaPackage, GpuModel, WheelFacts, GpuDevice, CpuRequirement)}
 
 
 @functools.lru_cache(maxsize=1)

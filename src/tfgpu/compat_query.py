@@ -525,7 +525,9 @@ def _describe_release(rel: Mapping[str, Any]) -> str:
     floor = max((v for v in (rel.get("glibc"), rel.get("glibc_symbols")) if v), key=lambda v: tuple(
         int(p) for p in str(v).split(".")), default=None)
     if floor:
-        bits.append(f"glibc >= {floor}")
+        higher = {py: g for py, g in (rel.get("glibc_symbols_by_python") or {}).items() if g != floor}
+        bits.append(f"glibc >= {floor}" + (" (" + ", ".join(f"Python {py}: {g}" for py, g in higher.items()) + ")"
+                                           if higher else ""))
     if rel.get("cuda_build") is False:
         bits.append("CPU-only build")
     if rel.get("yanked"):
@@ -555,9 +557,11 @@ def _detail(console: Any, row: Mapping[str, Any]) -> None:
     cc = row.get("compute_capabilities")
     if cc:
         partial = "".join(f", {p['cc']} in {p['share']:.0%} of kernels" for p in cc.get("sass_partial") or [])
-        line("GPU code", f"SASS {', '.join(cc['sass'])}{partial}; PTX {cc['ptx'] or 'none'}"
+        ptx = ", ".join(cc.get("ptx_all") or []) or cc["ptx"] or "none"
+        line("GPU code", f"SASS {', '.join(cc['sass'])}{partial}; PTX {ptx}"
              + (f" (does not load on {', '.join(cc['ptx_fails'])})" if cc.get("ptx_fails") else "")
-             + (" (inferred)" if cc["confidence"] != "sourced" else ""))
+             + (" (inferred)" if cc["confidence"] != "sourced" else "")
+             + (f"; read from {cc['wheel']['file']}" if cc.get("wheel") else ""))
     forge = [b for b in row.get("conda_forge_builds") or [] if b.get("sass")]
     if forge:
         newest = next((b for b in forge if not b.get("dropped_at")), forge[0])  # not a variant reverted since

@@ -189,7 +189,7 @@ def describe_entry(entry: dict[str, object]) -> str:
 def _cleanup(prefix: Path, aside: Path | None, log: run.StepLog) -> None:
     """Restore first, with two renames (the partial new environment out, the old one back), then delete
     the partial one. Idempotent: what a crash part-way leaves, `envs.stranded` finds and finishes."""
-    from tfgpu.backends.base import cleanup_after_failure
+    from tfgpu.backends.detect import cleanup_after_failure
 
     partial: Path | None = None
     try:

@@ -12,26 +12,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfgpu.errors import UsageError
+from tfgpu.options import SHARED
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from tfgpu.compat import KnowledgeBase
+    from tfgpu.verdict import DoctorResult
+
 BACKENDS = ("auto", "pip", "conda", "rattler", "container", "docker", "podman", "apptainer")
 
-#: Every option of `tfgpu doctor`: flag -> (keyword of run_doctor, type). tests/test_entry.py checks
-#: this against the typer command, so the two cannot drift apart.
+#: Every option of `tfgpu doctor`: flag -> (keyword of run_doctor, type). The shared ones come from the one
+#: table of shared options (tfgpu.options.SHARED) the typer command is built from; tests/test_entry.py
+#: checks the whole dict against the typer command.
 OPTIONS: dict[str, tuple[str, type]] = {
     "--tf": ("tf", str),
-    "--json": ("json_out", bool),
-    "--facts": ("facts_file", str),
-    "--backend": ("backend", str),
+    **{SHARED[k].flags[0]: (SHARED[k].dest, SHARED[k].kind) for k in ("json", "facts", "backend")},
     "--require-gpu": ("require_gpu", bool),
     "--strict": ("strict", bool),
     "--ci": ("ci", bool),
     "--redact": ("redact_out", bool),
-    "--driver": ("driver", str),
-    "--gpu-cc": ("gpu_cc", str),
-    "--os": ("os_name", str),
+    **{SHARED[k].flags[0]: (SHARED[k].dest, SHARED[k].kind) for k in ("driver", "gpu_cc", "os")},
     "--timeout": ("timeout", float),
 }
 OVERRIDE_KEYS = {"driver": "driver", "gpu_cc": "gpu_cc", "os_name": "os"}
@@ -134,9 +135,9 @@ def _mark(facts: dict[str, Any], where: str) -> dict[str, Any]:
     return facts
 
 
-def doctor_result(facts: dict[str, Any], kb: Any, *, tf: str | None = None, backend: str = "auto",
+def doctor_result(facts: dict[str, Any], kb: KnowledgeBase, *, tf: str | None = None, backend: str = "auto",
                   tools: dict[str, str | None] | None = None, prefer: str | None = None,
-                  prefer_source: str = "config") -> Any:
+                  prefer_source: str = "config") -> DoctorResult:
     """Everything the doctor says (tfgpu.verdict.diagnose), with each target's recipe and the recommendation
     chosen as `tfgpu plan` chooses them (tfgpu.choose): the doctor and the planner cannot disagree."""
     from tfgpu.choose import Preferences, with_choices

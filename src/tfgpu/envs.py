@@ -58,6 +58,11 @@ def home() -> Path:
     return Path(platformdirs.user_data_dir("tfgpu", appauthor=False))
 
 
+def envs_dir() -> Path:
+    """Where tfgpu's own environments live (plan, create and `smoke --name` all use this one place)."""
+    return home() / "envs"
+
+
 def registry_path() -> Path:
     return home() / "envs.json"
 

@@ -208,6 +208,10 @@ def apply_overrides(facts: Mapping[str, Any], overrides: Mapping[str, str]) -> t
                 raise _bad(key, value, "a driver version like 550.54.15")
             drv = out.setdefault("driver", {})
             drv.update({"version": value, "source": "override", "error": None, "mismatch": False})
+            if "cuda_driver" not in overrides:  # the CUDA the probed driver reported is not this driver's
+                drv["cuda"] = None
+                drv.pop("kernel_module", None)
+                drv.pop("user_library", None)
         elif key == "cuda_driver":
             drv = out.setdefault("driver", {})
             if value == "" and from_conda:

@@ -1,7 +1,7 @@
 """Pure planning: a resolved TensorFlow target + facts + installed tools -> a Plan (Steps of argv + why).
 
 Nothing here touches the filesystem or starts a process: ``tools`` (what is installed) and the
-default locations are handed in by the caller (``tfgpu.backends.base.detect_tools``), so plans are
+default locations are handed in by the caller (``tfgpu.backends.detect.detect_tools``), so plans are
 tested with plain values for every release x backend x OS of the knowledge base.
 """
 
@@ -11,19 +11,23 @@ import posixpath
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
 from tfgpu._record import field, record
+from tfgpu.choose import BACKENDS as BACKENDS  # re-exported: the values --backend takes
+from tfgpu.choose import CONDA_TOOLS as CONDA_TOOLS
+from tfgpu.choose import target_os as target_os
 from tfgpu.compat import Pin, VersionSpec, load_pins, pin_source_urls, python_limit_for
 from tfgpu.errors import UsageError
+from tfgpu.steps import Step as Step  # re-exported: plans are made of steps
+
+if TYPE_CHECKING:
+    from tfgpu.compat import KnowledgeBase
+    from tfgpu.verdict import TargetVerdict
 
 PLAN_SCHEMA = "tfgpu.plan/1"
-BACKENDS = ("auto", "pip", "conda", "rattler")
-
-#: conda executables in the order tfgpu prefers them (issue 7: mamba, micromamba or conda).
-CONDA_TOOLS = ("mamba", "micromamba", "conda")  # = tfgpu.choose.CONDA_TOOLS (kept here: planning stays import-light)
 
 #: GPUs with at most this much memory get TF_FORCE_GPU_ALLOW_GROWTH=true: TensorFlow maps nearly all GPU
 #: memory by default and the seeds' 2 GB MX150 / GTX 1080 failed with cuDNN errors until memory growth
@@ -49,28 +53,6 @@ _ANACONDA_URL = re.compile(r"^https?://(repo\.anaconda\.com/|conda\.anaconda\.or
 
 
 @record
-class Step:
-    """One step: a program to run (argv) or a file to write, and why it is there."""
-
-    argv: tuple[str, ...]
-    why: str
-    env: tuple[tuple[str, str], ...] = ()
-    kind: str = "run"  # "run" | "write-file" | "append-file"
-    path: str | None = None
-    content: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "why": self.why}
-        if self.kind == "run":
-            out["argv"] = list(self.argv)
-            out["env"] = dict(self.env)
-        else:
-            out["path"] = self.path
-            out["content"] = self.content
-        return out
-
-
-@record
 class Plan:
     tf: str
     backend: str  # pip | conda | rattler
@@ -90,6 +72,7 @@ class Plan:
     pip_requirements: tuple[str, ...] = ()
     env_python: str = ""  # the new environment's interpreter
     conda_named: bool = False  # created with `-n NAME` in conda's envs directory
+    verdict: str = ""  # the target's verdict here, as the doctor judges it ("" = not judged: from a lock)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -104,6 +87,7 @@ class Plan:
             "python": self.python,
             "env_python": self.env_python,
             "recipe_id": self.recipe_id,
+            "verdict": self.verdict,
             "channels": list(self.channels),
             "conda_specs": list(self.conda_specs),
             "pip_requirements": list(self.pip_requirements),
@@ -126,16 +110,6 @@ def check_name(name: str) -> str:
         raise UsageError(msg, hint="use letters, digits, '.', '_' or '-', starting with a letter or digit, "
                                    "at most 64 characters, no '..'")
     return name
-
-
-def target_os(facts: Mapping[str, Any]) -> str:
-    """linux | wsl2 | windows | macos, from the facts' platform section (unknown -> this host)."""
-    plat = facts.get("platform") or {}
-    os_name = str(plat.get("os") or ("windows" if sys.platform == "win32" else
-                                     "macos" if sys.platform == "darwin" else "linux"))
-    if os_name == "linux" and plat.get("wsl") == 2:
-        return "wsl2"
-    return os_name
 
 
 def _xy(text: str) -> str:
@@ -279,7 +253,7 @@ def is_anaconda_channel(channel: str) -> bool:
     return c in _ANACONDA_NAMES or bool(_ANACONDA_URL.match(c + "/"))
 
 
-def anaconda_tos_note(kb: Any, v: Version | None, os_name: str, channels: Sequence[str], *,
+def anaconda_tos_note(kb: KnowledgeBase, v: Version | None, os_name: str, channels: Sequence[str], *,
                       recipe_id: str = "", recipe_channels: Sequence[str] = ()) -> str:
     """Pure: a note when ``channels`` include Anaconda's, naming the knowledge base's conda-forge alternative."""
     used = [c for c in channels if is_anaconda_channel(c)]
@@ -305,7 +279,27 @@ def anaconda_tos_note(kb: Any, v: Version | None, os_name: str, channels: Sequen
 # --------------------------------------------------------------------------- the planner
 
 
-def judge_for_plan(kb: Any, facts: Mapping[str, Any], tf: str, *, backend: str) -> Any:
+def resolve_target(kb: KnowledgeBase, facts: Mapping[str, Any], spec: str, *, backend: str = "auto") -> tuple[str, list[str]]:
+    """What --tf means for plan, create and lock: ``latest`` is the release the doctor recommends here
+    (tfgpu.verdict.resolve_latest); a release or a series is returned as given (the planner picks a series'
+    release by its verdict). Returns (target, notes). Raises NotReady when ``latest`` has nothing that will
+    use a GPU here."""
+    spec = spec.strip()
+    if spec != "latest":
+        return spec, []
+    from tfgpu.verdict import resolve_latest
+
+    _, rec = resolve_latest(facts, kb, backend=backend)
+    if rec is None:
+        from tfgpu.errors import NotReady
+
+        msg = "no TensorFlow release is ready to use a GPU on this machine"
+        raise NotReady(msg, hint="run `tfgpu doctor` to see why, or name a release with --tf")
+    return str(rec["tf"]), [f"latest: TensorFlow {rec['tf']} is the newest release the verdict engine calls "
+                            f"{rec.get('verdict', 'ready')}"]
+
+
+def judge_for_plan(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, *, backend: str) -> TargetVerdict | None:
     """The target's verdict as the doctor judges it (a release as is; a series by its best release), or None
     when the knowledge base cannot place the target here (the planner then says why)."""
     from tfgpu.verdict import Machine, judge_requested
@@ -317,7 +311,7 @@ def judge_for_plan(kb: Any, facts: Mapping[str, Any], tf: str, *, backend: str) 
 
 
 def plan_environment(
-    kb: Any,
+    kb: KnowledgeBase,
     facts: Mapping[str, Any],
     *,
     tf: str,
@@ -442,11 +436,11 @@ def plan_environment(
                                   ("conda-forge" in recipe.channels) == (r.channel == "conda-forge")}, key=Version)
             cands = row_pythons or wheel_pythons
             if not rows:
-                known = sorted({str(r.version) for r in kb.conda_packages(None, None, os_name)
-                                if series_of_str(str(r.version)) == series_of_str(tfs)
-                                and (r.channel == "conda-forge") == ("conda-forge" in recipe.channels)}, key=Version)
+                recorded = sorted({str(r.version) for r in kb.conda_packages(None, None, os_name)
+                                   if series_of_str(str(r.version)) == series_of_str(tfs)
+                                   and (r.channel == "conda-forge") == ("conda-forge" in recipe.channels)}, key=Version)
                 notes.append(f"tfgpu has no record of {tfs} on {', '.join(recipe.channels)}; the solver will say if it "
-                             "is missing" + (f" (recorded for this series: {', '.join(known)})" if known else ""))
+                             "is missing" + (f" (recorded for this series: {', '.join(recorded)})" if recorded else ""))
         elif choice.python_from_conda:
             cands = wheel_pythons
         else:
@@ -554,14 +548,12 @@ def plan_environment(
         recipe_id=recipe.id, sources=tuple(dict.fromkeys(s for s in sources if s)), tool=choice.tool,
         os=os_name, channels=tuple(chans), conda_specs=tuple(conda_specs), pip_requirements=tuple(pip_reqs),
         env_python=py_in_env, conda_named=conda_named,
+        verdict=verdict.verdict if verdict is not None and verdict.tf == tfs else "",
     )
 
 
 # --------------------------------------------------------------------------- from a lockfile
 
-#: conda platform -> the knowledge base's OS (tfgpu.lockfile.PLATFORM_OS, repeated to keep planning import-light).
-LOCK_PLATFORM_OS = {"linux-64": "linux", "linux-aarch64": "linux", "linux-ppc64le": "linux", "win-64": "windows",
-                    "osx-64": "macos", "osx-arm64": "macos"}
 #: conda package names whose version is the environment's TensorFlow, best first.
 _TF_PACKAGES = ("tensorflow", "tensorflow-gpu", "tensorflow-base", "tensorflow-cpu")
 
@@ -608,7 +600,7 @@ def _lock_tf(lock: LockInfo, pkgs: Sequence[LockedPkg]) -> str:
     return next((by_name[n] for n in _TF_PACKAGES if n in by_name), "")
 
 
-def _kb_version(kb: Any, text: str, os_name: str) -> Version | None:
+def _kb_version(kb: KnowledgeBase, text: str, os_name: str) -> Version | None:
     """The release as the knowledge base knows it, or None (a lock may hold a build tfgpu has no row for)."""
     if not text:
         return None
@@ -636,7 +628,7 @@ def _pip_hash_req(p: LockedPkg) -> str:
 
 
 def plan_from_lock(
-    kb: Any,
+    kb: KnowledgeBase,
     facts: Mapping[str, Any],
     lock: LockInfo,
     *,
@@ -667,7 +659,9 @@ def plan_from_lock(
     if platform not in lock.platforms:
         msg = f"the lockfile {lock.path} has no packages for {platform} (it locks {', '.join(lock.platforms) or 'nothing'})"
         raise UsageError(msg, hint=f"lock for it: tfgpu lock ... --platform {platform}, or pass --platform")
-    os_name = LOCK_PLATFORM_OS.get(platform, target_os(facts))
+    from tfgpu.lockfile import PLATFORM_OS
+
+    os_name = PLATFORM_OS.get(platform, target_os(facts))
     pkgs = [p for p in lock.packages if p.platform == platform]
     conda_pkgs = [p for p in pkgs if p.manager == "conda"]
     pip_pkgs = [p for p in pkgs if p.manager == "pip"]
@@ -749,7 +743,7 @@ def plan_from_lock(
 
 
 def _plan_pip_lock(
-    kb: Any, facts: Mapping[str, Any], lock: LockInfo, *, name: str | None, prefix: str | None,
+    kb: KnowledgeBase, facts: Mapping[str, Any], lock: LockInfo, *, name: str | None, prefix: str | None,
     tools: Mapping[str, str | None], home: str, index_url: str | None, find_links: Sequence[str], offline: bool,
 ) -> Plan:
     os_name = target_os(facts)

@@ -13,12 +13,15 @@ Vocabulary (README, "Verdicts"):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
-from tfgpu._record import field, record
-from tfgpu.compat import ArchTargets, KnowledgeBase, Recipe, Release, normalize_cuda, series_of, version
+from tfgpu._record import field, record, replace
+from tfgpu.versions import normalize_cuda, series_of, version
+
+if TYPE_CHECKING:
+    from tfgpu.compat import ArchTargets, KnowledgeBase, Recipe, Release
 
 PASS, WARN, FAIL, SKIP, ERROR = "pass", "warn", "fail", "skip", "error"
 READY, CAVEATS, BLOCKED = "ready", "caveats", "blocked"
@@ -28,10 +31,7 @@ READY, CAVEATS, BLOCKED = "ready", "caveats", "blocked"
 #: mapping nearly all GPU memory). tfgpu create sets TF_FORCE_GPU_ALLOW_GROWTH=true for them.
 SMALL_GPU_MIB = 4096
 
-#: Official x86_64 wheels use AVX from TF 1.6 (TF 1.6.0 release notes: "Prebuilt binaries will
-#: use AVX instructions. This may break TF on older CPUs.").
-AVX_FROM = Version("1.6")
-_TF_2_11, _TF_2_12, _CUDA_11 = Version("2.11"), Version("2.12"), Version("11.0")
+_TF_2_12, _CUDA_11 = Version("2.12"), Version("11.0")
 #: MIG partitioning exists on A100 and newer data-centre GPUs (compute capability >= 8.0; NVIDIA MIG user guide).
 _MIG_MIN_CC = Version("8.0")
 
@@ -326,9 +326,10 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
                   source="tensorflow.toml (macOS GPU table ends at 1.1.0)",
                   fix="use a Linux machine or WSL2 with an NVIDIA GPU; on Apple silicon see tensorflow-metal"))
     elif m.os == "windows":
-        add(Check("os.supported", WARN, "native Windows: TensorFlow's GPU builds end at 2.10",
+        last = last_windows_gpu_series(kb)
+        add(Check("os.supported", WARN, f"native Windows: TensorFlow's GPU builds end at {last}",
                   source="tensorflow.toml (Windows GPU table ends at 2.10.0)",
-                  fix="for TF >= 2.11 run tfgpu inside WSL2 (wsl --install), or use --tf 2.10"))
+                  fix=f"for newer TF run tfgpu inside WSL2 (wsl --install), or use --tf {last}"))
     elif m.os == "wsl2":
         add(Check("os.wsl", PASS, "WSL2: the Windows NVIDIA driver provides CUDA inside Linux",
                   source="platform probe",
@@ -342,8 +343,11 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         add(Check("cpu.arch", FAIL, f"{m.arch}: TensorFlow's Linux {m.arch} builds on PyPI and conda-forge are CPU-only",
                   source="platform probe", fix=_arm_fix(m)))
     if m.avx is False:
-        add(Check("cpu.avx", FAIL, "this CPU has no AVX: official TensorFlow >= 1.6 wheels die with 'Illegal instruction'",
-                  source="cpu flags", fix="use a CPU with AVX, TF <= 1.5, or a TensorFlow built from source without AVX"))
+        avx = next((r for r in kb.cpu_requirements if r.feature == "avx"), None)  # compat/tensorflow.toml
+        since = str(avx.tf).removeprefix(">=") if avx else "1.6"
+        add(Check("cpu.avx", FAIL, f"this CPU has no AVX: official TensorFlow >= {since} wheels die with 'Illegal "
+                  "instruction'", source="cpu flags",
+                  fix="use a CPU with AVX, an older TensorFlow, or a TensorFlow built from source without AVX"))
     elif m.avx is True:
         add(Check("cpu.avx", PASS, "CPU supports AVX", source="cpu flags"))
     else:
@@ -716,22 +720,20 @@ def _no_wheel_fix(kb: KnowledgeBase, cc: Version, cc_text: str, os: str) -> str:
 
 def _conda_forge_release_supporting(kb: KnowledgeBase, cc: Version, os: str) -> str | None:
     """The newest conda-forge TensorFlow whose CUDA and GPU code both cover ``cc`` (None: none does)."""
-    key = ("conda_forge_supporting", f"{cc}/{os}")
-    memo = kb._memo
-    if key not in memo:
-        found = None
-        if os == "linux":
-            for r in kb.conda_forge_tf_builds():
-                t = kb.toolkit(r.cuda)
-                archs = kb.archs_for(r.version, "linux", "conda-forge", r.cuda)
-                if not (t and t.cc_max and _cc(t.cc_max).major >= cc.major and archs and archs.build == "conda-forge"):
-                    continue
-                if any(_cc(s).major == cc.major and _cc(s) <= cc for s in archs.sass):
-                    found = str(r.version)
-                    break
-        memo[key] = found
-    result: str | None = memo[key]
-    return result
+
+    def find() -> str | None:
+        if os != "linux":
+            return None
+        for r in kb.conda_forge_tf_builds():
+            t = kb.toolkit(r.cuda)
+            archs = kb.archs_for(r.version, "linux", "conda-forge", r.cuda)
+            if not (t and t.cc_max and _cc(t.cc_max).major >= cc.major and archs and archs.build == "conda-forge"):
+                continue
+            if any(_cc(s).major == cc.major and _cc(s) <= cc for s in archs.sass):
+                return str(r.version)
+        return None
+
+    return kb.derived("conda_forge_supporting", f"{cc}/{os}", find)
 
 
 def _libs_cuda(kb: KnowledgeBase, v: Version, cuda: str, os: str) -> str:
@@ -746,12 +748,7 @@ def _libs_cuda(kb: KnowledgeBase, v: Version, cuda: str, os: str) -> str:
 
 
 def _first_series_supporting(kb: KnowledgeBase, cc: Version, os: str) -> str | None:
-    key = ("first_series_supporting", f"{cc}/{os}")
-    memo = kb._memo
-    if key not in memo:
-        memo[key] = _find_first_series_supporting(kb, cc, os)
-    result: str | None = memo[key]
-    return result
+    return kb.derived("first_series_supporting", f"{cc}/{os}", lambda: _find_first_series_supporting(kb, cc, os))
 
 
 def _find_first_series_supporting(kb: KnowledgeBase, cc: Version, os: str) -> str | None:
@@ -811,14 +808,32 @@ def _backend_name(recipe: Recipe) -> str:
     return "pip" if recipe.backend == "pip" else "conda"
 
 
+def recipe_conda_package(recipe: Recipe) -> tuple[str, str] | None:
+    """(TensorFlow package, channel family) a conda recipe installs, read from its own packages and channels
+    (compat/recipes.toml: "python={python},tensorflow-gpu={tf}" on defaults -> ("tensorflow-gpu", "anaconda"))."""
+    conda_part = recipe.packages.partition("; pip:")[0]
+    names = [spec.strip().split("=")[0].strip() for spec in conda_part.split(",")]
+    package = next((n for n in names if n.startswith("tensorflow")), None)
+    if package is None:
+        return None
+    return package, "conda-forge" if "conda-forge" in recipe.channels else "anaconda"
+
+
+def last_windows_gpu_series(kb: KnowledgeBase) -> str:
+    """The last series with a native-Windows GPU build (2.10), from the tested build configurations."""
+    return kb.series("windows")[0] if kb.series("windows") else "2.10"
+
+
+def _after_windows_gpu(kb: KnowledgeBase, v: Version) -> bool:
+    last = version(last_windows_gpu_series(kb))
+    return v.release[:2] > last.release[:2]
+
+
 def _recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) -> bool:
     """Conda metapackages exist only for the versions the channel has."""
     if recipe.backend != "conda":
         return True
-    names = {"conda-anaconda-tensorflow-gpu": ("tensorflow-gpu", "anaconda"),
-             "conda-anaconda-tensorflow-gpu-build": ("tensorflow", "anaconda"),
-             "conda-forge-tensorflow-cuda": ("tensorflow", "conda-forge")}
-    want = names.get(recipe.id)
+    want = recipe_conda_package(recipe)
     if want is None:
         return True
     rows = kb.conda_packages(name=want[0], v=v, os="windows" if os == "windows" else "linux")
@@ -838,17 +853,18 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
     if m.os == "macos":
         blockers.append(Finding("os.supported", "macOS has no CUDA GPU build of TensorFlow",
                                 fix="use Linux or WSL2 with an NVIDIA GPU"))
-    if m.os == "windows" and v >= _TF_2_11:
+    if m.os == "windows" and _after_windows_gpu(kb, v):
+        last = last_windows_gpu_series(kb)
         blockers.append(Finding(
-            "os.windows_gpu", f"TensorFlow {v} has no GPU support on native Windows (GPU builds end at 2.10)",
-            fix=f"run tfgpu inside WSL2 for {v}, or use native Windows with --tf 2.10",
+            "os.windows_gpu", f"TensorFlow {v} has no GPU support on native Windows (GPU builds end at {last})",
+            fix=f"run tfgpu inside WSL2 for {v}, or use native Windows with --tf {last}",
         ))
     if m.wsl == 1:
         blockers.append(Finding("os.wsl", "WSL1 has no GPU access", fix="wsl --set-version <distro> 2"))
     if m.arm_linux:
         blockers.append(Finding("cpu.arch", f"no official or conda-forge TensorFlow {v} build for Linux {m.arch} uses an "
                                 "NVIDIA GPU (PyPI's are AWS's CPU-only tensorflow-cpu-aws)", fix=_arm_fix(m)))
-    if m.avx is False and v >= AVX_FROM:
+    if m.avx is False and kb.cpu_requirement("avx", v) is not None:
         blockers.append(Finding("cpu.avx", f"TensorFlow {v}'s official wheels need AVX; this CPU has none ('Illegal instruction')",
                                 fix="use TF <= 1.5 or a build without AVX"))
     if m.driver_known and m.driver is None:
@@ -1034,12 +1050,20 @@ def judge_requested(facts: Mapping[str, Any], kb: KnowledgeBase, tf: str, *, bac
     return judge_release(facts, kb, v, backend=backend, machine=m)
 
 
+def resolve_latest(facts: Mapping[str, Any], kb: KnowledgeBase, *, backend: str = "auto",
+                   machine: Machine | None = None) -> tuple[str, dict[str, Any] | None]:
+    """What ``latest`` means, everywhere (doctor, plan, create, lock): the release the doctor recommends here,
+    and that recommendation; when nothing will use a GPU, the newest GPU series and None (its verdict says why)."""
+    m = machine or Machine.from_facts(facts)
+    rec = recommend(facts, kb, judge_series(facts, kb, backend=backend, machine=m), m)
+    return (str(rec["tf"]), rec) if rec else (kb.series(m.tf_os)[0], None)
+
+
 def judge_target(facts: Mapping[str, Any], kb: KnowledgeBase, tf: str, *, backend: str = "auto") -> dict[str, Any]:
     """A release, a series or ``latest`` -> the target's verdict as a JSON-ready dict."""
     m = Machine.from_facts(facts)
     if tf == "latest":
-        rec = recommend(facts, kb)
-        tf = rec["tf"] if rec else kb.series(m.os or "linux")[0]
+        tf, _ = resolve_latest(facts, kb, backend=backend, machine=m)
     out = judge_requested(facts, kb, tf, backend=backend, machine=m).to_json()
     out["requested"] = tf
     return out
@@ -1071,18 +1095,29 @@ def warm_up(kb: KnowledgeBase, os: str = "linux") -> None:
 
 def judge_newest_workable(facts: Mapping[str, Any], kb: KnowledgeBase, releases: list[Version], *,
                           backend: str = "auto", machine: Machine | None = None) -> TargetVerdict:
-    """The newest release of a series that is not blocked (conda channels may only have an older
-    patch release, e.g. Anaconda's tensorflow-gpu 2.2.0 but no 2.2.3); else the newest's verdict."""
-    first = None
+    """A series by every one of its releases (newest first): the newest that is ready, else the newest with
+    caveats, else the newest's verdict. An older patch release can be the better one: conda channels may
+    only have it (Anaconda's tensorflow-gpu 2.2.0 but no 2.2.3), or conda-forge built it for an older CUDA
+    (2.9.1 for CUDA 11.0, which driver 450.80.02 runs; 2.9.3 needs 11.2). When the pick is not the newest
+    release, a mitigated ``tf.patch`` caveat says why."""
+    judged: list[TargetVerdict] = []
     for v in releases:
         tv = judge_release(facts, kb, v, backend=backend, machine=machine)
-        if tv.verdict != BLOCKED:
-            return tv
-        first = first or tv
-        if any(b.check in MACHINE_BLOCKERS for b in tv.blockers):
+        judged.append(tv)
+        if tv.verdict == READY:
+            break  # nothing older can be better
+        if tv.verdict == BLOCKED and any(b.check in MACHINE_BLOCKERS for b in tv.blockers):
             break  # the machine blocks every release alike: no older patch release can help
-    assert first is not None
-    return first
+    best = next((t for t in judged if t.verdict == READY), None) or next(
+        (t for t in judged if t.verdict == CAVEATS), None) or judged[0]
+    newest = judged[0]
+    if best is newest:
+        return best
+    why = (newest.blockers or newest.caveats or (Finding("", "it is not ready here"),))[0]
+    return replace(best, caveats=(*best.caveats, Finding(
+        "tf.patch", f"TensorFlow {newest.tf}, the newest {series_of(version(newest.tf))} release, is {newest.verdict} "
+        f"here ({why.summary}); {best.tf} is the newest release of the series that is {best.verdict}",
+        fix=why.fix, mitigated_by=f"tfgpu recommends {best.tf}")))
 
 
 def create_command(tv: TargetVerdict, machine: Machine | None = None) -> str:
@@ -1144,8 +1179,7 @@ def diagnose(facts: Mapping[str, Any], kb: KnowledgeBase, *, tf: str | None = No
         targets = judge_series(facts, kb, backend=backend, machine=m)
         return DoctorResult(checks, targets, recommend(facts, kb, targets, m), machine=m)
     if tf == "latest":
-        rec = recommend(facts, kb, judge_series(facts, kb, backend=backend, machine=m), m)
-        tf_resolved = rec["tf"] if rec else kb.series(m.tf_os)[0]
+        tf_resolved, _ = resolve_latest(facts, kb, backend=backend, machine=m)
     else:
         tf_resolved = tf
     target = judge_requested(facts, kb, tf_resolved, backend=backend, machine=m)

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tfgpu.plan import Step
+from tfgpu.steps import Step
+
+if TYPE_CHECKING:
+    from tfgpu.compat import KnowledgeBase
 
 #: Channels as Anaconda's `defaults` multichannel is named by tools that do not know `defaults`.
 _DEFAULTS_FOR = {"micromamba": "anaconda", "rattler": "anaconda"}
@@ -27,7 +30,7 @@ def _channels(tool: str, channels: Sequence[str]) -> list[str]:
     return out
 
 
-def _cuda_override(specs: Sequence[str], facts: Mapping[str, Any], kb: Any, tf: Any, os_name: str) -> tuple[tuple[str, str], ...]:
+def _cuda_override(specs: Sequence[str], facts: Mapping[str, Any], kb: KnowledgeBase, tf: Any, os_name: str) -> tuple[tuple[str, str], ...]:
     """CONDA_OVERRIDE_CUDA for a `cuda*` build when no driver was detected (the solver needs __cuda)."""
     if not any("=cuda" in s for s in specs):
         return ()
@@ -51,7 +54,7 @@ def conda_create_steps(
     channels: Sequence[str],
     specs: Sequence[str],
     facts: Mapping[str, Any],
-    kb: Any,
+    kb: KnowledgeBase,
     tf: Any,
     os_name: str,
 ) -> list[Step]:
@@ -75,7 +78,7 @@ def rattler_create_steps(
     specs: Sequence[str],
     *,
     facts: Mapping[str, Any],
-    kb: Any,
+    kb: KnowledgeBase,
     tf: Any,
     os_name: str,
 ) -> list[Step]:
@@ -87,6 +90,12 @@ def rattler_create_steps(
     driver = facts.get("driver") or {}
     cuda = driver.get("cuda") if isinstance(driver, Mapping) else None
     override = _cuda_override(specs, facts, kb, tf, os_name)
+    if "driver" in facts:  # the facts know the driver: the engine child does not probe the machine again
+        from tfgpu.verdict import Machine
+
+        m = Machine.from_facts(facts)
+        known = m.driver_cuda_version(kb) if m.driver is not None else None
+        argv += ["--driver-cuda", str(known) if known else "none"]
     if cuda:
         argv += ["--virtual-package", f"__cuda={cuda}"]
     elif override:

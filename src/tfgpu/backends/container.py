@@ -50,8 +50,9 @@ def run_container_create(*, tf: str, backend: str, image: str | None, name: str 
                          out: Callable[[str], None], err: Callable[[str], None],
                          confirm: Callable[[str], bool] | None) -> int:
     """`tfgpu create --backend docker|podman|apptainer|container`: plan, confirm, pull, smoke, record."""
-    from tfgpu.commands.envs import _print_plan, build_container_plan
+    from tfgpu.commands.plan import _print_plan
     from tfgpu.errors import NotReady
+    from tfgpu.pipeline import build_container_plan
     from tfgpu.plan import check_name
 
     plan = build_container_plan(tf=tf, backend=backend, image=image, name=name, facts=facts)

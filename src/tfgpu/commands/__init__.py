@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
 
 import typer
 
 #: Modules under tfgpu.commands, in the order `tfgpu --help` lists them. Each has `register(app)`.
-COMMANDS = ("doctor", "compat", "envs", "lock", "smoke", "explain", "fleet", "lint")
+COMMANDS = ("doctor", "compat", "plan", "create", "envs", "lock", "smoke", "explain", "fleet", "lint")
 
 
 def register_all(app: typer.Typer) -> None:
     for name in COMMANDS:
-        if importlib.util.find_spec(f"tfgpu.commands.{name}") is None:
-            continue
         module = importlib.import_module(f"tfgpu.commands.{name}")
         module.register(app)

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
+from tfgpu.options import overrides, typer_option
+
 if TYPE_CHECKING:
     from tfgpu.explain import Finding
 
@@ -14,37 +16,40 @@ if TYPE_CHECKING:
 def explain(
     logfile: str = typer.Argument("-", metavar="[LOGFILE | -]", help="The log to read; - (default) reads stdin."),
     json_out: bool = typer.Option(False, "--json", help="Print a versioned JSON document (tfgpu.explain/1)."),
-    facts_file: Optional[str] = typer.Option(
-        None, "--facts", metavar="FILE",
-        help="A facts document (tfgpu doctor --json) of the machine the log came from, to name its CUDA/cuDNN.",
-    ),
+    facts_file: Optional[str] = typer_option(
+        "facts", help="A facts document (tfgpu doctor --json) of the machine the log came from, to name its CUDA/cuDNN."),
+    driver: Optional[str] = typer_option("driver"),
+    gpu_cc: Optional[str] = typer_option("gpu_cc"),
+    os_name: Optional[str] = typer_option("os"),
     no_probe: bool = typer.Option(False, "--no-probe", help="Do not read this machine to make causes specific."),
     redact_out: bool = typer.Option(
         False, "--redact", help="Remove user names, the host name and tokens (logs quote paths and environment)."),
 ) -> int:
     """Explain the errors in a TensorFlow / CUDA / NVIDIA log: meaning, likely cause, fix."""
-    return run_explain(logfile, json_out=json_out, facts_file=facts_file, probe=not no_probe, redact_out=redact_out)
+    return run_explain(logfile, json_out=json_out, facts_file=facts_file, probe=not no_probe, redact_out=redact_out,
+                       overrides=overrides(driver, gpu_cc, os_name))
 
 
-def machine_facts(facts_file: str | None, *, probe: bool) -> tuple[dict[str, Any] | None, str | None]:
-    """Facts for machine-specific causes: from --facts FILE, else probed here (never fatal), and a note."""
+def machine_facts(facts_file: str | None, *, probe: bool, overrides: dict[str, str | None] | None = None,
+                  ) -> tuple[dict[str, Any] | None, str | None]:
+    """Facts for machine-specific causes: from --facts FILE, else probed here (never fatal), then the
+    overrides (tfgpu.doctor.gather_facts, as for every command), and a note."""
+    from tfgpu.doctor import gather_facts
+
     if facts_file:
-        from tfgpu.facts import load_facts_file
-
-        return load_facts_file(facts_file), f"machine-specific causes use the facts in {facts_file}"
+        return gather_facts(facts_file=facts_file, overrides=overrides)[0], \
+            f"machine-specific causes use the facts in {facts_file}"
     if not probe:
         return None, None
     try:
-        from tfgpu.probe import detect_facts
-
-        facts = detect_facts()
+        facts, _ = gather_facts(overrides=overrides)
     except Exception as exc:  # a probe bug must not hide the log's explanation
         return None, f"this machine could not be probed ({type(exc).__name__}); causes are generic"
     return facts, "machine-specific causes describe THIS machine (--facts FILE for another one, --no-probe to turn off)"
 
 
 def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, probe: bool = True,
-                redact_out: bool = False) -> int:
+                redact_out: bool = False, overrides: dict[str, str | None] | None = None) -> int:
     import json
     import sys
 
@@ -58,7 +63,7 @@ def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, 
     if logfile == "-" and sys.stdin is not None and sys.stdin.isatty():
         msg = "no log given and standard input is a terminal"
         raise UsageError(msg, hint="tfgpu explain LOGFILE, or: python train.py 2>&1 | tfgpu explain -")
-    facts, note = machine_facts(facts_file, probe=probe)
+    facts, note = machine_facts(facts_file, probe=probe, overrides=overrides)
     report = explain_file(logfile, facts=facts)
     if note and any(not f.harmless for f in report.findings):
         report = replace(report, notes=(*report.notes, note))

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
+from tfgpu.options import overrides, typer_option
+
 if TYPE_CHECKING:
     from tfgpu.smoke.runner import SmokeReport
 
@@ -13,12 +15,17 @@ if TYPE_CHECKING:
 def smoke(
     prefix: Optional[str] = typer.Option(None, "--prefix", metavar="PATH", help="The environment's root directory."),
     name: Optional[str] = typer.Option(None, "--name", metavar="NAME", help="A conda environment or tfgpu venv by name."),
-    python: Optional[str] = typer.Option(None, "--python", metavar="EXE", help="The interpreter to test."),
+    python: Optional[str] = typer_option(
+        "python", metavar="X.Y|EXE", help="The Python to test: X.Y (pythonX.Y on PATH) or an interpreter's path."),
     json_out: bool = typer.Option(False, "--json", help="Print a versioned JSON document (tfgpu.smoke/1)."),
     benchmark: bool = typer.Option(False, "--benchmark", help="Also time the same matmul and conv on GPU and CPU."),
     allow_cpu: bool = typer.Option(False, "--allow-cpu", help="Pass (exit 0) on a host without a usable GPU."),
     timeout: float = typer.Option(600.0, "--timeout", metavar="S", min=1.0, help="Give up after S seconds."),
     no_probe: bool = typer.Option(False, "--no-probe", help="Do not read this machine to make causes specific."),
+    facts_file: Optional[str] = typer_option("facts"),
+    driver: Optional[str] = typer_option("driver"),
+    gpu_cc: Optional[str] = typer_option("gpu_cc"),
+    os_name: Optional[str] = typer_option("os"),
 ) -> int:
     """Run matmul, Conv2D (forward+backward) and an XLA op on the GPU in the target environment.
 
@@ -26,7 +33,8 @@ def smoke(
     and the ops work on the CPU); 1 otherwise, with TensorFlow's log explained.
     """
     return run_smoke_command(prefix=prefix, name=name, python=python, json_out=json_out,
-                             benchmark=benchmark, allow_cpu=allow_cpu, timeout=timeout, probe=not no_probe)
+                             benchmark=benchmark, allow_cpu=allow_cpu, timeout=timeout, probe=not no_probe,
+                             facts_file=facts_file, overrides=overrides(driver, gpu_cc, os_name))
 
 
 def run_smoke_command(
@@ -39,6 +47,8 @@ def run_smoke_command(
     allow_cpu: bool = False,
     timeout: float = 600.0,
     probe: bool = True,
+    facts_file: str | None = None,
+    overrides: dict[str, str | None] | None = None,
 ) -> int:
     import json
 
@@ -50,7 +60,7 @@ def run_smoke_command(
     exe = resolve_python(prefix=prefix, name=name, python=python)
     if not json_out:
         typer.echo(f"tfgpu smoke: running the smoke test with {exe} (timeout {timeout:g} s) ...", err=True)
-    facts, _ = machine_facts(None, probe=probe)
+    facts, _ = machine_facts(facts_file, probe=probe, overrides=overrides)
     report = run_smoke(exe, timeout=timeout, benchmark=benchmark, facts=facts)
     if json_out:
         typer.echo(json.dumps(report.to_json(allow_cpu=allow_cpu), indent=2))

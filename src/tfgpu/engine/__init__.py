@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfgpu._record import record
-from tfgpu.errors import Interrupted, NotReady, StepFailed, TfgpuError, UsageError
+from tfgpu.engine.requirement import available as available  # re-exported: engine.available() is the API
+from tfgpu.engine.requirement import require as require
+from tfgpu.errors import Interrupted, StepFailed, TfgpuError, UsageError
 
 if TYPE_CHECKING:
     from rattler import RepoDataRecord
@@ -130,16 +132,12 @@ def default_virtual_packages(platform: str) -> list[VirtualPkg]:
 
 
 def _probe_driver_cuda() -> tuple[bool, str | None]:
-    """(probe available, CUDA version the driver supports) from tfgpu's driver probe, if it exists."""
+    """(probe available, CUDA version the driver supports) from tfgpu's probe (used when the caller did not
+    say what the facts know: create's plans do, with --driver-cuda)."""
+    from tfgpu.probe import detect_facts
+
     try:
-        from tfgpu import probe
-    except ImportError:
-        return False, None
-    detect = getattr(probe, "detect_facts", None)
-    if detect is None:
-        return False, None
-    try:
-        facts = detect()
+        facts = detect_facts()
         driver = facts["driver"] if isinstance(facts, Mapping) else getattr(facts, "driver", None)
         cuda = driver.get("cuda") if isinstance(driver, Mapping) else getattr(driver, "cuda", None)
     except Exception:  # a probe must never break a solve: fall back to rattler's own detection
@@ -153,8 +151,11 @@ def detect_virtual_packages(
     env: Mapping[str, str] | None = None,
     explicit: Sequence[VirtualPkg] = (),
     detect: bool = True,
+    driver_cuda_known: tuple[str | None] | None = None,
 ) -> tuple[list[VirtualPkg], list[str]]:
-    """The virtual packages of this machine (or the defaults of another platform), with overrides."""
+    """The virtual packages of this machine (or the defaults of another platform), with overrides.
+    ``driver_cuda_known``: the CUDA the driver supports as the caller's facts say ((None,) = no driver);
+    then tfgpu's probe is not run again (a plan's facts are the authority)."""
     env = os.environ if env is None else env
     platform = platform or current_platform()
     detected: list[VirtualPkg] = []
@@ -166,7 +167,10 @@ def detect_virtual_packages(
     else:
         from rattler import VirtualPackage, VirtualPackageOverrides
 
-        have_probe, driver_cuda = _probe_driver_cuda()
+        if driver_cuda_known is not None:
+            have_probe, driver_cuda = True, driver_cuda_known[0]
+        else:
+            have_probe, driver_cuda = _probe_driver_cuda()
         for vp in VirtualPackage.detect(VirtualPackageOverrides()):
             g = vp.into_generic()
             name = g.name.normalized
@@ -174,22 +178,6 @@ def detect_virtual_packages(
                 continue  # tfgpu's probe is the authority on the driver
             detected.append(VirtualPkg(name, str(g.version), str(g.build_string)))
     return resolve_virtual_packages(detected, driver_cuda=driver_cuda, env=env, explicit=explicit)
-
-
-def available() -> bool:
-    """The embedded engine needs py-rattler >= 0.26, whose wheels need Python >= 3.10 (the last
-    py-rattler for Python 3.9, 0.25, has an older API: no Subdir, BuildString or PackageCache)."""
-    import importlib.util
-    import sys
-
-    return sys.version_info >= (3, 10) and importlib.util.find_spec("rattler") is not None
-
-
-def require() -> None:
-    if not available():
-        msg = "tfgpu's embedded conda engine needs Python >= 3.10 (py-rattler >= 0.26)"
-        raise NotReady(msg, hint="install mamba, micromamba or conda (tfgpu uses them), or run tfgpu with "
-                                 "Python >= 3.10")
 
 
 def current_platform() -> str:
@@ -518,6 +506,7 @@ def create_env(
     env: Mapping[str, str] | None = None,
     cache_dir: Path | None = None,
     offline: bool = False,
+    driver_cuda_known: tuple[str | None] | None = None,
 ) -> Created:
     """Solve ``specs`` with this machine's virtual packages (plus overrides) and install into ``prefix``."""
     prefix = Path(prefix).absolute()
@@ -525,7 +514,8 @@ def create_env(
         msg = f"{prefix} already exists; tfgpu never installs into an existing prefix"
         raise UsageError(msg, hint="choose a new --prefix, or remove the old one first")
     platform = platform or current_platform()
-    vps, notes = detect_virtual_packages(platform, env=env, explicit=virtual_packages, detect=detect)
+    vps, notes = detect_virtual_packages(platform, env=env, explicit=virtual_packages, detect=detect,
+                                         driver_cuda_known=driver_cuda_known)
     records = solve(specs, channels, platform, vps, cache_dir=cache_dir, offline=offline)
     install(records, prefix, platform=platform, cache_dir=cache_dir, offline=offline, requested=specs)
     return Created(prefix, tuple(records), tuple(vps), tuple(notes))

@@ -28,6 +28,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="treat a virtual package as installed, e.g. __cuda=12.4 (repeatable)")
     c.add_argument("--no-virtual-detect", action="store_true",
                    help="do not read this machine's virtual packages (only --virtual-package and CONDA_OVERRIDE_*)")
+    c.add_argument("--driver-cuda", default=None, metavar="VERSION|none",
+                   help="the CUDA the driver supports, as the plan's facts say (none: no driver); "
+                        "tfgpu's probe is then not run again")
     c.add_argument("--cache-dir", type=Path, default=None, help="rattler cache (default: rattler's own)")
     c.add_argument("--offline", action="store_true", help="use only cached repodata and packages")
     c.add_argument("specs", nargs="+", metavar="SPEC", help="conda match specs, e.g. python=3.8")
@@ -51,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
             created = engine.create_env(
                 args.specs, args.prefix, args.channel, platform=args.platform, virtual_packages=explicit,
                 detect=not args.no_virtual_detect, cache_dir=args.cache_dir, offline=args.offline,
+                driver_cuda_known=None if args.driver_cuda is None else
+                (None if args.driver_cuda == "none" else args.driver_cuda,),
             )
             for note in created.notes:
                 print(f"# {note}")

@@ -430,9 +430,10 @@ def env_search_dirs(environ: Mapping[str, str] | None = None, home: Path | None 
 
 
 def tfgpu_envs_dir() -> Path:
-    import platformdirs
+    """tfgpu.envs.envs_dir: $TFGPU_HOME/envs, else the platform's data directory (as create puts them)."""
+    from tfgpu.envs import envs_dir
 
-    return Path(platformdirs.user_data_dir("tfgpu")) / "envs"
+    return envs_dir()
 
 
 def resolve_env_python(
@@ -486,9 +487,12 @@ def resolve_python(
     if name:
         return str(resolve_env_python(name))
     if python:
+        import re
+
         from tfgpu.run import which
 
-        found = which(python)
+        # --python means a Python everywhere: here X.Y is `pythonX.Y` on PATH, anything else a command or path
+        found = which(f"python{python}" if re.fullmatch(r"\d+\.\d+", python) else python)
         if found is None:
             msg = f"--python {python}: not found"
             raise InputError(msg, hint="give the interpreter's full path")

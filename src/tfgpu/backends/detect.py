@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tfgpu import run
-from tfgpu.plan import CONDA_TOOLS
+from tfgpu.choose import CONDA_TOOLS
 
 
 def detect_tools(facts: Mapping[str, Any], env: Mapping[str, str] | None = None) -> dict[str, str | None]:

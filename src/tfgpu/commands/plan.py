@@ -1,0 +1,163 @@
+"""`tfgpu plan`: print exactly what `tfgpu create` would run (argv, environment variables, why). Changes nothing.
+
+The helpers every environment-building command shares (the facts, the plan's text) live here too."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional  # typer needs Optional at runtime on 3.9
+
+import typer
+
+from tfgpu.options import typer_option
+from tfgpu.pipeline import (  # shared with scripts/verify_recipes.py
+    build_container_plan,
+    build_lock_plan,
+    build_plan,
+    check_target,
+)
+
+#: The container backends (tfgpu.containers): an image, not an environment tfgpu builds.
+CONTAINER_BACKENDS = ("container", "docker", "podman", "apptainer")
+IMAGE_HELP = "--backend docker|podman|apptainer|container: the image to use instead of the one tfgpu chooses."
+
+CONFIG_EPILOG = (
+    "Config file: $TFGPU_CONFIG, else platformdirs' user config dir (~/.config/tfgpu/config.toml on Linux). "
+    "Keys: channels = [\"conda-forge\"] (conda channels; --channel beats them, they beat the recipe's) and "
+    "\\[backends] prefer = \"pip\" (tried first by --backend auto)."
+)
+
+
+def _facts(facts_file: str | None, driver: str | None = None, gpu_cc: str | None = None,
+           os_name: str | None = None) -> dict[str, Any]:
+    """The facts plan and create decide on: tfgpu.doctor.gather_facts, as for every command."""
+    from tfgpu.doctor import gather_facts
+    from tfgpu.options import overrides
+
+    facts, _ = gather_facts(facts_file=facts_file, overrides=overrides(driver, gpu_cc, os_name))
+    return facts
+
+
+def _print_plan(plan: Any) -> None:
+    """The plan as text. Plain writes with a few ANSI styles on a terminal (NO_COLOR honoured) rather
+    than rich: importing rich for ten lines was ~45 ms of `tfgpu plan`."""
+    import os
+
+    from tfgpu.run import quote
+
+    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+    def style(text: str, code: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if color else text
+
+    bold, dim, yellow = "1", "2", "33"
+    lines = [f"{style(f'TensorFlow {plan.tf}', bold)} with {style(plan.tool, bold)} ({plan.backend}), "
+             f"recipe {plan.recipe_id}",
+             f"  why this backend: {plan.backend_reason}",
+             f"  environment: {plan.prefix}  (Python {plan.python})"]
+    for i, step in enumerate(plan.steps, 1):
+        lines.append(f"  {i}. {step.why}")
+        if step.kind == "run":
+            env = " ".join(f"{k}={v}" for k, v in step.env)
+            lines.append(f"     {style('$', dim)} {(env + ' ') if env else ''}{quote(step.argv)}")
+        else:
+            lines.append(f"     {style('append to' if step.kind == 'append-file' else 'write', dim)} {step.path or ''}")
+    lines += [f"  activation sets {k}={v}" for k, v in plan.env_vars.items()]
+    lines += [f"  {style('note', yellow)}: {n}" for n in plan.notes]
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def plan_cmd(
+    tf: Optional[str] = typer_option("tf"),
+    from_lock: Optional[str] = typer_option("from_lock"),
+    platform: Optional[str] = typer_option("platform"),
+    backend: str = typer_option("backend"),
+    name: Optional[str] = typer_option("name"),
+    prefix: Optional[str] = typer_option("prefix"),
+    python: Optional[str] = typer_option("python"),
+    channel: Optional[list[str]] = typer_option("channel"),  # noqa: B008 - typer's idiom
+    json_out: bool = typer.Option(False, "--json", help='A versioned "tfgpu.plan/1" JSON document.'),
+    fmt: Optional[str] = typer.Option(None, "--format", help="sh or environment.yml; for a container backend also "
+                                                             "dockerfile or apptainer (a definition file)"),
+    facts_file: Optional[str] = typer_option("facts"),
+    driver: Optional[str] = typer_option("driver"),
+    gpu_cc: Optional[str] = typer_option("gpu_cc"),
+    os_name: Optional[str] = typer_option("os"),
+    find_links: Optional[list[str]] = typer_option("find_links"),  # noqa: B008
+    index_url: Optional[str] = typer_option("index_url"),
+    offline: bool = typer.Option(False, "--offline", help="pip/uv must not use the network; --from-lock: "
+                                                           "the package cache only."),
+    image: Optional[str] = typer.Option(None, "--image", metavar="REF", help=IMAGE_HELP),
+    requirements: Optional[str] = typer.Option(None, "--requirements", metavar="FILE",
+                                               help="--format dockerfile|apptainer: install this requirements.txt too."),
+) -> int:
+    """Print exactly what `tfgpu create` would run: argv, environment variables and why. Changes nothing."""
+    import json
+
+    from tfgpu.errors import UsageError
+    from tfgpu.plan import render_environment_yml, render_sh
+
+    container = backend in CONTAINER_BACKENDS
+    formats = (None, "sh", "environment.yml", *(("dockerfile", "apptainer") if container else ()))
+    if fmt not in formats:
+        msg = f"unknown --format {fmt!r}" + ("" if container or fmt not in ("dockerfile", "apptainer")
+                                             else " without a container backend")
+        raise UsageError(msg, hint="use --format sh or --format environment.yml (or --json); dockerfile and "
+                                   "apptainer need --backend docker|podman|apptainer|container")
+    if json_out and fmt:
+        msg = "--json and --format are exclusive"
+        raise UsageError(msg, hint="pass one of them")
+    if (image or requirements) and not container:
+        msg = "--image and --requirements need --backend docker|podman|apptainer|container"
+        raise UsageError(msg)
+    if container:
+        if tf is None or from_lock is not None:
+            msg = "a container backend needs --tf (and no --from-lock)"
+            raise UsageError(msg, hint="e.g. tfgpu plan --tf 2.15 --backend docker")
+        plan = build_container_plan(tf=tf, backend=backend, image=image, name=name,
+                                    facts=_facts(facts_file, driver, gpu_cc, os_name))
+        if fmt in ("dockerfile", "apptainer"):
+            from tfgpu.containers import render_apptainer, render_dockerfile
+
+            render = render_dockerfile if fmt == "dockerfile" else render_apptainer
+            typer.echo(render(plan.recipe_id, tf=plan.tf, requirements=requirements), nl=False)
+            return 0
+        if fmt == "environment.yml":
+            msg = "--format environment.yml is for conda environments"
+            raise UsageError(msg, hint="use --format sh, dockerfile or apptainer with a container backend")
+    check_target(tf, from_lock, backend=backend, python=python, channels=channel)
+    if container:
+        pass
+    elif from_lock is not None:
+        from tfgpu.backends.lock import read_lock_info
+
+        read_lock_info(from_lock)  # a bad lockfile is exit 2 before the machine is probed
+        plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform,
+                               facts=_facts(facts_file, driver, gpu_cc, os_name), find_links=find_links or [],
+                               index_url=index_url, offline=offline)
+    else:
+        assert tf is not None
+        plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel or [],
+                          facts=_facts(facts_file, driver, gpu_cc, os_name), find_links=find_links or [],
+                          index_url=index_url, offline=offline)
+    if json_out:
+        from tfgpu import __version__
+        from tfgpu.compat import data_version
+
+        doc = plan.to_json()
+        doc["tfgpu_version"] = __version__
+        doc["data_version"] = data_version()
+        typer.echo(json.dumps(doc, indent=2))
+    elif fmt == "sh":
+        from tfgpu import __version__
+
+        typer.echo(render_sh(plan, header=f"generated by tfgpu {__version__}"), nl=False)
+    elif fmt == "environment.yml":
+        typer.echo(render_environment_yml(plan), nl=False)
+    else:
+        _print_plan(plan)
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan", epilog=CONFIG_EPILOG)(plan_cmd)

@@ -1,0 +1,331 @@
+"""The create pipeline as a library: gather facts → resolve the target → judge → choose and plan → confirm →
+execute → verify → register. ``create_environment(request, events) -> Outcome`` is what `tfgpu create` calls;
+the command only parses the arguments, calls it and renders (``events`` is how it shows progress and asks
+for confirmation), so another interface (fleet, CI) can run the same pipeline.
+
+``build_plan`` and ``build_lock_plan`` read the config file and detect the installed tools (effects), then
+plan (pure): `tfgpu plan` and `tfgpu create` share them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from tfgpu._record import field, record
+
+
+@record
+class CreateRequest:
+    """What `tfgpu create` was asked for, facts already gathered (tfgpu.doctor.gather_facts)."""
+
+    tf: str | None
+    facts: Mapping[str, Any]
+    backend: str = "auto"
+    name: str | None = None
+    prefix: str | None = None
+    python: str | None = None
+    channels: tuple[str, ...] = ()
+    dry_run: bool = False
+    force: bool = False
+    no_smoke: bool = False
+    allow_cpu: bool = False
+    timeout: float | None = None
+    find_links: tuple[str, ...] = ()
+    index_url: str | None = None
+    offline: bool = False
+    from_lock: str | None = None
+    platform: str | None = None
+    facts_from_file: bool = False  # someone else's machine: judged with, never used to pick programs to run
+
+
+@record(frozen=False)
+class Outcome:
+    """What happened: the plan, the target's verdict, the build, the smoke test and the exit code."""
+
+    exit_code: int
+    plan: Any = None  # tfgpu.plan.Plan
+    verdict: dict[str, Any] | None = None
+    built: Any = None  # tfgpu.create.CreateResult
+    smoke: dict[str, Any] | None = None  # the smoke report's JSON document
+    notes: list[str] = field(default_factory=list)
+
+
+class CreateEvents(Protocol):
+    """How a caller sees the pipeline (the command renders with rich and typer; tests record)."""
+
+    def note(self, text: str) -> None: ...  # a note, warning or caveat (stderr)
+
+    def say(self, text: str) -> None: ...  # a result line (stdout)
+
+    def planned(self, plan: Any) -> None: ...
+
+    def confirm(self, plan: Any, replacing: str | None) -> bool: ...
+
+    def building(self, plan: Any) -> Any: ...  # a context manager around the build
+
+    def step(self, i: int, n: int, step: Any) -> None: ...
+
+    def line(self, line: str) -> None: ...
+
+    def built(self, plan: Any) -> None: ...
+
+
+def without_programs(facts: dict[str, Any]) -> dict[str, Any]:
+    """Facts with the paths of programs removed (interpreters, conda): what is kept is their versions
+    and kinds, which this machine's PATH then resolves (`pythonX.Y`, `conda`)."""
+    out = dict(facts)
+    py = facts.get("python")
+    if isinstance(py, dict):
+        out["python"] = {**py, "interpreters": [
+            {k: v for k, v in it.items() if k != "path"} for it in py.get("interpreters") or [] if isinstance(it, dict)]}
+        out["python"].pop("executable", None)
+    conda = facts.get("conda")
+    if isinstance(conda, dict):
+        out["conda"] = {k: v for k, v in conda.items() if k not in ("path", "root", "exe")}
+    return out
+
+
+def refuse_foreign_prefix(prefix: str | None, force: bool) -> None:
+    """`create --force --prefix DIR`: a directory tfgpu did not make is refused before anything else."""
+    if prefix is not None and force:
+        from tfgpu.envs import check_prefix
+
+        what_force_replaces(str(check_prefix(prefix)), force)
+
+
+def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
+    """Judge the target, plan, confirm, build, smoke-test and register an environment."""
+    from tfgpu.errors import NotReady, TfgpuError, UsageError
+
+    facts = dict(req.facts)
+    # facts from a file describe someone else's machine: judge with them, but never run a program
+    # (an interpreter, a conda) whose path came from the file
+    build_facts = without_programs(facts) if req.facts_from_file else facts
+    tf = req.tf
+    lock_plan: Any = None
+    if req.from_lock is not None:  # validate the lockfile first: a bad one is exit 2 before anything else
+        lock_plan = build_lock_plan(from_lock=req.from_lock, name=req.name, prefix=req.prefix, platform=req.platform,
+                                    facts=build_facts, find_links=list(req.find_links), index_url=req.index_url,
+                                    offline=req.offline)
+        tf = lock_plan.tf
+    assert tf is not None
+    # 1. judge
+    from tfgpu.compat import load_kb
+    from tfgpu.verdict import judge_target
+
+    verdict: dict[str, Any] | None = None
+    try:
+        # a lock fixes the backend: judge the conda (rattler) or pip route it takes
+        verdict = judge_target(facts, load_kb(), tf, backend=lock_plan.backend if lock_plan is not None else req.backend)
+    except UsageError:
+        if lock_plan is None:
+            raise
+        events.note(f"tfgpu: note: TensorFlow {tf} from the lock is not in the knowledge base; no pre-check")
+    if verdict is not None and verdict.get("verdict") == "blocked":
+        reasons = "; ".join(f"{b.get('summary')}" + (f" (fix: {b['fix']})" if b.get("fix") else "")
+                            for b in verdict.get("blockers") or [])
+        if not (req.force or req.allow_cpu):
+            msg = f"TensorFlow {verdict.get('tf', tf)} is blocked on this machine: {reasons or 'see tfgpu doctor'}"
+            raise NotReady(msg, hint="fix the blockers, pass --allow-cpu to build a CPU-only environment, "
+                                     "or --force to build it anyway")
+        why = "--force" if req.force else "--allow-cpu: the smoke test will accept a CPU-only result"
+        events.note(f"tfgpu: warning: TensorFlow will not use a GPU here ({reasons}); building anyway ({why})")
+    if verdict is not None and verdict.get("tf") and tf == "latest":
+        tf = str(verdict["tf"])
+    # 2. choose and plan
+    if lock_plan is not None:
+        plan = lock_plan
+    else:
+        plan = build_plan(tf=tf, backend=req.backend, name=req.name, prefix=req.prefix, python=req.python,
+                          channels=list(req.channels), facts=build_facts, find_links=list(req.find_links),
+                          index_url=req.index_url, offline=req.offline)
+    events.planned(plan)
+    for c in (verdict or {}).get("caveats") or []:
+        events.note(f"tfgpu: caveat: {c.get('summary') if isinstance(c, dict) else c}")
+    outcome = Outcome(0, plan, verdict)
+    if req.dry_run:
+        events.say("dry run: nothing was changed")
+        return outcome
+    replacing = what_force_replaces(plan.prefix, req.force)
+    if replacing:
+        events.note(f"tfgpu: --force replaces {plan.prefix} ({replacing}); it is kept until the new one works")
+    if not events.confirm(plan, replacing):
+        outcome.exit_code = 1
+        return outcome
+    # 3. execute
+    from tfgpu.create import run_plan
+
+    try:
+        with events.building(plan):
+            result = run_plan(plan, force=req.force, timeout=req.timeout, on_step=events.step, on_line=events.line)
+            events.built(plan)
+    except TfgpuError as exc:
+        tail = getattr(exc, "log_tail", None)
+        if tail:
+            events.note("tfgpu: last lines of the log:")
+            for line in tail:
+                events.note(f"  | {line}")
+        raise
+    outcome.built = result
+    for note in result.notes:
+        events.note(f"tfgpu: note: {note}")
+    replaced = f"; replaced {result.replaced_what}" if result.replaced_what else ""
+    events.say(f"created {result.prefix} in {result.seconds:.0f} s{replaced} (log: {result.log_path})")
+    # 4. verify, 5. register the smoke result
+    if req.no_smoke:
+        events.say("smoke test skipped (--no-smoke)")
+        return outcome
+    from tfgpu import envs
+    from tfgpu.create import activation_env
+    from tfgpu.smoke.runner import run_smoke
+
+    report = run_smoke(plan.env_python, timeout=req.timeout or 600, env=activation_env(plan), facts=facts)
+    passed = bool(report.passed(req.allow_cpu))
+    doc = report.to_json(allow_cpu=req.allow_cpu)
+    outcome.smoke = doc
+    envs.update_smoke(str(result.prefix), {"passed": passed, "allow_cpu": req.allow_cpu, "mode": doc.get("mode"),
+                                           "summary": doc.get("summary")})
+    events.say(f"smoke test: {doc.get('summary')}")
+    for f in doc.get("findings") or []:
+        if f.get("severity") in ("fatal", "error", "warning"):
+            events.say(f"  - {f.get('meaning')}" + (f" (fix: {f.get('fix')})" if f.get("fix") else ""))
+    if passed:
+        return outcome
+    if doc.get("mode") == "cpu" and not req.allow_cpu:
+        events.note("tfgpu: the environment works but TensorFlow used no GPU here; pass --allow-cpu to accept that")
+    outcome.exit_code = 1
+    return outcome
+
+
+def build_plan(
+    *, tf: str, backend: str, name: str | None, prefix: str | None, python: str | None,
+    channels: list[str], facts: dict[str, Any], find_links: list[str], index_url: str | None, offline: bool,
+) -> Any:
+    """Read the config file and detect the installed tools (effects), then plan (pure)."""
+    import os
+
+    from tfgpu.backends.config import load_config
+    from tfgpu.backends.detect import detect_conda_envs_dir, detect_tools
+    from tfgpu.compat import load_kb
+    from tfgpu.envs import check_prefix, home
+    from tfgpu.plan import CONDA_TOOLS, plan_environment, resolve_target
+
+    kb = load_kb()
+    config = load_config()
+    channels_source = "--channel"
+    if not channels and config.channels:
+        channels, channels_source = list(config.channels), config.source
+    from tfgpu.safety import check_text
+
+    for value, what in [*((c, "the channel") for c in channels), *((f, "--find-links") for f in find_links),
+                        (index_url or "", "--index-url"), (os.environ.get("TFGPU_PIP_INDEX_URL", ""),
+                                                           "TFGPU_PIP_INDEX_URL")]:
+        check_text(value, what)
+    tf, notes = resolve_target(kb, facts, tf, backend=backend)
+    if name is not None and prefix is not None:
+        from tfgpu.errors import UsageError
+
+        msg = "--name and --prefix are exclusive"
+        raise UsageError(msg, hint="pass one of them")
+    if prefix is not None:
+        prefix = str(check_prefix(prefix))
+    tools = detect_tools(facts)
+    envs_dir = None
+    if backend in ("auto", "conda") and prefix is None:
+        tool = next((t for t in CONDA_TOOLS if tools.get(t)), None)
+        if tool:
+            envs_dir = detect_conda_envs_dir(tool, str(tools[tool]))
+    index_url = index_url or os.environ.get("TFGPU_PIP_INDEX_URL") or None
+    plan = plan_environment(
+        kb, facts, tf=tf, backend=backend, name=name, prefix=prefix, python=python, tools=tools,
+        channels=channels, home=str(home()), conda_envs_dir=envs_dir, index_url=index_url,
+        find_links=find_links, offline=offline, engine_python=sys.executable,
+        channels_source=channels_source, prefer=config.prefer, prefer_source=config.source,
+    )
+    if notes:
+        from tfgpu._record import replace
+
+        plan = replace(plan, notes=tuple(notes) + plan.notes)
+    return plan
+
+
+def build_container_plan(*, tf: str, backend: str, image: str | None, name: str | None, facts: dict[str, Any]) -> Any:
+    """The container plan (tfgpu.containers.plan_container) with this installation's smoke script and the
+    image cache directory (effects: where they are)."""
+    from tfgpu.compat import load_kb
+    from tfgpu.containers import plan_container
+    from tfgpu.envs import home
+    from tfgpu.smoke.runner import SCRIPT
+
+    return plan_container(load_kb(), facts, tf, backend=backend, image_ref=image, smoke_script=str(SCRIPT),
+                          cache_dir=str(home() / "images"), name=name)
+
+
+def build_lock_plan(
+    *, from_lock: str, name: str | None, prefix: str | None, platform: str | None, facts: dict[str, Any],
+    find_links: list[str], index_url: str | None, offline: bool,
+) -> Any:
+    """Read and validate the lockfile and detect tools (effects), then plan exactly its packages (pure)."""
+    import os
+
+    from tfgpu.backends.detect import detect_tools
+    from tfgpu.backends.lock import read_lock_info
+    from tfgpu.compat import load_kb
+    from tfgpu.envs import check_prefix, home
+    from tfgpu.errors import UsageError
+    from tfgpu.plan import plan_from_lock
+
+    if name is not None and prefix is not None:
+        msg = "--name and --prefix are exclusive"
+        raise UsageError(msg, hint="pass one of them")
+    lock = read_lock_info(from_lock)
+    if prefix is not None:
+        prefix = str(check_prefix(prefix))
+    if platform is None and lock.kind == "conda":
+        from tfgpu.engine import current_platform
+
+        platform = current_platform()
+    index_url = index_url or os.environ.get("TFGPU_PIP_INDEX_URL") or None
+    return plan_from_lock(
+        load_kb(), facts, lock, platform=platform or "", name=name, prefix=prefix, tools=detect_tools(facts),
+        home=str(home()), engine_python=sys.executable, index_url=index_url, find_links=find_links, offline=offline,
+    )
+
+
+def check_target(tf: str | None, from_lock: str | None, *, backend: str, python: str | None,
+                  channels: list[str] | None) -> None:
+    from tfgpu.errors import UsageError
+
+    if (tf is None) == (from_lock is None):
+        msg = "pass --tf VERSION or --from-lock FILE" if tf is None else "--tf and --from-lock are exclusive"
+        raise UsageError(msg, hint="--tf plans a new environment; --from-lock rebuilds a locked one")
+    if from_lock is not None:
+        given = [o for o, bad in (("--backend", backend != "auto"), ("--python", python is not None),
+                                  ("--channel", bool(channels))) if bad]
+        if given:
+            msg = f"{', '.join(given)} cannot be used with --from-lock"
+            raise UsageError(msg, hint="the lockfile fixes the packages, their channels and Python")
+
+
+def what_force_replaces(prefix: str, force: bool) -> str | None:
+    """What `create --force` would replace at ``prefix`` (None: nothing there); refuses, before any
+    prompt, a directory tfgpu did not make."""
+    from pathlib import Path
+
+    from tfgpu import envs
+    from tfgpu.create import describe_entry
+
+    path = Path(prefix)
+    try:
+        occupied = path.is_dir() and any(path.iterdir())
+    except OSError:
+        return None
+    if not (force and occupied):
+        return None
+    with envs.prefix_lock(path):  # another tfgpu building it is "being created", not "not tfgpu's"
+        entry = envs.created_by_tfgpu(path)
+        if entry is None and not envs.stranded([path]):
+            raise envs.not_created_error(path)
+    return describe_entry(entry) if entry is not None else "the environment a killed create left"

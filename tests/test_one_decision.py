@@ -1,0 +1,261 @@
+"""One decision, one place (issue 17): the doctor, `plan`, `create` and `lock` choose the same recipe.
+
+The doctor's per-target rows and recommendation, the planner and the lock all go through tfgpu.choose, so
+for every machine and target: doctor verdict == plan verdict, doctor recipe == plan recipe == lock recipe,
+and the recommended release builds with the recommended recipe. Machines are generated (hypothesis) from
+real driver versions, GPUs and compute capabilities, OSes (native Windows and WSL2 included), Pythons and
+installed tools.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from packaging.version import Version
+
+from tfgpu.compat import load_kb
+from tfgpu.doctor import doctor_result
+from tfgpu.errors import TfgpuError, UsageError
+from tfgpu.locking import lock_target
+from tfgpu.plan import Plan, plan_environment, resolve_target
+
+KB = load_kb()
+SEED = Path(__file__).resolve().parent / "data" / "facts" / "mx150-laptop-ubuntu1804.json"
+
+#: Driver versions NVIDIA shipped (Linux and Windows numbering), oldest first.
+DRIVERS = ("384.81", "410.48", "418.39", "440.64", "441.22", "450.80.02", "455.23.05", "460.32.03", "470.82.01",
+           "472.12", "495.29.05", "510.47.03", "525.60.13", "528.02", "535.54.03", "545.23.06", "550.54.15",
+           "551.61", "560.28.03", "570.86.10", "575.51.03", "580.65.06", "581.29")
+#: (name, compute capability, MiB) of real GPUs, Kepler to Blackwell.
+GPUS = (("Tesla K80", "3.7", 11441), ("Tesla M60", "5.2", 8129), ("GeForce MX150", "6.1", 2002),
+        ("GeForce GTX 1080", "6.1", 8192), ("Tesla V100-SXM2-16GB", "7.0", 16160), ("Tesla T4", "7.5", 15360),
+        ("NVIDIA A100-SXM4-40GB", "8.0", 40960), ("NVIDIA GeForce RTX 3080", "8.6", 10240),
+        ("NVIDIA GeForce RTX 4090", "8.9", 24564), ("NVIDIA H100 80GB HBM3", "9.0", 81559),
+        ("NVIDIA GeForce RTX 5090", "12.0", 32607))
+PYTHONS = ("2.7", "3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13")
+LOCK_PLATFORM = {"linux": "linux-64", "wsl2": "linux-64", "windows": "win-64"}
+
+
+def machine(os_name: str, driver: str | None, gpu: tuple[str, str, int] | None, pythons: list[str],
+            conda: str | None, toolkit: str | None) -> dict[str, Any]:
+    facts: dict[str, Any] = json.loads(SEED.read_text())
+    facts["platform"] = {"os": "linux" if os_name == "wsl2" else os_name, "wsl": 2 if os_name == "wsl2" else None,
+                         "arch": "x86_64", "glibc": "2.35" if os_name != "windows" else None}
+    facts["python"] = {"current": f"{pythons[0]}.1" if pythons else "3.11.1",
+                       "interpreters": [{"version": f"{p}.1", "path": f"/usr/bin/python{p}"} for p in pythons]}
+    facts["driver"] = {"version": driver, "cuda": None, "source": "nvidia-smi", "error": None if driver else "absent"}
+    facts["gpus"] = [] if gpu is None else [{"index": 0, "name": gpu[0], "compute_capability": gpu[1],
+                                             "memory_mib": gpu[2], "uuid": None}]
+    facts["cuda_toolkits"] = [{"version": toolkit, "path": f"/usr/local/cuda-{toolkit}"}] if toolkit else []
+    facts["conda"] = {"kind": conda, "path": f"/opt/{conda}/bin/{conda}", "version": "24.1.0"} if conda else None
+    return facts
+
+
+def tools_for(facts: dict[str, Any], uv: bool) -> dict[str, str | None]:
+    tools: dict[str, str | None] = {"uv": "/usr/bin/uv" if uv else None, "rattler": "embedded",
+                                    "mamba": None, "micromamba": None, "conda": None}
+    conda = facts.get("conda")
+    if isinstance(conda, dict) and conda.get("kind") in ("conda", "mamba", "micromamba"):
+        tools[conda["kind"]] = conda.get("path") or conda["kind"]
+    return tools
+
+
+def plan_or_none(facts: dict[str, Any], tf: str, tools: dict[str, str | None], backend: str = "auto") -> Plan | None:
+    try:
+        return plan_environment(KB, facts, tf=tf, tools=tools, home="/h", engine_python="/usr/bin/python3",
+                                backend=backend)
+    except UsageError:
+        return None
+
+
+def assert_one_decision(facts: dict[str, Any], tf: str, tools: dict[str, str | None], backend: str = "auto") -> None:
+    """doctor == plan == lock for one machine and one target (a release, a series or latest)."""
+    try:
+        target, _ = resolve_target(KB, facts, tf)
+    except TfgpuError:  # `latest` with nothing that will use a GPU here: the doctor recommends nothing
+        assert doctor_result(facts, KB, tools=tools).recommendation is None
+        return
+    try:
+        result = doctor_result(facts, KB, tf=target, tools=tools, backend=backend)
+    except UsageError:  # a release this OS does not have: plan refuses it too
+        assert plan_or_none(facts, target, tools, backend) is None
+        return
+    row = result.targets[0]
+    plan = plan_or_none(facts, target, tools, backend)
+    if plan is None:
+        assert row.recipe_id is None, (target, row)
+        return
+    assert row.recipe_id == plan.recipe_id, (target, row.tf, row.verdict, plan.backend_reason)
+    if plan.verdict:
+        assert row.verdict == plan.verdict
+        assert row.tf == plan.tf
+    os_name = plan.os
+    if os_name in LOCK_PLATFORM:
+        lock = lock_target(KB, facts, target, LOCK_PLATFORM[os_name], tools=tools, backend=backend)
+        assert lock.recipe == plan.recipe_id
+        assert lock.tf == plan.tf
+
+
+def assert_recommendation_builds(facts: dict[str, Any], tools: dict[str, str | None]) -> None:
+    rec = doctor_result(facts, KB, tools=tools).recommendation
+    if rec is None:
+        return
+    plan = plan_environment(KB, facts, tf=rec["tf"], tools=tools, home="/h", engine_python="/usr/bin/python3")
+    assert plan.recipe_id == rec["recipe_id"] == rec["recipe"]
+    assert plan.tf == rec["tf"]
+    assert plan.verdict == rec["verdict"]
+    assert rec["command"] == f"tfgpu create --tf {plan.tf} --backend {plan.backend}"
+
+
+# --------------------------------------------------------------------------- the two known disagreements
+
+
+def test_mx150_on_driver_450_80_gets_conda_forges_cuda_11_0_build_of_2_9_1_from_doctor_plan_and_lock() -> None:
+    # was: the doctor said READY via conda-forge's CUDA 11.0 build; create built cudatoolkit=11.2 + pip TF
+    facts = machine("linux", "450.80.02", GPUS[2], ["3.8", "3.10"], None, None)
+    tools = tools_for(facts, uv=True)
+    row = doctor_result(facts, KB, tf="2.9.1", tools=tools).targets[0]
+    plan = plan_environment(KB, facts, tf="2.9.1", tools=tools, home="/h")
+    assert row.recipe_id == plan.recipe_id == "conda-forge-tensorflow-cuda"
+    assert "cudatoolkit=11.2" not in plan.conda_specs
+    assert plan.verdict == row.verdict == "ready"
+    assert lock_target(KB, facts, "2.9.1", "linux-64", tools=tools).recipe == plan.recipe_id
+    assert_one_decision(facts, "2.9.1", tools)
+
+
+def test_rtx_3080_on_driver_470_never_gets_the_cuda_12_wheels_planned_where_a_runnable_build_exists() -> None:
+    # was: the doctor said caveats via conda-forge's CUDA 11.8 build; plan built tensorflow[and-cuda] (CUDA 12.2,
+    # which driver 470 cannot run). Whatever the data says about conda-forge's variants, the plan's recipe is the
+    # doctor's, and a recipe the verdict blocks is never preferred to one it does not block.
+    facts = machine("linux", "470.82.01", GPUS[7], ["3.11"], "conda", None)
+    tools = tools_for(facts, uv=True)
+    for tf in ("2.15", "2.14", "2.15.0"):
+        plan = plan_environment(KB, facts, tf=tf, tools=tools, home="/h")
+        row = doctor_result(facts, KB, tf=tf, tools=tools).targets[0]
+        assert (row.tf, row.recipe_id, row.verdict) == (plan.tf, plan.recipe_id, plan.verdict)
+        viable = [b.recipe for b in row.backends if b.viable]
+        if viable:
+            assert plan.recipe_id in viable
+            assert not any("and-cuda" in r for r in plan.pip_requirements)
+        assert_one_decision(facts, tf, tools)
+
+
+def test_lock_takes_latest_as_the_doctors_recommendation() -> None:
+    facts = machine("linux", "550.54.15", GPUS[8], ["3.11"], None, None)
+    tools = tools_for(facts, uv=True)
+    rec = doctor_result(facts, KB, tools=tools).recommendation
+    assert rec is not None
+    target, notes = resolve_target(KB, facts, "latest")
+    assert target == rec["tf"]
+    assert notes
+    lock = lock_target(KB, facts, target, "linux-64", tools=tools)
+    assert (lock.tf, lock.recipe) == (rec["tf"], rec["recipe_id"])
+
+
+# --------------------------------------------------------------------------- generated machines
+
+OSES = st.sampled_from(("linux", "linux", "linux", "wsl2", "windows"))
+MACHINES = st.builds(
+    machine, OSES, st.one_of(st.none(), st.sampled_from(DRIVERS)), st.one_of(st.none(), st.sampled_from(GPUS)),
+    st.lists(st.sampled_from(PYTHONS), max_size=3, unique=True), st.sampled_from((None, "conda", "mamba")),
+    st.sampled_from((None, None, "10.0", "10.1", "11.2", "11.8", "12.4")),
+)
+TARGET_SPECS = sorted({str(r.version) for r in KB.gpu_releases("linux")} | set(KB.series("linux")), key=Version)
+TARGETS = st.one_of(st.just("latest"), st.sampled_from(TARGET_SPECS))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(MACHINES, TARGETS, st.booleans())
+def test_doctor_plan_and_lock_agree_on_generated_machines(facts: dict[str, Any], tf: str, uv: bool) -> None:
+    assert_one_decision(facts, tf, tools_for(facts, uv))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(MACHINES, st.booleans())
+def test_the_recommendation_builds_with_the_recommended_recipe(facts: dict[str, Any], uv: bool) -> None:
+    assert_recommendation_builds(facts, tools_for(facts, uv))
+
+
+@pytest.mark.slow
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(MACHINES, TARGETS, st.booleans())
+def test_doctor_plan_and_lock_agree_on_a_thousand_machines(facts: dict[str, Any], tf: str, uv: bool) -> None:
+    assert_one_decision(facts, tf, tools_for(facts, uv))
+    assert_recommendation_builds(facts, tools_for(facts, uv))
+
+
+# --------------------------------------------------------------------------- series judging (item 3)
+
+
+def test_a_driver_that_runs_2_9_1_but_not_2_9_3_gets_2_9_1_with_the_reason() -> None:
+    # driver 450.80.02 supports CUDA 11.0: conda-forge built 2.9.1 for CUDA 11.0, 2.9.3 only for 11.2
+    facts = machine("linux", "450.80.02", GPUS[2], ["3.9"], None, None)
+    row = doctor_result(facts, KB, tf="2.9", tools=tools_for(facts, True)).targets[0]
+    assert (row.tf, row.verdict) == ("2.9.1", "ready")
+    patch = [c for c in row.caveats if c.check == "tf.patch"]
+    assert patch
+    assert "2.9.3" in patch[0].summary
+    assert patch[0].mitigated_by
+    # the same machine's series row in the doctor's table, and the plan of the series
+    table = {t.tf: t for t in doctor_result(facts, KB, tools=tools_for(facts, True)).targets}
+    assert "2.9.1" in table
+    assert plan_environment(KB, facts, tf="2.9", tools=tools_for(facts, True), home="/h").tf == "2.9.1"
+
+
+def _recommended(os_name: str, driver: str, gpu: tuple[str, str, int], pythons: list[str]) -> Version | None:
+    facts = machine(os_name, driver, gpu, pythons, None, None)
+    rec = doctor_result(facts, KB, tools=tools_for(facts, True)).recommendation
+    return Version(rec["tf"]) if rec else None
+
+
+#: GPUs from Pascal (6.x) on, for which every CUDA variant of conda-forge's builds carries code. Kepler and Maxwell (K80, M60) are left
+#: out: conda's solver takes the newest CUDA variant the driver allows (the __cuda virtual package), and
+#: conda-forge's CUDA 12 variants carry no code for them, so a newer driver can lose a release an older
+#: driver's CUDA 11.8 variant ran, until tfgpu pins the variant (build string cuda118*) in its plans.
+MODERN_GPUS = tuple(g for g in GPUS if Version(g[1]) >= Version("6.0"))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(("linux", "wsl2")), st.sampled_from(MODERN_GPUS),
+       st.lists(st.sampled_from(DRIVERS), min_size=2, max_size=2, unique=True),
+       st.lists(st.sampled_from(PYTHONS), min_size=1, max_size=2, unique=True))
+def test_a_newer_driver_never_gets_an_older_recommendation(os_name: str, gpu: tuple[str, str, int],
+                                                           drivers: list[str], pythons: list[str]) -> None:
+    older, newer = sorted(drivers, key=Version)
+    before = _recommended(os_name, older, gpu, pythons)
+    after = _recommended(os_name, newer, gpu, pythons)
+    if before is not None:
+        assert after is not None
+        assert after >= before, (older, before, newer, after)
+
+
+def _cases() -> list[Any]:
+    try:
+        from tests.casebook import load_cases
+    except ImportError:  # the casebook has not landed
+        return []
+    return load_cases()
+
+
+@pytest.mark.parametrize("case", _cases(), ids=lambda c: c.id)
+def test_doctor_plan_and_lock_agree_on_the_casebook(case: Any) -> None:
+    # every real machine of tests/cases/, with the target and backend its thread used, then `latest`
+    facts = copy.deepcopy(case.facts)
+    assert_one_decision(facts, case.tf, tools_for(facts, uv=False), case.backend)
+    assert_one_decision(facts, "latest", tools_for(facts, True))
+    assert_recommendation_builds(facts, tools_for(facts, True))
+
+
+def test_generated_machines_cover_the_seeds() -> None:
+    # the seed machine itself (MX150, driver 440.64, Python 2.7 and 3.6, Anaconda's conda)
+    facts = json.loads(SEED.read_text())
+    tools = tools_for(facts, uv=False)
+    for tf in ("latest", "2.1", "2.2.0", "1.15"):
+        assert_one_decision(copy.deepcopy(facts), tf, tools)
+    assert_recommendation_builds(facts, tools)
