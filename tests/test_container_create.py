@@ -158,7 +158,7 @@ def test_plan_cli_formats(cli, tmp_path: Path):
 
 
 @pytest.mark.real_subprocess
-def test_create_pulls_smokes_and_records(cli, fake_docker: Path):
+def test_create_pulls_smokes_and_records(cli, fake_docker: Path, monkeypatch: pytest.MonkeyPatch):
     facts = ready_facts(fake_docker)
     code, out, err = cli("create", "--tf", "2.15", "--backend", "docker", "--yes", "--facts", str(facts),
                          "--name", "tf215")
@@ -173,6 +173,13 @@ def test_create_pulls_smokes_and_records(cli, fake_docker: Path):
     assert entry["prefix"] == "tensorflow/tensorflow:2.15.1-gpu"
     assert entry["backend"] == "docker"
     assert entry["smoke"]["passed"] is True
+    monkeypatch.chdir(fake_docker)
+    (fake_docker / "tensorflow" / "tensorflow:2.15.1-gpu").mkdir(parents=True)  # named like the image: untouched
+    code, out, err = cli("remove", "tf215", "--yes")
+    assert code == 0, out + err
+    assert (fake_docker / "tensorflow" / "tensorflow:2.15.1-gpu").is_dir()
+    code, out, _ = cli("envs", "--json")
+    assert not [e for e in json.loads(out)["envs"] if e["name"] == "tf215"]
 
 
 @pytest.mark.real_subprocess

@@ -206,3 +206,20 @@ def test_explain_says_the_daemon_json_lacks_the_runtime():
     section["toolkit"]["daemon_json"] = {"present": True, "nvidia": False}
     (f, *_) = _explain(NO_GPU_DRIVER, with_containers(base_facts(), section))
     assert "registers no nvidia runtime" in f.to_json()["cause"]
+
+
+@pytest.mark.parametrize(("wanted", "phrase"), [("apptainer", "apptainer.org"), ("podman", "nvidia-ctk cdi generate"),
+                                                ("docker", "docs.docker.com"), ("container", "Apptainer")])
+def test_a_missing_runtime_names_its_own_installation(wanted: str, phrase: str):
+    facts = with_containers(base_facts(), {"runtimes": [], "docker_group": None, "toolkit": None})
+    cv = judge_container(facts, KB, version("2.15.1"), Machine.from_facts(facts), wanted=wanted)
+    (b,) = [f for f in cv.blockers if f.check == "container.runtime"]
+    assert phrase in b.fix
+
+
+def test_the_backend_lists_follow_chooses_table():
+    from tfgpu import choose, doctor
+    from tfgpu.commands import envs
+
+    assert envs._CONTAINER_BACKENDS == choose.CONTAINER_BACKENDS
+    assert (*choose.BACKENDS, *choose.CONTAINER_BACKENDS) == doctor.BACKENDS

@@ -197,6 +197,9 @@ def test_cli_exit_codes(cli, tmp_path: Path):
     assert code == 0
     doc = json.loads(out)
     assert doc["schema"] == "tfgpu.lint/1"
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(__file__).resolve().parent.parent / "src/tfgpu/schemas/lint.schema.json").read_text())
+    jsonschema.validate(doc, schema)
     assert doc["files"][0]["kind"] == "dockerfile"
     assert cli("lint", "--facts", str(facts), "--strict", str(LINT / "tabbyapi.Dockerfile"))[0] == 1
     assert cli("lint", "--facts", str(facts), "--strict", str(LINT / "tabbyapi.docker-compose.yml"))[0] == 0
@@ -208,3 +211,18 @@ def test_cli_exit_codes(cli, tmp_path: Path):
     assert cli("lint", "--facts", str(facts), str(binary))[0] == 2
     code, out, _ = cli("lint", "--facts", str(facts), str(LINT / "odysseus.docker-compose.yml"))
     assert "no service of 4 reserves a GPU" in out
+
+
+def test_a_pass_through_variable_is_not_an_empty_one():
+    text = ("services:\n  tensorflow:\n    build:\n      context: ./.devcontainer\n    deploy:\n      resources:\n"
+            "        reservations:\n          devices:\n            - driver: nvidia\n              capabilities: [gpu]\n"
+            "    environment:\n      - CUDA_VISIBLE_DEVICES\n")
+    _kind, checks = lint_text(text, KB, None)
+    assert not [c for c in checks if c.id == "env.visible_devices"]
+    assert [c.status for c in checks if c.id == "compose.gpu_reservation"] == ["pass"]
+
+
+def test_exec_form_run_is_read_too():
+    text = 'FROM nvidia/cuda:11.6.1-runtime-ubuntu20.04\nRUN ["python3", "-m", "pip", "install", "tensorflow==2.12.0"]\n'
+    ids = [(c.id, c.status) for c in lint_dockerfile(text, KB, None)]
+    assert ("pip.tensorflow", "fail") in ids

@@ -32,6 +32,9 @@ def _read(name: str) -> str:
     ("nvidia_ctk_version.stdout", "1.12.0"),
     ("nvidia_container_cli_version.stdout", "1.11.0"),
     ("nvidia_container_runtime_version.stdout", "1.13.5"),
+    ("apptainer_version_el7.stdout", "1.1.6-1.el7"),
+    ("apptainer_version_rc.stdout", "1.1.0-rc.2"),
+    ("singularity_version.stdout", "3.0.0-alpha.1-117-gc297513f"),
 ])
 def test_versions_from_recorded_outputs(fixture: str, expected: str):
     assert parse_runtime_version(_read(fixture)) == expected
@@ -158,3 +161,16 @@ def test_docker_host_elsewhere_is_asked_through_the_cli(tmp_path: Path):
     assert docker_socket(ctx) == ("ssh://gpu-box", False)
     ctx = Ctx(root=tmp_path, env={"DOCKER_HOST": "unix:///run/user/1000/docker.sock"}, timeout=1)
     assert docker_socket(ctx) == ("/run/user/1000/docker.sock", True)
+
+
+@pytest.mark.real_subprocess
+def test_apptainer_needs_no_daemon_and_is_rootless_for_a_user(tmp_path: Path):
+    prof = _profile(tmp_path)
+    prof.program("apptainer", default=(CT / "apptainer_version_el7.stdout", 0))
+    prof.program("singularity", default=(CT / "singularity_version.stdout", 0))
+    facts = probe_containers(Ctx(root=tmp_path, env=prof.env, timeout=5), uid=1000)
+    found = {r["name"]: r for r in facts["runtimes"]}
+    assert found["apptainer"]["version"] == "1.1.6-1.el7"
+    assert found["singularity"]["version"] == "3.0.0-alpha.1-117-gc297513f"
+    assert found["apptainer"]["daemon"]["reachable"] is None
+    assert found["apptainer"]["rootless"] is True

@@ -31,6 +31,17 @@ if TYPE_CHECKING:
 
 #: The values --backend takes, everywhere (doctor, plan, create, lock).
 BACKENDS = ("auto", "pip", "conda", "rattler")
+#: The container route (issue 19): --backend value -> the runtimes that may run its image, in order of
+#: preference. An image is not a recipe, so these do not go through RUNNERS: tfgpu.containers picks the
+#: first runtime of this table that is installed and set up for GPUs (else the first installed, to report
+#: what blocks it). doctor, plan and create accept these values in addition to BACKENDS.
+CONTAINER_RUNTIMES: dict[str, tuple[str, ...]] = {
+    "container": ("docker", "podman", "apptainer", "singularity"),
+    "docker": ("docker",),
+    "podman": ("podman",),
+    "apptainer": ("apptainer", "singularity"),  # Singularity is Apptainer's predecessor: same --nv, same images
+}
+CONTAINER_BACKENDS = tuple(CONTAINER_RUNTIMES)
 #: conda executables in the order tfgpu prefers them (issue 7: mamba, micromamba or conda).
 CONDA_TOOLS = ("mamba", "micromamba", "conda")
 _CONDA_FAMILY = frozenset({"conda", "conda+pip"})
@@ -412,8 +423,6 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Mapping[str, An
 
     tools = tools_from_facts(facts) if tools is None else tools
     prefs = prefs or Preferences()
-    from tfgpu.containers import CONTAINER_BACKENDS
-
     if prefs.backend in CONTAINER_BACKENDS:  # an image, not a recipe: the verdict already chose it
         if result.recommendation is not None:
             result.recommendation = {**result.recommendation,

@@ -16,20 +16,19 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import Version
 
 from tfgpu._record import record
+from tfgpu.choose import CONTAINER_RUNTIMES  # the one table of backends and runtimes
 from tfgpu.compat import ContainerImage, KnowledgeBase, container_images, ngc_images, version
 
 if TYPE_CHECKING:
     from tfgpu.verdict import BackendVerdict, Finding, Machine
 
-#: --backend values that mean a container runtime ("container": whichever is set up, docker first).
-CONTAINER_BACKENDS = ("container", "docker", "podman", "apptainer")
-RUNTIME_ORDER = ("docker", "podman", "apptainer", "singularity")
 
 TOOLKIT_DOCS = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"
 CDI_DOCS = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/cdi-support.html"
 DOCKER_DOCS = "https://docs.docker.com/engine/install/"
 DOCKER_POSTINSTALL = "https://docs.docker.com/engine/install/linux-postinstall/"
 APPTAINER_DOCS = "https://apptainer.org/docs/admin/main/installation.html"
+PODMAN_DOCS = "https://podman.io/docs/installation"
 
 TOOLKIT_FIX = (f"install the NVIDIA Container Toolkit as NVIDIA documents it ({TOOLKIT_DOCS}): "
                "sudo apt-get install -y nvidia-container-toolkit && sudo nvidia-ctk runtime configure --runtime=docker "
@@ -111,18 +110,15 @@ def judge_runtime(section: Mapping[str, Any], entry: Mapping[str, Any]) -> Runti
 
 
 def pick_runtime(facts: Mapping[str, Any], wanted: str = "container") -> Runtime | None:
-    """The runtime the container route uses: ``wanted`` when named, else the first GPU-ready one in
-    :data:`RUNTIME_ORDER`, else the first found (to report what blocks it). None: none installed."""
+    """The runtime the container route uses: the first GPU-ready one of ``wanted``'s row of
+    tfgpu.choose.CONTAINER_RUNTIMES, else the first installed (to report what blocks it). None: none installed."""
     section = facts.get("containers")
     if not isinstance(section, Mapping):
         return None
-    entries = [e for e in section.get("runtimes") or [] if isinstance(e, Mapping)]
-    if wanted == "apptainer":
-        entries = [e for e in entries if e.get("name") in ("apptainer", "singularity")]
-    elif wanted != "container":
-        entries = [e for e in entries if e.get("name") == wanted]
+    order = CONTAINER_RUNTIMES.get(wanted, CONTAINER_RUNTIMES["container"])
+    entries = [e for e in section.get("runtimes") or [] if isinstance(e, Mapping) and e.get("name") in order]
     judged = sorted((judge_runtime(section, e) for e in entries),
-                    key=lambda r: (not r.gpu_ready, RUNTIME_ORDER.index(r.name) if r.name in RUNTIME_ORDER else 9))
+                    key=lambda r: (not r.gpu_ready, order.index(r.name)))
     return judged[0] if judged else None
 
 
@@ -193,8 +189,11 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
         r_cav.append(Finding("container.unknown", "no container facts (a facts file from an older tfgpu)"))
     elif runtime is None:
         what = "no container runtime" if wanted == "container" else f"{wanted} is not installed"
-        r_block.append(Finding("container.runtime", f"{what}: install one to use the container route",
-                               fix=NO_RUNTIME_FIX))
+        fix = {"apptainer": f"install Apptainer ({APPTAINER_DOCS}); --nv needs only the NVIDIA driver",
+               "podman": f"install Podman ({PODMAN_DOCS}) and the NVIDIA Container Toolkit ({TOOLKIT_DOCS}), then {CDI_FIX}",
+               "docker": f"install Docker Engine ({DOCKER_DOCS}) and the NVIDIA Container Toolkit ({TOOLKIT_DOCS})",
+               }.get(wanted, NO_RUNTIME_FIX)
+        r_block.append(Finding("container.runtime", f"{what}: install one to use the container route", fix=fix))
     else:
         r_block += [Finding(c, s, f) for c, s, f in runtime.blockers]
         r_cav += [Finding(c, s, f) for c, s, f in runtime.caveats]

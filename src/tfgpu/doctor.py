@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from tfgpu.compat import KnowledgeBase
     from tfgpu.verdict import DoctorResult
 
+#: choose.BACKENDS + choose.CONTAINER_BACKENDS (spelled out: this module loads before tfgpu.choose; a test keeps them equal)
 BACKENDS = ("auto", "pip", "conda", "rattler", "container", "docker", "podman", "apptainer")
 
 #: Every option of `tfgpu doctor`: flag -> (keyword of run_doctor, type). The shared ones come from the one

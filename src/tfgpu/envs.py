@@ -376,6 +376,8 @@ def remove(name_or_prefix: str) -> dict[str, Any]:
     if entry is None:
         msg = f"{name_or_prefix!r} is not an environment tfgpu made"
         raise UsageError(msg, hint="`tfgpu envs` lists them; tfgpu only removes what it created")
+    if entry.get("backend") in CONTAINER_RUNTIMES:
+        return _forget_image(entry)
     prefix = Path(str(entry["prefix"]))
     with prefix_lock(prefix):
         for item in stranded([prefix]):
@@ -393,4 +395,22 @@ def remove(name_or_prefix: str) -> dict[str, Any]:
             shutil.rmtree(prefix)
         with _registry_lock():
             _save([e for e in load() if e.get("prefix") != entry["prefix"]])
+    return entry
+
+
+#: Registry entries of the container backend (tfgpu.backends.container): their prefix is an image, not a directory.
+CONTAINER_RUNTIMES = ("docker", "podman", "apptainer")
+
+
+def _forget_image(entry: dict[str, Any]) -> dict[str, Any]:
+    """Remove a container entry: forget it; an Apptainer .sif that tfgpu pulled into its images directory is
+    deleted, a Docker/Podman image stays in the runtime's store (`docker rmi IMAGE` removes it)."""
+    prefix = str(entry["prefix"])
+    images = home() / "images"
+    if entry.get("backend") == "apptainer" and prefix.endswith(".sif"):
+        sif = Path(prefix)
+        if sif.parent == images and sif.is_file() and not sif.is_symlink():
+            sif.unlink()
+    with _registry_lock():
+        _save([e for e in load() if e.get("prefix") != prefix])
     return entry

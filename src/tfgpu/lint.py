@@ -130,6 +130,20 @@ def _key_values(args: str) -> dict[str, str]:
     return out
 
 
+def _exec_form(args: str) -> str:
+    """``RUN ["pip", "install", "x"]`` (the exec form, a JSON array) as the words it runs; else as written."""
+    import json
+
+    if args.lstrip().startswith("["):
+        try:
+            words = json.loads(args)
+        except ValueError:
+            return args
+        if isinstance(words, list) and all(isinstance(w, str) for w in words):
+            return shlex.join(words)
+    return args
+
+
 @record
 class Stage:
     image: str  # after ARG substitution
@@ -161,7 +175,8 @@ def stages(instructions: Sequence[Instruction]) -> list[Stage]:
             for k, v in _key_values(ins.args).items():
                 out[-1].env[k] = (v, ins.line)
         elif out and ins.cmd == "RUN":
-            out[-1] = Stage(out[-1].image, out[-1].name, out[-1].line, out[-1].env, (*out[-1].runs, (ins.args, ins.line)))
+            out[-1] = Stage(out[-1].image, out[-1].name, out[-1].line, out[-1].env,
+                            (*out[-1].runs, (_exec_form(ins.args), ins.line)))
     return out
 
 
@@ -408,13 +423,14 @@ def load_yaml_bounded(text: str) -> Any:
 
 
 def _env_items(env: Any) -> list[tuple[str, str]]:
-    if isinstance(env, Mapping):
-        return [(str(k), "" if v is None else str(v)) for k, v in env.items()]
+    if isinstance(env, Mapping):  # `NAME:` with no value passes the host's value through, as above
+        return [(str(k), str(v)) for k, v in env.items() if v is not None]
     if isinstance(env, list):
         out = []
         for item in env:
-            k, _, v = str(item).partition("=")
-            out.append((k, v))
+            k, sep, v = str(item).partition("=")
+            if sep:  # `- NAME` alone passes the host's value through: unknown here, never "empty"
+                out.append((k, v))
         return out
     return []
 

@@ -888,7 +888,8 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
                                 fix="choose another release: tfgpu compat"))
         return TargetVerdict(str(v), BLOCKED, None, None, tuple(blockers), tuple(caveats), (), str(v))
     # -- per backend
-    from tfgpu.containers import CONTAINER_BACKENDS, container_alternative, judge_container
+    from tfgpu.choose import CONTAINER_BACKENDS
+    from tfgpu.containers import container_alternative, judge_container
 
     container_v: BackendVerdict | None = None
     if (backend == "auto" or backend in CONTAINER_BACKENDS) and os in ("linux", "wsl2") and not m.arm_linux:

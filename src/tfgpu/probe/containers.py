@@ -26,7 +26,7 @@ TOOLKIT_PROGRAMS = ("nvidia-ctk", "nvidia-container-cli", "nvidia-container-runt
 _MAX_CONFIG = 256 * 1024
 _MAX_SPECS = 32
 
-_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)*(?:[-+~][0-9A-Za-z.]+)?)")
+_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)*(?:[-+~][0-9A-Za-z.]+)*)")
 
 
 # --------------------------------------------------------------------------- pure parsers
