@@ -165,6 +165,10 @@ class Machine:
     tensorflow: tuple[dict[str, Any], ...] | None
     arch: str | None = None  # CPU architecture as uname -m says (x86_64, aarch64)
     l4t: str | None = None  # a Jetson's L4T release (/etc/nv_tegra_release)
+    # whether the facts describe the system CUDA toolkits / cuDNN at all: the probe always does (an empty list
+    # is "none installed"); a hand-written facts document that leaves the section out leaves them unknown
+    toolkits_known: bool = True
+    cudnns_known: bool = True
 
     @classmethod
     def from_facts(cls, facts: Mapping[str, Any]) -> Machine:
@@ -218,6 +222,7 @@ class Machine:
             tensorflow=tuple(tf) if isinstance(tf, list) else None,
             arch=str(plat.get("arch") or "").strip().lower() or None,
             l4t=str(plat["jetson"].get("l4t") or "") or None if isinstance(plat.get("jetson"), dict) else None,
+            toolkits_known="cuda_toolkits" in facts, cudnns_known="cudnn" in facts,
         )
 
     @property
@@ -382,6 +387,7 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         add(Check("env.conda", PASS, "no conda/mamba/micromamba: tfgpu's embedded conda engine (rattler) will be used",
                   source="conda probe"))
     out.extend(_tf_checks(m))
+    out.extend(_cpu_build_checks(m, kb))
     return out
 
 
@@ -487,6 +493,22 @@ def _tf_checks(m: Machine) -> list[Check]:
     if gpu is not None and gpu >= _TF_2_12:
         out.append(Check("tf.placeholder", FAIL, f"tensorflow-gpu {gpu} is an empty placeholder that raises an error",
                          fix="pip uninstall tensorflow-gpu && pip install 'tensorflow[and-cuda]'"))
+    return out
+
+
+def _cpu_build_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
+    """An installed TensorFlow whose wheels are CPU-only builds, as read from the wheels (compat/wheels.toml:
+    `tensorflow` 1.15.2+ and 2.0.x, while 1.15.0 is a CUDA build; native Windows from 2.11)."""
+    out = []
+    for t in m.tensorflow or ():
+        dist, ver = str(t.get("distribution") or ""), _v(t.get("version"))
+        if dist not in ("tensorflow", "tensorflow-gpu") or ver is None:
+            continue
+        if kb.cuda_build(dist, ver, m.tf_os) is False:
+            out.append(Check(
+                "tf.cpu_build", WARN, f"{dist} {ver} is a CPU-only build: its wheel carries no CUDA code "
+                "(build_info.py and its shared objects, read from the wheel)", source="compat/wheels.toml",
+                fix="tfgpu create --tf VERSION makes an environment with a GPU build"))
     return out
 
 
@@ -936,7 +958,9 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
             elif m.tf_os == "linux" and m.glibc:
                 b_block += _glibc_findings(m, kb, rel)
             if not recipe.provides_cuda:
-                b_block += _system_library_findings(m, kb, v, build.cuda, build.cudnn)
+                lib_block, lib_cav = _system_library_findings(m, kb, v, build.cuda, build.cudnn)
+                b_block += lib_block
+                b_cav += lib_cav
         verdicts.append(BackendVerdict(
             name, recipe.id, not b_block, tuple(b_block), tuple(b_cav), cuda, cudnn, pythons,
             recipe.conda_preference() if name == "conda" else 0,
@@ -1003,31 +1027,49 @@ def rank_backends(backends: Iterable[BackendVerdict]) -> list[BackendVerdict]:
     return viable + [b for b in items if not b.viable]
 
 
-def _system_library_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str, cudnn: str) -> list[Finding]:
+def _system_library_findings(
+    m: Machine, kb: KnowledgeBase, v: Version, cuda: str, cudnn: str,
+) -> tuple[list[Finding], list[Finding]]:
     """pip installs up to 2.13 load the system CUDA (the built major.minor; any 11.x from TF 2.5, see
-    system_cuda_serves) and a cuDNN of the built major with at least its minor."""
-    out = []
+    system_cuda_serves) and a cuDNN of the built major with at least its minor. Returns (blockers, caveats):
+    a library the facts do not describe at all (no cuda_toolkits / cudnn section) is a caveat to check, not a
+    blocker; an empty section is "none installed"."""
+    out: list[Finding] = []
+    unknown: list[Finding] = []
     cuda_n = normalize_cuda(cuda)
     so = "cudart64_" + cuda_n.replace(".", "") + ".dll" if m.os == "windows" else f"libcudart.so.{cuda_n}"
     if version(cuda_n) >= _CUDA_11 and m.os != "windows":
         so = f"libcudart.so.{version(cuda_n).major}.0"  # CUDA 11+ sonames carry the major only
-    if _system_cuda_matches(m, cuda, v) is None:
+    wanted = f"{version(cuda_n).major}.x" if _any_minor_serves(version(cuda_n), v) else cuda_n
+    if not m.toolkits_known:
+        unknown.append(Finding(
+            "cuda.system_toolkit",
+            f"pip's {kb.gpu_dist(v)} {v} loads the system CUDA {wanted} ({so}); the facts do not say which CUDA "
+            "toolkits are installed",
+            fix=f"check that CUDA {wanted} is installed, or use the conda backend: tfgpu create --tf {v} --backend conda",
+        ))
+    elif _system_cuda_matches(m, cuda, v) is None:
         have = ", ".join(str(t.get("version")) for t in m.toolkits) or "none"
-        wanted = f"{version(cuda_n).major}.x" if _any_minor_serves(version(cuda_n), v) else cuda_n
         out.append(Finding(
             "cuda.system_toolkit",
             f"pip's {kb.gpu_dist(v)} {v} loads the system CUDA {wanted} ({so}); installed here: {have} — TensorFlow "
             "would print \"Could not dlopen library\" and silently skip the GPU",
             fix=f"use the conda backend (brings CUDA {cuda_n} into the environment): tfgpu create --tf {v} --backend conda",
         ))
-    if _system_cudnn_matches(m, cudnn) is None:
+    if not m.cudnns_known:
+        unknown.append(Finding(
+            "cudnn.system",
+            f"pip's {kb.gpu_dist(v)} {v} loads the system cuDNN {cudnn}; the facts do not say which cuDNN is installed",
+            fix=f"check that cuDNN {cudnn} is installed, or use the conda backend: tfgpu create --tf {v} --backend conda",
+        ))
+    elif _system_cudnn_matches(m, cudnn) is None:
         have = ", ".join(str(c.get("version")) for c in m.cudnns) or "none"
         out.append(Finding(
             "cudnn.system",
             f"pip's {kb.gpu_dist(v)} {v} loads the system cuDNN {cudnn}; installed here: {have}",
             fix=f"use the conda backend: tfgpu create --tf {v} --backend conda",
         ))
-    return out
+    return out, unknown
 
 
 def resolve_version(kb: KnowledgeBase, tf: str, m: Machine) -> Version:
