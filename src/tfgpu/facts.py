@@ -146,6 +146,7 @@ def validate_facts(doc: Any) -> list[str]:
 #: GPUs judged from a facts file at most (the rest are dropped with a note; the largest machines have
 #: 16): every accepted file is judged within a couple of seconds.
 MAX_GPUS = 256
+_LONG_NUMBER = re.compile(r"[0-9]{65,}")
 
 
 def load_facts_file(path: str | Path) -> dict[str, Any]:
@@ -170,6 +171,11 @@ def load_facts_file(path: str | Path) -> dict[str, Any]:
     if len(data) > MAX_FACTS_BYTES:
         msg = f"facts file {p} is larger than {MAX_FACTS_BYTES // (1024 * 1024)} MB: not a facts document"
         raise InputError(msg, hint="give the output of `tfgpu doctor --json` (a few kB)")
+    long_number = _LONG_NUMBER.search(text)
+    if long_number:  # no fact is a 65-digit number; thousands of digits would not even convert to int
+        msg = (f"facts file {p} holds a {long_number.end() - long_number.start()}-digit number "
+               f"(at character {long_number.start()}): not a facts document")
+        raise InputError(msg)
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -227,6 +233,16 @@ def _bad(key: str, value: str, want: str) -> UsageError:
     return UsageError(f"override {key} ({var}) = {value!r} is not {want}")
 
 
+def _driver_cuda(driver: str, facts: Mapping[str, Any]) -> str | None:
+    """The newest CUDA a driver version runs (compat/cuda.toml's minimum drivers), or None when unknown."""
+    from tfgpu.compat import load_kb
+    from tfgpu.verdict import Machine
+
+    m = Machine.from_facts(as_facts({**facts, "driver": {"version": driver}}))
+    cuda = m.driver_cuda_version(load_kb())
+    return None if cuda is None else f"{cuda.major}.{cuda.minor}"
+
+
 def apply_overrides(facts: Mapping[str, Any], overrides: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
     """Apply single-fact overrides on a copy of ``facts``. Returns (facts, active) where ``active`` lists
     "key=value (source)" and is also stored as facts["overrides"]. Bad values raise UsageError (exit 2)."""
@@ -242,8 +258,9 @@ def apply_overrides(facts: Mapping[str, Any], overrides: Mapping[str, str]) -> t
                 raise _bad(key, value, "a driver version like 550.54.15")
             drv = out.setdefault("driver", {})
             drv.update({"version": value, "source": "override", "error": None, "mismatch": False})
-            if "cuda_driver" not in overrides:  # the CUDA the probed driver reported is not this driver's
-                drv["cuda"] = None
+            if "cuda_driver" not in overrides:  # the CUDA the probed driver reported is not this driver's:
+                drv["cuda"] = _driver_cuda(value, out)  # the overridden driver's own, from NVIDIA's table
+                drv["cuda_source"] = "derived from the driver version (tfgpu's CUDA table)"
                 drv.pop("kernel_module", None)
                 drv.pop("user_library", None)
         elif key == "cuda_driver":

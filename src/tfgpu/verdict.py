@@ -12,7 +12,8 @@ Vocabulary (README, "Verdicts"):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
@@ -164,6 +165,7 @@ class Machine:
     # is "none installed"); a hand-written facts document that leaves the section out leaves them unknown
     toolkits_known: bool = True
     cudnns_known: bool = True
+    driver_source: str = ""  # "override" when --driver / TFGPU_DRIVER_VERSION set it
 
     @classmethod
     def from_facts(cls, facts: Facts) -> Machine:
@@ -206,6 +208,7 @@ class Machine:
             avx=cpu.get("avx") if isinstance(cpu.get("avx"), bool) else None,
             driver=_v(drv.get("version")), driver_text=str(drv.get("version") or ""), driver_cuda=_v(drv.get("cuda")),
             driver_known="driver" in facts, driver_error=str(drv.get("error") or ""),
+            driver_source=str(drv.get("source") or ""),
             kernel_module=_v(drv.get("kernel_module")),
             user_library=_v(drv.get("user_library") or drv.get("library_version")),
             gpus=visible, all_gpus=all_gpus,
@@ -405,8 +408,9 @@ def _driver_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         out.append(Check("driver.installed", FAIL, summary, evidence=m.driver_error, source="driver probe", fix=fix))
         return out
     cuda = m.driver_cuda_version(kb)
-    out.append(Check("driver.installed", PASS, f"NVIDIA driver {m.driver_text}" + (f" (CUDA {cuda})" if cuda else ""),
-                     source="driver probe"))
+    overridden = m.driver_source == "override"
+    out.append(Check("driver.installed", PASS, f"NVIDIA driver {m.driver_text}" + (f" (CUDA {cuda})" if cuda else "")
+                     + (" [override]" if overridden else ""), source="override" if overridden else "driver probe"))
     if m.kernel_module and m.user_library and m.kernel_module != m.user_library:
         out.append(Check(
             "driver.kernel_match", FAIL,
@@ -589,7 +593,8 @@ def _driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bo
         else:
             caveats.append(Finding(
                 "driver.cuda",
-                f"runs CUDA {want} on driver {m.driver_text} (CUDA {have}) through CUDA minor-version compatibility "
+                f"built with CUDA {want} (the CUDA libraries installed may be a newer {want.major}.x: `tfgpu create` "
+                f"reports them); driver {m.driver_text} (CUDA {have}) runs CUDA {want.major}.x through minor-version compatibility "
                 f"(driver >= {mc.min_driver_text(os_key) if mc else mc_floor}); not covered: "
                 f"{mc.not_covered if mc else 'PTX JIT'}",
                 fix=upgrade,
@@ -863,7 +868,28 @@ def _recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) ->
 
 def judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str = "auto",
                   machine: Machine | None = None) -> TargetVerdict:
-    """The verdict for one exact release on this machine."""
+    """The verdict for one exact release on this machine, its fixes naming what runs here."""
+    m = machine or Machine.from_facts(facts)
+    tv = _judge_release(facts, kb, v, backend=backend, machine=m)
+    return runnable_fixes(tv) if m.conda is None else tv
+
+
+def runnable_hint(text: str) -> str:
+    """A fix for a machine without mamba, micromamba or conda: `--backend conda` would stop and ask for
+    one, tfgpu's embedded engine (`--backend rattler`) builds the same conda recipe."""
+    return text.replace("--backend conda", "--backend rattler")
+
+
+def runnable_fixes(tv: TargetVerdict) -> TargetVerdict:
+    def fixed(fs: tuple[Finding, ...]) -> tuple[Finding, ...]:
+        return tuple(replace(f, fix=runnable_hint(f.fix)) if "--backend conda" in f.fix else f for f in fs)
+
+    return replace(tv, blockers=fixed(tv.blockers), caveats=fixed(tv.caveats),
+                   backends=tuple(replace(b, blockers=fixed(b.blockers), caveats=fixed(b.caveats)) for b in tv.backends))
+
+
+def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str = "auto",
+                   machine: Machine | None = None) -> TargetVerdict:
     m = machine or Machine.from_facts(facts)
     os = m.os or "linux"
     blockers: list[Finding] = []
@@ -1185,6 +1211,41 @@ def recommend(facts: Facts, kb: KnowledgeBase, verdicts: list[TargetVerdict] | N
     return None
 
 
+def no_gpu_reasons(verdicts: Iterable[TargetVerdict]) -> list[str]:
+    """When no release can use a GPU here because of the machine itself (no driver, no GPU, an OS or CPU
+    without GPU builds): its distinct reasons, each once. Empty when some release works or a release's own
+    requirements block it (another release may do)."""
+    items = list(verdicts)
+    if not items or any(t.verdict != BLOCKED for t in items):
+        return []
+    if not all(any(b.check in MACHINE_BLOCKERS for b in t.blockers) for t in items):
+        return []
+    return list(dict.fromkeys(b.summary for t in items for b in t.blockers if b.check in MACHINE_BLOCKERS))
+
+
+def cpu_recommendation(kb: KnowledgeBase, machine: Machine, reasons: Sequence[str] = ()) -> dict[str, Any] | None:
+    """The CPU route: the newest release as a CPU-only environment (`tfgpu create --tf X --cpu`)."""
+    series = kb.series("linux")  # the CPU builds follow the releases, not any OS's GPU builds
+    if not series:
+        return None
+    tf = series[0]
+    return {"tf": tf, "backend": "cpu", "recipe": "cpu", "recipe_id": "cpu", "verdict": "cpu",
+            "command": f"tfgpu create --tf {tf} --cpu", "why": "; ".join(reasons)}
+
+
+def recommend_instead(facts: Facts, kb: KnowledgeBase, blocked_tf: str,
+                      machine: Machine | None = None) -> dict[str, Any] | None:
+    """For a blocked --tf target: the best release that works here, else (no usable GPU) the CPU route."""
+    machine = machine or Machine.from_facts(facts)
+    verdicts = judge_series(facts, kb, machine=machine)
+    rec = recommend(facts, kb, verdicts, machine)
+    if rec is None:
+        rec = cpu_recommendation(kb, machine, no_gpu_reasons(verdicts))
+    if rec is not None:
+        rec = {**rec, "instead_of": blocked_tf}
+    return rec
+
+
 def _recommendation(tv: TargetVerdict, machine: Machine | None = None) -> dict[str, Any]:
     return {"tf": tv.tf, "backend": tv.backend, "recipe": tv.recipe, "recipe_id": tv.recipe_id or tv.recipe,
             "verdict": tv.verdict, "command": create_command(tv, machine)}
@@ -1198,6 +1259,7 @@ class DoctorResult:
     target_requested: str | None = None
     notes: list[str] = field(default_factory=list)
     machine: Machine | None = None  # what the verdicts were judged on
+    no_gpu: list[str] = field(default_factory=list)  # why no release can use a GPU here (each reason once)
 
     def exit_code(self, *, require_gpu: bool, strict: bool, machine: Machine | None = None) -> int:
         machine = machine or self.machine
@@ -1220,11 +1282,21 @@ def diagnose(facts: Facts, kb: KnowledgeBase, *, tf: str | None = None, backend:
     checks = machine_checks(m, kb)
     if tf is None:
         targets = judge_series(facts, kb, backend=backend, machine=m)
-        return DoctorResult(checks, targets, recommend(facts, kb, targets, m), machine=m)
+        rec = recommend(facts, kb, targets, m)
+        reasons = no_gpu_reasons(targets)
+        if rec is None and reasons:
+            rec = cpu_recommendation(kb, m, reasons)
+        return DoctorResult(checks, targets, rec, machine=m, no_gpu=reasons)
     if tf == "latest":
         tf_resolved, _ = resolve_latest(facts, kb, backend=backend, machine=m)
     else:
         tf_resolved = tf
     target = judge_requested(facts, kb, tf_resolved, backend=backend, machine=m)
-    rec = _recommendation(target, m) if target.verdict != BLOCKED else None
-    return DoctorResult(checks, [target], rec, target_requested=tf, machine=m)
+    if target.verdict != BLOCKED:
+        return DoctorResult(checks, [target], _recommendation(target, m), target_requested=tf, machine=m)
+    # blocked: the best release that works here instead, with one line on why this one does not
+    rec = recommend_instead(facts, kb, target.tf, m)
+    if rec is not None and target.blockers:
+        rec["why_not"] = re.sub(r"^\[[^\]]*\] ", "", target.blockers[0].summary)  # without the "[pip: recipe]" tag
+    no_gpu = no_gpu_reasons([target])
+    return DoctorResult(checks, [target], rec, target_requested=tf, machine=m, no_gpu=no_gpu)
