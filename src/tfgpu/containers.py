@@ -17,10 +17,10 @@ from packaging.version import Version
 
 from tfgpu._record import record
 from tfgpu.compat import ContainerImage, KnowledgeBase, container_images, ngc_images, version
-from tfgpu.facts import as_facts
 from tfgpu.options import CONTAINER_RUNTIMES  # the one table of backends and runtimes
 
 if TYPE_CHECKING:
+    from tfgpu.facts import Facts
     from tfgpu.verdict import BackendVerdict, Finding, Machine
 
 
@@ -295,7 +295,7 @@ def run_in_container(runtime: str, image: str, command: list[str], cwd: str) -> 
                         env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),))
 
 
-def plan_container(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, *, backend: str, image_ref: str | None,
+def plan_container(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str, image_ref: str | None,
                    smoke_script: str, cache_dir: str, name: str | None = None) -> Any:
     """The plan of `tfgpu plan|create --backend docker|podman|apptainer|container`: pull the chosen image,
     run the smoke script in it with the GPU. Pure: ``smoke_script`` and ``cache_dir`` are handed in."""
@@ -303,7 +303,7 @@ def plan_container(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, *, back
     from tfgpu.plan import Plan, Step
     from tfgpu.verdict import Machine, resolve_version
 
-    m = Machine.from_facts(as_facts(facts))
+    m = Machine.from_facts(facts)
     v = resolve_version(kb, tf, m)
     runtime = runtime_name(backend, facts)
     if image_ref is not None:

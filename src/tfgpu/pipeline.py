@@ -302,7 +302,7 @@ def build_container_plan(*, tf: str, backend: str, image: str | None, name: str 
     from tfgpu.envs import home
     from tfgpu.smoke.runner import SCRIPT
 
-    return plan_container(load_kb(), facts, tf, backend=backend, image_ref=image, smoke_script=str(SCRIPT),
+    return plan_container(load_kb(), as_facts(facts), tf, backend=backend, image_ref=image, smoke_script=str(SCRIPT),
                           cache_dir=str(home() / "images"), name=name)
 
 
