@@ -100,7 +100,9 @@ def test_a_unicode_digit_driver_override_is_refused_not_silently_ignored(cli: Cl
     '{"gpus": [{"name": "x", "memory_mib": ' + BIG + "}]}",
     '{"notes": ' + "[" * 200 + "]" * 200 + "}",
     '{"env": {"X": ' + '{"a": ' * 300 + "1" + "}" * 300 + "}}",
-], ids=["huge-int", "deep-list", "deep-dict"])
+    '{"gpus": [{"name": "x", "compute_capability": "' + BIG + '.0"}]}',
+    '{"driver": {"version": "' + BIG + '"}}',
+], ids=["huge-int", "deep-list", "deep-dict", "huge-cc-string", "huge-driver-string"])
 def test_bad_facts_files_are_rc_2(cli: Cli, tmp_path: Path, content: str) -> None:
     path = tmp_path / "facts.json"
     path.write_text(content)

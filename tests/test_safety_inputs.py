@@ -228,3 +228,16 @@ def test_create_with_a_facts_file_never_runs_programs_named_in_it(cli: Cli, tmp_
     # plan (which runs nothing) still shows the facts' machine as given
     rc, out, err = cli("plan", "--tf", "2.20.0", "--backend", "pip", "--facts", str(path), "--json")
     assert rc == 0, err
+
+
+def test_explain_human_output_never_carries_escape_sequences_from_the_log(cli: Cli, tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text(
+        "2020-09-11 08:30:55.744692: I tensorflow/stream_executor/platform/default/dso_loader.cc:53] Could not "
+        "dlopen library 'libcudart.so.10.0'; dlerror: libcudart.so.10.0: cannot open \x1b]8;;https://evil.example"
+        "\x07shared\x1b]8;;\x07 object file: No such file or directory \x1b[2J\x1b]0;title\x07\n")
+    rc, out, err = cli("explain", "--no-probe", str(log))
+    assert rc in (0, 1), err
+    assert "dlopen" in out or "cudart" in out
+    assert "\x1b" not in out + err
+    assert "\x07" not in out + err

@@ -112,6 +112,7 @@ def validate_facts(doc: Any) -> list[str]:
 #: GPUs judged from a facts file at most (the rest are dropped with a note; the largest machines have
 #: 16): every accepted file is judged within a couple of seconds.
 MAX_GPUS = 256
+_LONG_NUMBER = re.compile(r"[0-9]{65,}")
 
 
 def load_facts_file(path: str | Path) -> dict[str, Any]:
@@ -136,6 +137,11 @@ def load_facts_file(path: str | Path) -> dict[str, Any]:
     if len(data) > MAX_FACTS_BYTES:
         msg = f"facts file {p} is larger than {MAX_FACTS_BYTES // (1024 * 1024)} MB: not a facts document"
         raise InputError(msg, hint="give the output of `tfgpu doctor --json` (a few kB)")
+    long_number = _LONG_NUMBER.search(text)
+    if long_number:  # no fact is a 65-digit number; thousands of digits would not even convert to int
+        msg = (f"facts file {p} holds a {long_number.end() - long_number.start()}-digit number "
+               f"(at character {long_number.start()}): not a facts document")
+        raise InputError(msg)
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -388,9 +388,13 @@ def run_step(
     except OSError as exc:
         msg = f"{argv[0]}: cannot run: {exc.strerror or exc}"
         raise StepFailed(msg) from exc
-    dog = _start_watchdog(proc.pid)
+    dog = None
     try:
+        dog = _start_watchdog(proc.pid)
         return _follow_step(proc, argv, log=log, start=start, timeout=timeout, on_line=on_line)
+    except BaseException:
+        _kill_tree(proc)  # whatever escapes (a signal between two statements), the group does not outlive it
+        raise
     finally:
         _stop_watchdog(dog)
 
