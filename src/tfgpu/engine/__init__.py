@@ -16,6 +16,7 @@ process (SIGKILL cannot be caught) is removed by the next install next to it onc
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -411,6 +412,57 @@ def _link(records: Sequence[Any], target: Path, final: Path, *, platform: str, c
     ))
 
 
+def _package_paths(archive: Path) -> list[str] | None:
+    """The paths a package archive installs (info/paths.json, else the old info/files), or None when
+    the archive cannot be read (rattler then reports it as the broken download it is)."""
+    from rattler import PathsJson
+
+    try:
+        return [str(e.relative_path) for e in PathsJson.from_package_archive(archive).paths]
+    except Exception:  # no paths.json (an old package) or an unreadable archive
+        pass
+    if not archive.name.endswith(".tar.bz2"):
+        return None
+    import tarfile
+
+    try:
+        with tarfile.open(archive, "r:bz2") as tar:
+            member = tar.extractfile("info/files")
+            if member is None:
+                return None
+            return member.read(16 << 20).decode("utf-8", "replace").splitlines()
+    except (OSError, KeyError, EOFError, tarfile.TarError):
+        return None
+
+
+def unsafe_package_paths(archive: Path) -> list[str]:
+    """Paths in a package's metadata that would land outside the prefix: absolute ones and any with a
+    ``..`` component. rattler links ``prefix/PATH`` from ``cache/PATH`` as written, so
+    ``../../x`` writes beside the prefix and an absolute path aborts the whole process."""
+    paths = _package_paths(archive) or []
+    return [p for p in paths if not p or p.startswith(("/", "\\")) or "\0" in p
+            or ".." in p.replace("\\", "/").split("/")]
+
+
+def check_package_paths(records: Sequence[Any]) -> None:
+    """Refuse (StepFailed, before anything is linked) a package whose metadata installs outside the
+    prefix. Reads every archive that is a local file (every package of a lock, and local channels)."""
+    from urllib.parse import unquote, urlparse
+    from urllib.request import url2pathname
+
+    for rec in records:
+        parsed = urlparse(str(rec.url))
+        if parsed.scheme != "file":
+            continue
+        archive = Path(url2pathname(unquote(parsed.path)))
+        bad = unsafe_package_paths(archive)
+        if bad:
+            shown = ", ".join(json.dumps(b)[:120] for b in bad[:3]) + (" ..." if len(bad) > 3 else "")
+            msg = (f"{rec.file_name} installs {len(bad)} file(s) outside the environment ({shown}): refusing "
+                   "a package that writes beyond its prefix")
+            raise StepFailed(msg, hint="the package is malformed or hostile; remove it from the channel or lock")
+
+
 def check_cached(records: Sequence[Any], cache_dir: Path) -> list[str]:
     """Names (name-version-build) of records that are not in the package cache."""
     from rattler import PackageCache
@@ -449,6 +501,7 @@ def install(
             msg = f"--offline: {len(missing)} package(s) not in the package cache {cache / 'pkgs'}: " + ", ".join(
                 missing[:5]) + (" ..." if len(missing) > 5 else "")
             raise StepFailed(msg, hint="run once without --offline (with the network) to fill the cache")
+    check_package_paths(records)
     parent_created = not prefix.parent.exists()
     prefix.parent.mkdir(parents=True, exist_ok=True)
     cleanup_partial(prefix)
