@@ -7,10 +7,14 @@ Pure functions, no imports beyond ``re``: they run on the doctor's path.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Any
 
 from tfgpu.errors import UsageError
 
-__all__ = ["check_text", "check_timeout", "comment_safe", "terminal_safe", "terminal_safe_doc", "too_deep", "workflow_safe"]
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["check_text", "check_timeout", "comment_safe", "safe_console", "terminal_safe", "terminal_safe_doc", "too_deep", "workflow_safe"]
 
 #: C0 controls (tab included), DEL and the C1 controls (U+0080..U+009F: 8-bit CSI/OSC on some terminals).
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
@@ -113,3 +117,29 @@ def workflow_safe(text: str) -> str:
     ``::stop-commands::``, ``::add-mask::``...): the leading ``::`` becomes ``%3A:`` (the runner's own
     escape for a colon in a command's data)."""
     return _WORKFLOW_V1.sub("#%23[", _WORKFLOW.sub(r"\1%3A", text))
+
+
+def safe_console(**kwargs: Any) -> Console:
+    """A rich Console whose every printed piece of text goes through :func:`terminal_safe`, whatever
+    the renderable (str, Text, Table, Panel): a Dockerfile line, a log line, a GPU name or an
+    environment's path cannot bring its own escape sequences to the terminal. rich's own styling and
+    cursor control are added after this and stay."""
+    from rich.console import Console as RichConsole
+    from rich.console import RenderHook
+    from rich.segment import Segment
+
+    class _Safe:
+        def __init__(self, renderable: Any) -> None:
+            self.renderable = renderable
+
+        def __rich_console__(self, console: Any, options: Any) -> Any:
+            for seg in console.render(self.renderable, options):
+                yield seg if seg.control else Segment(terminal_safe(seg.text), seg.style)
+
+    class _Hook(RenderHook):
+        def process_renderables(self, renderables: list[Any]) -> list[Any]:
+            return [_Safe(r) for r in renderables]
+
+    console = RichConsole(**kwargs)
+    console.push_render_hook(_Hook())
+    return console

@@ -32,8 +32,9 @@ def envs_cmd(json_out: bool = typer.Option(False, "--json", help="A JSON documen
     if not items:
         typer.echo("no environments yet: `tfgpu create --tf latest`")
         return 0
-    from rich.console import Console
     from rich.table import Table
+
+    from tfgpu.safety import safe_console
 
     table = Table("name", "TensorFlow", "backend", "python", "smoke", "prefix")
     for e in items:
@@ -41,7 +42,7 @@ def envs_cmd(json_out: bool = typer.Option(False, "--json", help="A JSON documen
         mark = "-" if not smoke else ("✓ " if smoke.get("passed") else "✗ ") + str(smoke.get("mode") or "")
         table.add_row(str(e.get("name") or ""), str(e.get("tf")), f"{e.get('tool')} ({e.get('backend')})",
                       str(e.get("python")), mark, str(e.get("prefix")))
-    Console(highlight=False, soft_wrap=True).print(table)
+    safe_console(highlight=False, soft_wrap=True).print(table)
     return 0
 
 
