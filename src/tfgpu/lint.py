@@ -26,6 +26,9 @@ from tfgpu.verdict import ERROR, FAIL, PASS, SKIP, WARN, Check, Machine
 SCHEMA = "tfgpu.lint/1"
 MAX_BYTES = 1024 * 1024
 MAX_ALIASES = 64
+#: A compose file nests a handful of levels; PyYAML's parser slows down badly on deep flow nesting (a
+#: 200 KB file of ``[[[[...`` ran for minutes), so the event scan stops far before that.
+MAX_YAML_DEPTH = 64
 _DIRECTIVE = re.compile(r"^#\s*(escape|syntax|check)\s*=\s*(\S+)\s*$", re.IGNORECASE)
 INSTRUCTIONS = frozenset({"FROM", "RUN", "CMD", "LABEL", "MAINTAINER", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT",
                           "VOLUME", "USER", "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL"})
@@ -405,13 +408,22 @@ def lint_dockerfile(text: str, kb: KnowledgeBase, m: Machine | None) -> list[Che
 
 
 def load_yaml_bounded(text: str) -> Any:
-    """PyYAML's safe loader, refusing alias bombs (more than :data:`MAX_ALIASES` aliases) before building."""
+    """PyYAML's safe loader, refusing alias bombs (more than :data:`MAX_ALIASES` aliases) and deep
+    nesting (more than :data:`MAX_YAML_DEPTH` levels) before building."""
     import yaml
 
     aliases = 0
+    depth = 0
     try:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
-            if isinstance(event, yaml.AliasEvent):
+            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    msg = f"nested more than {MAX_YAML_DEPTH} levels deep"
+                    raise InputError(msg)
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                depth -= 1
+            elif isinstance(event, yaml.AliasEvent):
                 aliases += 1
                 if aliases > MAX_ALIASES:
                     msg = f"more than {MAX_ALIASES} YAML aliases"
