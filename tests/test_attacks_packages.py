@@ -11,6 +11,7 @@ import bz2
 import hashlib
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -141,3 +142,31 @@ def test_attack_post_link_script_is_never_run(tmp_path: Path) -> None:
                     [_entry("bin/.evil-post-link.sh", script)])
     _install(tmp_path, ["evil"])
     assert not mark.exists()
+
+
+# --------------------------------------------------------------------------- lock URLs that are not archives
+
+def _rec(url: str) -> object:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(url=url, file_name="p-1.0-0.tar.bz2", sha256=bytes(range(32)), md5=None)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero", "directory"])
+def test_attack_lock_url_naming_a_fifo_or_device_is_refused_at_once(tmp_path: Path, kind: str) -> None:
+    # before: a FIFO hung `create --from-lock` (past 40 s, no bound) and file:///dev/zero would have filled
+    # the disk before the hash was ever checked
+    import time
+
+    if kind == "fifo":
+        src = tmp_path / "fifo"
+        os.mkfifo(src)
+    elif kind == "dev_zero":
+        src = Path("/dev/zero")
+    else:
+        src = tmp_path
+    start = time.monotonic()
+    with pytest.raises(StepFailed, match=r"not a regular file|Is a directory|cannot fetch"):
+        engine.verify_archives([_rec(src.as_uri())], tmp_path / "store")
+    assert time.monotonic() - start < 5
+    assert list((tmp_path / "store").iterdir()) == []  # no partial download left behind

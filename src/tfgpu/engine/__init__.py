@@ -632,11 +632,19 @@ def _fetch(url: str, dest: Path, *, offline: bool) -> None:
 
     parsed = urlparse(url)
     if parsed.scheme == "file":
+        import stat
         from urllib.request import url2pathname
 
         src = Path(url2pathname(unquote(parsed.path)))
-        with src.open("rb") as fin, dest.open("wb") as fout:
-            shutil.copyfileobj(fin, fout, _CHUNK)
+        # non-blocking open, then regular files only: a FIFO, /dev/zero or /dev/stdin named by a lock
+        # would hang the install or fill the disk before any hash could be checked
+        fd = os.open(src, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as fin:
+            if not stat.S_ISREG(os.fstat(fin.fileno()).st_mode):
+                msg = f"{url} is not a regular file: a package archive is one"
+                raise StepFailed(msg, hint="check the lock's URLs")
+            with dest.open("wb") as fout:
+                shutil.copyfileobj(fin, fout, _CHUNK)
         return
     if parsed.scheme not in ("http", "https"):
         msg = f"{url}: tfgpu fetches packages over file://, http:// and https:// only"
