@@ -60,15 +60,25 @@ def _target_json(target: Any, *, verified: bool) -> dict[str, Any]:
 # --------------------------------------------------------------------------- redaction
 
 _TOKEN = re.compile(
-    r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}|"
+    # a private key pasted into a log: the whole block
+    r"(?:-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)|"
+    r"gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}|"
     r"xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|"
     r"pypi-[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{30,}|"  # PyPI upload tokens, Google API keys
     r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}|"
     r"(?i:bearer\s+)[A-Za-z0-9._~+/-]{16,}=*|"
+    # an Authorization header of any scheme (token, Basic, Digest...)
+    r"(?i:authorization[\"']?\s*[=:]\s*[\"']?[A-Za-z]+\s+)[A-Za-z0-9._~+/-]{8,}=*|"
     # credentials in a URL (user:password@host), the password may hold '/' (s3://KEY:SECRET/x@bucket)
     r"(?<=://)[^/\s:@]+:[^\s@]+(?=@)|"
-    # KEY=value and KEY: value, also inside longer names (AWS_SECRET_ACCESS_KEY=..., HF_TOKEN=...)
-    r"(?i:(?:token|secret|password|passwd|api[_-]?key|access[_-]?key)\w*\s*[=:]\s*)\S+)"
+    # a token as a URL's user name (https://TOKEN@github.com/...): every user part of a URL goes
+    r"(?<=://)[^/\s:@]+(?=@)|"
+    # KEY=value and KEY: value, also inside longer names (AWS_SECRET_ACCESS_KEY=..., HF_TOKEN=...), a
+    # quoted value whole (spaces included), and JSON's "key": "value"
+    r"(?i:(?:token|secret|password|passwd|api[_-]?key|access[_-]?key)\w*[\"']?\s*[=:]\s*)"
+    r"(?:\"[^\"\n]*\"?|'[^'\n]*'?|\S+)|"
+    # command-line flags: --password VALUE, --token=VALUE
+    r"(?i:--(?:token|secret|password|passwd|api[_-]?key|access[_-]?key)(?:=|\s+))\S+)"
 )
 _HOME = re.compile(r"(/home/|/Users/|\\Users\\|/export/home/)([^/\\\s:;,'\"]+)")
 #: What may surround a name that is a whole path component (or a whole value, or a URL's host).
@@ -111,7 +121,8 @@ def redactor(user: str | None = None, host: str | None = None, home: str | None 
 
     def clean(text: str) -> str:
         if home and home not in ("/", "~") and len(home) > 1:
-            text = re.sub(re.escape(home) + r"(?=[/\\]|$|[\s:;,'\"])", "~", text)
+            # only where a path starts with it: /var/home/alice is not ~ with /var in front
+            text = re.sub(r"(?<![^\s:;,'\"=(\[])" + re.escape(home) + r"(?=[/\\]|$|[\s:;,'\"])", "~", text)
         text = _HOME.sub(lambda m: m.group(1) + "<user>", text)
         text = _TOKEN.sub("<redacted>", text)
         for pattern, mark in names:
