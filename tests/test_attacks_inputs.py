@@ -67,3 +67,19 @@ def test_attack_fleet_html_carries_no_markup_from_node_or_gpu_names(cli: Cli, tm
     assert parser.tags.count("script") == 2  # the inert data block and tfgpu's own script
     assert "img" not in parser.tags
     assert "onerror" not in parser.attrs
+
+
+def test_attack_fleet_html_temp_name_is_not_predictable(cli: Cli, tmp_path: Path) -> None:
+    # before: --html wrote through `.NAME.<pid>.tmp`; a file already there made the write fail (rc 1) and
+    # tfgpu then deleted that file, which it had not made
+    import os
+
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "n1.json").write_text(json.dumps(_report(_facts())))
+    page = tmp_path / "fleet.html"
+    planted = tmp_path / f".fleet.html.{os.getpid()}.tmp"
+    planted.write_text("someone else's file\n")
+    rc, _out, err = cli("fleet", "merge", str(tmp_path / "reports"), "--html", str(page))
+    assert rc in (0, 1), err
+    assert page.read_text().startswith("<!DOCTYPE html>")
+    assert planted.read_text() == "someone else's file\n"
