@@ -170,3 +170,38 @@ def test_attack_lock_url_naming_a_fifo_or_device_is_refused_at_once(tmp_path: Pa
         engine.verify_archives([_rec(src.as_uri())], tmp_path / "store")
     assert time.monotonic() - start < 5
     assert list((tmp_path / "store").iterdir()) == []  # no partial download left behind
+
+
+# --------------------------------------------------------------------------- the verified store itself
+
+@pytest.mark.parametrize("plant", ["world_writable", "symlink", "parent_world_writable"])
+def test_attack_verified_store_others_can_write_is_refused(tmp_path: Path, plant: str) -> None:
+    # before: the store was used whatever its owner and mode: whoever can write it can swap an archive
+    # between tfgpu's hash check and rattler's extraction (a shared RATTLER_CACHE_DIR)
+    archive = tmp_path / "p-1.0-0.tar.bz2"
+    archive.write_bytes(b"package bytes")
+    rec = _rec(archive.as_uri())
+    rec.sha256 = hashlib.sha256(b"package bytes").digest()  # type: ignore[attr-defined]
+    cache = tmp_path / "cache"
+    store = cache / "tfgpu-verified"
+    if plant == "world_writable":
+        store.mkdir(parents=True)
+        store.chmod(0o777)
+    elif plant == "symlink":
+        cache.mkdir()
+        (tmp_path / "elsewhere").mkdir()
+        store.symlink_to(tmp_path / "elsewhere")
+    else:
+        cache.mkdir()
+        cache.chmod(0o777)
+    with pytest.raises(StepFailed, match=r"others can write|not a directory of yours|symlink"):
+        engine.verify_archives([rec], store)
+
+
+def test_a_private_store_is_used(tmp_path: Path) -> None:
+    archive = tmp_path / "p-1.0-0.tar.bz2"
+    archive.write_bytes(b"package bytes")
+    rec = _rec(archive.as_uri())
+    rec.sha256 = hashlib.sha256(b"package bytes").digest()  # type: ignore[attr-defined]
+    (out,) = engine.verify_archives([rec], tmp_path / "cache" / "tfgpu-verified")
+    assert out.url.startswith((tmp_path / "cache" / "tfgpu-verified").as_uri())

@@ -658,11 +658,34 @@ def _fetch(url: str, dest: Path, *, offline: bool) -> None:
         shutil.copyfileobj(resp, fout, _CHUNK)
 
 
+def _private_store(store: Path) -> None:
+    """Make ``store`` (mode 0700) or check that it is a real directory of this user that nobody else can
+    write, in a parent nobody else can rename it in: an archive is checked here and extracted from
+    here later, and whoever could write in between could swap it for one the lock never named."""
+    import stat
+
+    store.mkdir(parents=True, exist_ok=True, mode=0o700)
+    uid = os.geteuid() if hasattr(os, "geteuid") else None
+    for path, own in ((store, True), (store.parent, False)):
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode) and own:
+            msg = f"the package store {store} is a symlink: tfgpu keeps verified packages only in a real directory"
+        elif not stat.S_ISDIR(st.st_mode) or (own and uid is not None and st.st_uid != uid):
+            msg = f"the package store {path} is not a directory of yours"
+        elif st.st_mode & 0o022 and not (not own and st.st_mode & stat.S_ISVTX):
+            msg = (f"others can write {path}: a package could be swapped between tfgpu's hash check and "
+                   "its installation")
+        else:
+            continue
+        raise StepFailed(msg, hint="use a package cache of your own (RATTLER_CACHE_DIR or --cache-dir), "
+                                   f"or fix its permissions (chmod go-w {path})")
+
+
 def verify_archives(records: Sequence[Any], store: Path, *, offline: bool = False) -> list[Any]:
     """Each record's archive, fetched (whatever the URL scheme) and checked against the lock's hash,
     as a record pointing at the verified copy in ``store`` (file://). A copy already in the store is
     hashed again before it is used. Raises StepFailed naming the package on any mismatch."""
-    store.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _private_store(store)
     out = []
     missing: list[str] = []
     for rec in records:
