@@ -714,13 +714,23 @@ def carry_create(old: str, new: str) -> str:
     return new.rstrip("\n") + "\n\n" + section.strip("\n") + "\n"
 
 
+def _fleet_section(out: Path) -> str:
+    """The fleet figures bench/fleet.py wrote into the report (between its markers): kept across runs."""
+    text = out.read_text() if out.exists() else ""
+    begin, end = "<!-- fleet:begin -->", "<!-- fleet:end -->"
+    if begin in text and end in text:
+        return text[text.index(begin): text.index(end) + len(end)]
+    return ""
+
+
 def write(out: Path, rep: Report, *, partial: bool) -> None:
     budgets = "## Budgets (issue 9)\n\n" + md_table(["budget", "measured", "limit", "result"], rep.budgets)
     text = rep.parts[0] + "\n\n" + budgets + "\n\n## Figures\n\n" + "\n\n".join(p for p in rep.parts[1:] if p)
     text += f"\n\nLoad average at the end (1, 5, 15 min): {load()}."
     if partial:
         text += "\n\n(create benchmark still running)"
-    out.write_text(text + "\n")
+    kept = _fleet_section(out)
+    out.write_text(text + "\n" + (f"\n{kept}\n" if kept else ""))
     if not partial:
         print(budgets + "\n", flush=True)
         log(f"wrote {out}")

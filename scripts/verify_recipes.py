@@ -126,7 +126,7 @@ def _verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, lo
                               "CUDA with conda, and there are no conda channels where tfgpu verifies")
         return row
     row.update(recipe=plan.recipe_id, python=plan.python,
-               pins=",".join(r for r in plan.pip_requirements[1:]))
+               pins=" ".join(plan.pip_requirements[1:]))  # a requirement has commas, never spaces
     log(f"== TensorFlow {tf}: recipe {plan.recipe_id}, Python {plan.python}: {' '.join(plan.pip_requirements)}")
     recipe = next(r for r in kb.recipes if r.id == plan.recipe_id)
     build = kb.build_for(version(tf), "linux")

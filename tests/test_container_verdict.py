@@ -219,7 +219,7 @@ def test_a_missing_runtime_names_its_own_installation(wanted: str, phrase: str):
 
 def test_the_backend_lists_follow_chooses_table():
     from tfgpu import choose, doctor
-    from tfgpu.commands import envs
+    from tfgpu.commands import plan
 
-    assert envs._CONTAINER_BACKENDS == choose.CONTAINER_BACKENDS
+    assert plan.CONTAINER_BACKENDS == choose.CONTAINER_BACKENDS
     assert (*choose.BACKENDS, *choose.CONTAINER_BACKENDS) == doctor.BACKENDS

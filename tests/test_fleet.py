@@ -106,6 +106,24 @@ def test_kernel_user_mismatch_is_named(tmp_path: Path) -> None:
     assert fields["driver_mismatch"]["value"] == "kernel module 418.87.01 ≠ user library 418.87.00"
 
 
+def test_a_node_without_the_container_toolkit_is_named(tmp_path: Path) -> None:
+    """facts["containers"]["toolkit"] as tfgpu.probe.containers writes it: present on two nodes, absent on one."""
+    base = _facts()
+    with_toolkit = copy.deepcopy(base)
+    with_toolkit["containers"] = {"runtimes": [], "toolkit": {"present": True, "nvidia_ctk": {"path": "/usr/bin/nvidia-ctk",
+                                                                                          "version": "1.17.4"}}}
+    without = copy.deepcopy(base)
+    without["containers"] = {"runtimes": [], "toolkit": {"present": False, "nvidia_ctk": None}}
+    _write(tmp_path, "a", _doc(with_toolkit))
+    _write(tmp_path, "b", _doc(with_toolkit))
+    _write(tmp_path, "c", _doc(without))
+    (outlier,) = _merge(str(tmp_path))["outliers"]
+    fields = {d["field"]: d for d in outlier["differs"]}
+    assert outlier["nodes"] == ["c"]
+    assert fields["container_toolkit"]["value"] == "missing"
+    assert fields["container_toolkit"]["largest_group"] == "present"
+
+
 def test_common_release_agrees_with_each_nodes_own_verdicts(cluster: Path) -> None:
     """The newest series usable everywhere, recomputed here from every node's own report."""
     doc = _merge(str(cluster))

@@ -29,19 +29,12 @@ if TYPE_CHECKING:
     from tfgpu.compat import KnowledgeBase, Recipe
     from tfgpu.verdict import DoctorResult, TargetVerdict
 
-#: The values --backend takes, everywhere (doctor, plan, create, lock).
-BACKENDS = ("auto", "pip", "conda", "rattler")
-#: The container route (issue 19): --backend value -> the runtimes that may run its image, in order of
-#: preference. An image is not a recipe, so these do not go through RUNNERS: tfgpu.containers picks the
-#: first runtime of this table that is installed and set up for GPUs (else the first installed, to report
-#: what blocks it). doctor, plan and create accept these values in addition to BACKENDS.
-CONTAINER_RUNTIMES: dict[str, tuple[str, ...]] = {
-    "container": ("docker", "podman", "apptainer", "singularity"),
-    "docker": ("docker",),
-    "podman": ("podman",),
-    "apptainer": ("apptainer", "singularity"),  # Singularity is Apptainer's predecessor: same --nv, same images
-}
-CONTAINER_BACKENDS = tuple(CONTAINER_RUNTIMES)
+# The values --backend takes, and the container runtimes, are defined once in tfgpu.options (a leaf module
+# the verdict imports too); re-exported here, where the runners are.
+from tfgpu.options import BACKENDS as BACKENDS
+from tfgpu.options import CONTAINER_BACKENDS as CONTAINER_BACKENDS
+from tfgpu.options import CONTAINER_RUNTIMES as CONTAINER_RUNTIMES
+
 #: conda executables in the order tfgpu prefers them (issue 7: mamba, micromamba or conda).
 CONDA_TOOLS = ("mamba", "micromamba", "conda")
 _CONDA_FAMILY = frozenset({"conda", "conda+pip"})
@@ -256,13 +249,18 @@ def kb_order(kb: KnowledgeBase, facts: Mapping[str, Any], v: Version, os_name: s
 
 def ranked_recipes(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerdict | None,
                    v: Version, os_name: str) -> list[Recipe]:
-    """The verdict's viable recipes in its order, then every other recipe in :func:`kb_order`."""
-    from tfgpu.verdict import rank_backends
+    """The verdict's viable recipes in its order, then every other recipe in :func:`kb_order`. When the
+    verdict says the release will work here, a conda recipe whose channel does not carry the release is
+    left out, as the verdict leaves it out (the doctor names the release the plan builds)."""
+    from tfgpu.verdict import BLOCKED, _recipe_available, rank_backends
 
     recipes = candidate_recipes(kb, v, os_name)
+    judged = verdict is not None and verdict.tf == str(v)
+    if judged and verdict is not None and verdict.verdict != BLOCKED:
+        recipes = [r for r in recipes if _recipe_available(kb, r, v, os_name)]
     by_id = {r.id: r for r in recipes}
     first: list[Recipe] = []
-    if verdict is not None and verdict.tf == str(v):
+    if judged and verdict is not None:
         first = [by_id[b.recipe] for b in rank_backends(verdict.backends) if b.viable and b.recipe in by_id]
     return first + [r for r in kb_order(kb, facts, v, os_name, recipes) if r not in first]
 
@@ -340,7 +338,7 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     pip_without_python = False
     base_ctx = ctx
     for recipe in usable:
-        ctx = _recipe_context(base_ctx, recipe)
+        ctx = _recipe_context(kb, base_ctx, recipe)
         for runner in runners:
             if not runner.runs(recipe):
                 continue
@@ -357,7 +355,7 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     if prefs.backend == "auto" and not any(r.backend in _CONDA_FAMILY for r in recipes):
         # a pip recipe and no interpreter for it: a conda-made interpreter, then pip
         recipe = usable[0]
-        ctx = _recipe_context(base_ctx, recipe)
+        ctx = _recipe_context(kb, base_ctx, recipe)
         runner = CONDA if conda_tool(tools) else RATTLER
         if runner.can_build(recipe, ctx) is None:
             tool = runner.available(ctx) or runner.name
@@ -369,12 +367,10 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     raise first_error
 
 
-def _recipe_context(ctx: Context, recipe: Recipe) -> Context:
+def _recipe_context(kb: KnowledgeBase, ctx: Context, recipe: Recipe) -> Context:
     """The context narrowed to the Pythons a pip recipe can install with (compat/pins.toml `pythons`:
     e.g. tensorflow[and-cuda] 2.14 pins tensorrt 8.5.3.1, which has wheels up to cp310 only)."""
-    from tfgpu.compat import python_limit_for
-
-    limit = python_limit_for(ctx.v, recipe.id) if recipe.backend == "pip" else None
+    limit = kb.python_limit_for(ctx.v, recipe.id) if recipe.backend == "pip" else None
     if limit is None:
         return ctx
     return replace(ctx, wheel_pythons=tuple(p for p in ctx.wheel_pythons if p in limit.python))

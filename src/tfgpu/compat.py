@@ -616,6 +616,17 @@ class CpuRequirement:
 
 
 @record
+class PythonLimit:
+    """The Pythons recipe ``recipe`` can install releases ``tf`` with (compat/pins.toml `pythons`)."""
+
+    tf: VersionSpec
+    recipe: str
+    python: tuple[str, ...]
+    why: str
+    source: str
+
+
+@record
 class KnowledgeBase:
     data_version: str
     date: str
@@ -631,6 +642,12 @@ class KnowledgeBase:
     wheels: tuple[WheelFacts, ...] = ()
     devices: tuple[GpuDevice, ...] = ()
     cpu_requirements: tuple[CpuRequirement, ...] = ()
+    python_limits: tuple[PythonLimit, ...] = ()
+
+    def python_limit_for(self, v: Version, recipe_id: str) -> PythonLimit | None:
+        """The Pythons pip recipe ``recipe_id`` can install release ``v`` with, where narrower than the
+        release's wheels (compat/pins.toml `pythons`); None when the wheels' range holds."""
+        return next((lim for lim in self.python_limits if lim.recipe == recipe_id and v in lim.tf), None)
 
     def cpu_requirement(self, feature: str, v: Version) -> CpuRequirement | None:
         """The requirement of CPU ``feature`` (e.g. "avx") that release ``v``'s official binaries have, if any."""
@@ -1046,6 +1063,7 @@ def _parse_kb() -> KnowledgeBase:
             CpuRequirement(feature=str(r["feature"]), tf=_spec("tensorflow", r), text=str(r["text"]), source=r["source"])
             for r in _rows("tensorflow", tf, "cpu_requirements", required=False)
         ),
+        python_limits=load_python_limits(),
     )
 
 
@@ -1060,7 +1078,7 @@ def _parse_gpu_devices(gpus: dict[str, Any]) -> list[GpuDevice]:
     return out
 
 
-KB_FILES = ("meta", "tensorflow", "releases", "tf_archs", "cuda", "gpus", "recipes", "conda", "wheels")
+KB_FILES = ("meta", "tensorflow", "releases", "tf_archs", "cuda", "gpus", "recipes", "conda", "wheels", "pins")
 
 
 def _cache_file() -> Path | None:
@@ -1103,7 +1121,8 @@ def _cache_file() -> Path | None:
 def _cache_classes() -> dict[str, type]:
     """The record classes a cache file may hold (an allow-list: nothing else is ever rebuilt)."""
     return {c.__name__: c for c in (KnowledgeBase, Build, Release, PyRange, Toolkit, MinorCompat, ArchTargets,
-                                    Recipe, CondaPackage, GpuModel, WheelFacts, GpuDevice, CpuRequirement)}
+                                    Recipe, CondaPackage, GpuModel, WheelFacts, GpuDevice, CpuRequirement,
+                                    PythonLimit)}
 
 
 @functools.lru_cache(maxsize=1)
@@ -1224,17 +1243,6 @@ def load_pins() -> tuple[Pin, ...]:
     return tuple(out)
 
 
-@record
-class PythonLimit:
-    """The Pythons recipe ``recipe`` can install releases ``tf`` with (compat/pins.toml `pythons`)."""
-
-    tf: VersionSpec
-    recipe: str
-    python: tuple[str, ...]
-    why: str
-    source: str
-
-
 @functools.lru_cache(maxsize=1)
 def load_python_limits() -> tuple[PythonLimit, ...]:
     data = load_toml("pins")
@@ -1246,10 +1254,6 @@ def load_python_limits() -> tuple[PythonLimit, ...]:
         out.append(PythonLimit(tf=_spec("pins", row), recipe=str(row["recipe"]), python=pythons,
                                why=str(row.get("why", "")), source=str(row["source"])))
     return tuple(out)
-
-
-def python_limit_for(tf: Version, recipe: str) -> PythonLimit | None:
-    return next((lim for lim in load_python_limits() if lim.recipe == recipe and tf in lim.tf), None)
 
 
 def pin_source_urls(pin: Pin | PythonLimit) -> str:
@@ -1349,9 +1353,12 @@ def verified_for(tf: Version | str, recipe: str) -> Verified | None:
 def verified_status(tf: Version | str, recipe_id: str, backend: str) -> dict[str, Any]:
     """What `tfgpu compat` and `doctor --tf` say about one recipe: install verified DATE, failed, skipped
     (could not run where tfgpu verifies), not verified here, or cannot verify (conda recipes)."""
-    if backend != "pip":
+    if backend in ("conda", "conda+pip", "rattler"):
         return {"status": "cannot verify",
                 "text": "not verified here: conda recipes cannot be verified where tfgpu verifies (no conda channels)"}
+    if backend != "pip":  # a container image (docker, podman, apptainer): nox -s recipes builds no images
+        return {"status": "not verified", "text": f"not verified here ({backend} images are not installed by "
+                                                  "`nox -s recipes`)"}
     row = verified_for(tf, recipe_id)
     if row is None:
         return {"status": "not verified", "text": "not verified here"}
@@ -1384,7 +1391,7 @@ VERIFIED_HEADER = """\
 # smoke test passed (matmul, conv2d) and every CUDA library the recipe brings loaded with ctypes
 # (only libcuda, the driver, may be missing). `skipped` rows could not run here; `reason` says why.
 # numpy .. typing_extensions are the versions the install resolved ("" = not installed); `pins` are the
-# requirements tfgpu added (compat/pins.toml); `cuda_libs` says what loaded.
+# requirements tfgpu added (compat/pins.toml), space-separated; `cuda_libs` says what loaded.
 
 schema = "tfgpu.compat.verified/1"
 

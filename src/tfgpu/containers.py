@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import Version
 
 from tfgpu._record import record
-from tfgpu.choose import CONTAINER_RUNTIMES  # the one table of backends and runtimes
 from tfgpu.compat import ContainerImage, KnowledgeBase, container_images, ngc_images, version
+from tfgpu.options import CONTAINER_RUNTIMES  # the one table of backends and runtimes
 
 if TYPE_CHECKING:
     from tfgpu.verdict import BackendVerdict, Finding, Machine
@@ -111,7 +111,7 @@ def judge_runtime(section: Mapping[str, Any], entry: Mapping[str, Any]) -> Runti
 
 def pick_runtime(facts: Mapping[str, Any], wanted: str = "container") -> Runtime | None:
     """The runtime the container route uses: the first GPU-ready one of ``wanted``'s row of
-    tfgpu.choose.CONTAINER_RUNTIMES, else the first installed (to report what blocks it). None: none installed."""
+    tfgpu.options.CONTAINER_RUNTIMES, else the first installed (to report what blocks it). None: none installed."""
     section = facts.get("containers")
     if not isinstance(section, Mapping):
         return None

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tfgpu import options as _options
 from tfgpu.errors import UsageError
 from tfgpu.options import SHARED
 
@@ -20,8 +21,8 @@ if TYPE_CHECKING:
     from tfgpu.compat import KnowledgeBase
     from tfgpu.verdict import DoctorResult
 
-#: choose.BACKENDS + choose.CONTAINER_BACKENDS (spelled out: this module loads before tfgpu.choose; a test keeps them equal)
-BACKENDS = ("auto", "pip", "conda", "rattler", "container", "docker", "podman", "apptainer")
+#: What `doctor --backend` takes: the recipe backends and the container routes (tfgpu.options, defined once).
+BACKENDS = (*_options.BACKENDS, *_options.CONTAINER_BACKENDS)
 
 #: Every option of `tfgpu doctor`: flag -> (keyword of run_doctor, type). The shared ones come from the one
 #: table of shared options (tfgpu.options.SHARED) the typer command is built from; tests/test_entry.py

@@ -19,7 +19,7 @@ from tfgpu._record import field, record
 from tfgpu.choose import BACKENDS as BACKENDS  # re-exported: the values --backend takes
 from tfgpu.choose import CONDA_TOOLS as CONDA_TOOLS
 from tfgpu.choose import target_os as target_os
-from tfgpu.compat import Pin, VersionSpec, load_pins, pin_source_urls, python_limit_for
+from tfgpu.compat import Pin, VersionSpec, load_pins, pin_source_urls
 from tfgpu.errors import UsageError
 from tfgpu.steps import Step as Step  # re-exported: plans are made of steps
 
@@ -375,7 +375,7 @@ def plan_environment(
     wheel_pythons = kb.pythons_for(v, os_name)
 
     recipe = choice.recipe
-    limit = python_limit_for(v, recipe.id) if recipe.backend == "pip" else None
+    limit = kb.python_limit_for(v, recipe.id) if recipe.backend == "pip" else None
     if limit is not None:  # a package the pip recipe pins has wheels for fewer Pythons (compat/pins.toml)
         wheel_pythons = [p for p in wheel_pythons if p in limit.python]
         notes.append(f"Python {', '.join(wheel_pythons)} only: {limit.why}")

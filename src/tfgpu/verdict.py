@@ -888,8 +888,8 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
                                 fix="choose another release: tfgpu compat"))
         return TargetVerdict(str(v), BLOCKED, None, None, tuple(blockers), tuple(caveats), (), str(v))
     # -- per backend
-    from tfgpu.choose import CONTAINER_BACKENDS
     from tfgpu.containers import container_alternative, judge_container
+    from tfgpu.options import CONTAINER_BACKENDS
 
     container_v: BackendVerdict | None = None
     if (backend == "auto" or backend in CONTAINER_BACKENDS) and os in ("linux", "wsl2") and not m.arm_linux:
@@ -918,6 +918,9 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
         b_block += g_block + d_block
         b_cav += g_cav + d_cav
         pythons = tuple(kb.pythons_for(v, m.tf_os))
+        limit = kb.python_limit_for(v, recipe.id) if recipe.backend == "pip" else None
+        if limit is not None:  # a package the recipe pins has wheels for fewer Pythons (compat/pins.toml)
+            pythons = tuple(p for p in pythons if p in limit.python)
         if name == "pip":
             if m.pythons is not None and pythons and not set(pythons) & set(m.pythons):
                 b_block.append(Finding(
@@ -1046,7 +1049,7 @@ def judge_requested(facts: Mapping[str, Any], kb: KnowledgeBase, tf: str, *, bac
     m = machine or Machine.from_facts(facts)
     v = resolve_version(kb, tf, m)
     if len(tf.strip().split(".")) == 2:
-        releases = kb.gpu_versions_in(series_of(v), "linux")
+        releases = kb.gpu_versions_in(series_of(v), m.tf_os) or kb.gpu_versions_in(series_of(v), "linux")
         return judge_newest_workable(facts, kb, releases or [v], backend=backend, machine=m)
     return judge_release(facts, kb, v, backend=backend, machine=m)
 

@@ -9,6 +9,7 @@ from typing import Any, Optional  # typer needs Optional at runtime on 3.9
 
 import typer
 
+from tfgpu.options import CONTAINER_BACKENDS as CONTAINER_BACKENDS
 from tfgpu.options import typer_option
 from tfgpu.pipeline import (  # shared with scripts/verify_recipes.py
     build_container_plan,
@@ -17,8 +18,6 @@ from tfgpu.pipeline import (  # shared with scripts/verify_recipes.py
     check_target,
 )
 
-#: The container backends (tfgpu.containers): an image, not an environment tfgpu builds.
-CONTAINER_BACKENDS = ("container", "docker", "podman", "apptainer")
 IMAGE_HELP = "--backend docker|podman|apptainer|container: the image to use instead of the one tfgpu chooses."
 
 CONFIG_EPILOG = (
