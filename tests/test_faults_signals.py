@@ -38,11 +38,14 @@ plan = Plan(tf="2.20.0", backend="pip", backend_reason="test", prefix=str(prefix
             steps=(Step((sys.executable, "-c", make, str(prefix)), "make the venv"), Step((installer,), "install")),
             tool="venv", env_python=str(prefix / "bin" / "python"))
 try:
-    run_plan(plan, force=True)
-except TfgpuError as exc:
-    print("ERROR", exc.one_line(), flush=True)
-    sys.exit(int(exc.exit_code))
-print("OK", flush=True)
+    try:
+        run_plan(plan, force=True)
+    except TfgpuError as exc:
+        print("ERROR", exc.one_line(), flush=True)
+        sys.exit(int(exc.exit_code))
+    print("OK", flush=True)
+except KeyboardInterrupt:  # a signal of the burst that arrives after the restore (as tfgpu's CLI does)
+    sys.exit(130)
 """
 
 
@@ -128,7 +131,8 @@ def test_signals_during_force_restore_the_old_environment(tmp_path: Path, signal
         driver.send_signal(sig)
         time.sleep(0.15)
     out, _ = driver.communicate(timeout=60)
-    assert driver.returncode == 130, out
+    # 130, or killed by one of the burst's last SIGINTs after the restore was done (a shell shows 130 too)
+    assert driver.returncode in (130, -signal.SIGINT), out
     assert word in out
     assert "was kept" in out
     assert marker.read_text() == "old"

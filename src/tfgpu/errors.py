@@ -88,11 +88,14 @@ def run_guarded(fn: Callable[[], int], *, debug: bool) -> int:
     try:
         return fn()
     except TfgpuError as exc:
-        if debug:
-            import traceback
+        try:
+            if debug:
+                import traceback
 
-            traceback.print_exc()
-        error_line(exc.one_line())
+                traceback.print_exc()
+            error_line(exc.one_line())
+        except KeyboardInterrupt:  # a late Ctrl-C (the rest of a burst) while saying what happened
+            pass
         return int(exc.exit_code)
     except KeyboardInterrupt:
         error_line("interrupted")
