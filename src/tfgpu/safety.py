@@ -16,8 +16,10 @@ if TYPE_CHECKING:
 
 __all__ = ["check_text", "check_timeout", "comment_safe", "safe_console", "terminal_safe", "terminal_safe_doc", "too_deep", "workflow_safe"]
 
-#: C0 controls (tab included), DEL and the C1 controls (U+0080..U+009F: 8-bit CSI/OSC on some terminals).
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+#: C0 controls (tab included), DEL and the C1 controls (U+0080..U+009F: 8-bit CSI/OSC on some terminals),
+#: and Unicode's bidirectional controls (LRM/RLM, ALM, embeddings, overrides, isolates: the "Trojan
+#: Source" characters, CVE-2021-42574), which reorder what a terminal shows.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 #: Escape sequences (CSI ... final byte; OSC ... BEL or ST, OSC 8 links included; other ESC X), then any
 #: control character left (a lone ESC, a carriage return that would redraw the line).
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]|\x9b[0-?]*[ -/]*[@-~]")
@@ -28,7 +30,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def _escape_control(m: re.Match[str]) -> str:
     c = m.group(0)
-    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c, f"\\x{ord(c):02x}")
+    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c, f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
 
 
 def check_text(value: str, what: str) -> str:
