@@ -205,3 +205,14 @@ def test_a_private_store_is_used(tmp_path: Path) -> None:
     rec.sha256 = hashlib.sha256(b"package bytes").digest()  # type: ignore[attr-defined]
     (out,) = engine.verify_archives([rec], tmp_path / "cache" / "tfgpu-verified")
     assert out.url.startswith((tmp_path / "cache" / "tfgpu-verified").as_uri())
+
+
+def test_attack_md5_only_lock_entry_is_refused(tmp_path: Path) -> None:
+    # before: an entry whose sha256 was removed was checked against its md5 only (collisions are practical)
+    archive = tmp_path / "p-1.0-0.tar.bz2"
+    archive.write_bytes(b"package bytes")
+    rec = _rec(archive.as_uri())
+    rec.sha256 = None  # type: ignore[attr-defined]
+    rec.md5 = hashlib.md5(b"package bytes").digest()  # type: ignore[attr-defined]
+    with pytest.raises(StepFailed, match="sha256"):
+        engine.verify_archives([rec], tmp_path / "cache" / "tfgpu-verified")

@@ -617,12 +617,13 @@ def _hash_file(path: Path, algo: str) -> str:
 
 
 def _expected_hash(rec: Any) -> tuple[str, str]:
-    """(algorithm, hex digest) the lock gives for a record: sha256, else md5; none is refused."""
+    """(algorithm, hex digest) the lock gives for a record: its sha256. An md5 alone is refused like no
+    hash at all: md5 collisions are cheap to make, so it cannot tell the locked archive from another."""
     if rec.sha256:
         return "sha256", rec.sha256.hex()
-    if rec.md5:
-        return "md5", rec.md5.hex()
-    msg = f"the lock gives no sha256 (nor md5) for {rec.file_name}; tfgpu installs only verified packages"
+    msg = (f"the lock gives no sha256 for {rec.file_name}"
+           + (" (only an md5, which collisions defeat)" if rec.md5 else "")
+           + "; tfgpu installs only verified packages")
     raise StepFailed(msg, hint="regenerate the lock: tfgpu lock --tf VERSION --force")
 
 
