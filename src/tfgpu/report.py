@@ -59,26 +59,29 @@ def _target_json(target: Any, *, verified: bool) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- redaction
 
+#: Every repetition is bounded: an unbounded one that can fail (``token\w*`` before a missing ``=``, a JWT
+#: start without its dots, URL credentials without an ``@``) is tried again at each start and made ~1 MB
+#: of hostile text take minutes. Real keys, tokens and passwords fit these bounds.
 _TOKEN = re.compile(
     # a private key pasted into a log: the whole block
-    r"(?:-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)|"
-    r"gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}|"
-    r"xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|"
-    r"pypi-[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{30,}|"  # PyPI upload tokens, Google API keys
-    r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}|"
-    r"(?i:bearer\s+)[A-Za-z0-9._~+/-]{16,}=*|"
+    r"(?:-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----|\Z)|"
+    r"gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255}|glpat-[A-Za-z0-9_-]{20,255}|"
+    r"xox[abpr]-[A-Za-z0-9-]{10,255}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{20,255}|sk-[A-Za-z0-9_-]{20,255}|"
+    r"pypi-[A-Za-z0-9_-]{16,512}|AIza[0-9A-Za-z_-]{30,255}|"  # PyPI upload tokens, Google API keys
+    r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{10,4096}\.[A-Za-z0-9_-]{10,4096}\.[A-Za-z0-9_-]{10,4096}|"
+    r"(?i:bearer\s{1,20})[A-Za-z0-9._~+/-]{16,4096}=*|"
     # an Authorization header of any scheme (token, Basic, Digest...)
-    r"(?i:authorization[\"']?\s*[=:]\s*[\"']?[A-Za-z]+\s+)[A-Za-z0-9._~+/-]{8,}=*|"
+    r"(?i:authorization[\"']?\s{0,20}[=:]\s{0,20}[\"']?[A-Za-z]{1,20}\s{1,20})[A-Za-z0-9._~+/-]{8,4096}=*|"
     # credentials in a URL (user:password@host), the password may hold '/' (s3://KEY:SECRET/x@bucket)
-    r"(?<=://)[^/\s:@]+:[^\s@]+(?=@)|"
+    r"(?<=://)[^/\s:@]{1,256}:[^\s@]{1,256}(?=@)|"
     # a token as a URL's user name (https://TOKEN@github.com/...): every user part of a URL goes
-    r"(?<=://)[^/\s:@]+(?=@)|"
+    r"(?<=://)[^/\s:@]{1,512}(?=@)|"
     # KEY=value and KEY: value, also inside longer names (AWS_SECRET_ACCESS_KEY=..., HF_TOKEN=...), a
     # quoted value whole (spaces included), and JSON's "key": "value"
-    r"(?i:(?:token|secret|password|passwd|api[_-]?key|access[_-]?key)\w*[\"']?\s*[=:]\s*)"
-    r"(?:\"[^\"\n]*\"?|'[^'\n]*'?|\S+)|"
+    r"(?i:(?:token|secret|password|passwd|api[_-]?key|access[_-]?key)\w{0,40}[\"']?\s{0,20}[=:]\s{0,20})"
+    r"(?:\"[^\"\n]{0,4096}\"?|'[^'\n]{0,4096}'?|\S{1,4096})|"
     # command-line flags: --password VALUE, --token=VALUE
-    r"(?i:--(?:token|secret|password|passwd|api[_-]?key|access[_-]?key)(?:=|\s+))\S+)"
+    r"(?i:--(?:token|secret|password|passwd|api[_-]?key|access[_-]?key)(?:=|\s{1,20}))\S{1,4096})"
 )
 _HOME = re.compile(r"(/home/|/Users/|\\Users\\|/export/home/)([^/\\\s:;,'\"]+)")
 #: What may surround a name that is a whole path component (or a whole value, or a URL's host).
