@@ -98,3 +98,17 @@ def test_ordinary_compose_nesting_still_loads() -> None:
     doc = load_yaml_bounded("services:\n  x:\n    deploy:\n      resources:\n        reservations:\n"
                             "          devices:\n            - capabilities: [gpu]\n")
     assert doc["services"]["x"]["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+
+
+@pytest.mark.parametrize("dockerfile", [
+    "FROM nvidia/cuda:12.0.0-base\nRUN pip install " + "tensorflow" * 90_000 + "\n",
+    "FROM nvidia/cuda:12.0.0-base\nENV " + 'a="' * 300_000 + "\n",
+])
+def test_attack_huge_dockerfile_instruction_is_linted_in_bounded_time(dockerfile: str) -> None:
+    # before: shlex (quadratic in a word's length) spent 13 s / 6 s on these 900 KB instructions
+    from tfgpu.compat import load_kb
+    from tfgpu.lint import lint_text
+
+    start = time.monotonic()
+    lint_text(dockerfile, load_kb(), None)
+    assert time.monotonic() - start < 2
