@@ -380,10 +380,10 @@ def plan(projects: dict[str, dict[str, Any]], only: str | None) -> list[dict[str
                                  "file": f["filename"],
                                  "url": urllib.parse.urljoin(PYPI.format(name=dist), f["url"]), "sha256": f["digests"]["sha256"], "full": full})
     # the first tier (one wheel per release and OS) before the other Python tags (glibc floors)
-    # then the other tags, newest releases first, those of 1.12-1.14 (whose cp37 wheels were built on a
-    # newer image than their manylinux1 tag promises) before all
+    # then the other tags, newest releases first, those of 1.x (tagged manylinux1 = glibc 2.5, while their
+    # .so files need 2.17 or, for cp37 of 1.13-1.14, 2.23) before all
     def order(j: dict[str, Any]) -> tuple[Any, ...]:
-        first = j["tier"] == 1 and (1, 12) <= vkey(j["version"])[:2] <= (1, 14)
+        first = j["tier"] == 1 and vkey(j["version"])[0] == 1  # manylinux1-tagged: where the tag lies
         ver = vkey(j["version"]) if j["tier"] == 0 else tuple(-x for x in vkey(j["version"]))
         return (j["tier"], not first, ver, j["dist"], j["os"], j["file"])
 
@@ -588,11 +588,15 @@ ARCHS_HEADER = """\
 # release carries the same SASS list (the 2.10.0 listing was checked with cuobjdump); PTX is missing
 # from one container of most releases (e.g. compute_80 in 258 of 259 containers of 2.10).
 #
-# What the binaries settled (they replace the hand-curated rows of data version 1, which followed docs
-# and build configs): 1.x carries far more than the documented 3.5 floor (1.0-1.2: 3.0, 3.5, 5.2 SASS
-# + PTX; 1.3+ adds 3.7, 6.0, 6.1; 1.5+ 7.0); the Windows 1.11-1.12 wheels carry only sm_37 + compute_37;
-# 2.4-2.7 carry sm_80 SASS (the build's `compute_80` entry makes both). 1.0-2.2 carry PTX for every
-# SASS architecture (ptx_all), as the TF 2.3 release notes say of releases before 2.3.
+# What the binaries settled (they replace the hand-curated rows, which followed docs and build configs):
+# - 1.x carries far more than the documented 3.5 floor. Linux: 1.0-1.2 SASS + PTX 3.0, 3.5, 5.2; 1.3-1.4
+#   add 3.7, 6.0, 6.1; 1.5-2.2 3.5, 3.7, 5.2, 6.0, 6.1, 7.0. Windows: 1.0-1.10 only 3.0, 3.5, 5.2;
+#   1.11-1.12 only sm_37 + compute_37 (so does the Linux 1.12.3 wheel); 1.13+ as Linux.
+# - PTX for older architectures: 1.0-2.2 carry PTX for every SASS architecture (ptx_all), as the TF 2.3
+#   release notes say of releases before 2.3; 2.3+ carry one PTX, the newest.
+# - 2.4-2.15 carry sm_80 SASS (the build's `compute_80` entry makes both sm_80 and compute_80), not only
+#   compute_80 as the docs say; 2.15 drops 3.5; 2.16 carries sm_90 SASS (5.0-9.0 + compute_90);
+#   2.17+ carry 6.0, 7.0, 8.0, 8.9, 9.0 + compute_90.
 schema = "tfgpu.compat.tf_archs/1"
 
 archs = ["""

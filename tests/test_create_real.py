@@ -233,7 +233,8 @@ def test_cli_plan_sh_and_json(tmp_path: Path, cli: Callable[..., tuple[int, str,
     facts_file = tmp_path / "facts.json"
     facts_file.write_text(json.dumps(facts()))
     code, out, err = cli("plan", "--tf", "2.20", "--backend", "pip", "--facts", str(facts_file), "--format", "sh")
-    assert code == 0, err
+    # blocked on a machine without a driver: the plan is printed and exits 1, as create would refuse it
+    assert code == 1, err
     assert out.startswith("#!/bin/sh")
     assert "set -eu" in out
     code, out, _ = cli("plan", "--tf", "2.20", "--backend", "pip", "--facts", str(facts_file), "--json")
@@ -241,10 +242,10 @@ def test_cli_plan_sh_and_json(tmp_path: Path, cli: Callable[..., tuple[int, str,
     assert doc["schema"] == "tfgpu.plan/1"
     assert doc["tf"] == "2.20.0"
     assert doc["prefix"] == str(Path(os.environ["TFGPU_HOME"]).resolve() / "envs" / "tf2.20.0")
-    code, _, err = cli("plan", "--tf", "2.20", "--backend", "pip", "--facts", str(facts_file),
-                       "--format", "environment.yml")
-    assert code == 2
-    assert "pip-only" in err
+    code, out, err = cli("plan", "--tf", "2.20", "--backend", "pip", "--facts", str(facts_file),
+                         "--format", "environment.yml", "--force")
+    assert code == 0, err  # a pip plan is written as conda-forge's Python + pip (issue 18); no conda needed here
+    assert '    - "tensorflow[and-cuda]==2.20.0"' in out
     code, _, err = cli("plan", "--tf", "2.20", "--name", "../evil", "--facts", str(facts_file))
     assert code == 2
     assert "invalid environment name" in err

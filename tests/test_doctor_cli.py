@@ -42,7 +42,7 @@ def test_doctor_json_validates_on_this_machine_and_reports_its_cuda_13_and_no_dr
     if Path("/usr/local/cuda-13.0").is_dir():  # this workplace's machine
         assert any(t["version"] == "13.0" for t in facts["cuda_toolkits"])
         assert facts["driver"]["version"] is None
-        assert doc["recommendation"] is None
+        assert doc["recommendation"]["command"].endswith(" --cpu")  # no usable GPU: the CPU route (issue 18)
 
 
 def test_doctor_target_exit_codes(cli):

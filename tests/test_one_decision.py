@@ -23,7 +23,7 @@ from tfgpu.compat import load_kb
 from tfgpu.doctor import doctor_result
 from tfgpu.errors import TfgpuError, UsageError
 from tfgpu.locking import lock_target
-from tfgpu.plan import Plan, plan_environment, resolve_target
+from tfgpu.plan import Plan, plan_cpu_environment, plan_environment, resolve_target
 
 KB = load_kb()
 SEED = Path(__file__).resolve().parent / "data" / "facts" / "mx150-laptop-ubuntu1804.json"
@@ -78,8 +78,9 @@ def assert_one_decision(facts: dict[str, Any], tf: str, tools: dict[str, str | N
     """doctor == plan == lock for one machine and one target (a release, a series or latest)."""
     try:
         target, _ = resolve_target(KB, facts, tf)
-    except TfgpuError:  # `latest` with nothing that will use a GPU here: the doctor recommends nothing
-        assert doctor_result(facts, KB, tools=tools).recommendation is None
+    except TfgpuError:  # `latest` with nothing that will use a GPU here: the doctor recommends no GPU build
+        rec = doctor_result(facts, KB, tools=tools).recommendation
+        assert rec is None or rec["backend"] == "cpu"
         return
     try:
         result = doctor_result(facts, KB, tf=target, tools=tools, backend=backend)
@@ -105,6 +106,19 @@ def assert_one_decision(facts: dict[str, Any], tf: str, tools: dict[str, str | N
 def assert_recommendation_builds(facts: dict[str, Any], tools: dict[str, str | None]) -> None:
     rec = doctor_result(facts, KB, tools=tools).recommendation
     if rec is None:
+        return
+    if rec["backend"] == "cpu":  # no usable GPU: the CPU route, which `plan --cpu` builds
+        assert rec["command"] == f"tfgpu create --tf {rec['tf']} --cpu"
+        refused = ""
+        try:
+            cpu = plan_cpu_environment(KB, facts, tf=rec["tf"], tools=tools, home="/h")
+        except UsageError as exc:
+            refused = str(exc)
+        if refused:  # no interpreter in the release's range: the refusal names the range
+            assert "supports Python" in refused
+            return
+        assert cpu.cpu
+        assert not any("and-cuda" in r or r.startswith("nvidia-") for r in cpu.pip_requirements)
         return
     plan = plan_environment(KB, facts, tf=rec["tf"], tools=tools, home="/h", engine_python="/usr/bin/python3")
     assert plan.recipe_id == rec["recipe_id"] == rec["recipe"]

@@ -51,14 +51,15 @@ def test_plan_takes_the_driver_and_gpu_overrides(cli: Any, tmp_path: Path) -> No
              "driver": {"version": "550.54.15", "cuda": None}}
     path = tmp_path / "facts.json"
     path.write_text(json.dumps(facts))
-    code, out, err = cli("plan", "--tf", "2.15", "--facts", str(path), "--driver", "470.82.01", "--json")
+    # --force: the plan is printed either way; without it a blocked target exits 1 (issue 18)
+    code, out, err = cli("plan", "--tf", "2.15", "--facts", str(path), "--driver", "470.82.01", "--json", "--force")
     assert code == 0, err
     plan = json.loads(out)
     assert plan["verdict"] == "blocked"  # driver 470 (CUDA 11.4) runs none of 2.15's builds as recorded
     code, out, err = cli("doctor", "--tf", "2.15", "--facts", str(path), "--driver", "470.82.01", "--json")
     target = json.loads(out)["targets"][0]
     assert (target["tf"], target["recipe_id"], target["verdict"]) == (plan["tf"], plan["recipe_id"], plan["verdict"])
-    code, out, err = cli("plan", "--tf", "2.15", "--facts", str(path), "--json")
+    code, out, err = cli("plan", "--tf", "2.15", "--facts", str(path), "--json", "--force")
     newer = json.loads(out)  # without the override: driver 550, as the facts file says
     code, out, err = cli("doctor", "--tf", "2.15", "--facts", str(path), "--json")
     assert json.loads(out)["targets"][0]["recipe_id"] == newer["recipe_id"]
@@ -276,7 +277,7 @@ def test_a_driver_override_does_not_keep_the_probed_drivers_cuda() -> None:
     probed = {"driver": {"version": "418.87.01", "cuda": "10.1", "kernel_module": "418.87.01"}}
     facts, _ = apply_overrides(probed, {"driver": "550.54.15"})
     assert facts["driver"]["version"] == "550.54.15"
-    assert facts["driver"]["cuda"] is None  # derived from the driver table, as for any driver without NVML
+    assert facts["driver"]["cuda"] == "12.4"  # the overridden driver's own, from the driver table (issue 18)
     assert "kernel_module" not in facts["driver"]
     both, _ = apply_overrides(probed, {"cuda_driver": "12.4", "driver": "550.54.15"})
     assert both["driver"]["cuda"] == "12.4"

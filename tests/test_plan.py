@@ -185,7 +185,7 @@ def test_no_python_in_range_falls_back_to_a_conda_made_interpreter() -> None:
     assert plan.backend == "rattler"
     assert plan.conda_specs == ("python=3.6", "pip")
     assert plan.pip_requirements[0] == "tensorflow-gpu==1.8.0"
-    with pytest.raises(UsageError, match="needs Python"):
+    with pytest.raises(UsageError, match=r"supports Python .*; no such interpreter"):
         plan_environment(KB, facts_for("linux", ["3.8"]), tf="2.21", backend="pip", tools=TOOLS_NONE, home=HOME)
 
 
@@ -319,9 +319,13 @@ def test_environment_yml_for_conda_and_refusal_for_pip() -> None:
     assert '  - "cudatoolkit=11.8.0"' in yml
     assert '    - "tensorflow==2.12.0"' in yml
     assert '    - "nvidia-cudnn-cu11==8.6.0.163"' in yml
+    # a pip plan is written too (issue 18: the file describes another machine's run): conda-forge's Python and
+    # pip, then the same PyPI requirements
     pip_plan = plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.20", tools=TOOLS_ALL, home=HOME)
-    with pytest.raises(UsageError, match="pip-only"):
-        render_environment_yml(pip_plan)
+    yml = render_environment_yml(pip_plan)
+    assert '  - "python=3.11"\n  - "pip"\n  - pip:\n' in yml
+    assert f'    - "{pip_plan.pip_requirements[0]}"' in yml
+    assert '  - "conda-forge"\n  - nodefaults\n' in yml
 
 
 def test_planning_is_pure(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -377,7 +381,7 @@ def test_tf_2_14_and_cuda_plans_a_python_tensorrt_has_wheels_for() -> None:
     assert plan.recipe_id == "pip-and-cuda"
     assert plan.python == "3.10"
     assert any("tensorrt==8.5.3.1" in n for n in plan.notes)
-    with pytest.raises(UsageError, match=r"needs Python 3\.9, 3\.10"):
+    with pytest.raises(UsageError, match=r"supports Python 3\.9–3\.10; no such interpreter"):
         plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.14.1", backend="pip", tools=TOOLS_ALL, home=HOME)
     # 2.15 pins no tensorrt: 3.11 stays
     assert plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.15.1", backend="pip", tools=TOOLS_ALL,

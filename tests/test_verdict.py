@@ -265,7 +265,8 @@ def test_rtx_50_series_is_recommended_conda_forges_build_with_sm_120():
     assert Version(result.recommendation["tf"]) >= Version("2.19.1")
     pip_2_20 = judge_release(gpu_facts("NVIDIA GeForce RTX 5090", "12.0"), KB, KB.resolve_tf("2.20"), backend="pip")
     fix = " ".join(b.fix for b in pip_2_20.blockers)
-    assert "tfgpu create --tf 2.19.1 --backend conda" in fix
+    # no conda tool in these facts: the fix names the embedded engine, which runs here (issue 18)
+    assert "tfgpu create --tf 2.19.1 --backend rattler" in fix
 
 
 @pytest.mark.parametrize(("spec", "release"), _arch_cases())
@@ -315,7 +316,7 @@ def test_tf22_with_cuda_101_and_cudnn_76_on_new_gpus_is_blocked_realistically(na
         assert arch, tv.blockers
         assert "CUDA 10.1" in arch[0].summary
         if cc == "12.0":  # no official wheel runs on RTX 50-series (tensorflow#99592); conda-forge's 2.19.1 does
-            assert "tfgpu create --tf 2.19.1 --backend conda" in arch[0].fix
+            assert "tfgpu create --tf 2.19.1 --backend rattler" in arch[0].fix  # no conda tool in the facts
         else:
             assert "TensorFlow >=" in arch[0].fix
 
@@ -344,7 +345,7 @@ def test_rtx_50_series_is_blocked_where_the_wheels_ptx_does_not_load(tf):
     assert tv.verdict == BLOCKED
     text = " ".join(b.summary + " " + b.fix for b in tv.blockers if b.check == "gpu.arch")
     assert "CUDA_ERROR_INVALID_PTX" in text or "newer than CUDA" in text, tv.blockers
-    assert "tfgpu create --tf 2.19.1 --backend conda" in text  # no wheel runs on it; conda-forge's build does
+    assert "tfgpu create --tf 2.19.1 --backend rattler" in text  # no wheel runs on it; conda-forge's build does (no conda tool here: the embedded engine)
     assert "use TensorFlow >=" not in text
     if tf in ("2.20", "2.21"):  # pip brings CUDA 12.8+, which knows 12.0: the PTX is the problem
         assert "CUDA_ERROR_INVALID_PTX" in text
@@ -410,7 +411,8 @@ def test_macos_has_no_cuda_gpu():
     result = diagnose(facts, KB)
     checks = {c.id: c for c in result.checks}
     assert checks["os.supported"].status == "fail"
-    assert result.recommendation is None
+    assert result.recommendation is not None
+    assert result.recommendation["backend"] == "cpu"
     assert all(t.verdict == BLOCKED for t in result.targets)
 
 
@@ -608,7 +610,8 @@ def _arm(driver: str, name: str, cc: str) -> dict[str, Any]:
 def test_arm_linux_has_no_official_gpu_build(driver, name, cc, jetson):
     facts = _arm(driver, name, cc)
     result = diagnose(facts, KB)
-    assert result.recommendation is None
+    assert result.recommendation is not None
+    assert result.recommendation["backend"] == "cpu"
     check = next(c for c in result.checks if c.id == "cpu.arch")
     assert check.status == "fail"
     assert ("developer.download.nvidia.com/compute/redist/jp" in check.fix) is jetson
@@ -644,4 +647,5 @@ def test_rtx_50_series_on_native_windows_is_sent_to_wsl2_for_conda_forges_build(
     tv = judge_release(facts, KB, KB.resolve_tf("2.10"), backend="pip")
     fixes = " ".join(b.fix for b in tv.blockers if b.check == "gpu.arch")
     assert "inside WSL2" in fixes
-    assert "tfgpu create --tf 2.19.1 --backend conda" in fixes
+    # no conda tool in these facts: the fix names the embedded engine, which runs here (issue 18)
+    assert "tfgpu create --tf 2.19.1 --backend rattler" in fixes

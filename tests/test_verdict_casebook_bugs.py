@@ -156,3 +156,35 @@ def test_pip_tf_2_12_on_python_3_7_names_python() -> None:
     target = judge_target(linux_facts(python="3.7", cuda=["11.8"], cudnn=["8.6.0"], driver="525.60.13"),
                           KB, "2.12.0", backend="pip")
     assert "python.range" in checks(target)
+
+
+# --------------------------------------------------------------------------- system CUDA/cuDNN left undescribed
+# matifali/dockerdl#7 (an image built on CUDA 11.7.1: the thread names the CUDA version, not the cuDNN),
+# tensorflow#36476 (NVIDIA's CUDA 10.0 image, cuDNN not named): a facts document without a "cudnn" (or
+# "cuda_toolkits") section does not say that none is installed. The probe always writes both sections.
+
+
+def test_a_cudnn_section_left_out_is_a_caveat_to_check_not_a_missing_library() -> None:
+    facts = linux_facts(gpu=("NVIDIA GeForce RTX 2080 SUPER", "7.5"), driver="525.60.13", cuda=["11.7"])
+    del facts["cudnn"]
+    target = judge_target(facts, KB, "2.13.0", backend="pip")
+    assert target["verdict"] == "caveats", target["blockers"]
+    assert "cudnn.system" in {c["check"] for c in target["caveats"]}
+
+
+def test_an_empty_cudnn_section_still_says_none_is_installed() -> None:
+    target = judge_target(linux_facts(gpu=("NVIDIA GeForce RTX 2080 SUPER", "7.5"), driver="525.60.13",
+                                      cuda=["11.7"], cudnn=[]), KB, "2.13.0", backend="pip")
+    assert target["verdict"] == "blocked"
+    assert "cudnn.system" in checks(target)
+
+
+def test_a_toolkit_section_left_out_is_a_caveat_and_a_wrong_toolkit_still_blocks() -> None:
+    unknown = linux_facts(driver="410.48", python="3.7", cudnn=["7.4.2"])
+    del unknown["cuda_toolkits"]
+    target = judge_target(unknown, KB, "1.15.2", backend="pip")
+    assert "cuda.system_toolkit" not in checks(target)
+    assert "cuda.system_toolkit" in {c["check"] for c in target["caveats"]}
+    wrong = judge_target(linux_facts(driver="410.48", python="3.7", cuda=["10.1"], cudnn=["7.4.2"]), KB, "1.15.2",
+                         backend="pip")
+    assert "cuda.system_toolkit" in checks(wrong)

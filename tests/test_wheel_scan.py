@@ -392,3 +392,15 @@ def test_every_python_tag_and_both_distributions_carry_the_same_gpu_code() -> No
             assert (facts["sass"], facts["ptx"]) == (first["sass"], first["ptx"]), (version, os_name, other["file"])
             compared += 1
     assert compared >= 20
+
+
+@pytest.mark.parametrize(("dist", "ver", "cpu"), [("tensorflow", "1.15.3", True), ("tensorflow", "1.15.0", False),
+                                                   ("tensorflow", "2.0.0", True), ("tensorflow-gpu", "2.0.0", False)])
+def test_an_installed_cpu_only_build_is_named(dist: str, ver: str, cpu: bool) -> None:
+    from tfgpu.verdict import Machine, machine_checks
+
+    facts = base_facts(tensorflow=[{"distribution": dist, "version": ver, "path": "/env/lib/python3.7/site-packages"}])
+    checks = {c.id: c for c in machine_checks(Machine.from_facts(facts), KB)}
+    assert ("tf.cpu_build" in checks) is cpu
+    if cpu:
+        assert checks["tf.cpu_build"].status == "warn"

@@ -163,11 +163,23 @@ class PipRunner:
     def can_build(self, recipe: Recipe, ctx: Context) -> UsageError | None:
         if self.python_for(ctx) is not None:
             return None
-        want = ctx.python or (", ".join(ctx.wheel_pythons) or "?")
+        other = f"--backend {'conda' if conda_tool(ctx.tools) else 'rattler'}"
+        if ctx.python is not None and ctx.wheel_pythons and ctx.python not in ctx.wheel_pythons:
+            # the supported range first: the interpreter may well exist, it is the release that cannot use it
+            msg = f"TensorFlow {ctx.v} supports Python {python_range_text(ctx.wheel_pythons)}; {ctx.python} is outside it"
+            return UsageError(msg, hint=f"use --python {ctx.wheel_pythons[-1]}, or leave --python out")
+        want = ctx.python or python_range_text(ctx.wheel_pythons) or "?"
         example = ctx.python or (ctx.wheel_pythons[-1] if ctx.wheel_pythons else "3.11")
-        msg = f"TensorFlow {ctx.v} needs Python {want} and no such interpreter was found"
-        return UsageError(msg, hint=f"install one (e.g. `uv python install {example}`), "
-                                    "or use --backend conda / --backend rattler")
+        msg = f"TensorFlow {ctx.v} supports Python {want}; no such interpreter was found"
+        return UsageError(msg, hint=f"install one (`uv python install {example}`), or use {other}")
+
+
+def python_range_text(pythons: Sequence[str]) -> str:
+    """3.5, 3.6, 3.7, 3.8 -> "3.5–3.8" (one version: itself)."""
+    if not pythons:
+        return ""
+    ordered = sorted(pythons, key=Version)
+    return ordered[0] if len(ordered) == 1 else f"{ordered[0]}–{ordered[-1]}"
 
 
 class CondaRunner:
@@ -333,7 +345,8 @@ def _choose_one(kb: KnowledgeBase, facts: Mapping[str, Any], verdict: TargetVerd
     if not usable:
         family = "pip" if prefs.backend == "pip" else "conda"
         msg = f"no {family} recipe for TensorFlow {v} on {os_name}"
-        raise UsageError(msg, hint="use --backend conda or --backend rattler" if family == "pip" else "use --backend pip")
+        conda_way = "--backend conda" if conda_tool(tools) else "--backend rattler"  # what runs on this machine
+        raise UsageError(msg, hint=f"use {conda_way}" if family == "pip" else "use --backend pip")
     first_error: UsageError | None = None
     pip_without_python = False
     base_ctx = ctx
@@ -439,7 +452,7 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Mapping[str, An
         runner[tv.tf] = c.backend
     result.targets = targets
     rec = result.recommendation
-    if rec is not None:
+    if rec is not None and rec.get("backend") != "cpu":
         chosen = next((t for t in targets if t.tf == rec.get("tf")), None)
         if chosen is not None and chosen.tf in runner:
             rec = {**rec, "backend": chosen.backend, "recipe": chosen.recipe, "recipe_id": chosen.recipe_id,

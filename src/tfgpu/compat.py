@@ -1260,7 +1260,7 @@ def pin_source_urls(pin: Pin | PythonLimit) -> str:
     """The URLs behind a pin's source keys, `; `-joined (what plans cite)."""
     sources = load_toml("pins").get("sources", {})
     keys = (pin.source, pin.source2) if isinstance(pin, Pin) else (pin.source,)
-    return "; ".join(str(sources[k]["url"]) for k in keys if k and k in sources)
+    return "; ".join(str(sources[k]["url"] or sources[k]["title"]) for k in keys if k and k in sources)
 
 
 # --------------------------------------------------------------------------- verified installs (additive)

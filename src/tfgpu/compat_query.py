@@ -191,7 +191,7 @@ def _raw_rows(file: str, key: str) -> list[dict[str, Any]]:
 
 def _source_url(kb: KnowledgeBase, file: str, key: str) -> str:
     entry = kb.sources(file).get(key) or {}
-    return str(entry.get("url") or key)
+    return str(entry.get("url") or entry.get("title") or key)  # a URL, or a named publication (a blog post)
 
 
 _CF_FEEDSTOCK = "https://github.com/conda-forge/tensorflow-feedstock"
@@ -340,11 +340,18 @@ def _install(kb: KnowledgeBase, build: Build, versions: list[Version]) -> list[d
                 "channels": list(recipe.channels),
                 "packages": _render_packages(recipe, chosen, _recipe_python(kb, recipe, chosen, build.os)),
                 "pins": recipe.pins or None, "provides_cuda": recipe.provides_cuda,
-                "activation": list(recipe.activation), "confidence": recipe.confidence,
+                "activation": activation_for_os(recipe.activation, build.os), "confidence": recipe.confidence,
                 "note": recipe.note or None, "source": sources[0], "sources": sources,
                 "verified": verified_status(chosen, recipe.id, recipe.backend),
             })
     return out
+
+
+def activation_for_os(lines: Iterable[str], os_name: str) -> list[str]:
+    """A recipe's activation lines as that OS's own: the recipes' lines are POSIX (LD_LIBRARY_PATH, $CONDA_PREFIX);
+    on native Windows `conda activate` puts the environment's Library\\bin on PATH, which is where the CUDA and
+    cuDNN DLLs are, so nothing is added there (the planner writes no activation script for Windows either)."""
+    return [] if os_name == "windows" else list(lines)
 
 
 def _notes(kb: KnowledgeBase, build: Build, versions: list[Version], all_releases: list[Release],

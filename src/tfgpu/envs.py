@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tfgpu._record import record as record_type
-from tfgpu.errors import InputError, NotReady, UsageError
+from tfgpu.errors import InputError, NotReady, UsageError, clip_words
 from tfgpu.plan import check_name
 
 REGISTRY_SCHEMA = "tfgpu.envs/1"
@@ -122,7 +122,7 @@ def load() -> list[dict[str, Any]]:
     try:
         data = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as exc:
-        msg = f"tfgpu's environment registry {path} is unreadable (corrupt): {' '.join(str(exc).split())[:200]}"
+        msg = f"tfgpu's environment registry {path} is unreadable (corrupt): {clip_words(str(exc), 200)}"
         raise InputError(msg, hint=f"move it aside (mv {path} {path}.bak); tfgpu starts a new one") from None
     envs = data.get("envs") if isinstance(data, dict) else None
     return [e for e in envs if isinstance(e, dict)] if isinstance(envs, list) else []

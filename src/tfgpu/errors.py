@@ -31,10 +31,27 @@ class TfgpuError(Exception):
         self.hint = hint
 
     def one_line(self) -> str:
-        text = " ".join(self.message.split())
-        if self.hint:
-            text += f" ({' '.join(self.hint.split())})"
+        """The message and the hint on one line; a message given in lines (what, then why) keeps its lines,
+        with the fix on one of its own: a few short lines rather than one long one."""
+        lines = [" ".join(line.split()) for line in self.message.splitlines() if line.strip()] or [""]
+        hint = " ".join(self.hint.split()) if self.hint else ""
+        if len(lines) == 1:  # one line stays one line (scripts grep it)
+            return f"{lines[0]} ({hint})" if hint else lines[0]
+        text = lines[0] + "".join(f"\n  {line}" for line in lines[1:])
+        return text + (f"\n  fix: {hint}" if hint else "")
+
+
+def clip_words(text: str, limit: int) -> str:
+    """``text`` flattened to one line and cut at a word boundary to at most ``limit`` characters (… when cut):
+    never mid-word."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
         return text
+    cut = text[:limit]  # a word that ends exactly at the limit is kept whole (the space after it is the cut)
+    space = cut.rfind(" ")
+    if space <= 0:  # one long token (a path, a URL): nothing to cut at but the limit
+        return text[:limit - 1] + "…"
+    return cut[:space].rstrip(" ,;:(") + "…"
 
 
 class UsageError(TfgpuError):
@@ -109,7 +126,7 @@ def run_guarded(fn: Callable[[], int], *, debug: bool) -> int:
             traceback.print_exc()
             return ExitCode.INTERNAL
         error_line(
-            f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
+            f"internal error: {type(exc).__name__}: {clip_words(str(exc), 300)} "
             "(a bug in tfgpu: rerun with --debug and report it with `tfgpu doctor --json`)"
         )
         return ExitCode.INTERNAL

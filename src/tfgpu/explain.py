@@ -651,7 +651,7 @@ class _Collector:
                 meaning=consistent_with_line(_format(e.meaning, groups), line),
                 cause=consistent_with_line(cause, line),
                 fix=consistent_with_line(_format(e.fix, groups), line),
-                source=e.source_url or e.source, groups=key[1],
+                source=e.source_url or e.source_title or e.source, groups=key[1],
             )
         context_kind = None
         for kind, (needle, rx) in _CONTEXT.items():

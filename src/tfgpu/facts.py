@@ -199,6 +199,16 @@ def _bad(key: str, value: str, want: str) -> UsageError:
     return UsageError(f"override {key} ({var}) = {value!r} is not {want}")
 
 
+def _driver_cuda(driver: str, facts: Mapping[str, Any]) -> str | None:
+    """The newest CUDA a driver version runs (compat/cuda.toml's minimum drivers), or None when unknown."""
+    from tfgpu.compat import load_kb
+    from tfgpu.verdict import Machine
+
+    m = Machine.from_facts({**facts, "driver": {"version": driver}})
+    cuda = m.driver_cuda_version(load_kb())
+    return None if cuda is None else f"{cuda.major}.{cuda.minor}"
+
+
 def apply_overrides(facts: Mapping[str, Any], overrides: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
     """Apply single-fact overrides on a copy of ``facts``. Returns (facts, active) where ``active`` lists
     "key=value (source)" and is also stored as facts["overrides"]. Bad values raise UsageError (exit 2)."""
@@ -214,8 +224,9 @@ def apply_overrides(facts: Mapping[str, Any], overrides: Mapping[str, str]) -> t
                 raise _bad(key, value, "a driver version like 550.54.15")
             drv = out.setdefault("driver", {})
             drv.update({"version": value, "source": "override", "error": None, "mismatch": False})
-            if "cuda_driver" not in overrides:  # the CUDA the probed driver reported is not this driver's
-                drv["cuda"] = None
+            if "cuda_driver" not in overrides:  # the CUDA the probed driver reported is not this driver's:
+                drv["cuda"] = _driver_cuda(value, out)  # the overridden driver's own, from NVIDIA's table
+                drv["cuda_source"] = "derived from the driver version (tfgpu's CUDA table)"
                 drv.pop("kernel_module", None)
                 drv.pop("user_library", None)
         elif key == "cuda_driver":

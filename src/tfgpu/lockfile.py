@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tfgpu._record import field, record
-from tfgpu.errors import InputError, StepFailed, UsageError
+from tfgpu.errors import InputError, StepFailed, UsageError, clip_words
 
 #: A conda-lock file for a few platforms is 1-2 MB; anything this big is not one (and is not parsed).
 MAX_LOCKFILE_BYTES = 64 * 1024 * 1024
@@ -316,7 +316,7 @@ def read_lockfile(path: Path) -> Lock:
             msg = (f"lockfile {path} has unknown version {m.group(1)} (tfgpu reads conda-lock version 1 "
                    "and pixi.lock files)")
         else:
-            msg = f"lockfile {path} is not a valid conda-lock file: {text[:300]}"
+            msg = f"lockfile {path} is not a valid conda-lock file: {clip_words(text, 300)}"
         raise InputError(msg, hint="regenerate it with: tfgpu lock --tf VERSION --force") from None
     env = rl.default_environment()
     if env is None:

@@ -9,6 +9,7 @@ plan (pure): `tfgpu plan` and `tfgpu create` share them.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -38,6 +39,7 @@ class CreateRequest:
     from_lock: str | None = None
     platform: str | None = None
     facts_from_file: bool = False  # someone else's machine: judged with, never used to pick programs to run
+    cpu: bool = False  # the CPU route: tensorflow(-cpu), no CUDA; the smoke test accepts a CPU-only result
 
 
 @record(frozen=False)
@@ -97,7 +99,7 @@ def refuse_foreign_prefix(prefix: str | None, force: bool) -> None:
 
 def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
     """Judge the target, plan, confirm, build, smoke-test and register an environment."""
-    from tfgpu.errors import NotReady, TfgpuError, UsageError
+    from tfgpu.errors import UsageError
 
     facts = dict(req.facts)
     # facts from a file describe someone else's machine: judge with them, but never run a program
@@ -116,6 +118,8 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
     from tfgpu.verdict import judge_target
 
     verdict: dict[str, Any] | None = None
+    if req.cpu:
+        return _create_cpu(req, events, build_facts, tf)
     try:
         # a lock fixes the backend: judge the conda (rattler) or pip route it takes
         verdict = judge_target(facts, load_kb(), tf, backend=lock_plan.backend if lock_plan is not None else req.backend)
@@ -124,14 +128,14 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
             raise
         events.note(f"tfgpu: note: TensorFlow {tf} from the lock is not in the knowledge base; no pre-check")
     if verdict is not None and verdict.get("verdict") == "blocked":
-        reasons = "; ".join(f"{b.get('summary')}" + (f" (fix: {b['fix']})" if b.get("fix") else "")
-                            for b in verdict.get("blockers") or [])
+        reasons = "; ".join(str(b.get("summary")) for b in verdict.get("blockers") or [])
         if not (req.force or req.allow_cpu):
-            msg = f"TensorFlow {verdict.get('tf', tf)} is blocked on this machine: {reasons or 'see tfgpu doctor'}"
-            raise NotReady(msg, hint="fix the blockers, pass --allow-cpu to build a CPU-only environment, "
-                                     "or --force to build it anyway")
+            raise blocked_error(facts, verdict, tf)
         why = "--force" if req.force else "--allow-cpu: the smoke test will accept a CPU-only result"
         events.note(f"tfgpu: warning: TensorFlow will not use a GPU here ({reasons}); building anyway ({why})")
+        if req.allow_cpu:
+            events.note(f"tfgpu: note: `tfgpu create --tf {verdict.get('tf', tf)} --cpu` builds a CPU-only environment "
+                        "without the CUDA libraries this one installs")
     if verdict is not None and verdict.get("tf") and tf == "latest":
         tf = str(verdict["tf"])
     # 2. choose and plan
@@ -144,10 +148,27 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
     events.planned(plan)
     for c in (verdict or {}).get("caveats") or []:
         events.note(f"tfgpu: caveat: {c.get('summary') if isinstance(c, dict) else c}")
+    return _build_and_verify(req, events, facts, plan, verdict)
+
+
+def _create_cpu(req: CreateRequest, events: CreateEvents, facts: dict[str, Any], tf: str) -> Outcome:
+    """--cpu: no GPU verdict to judge; plan a CPU-only venv, build it and smoke-test CPU ops."""
+    plan = build_plan(tf=tf, backend=req.backend, name=req.name, prefix=req.prefix, python=req.python,
+                      channels=list(req.channels), facts=facts, find_links=list(req.find_links),
+                      index_url=req.index_url, offline=req.offline, cpu=True)
+    events.planned(plan)
+    return _build_and_verify(req, events, facts, plan, None)
+
+
+def _build_and_verify(req: CreateRequest, events: CreateEvents, facts: dict[str, Any], plan: Any,
+                      verdict: dict[str, Any] | None) -> Outcome:
+    from tfgpu.errors import TfgpuError
+
     outcome = Outcome(0, plan, verdict)
     if req.dry_run:
         events.say("dry run: nothing was changed")
         return outcome
+    refuse_existing(plan.prefix, req.force)  # every refusal before the prompt: --yes never needed to reach one
     replacing = what_force_replaces(plan.prefix, req.force)
     if replacing:
         events.note(f"tfgpu: --force replaces {plan.prefix} ({replacing}); it is kept until the new one works")
@@ -173,6 +194,15 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
         events.note(f"tfgpu: note: {note}")
     replaced = f"; replaced {result.replaced_what}" if result.replaced_what else ""
     events.say(f"created {result.prefix} in {result.seconds:.0f} s{replaced} (log: {result.log_path})")
+    from tfgpu.userenv import how_to_use, installed_cuda
+
+    libs = installed_cuda(result.prefix)
+    if libs:  # what was installed, not what the release was built with
+        events.say("installed: " + ", ".join(f"{k.upper() if k == 'cuda' else 'cuDNN'} {libs[k]} ({libs[k + '_from']})"
+                                             for k in ("cuda", "cudnn") if k in libs))
+
+    for line in how_to_use({"name": plan.name, "prefix": str(result.prefix), "backend": plan.backend}, plan.os):
+        events.say(line)
     # 4. verify, 5. register the smoke result
     if req.no_smoke:
         events.say("smoke test skipped (--no-smoke)")
@@ -181,11 +211,12 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
     from tfgpu.create import activation_env
     from tfgpu.smoke.runner import run_smoke
 
+    allow_cpu = req.allow_cpu or bool(getattr(plan, "cpu", False))
     report = run_smoke(plan.env_python, timeout=req.timeout or 600, env=activation_env(plan), facts=facts)
-    passed = bool(report.passed(req.allow_cpu))
-    doc = report.to_json(allow_cpu=req.allow_cpu)
+    passed = bool(report.passed(allow_cpu))
+    doc = report.to_json(allow_cpu=allow_cpu)
     outcome.smoke = doc
-    envs.update_smoke(str(result.prefix), {"passed": passed, "allow_cpu": req.allow_cpu, "mode": doc.get("mode"),
+    envs.update_smoke(str(result.prefix), {"passed": passed, "allow_cpu": allow_cpu, "mode": doc.get("mode"),
                                            "summary": doc.get("summary")})
     events.say(f"smoke test: {doc.get('summary')}")
     for f in doc.get("findings") or []:
@@ -193,7 +224,7 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
             events.say(f"  - {f.get('meaning')}" + (f" (fix: {f.get('fix')})" if f.get("fix") else ""))
     if passed:
         return outcome
-    if doc.get("mode") == "cpu" and not req.allow_cpu:
+    if doc.get("mode") == "cpu" and not allow_cpu:
         events.note("tfgpu: the environment works but TensorFlow used no GPU here; pass --allow-cpu to accept that")
     outcome.exit_code = 1
     return outcome
@@ -202,8 +233,9 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
 def build_plan(
     *, tf: str, backend: str, name: str | None, prefix: str | None, python: str | None,
     channels: list[str], facts: dict[str, Any], find_links: list[str], index_url: str | None, offline: bool,
+    cpu: bool = False, for_another_machine: bool = False,
 ) -> Any:
-    """Read the config file and detect the installed tools (effects), then plan (pure)."""
+    """Read the config file and detect the installed tools (effects), then plan (pure); ``cpu``: the CPU route."""
     import os
 
     from tfgpu.backends.config import load_config
@@ -223,7 +255,6 @@ def build_plan(
                         (index_url or "", "--index-url"), (os.environ.get("TFGPU_PIP_INDEX_URL", ""),
                                                            "TFGPU_PIP_INDEX_URL")]:
         check_text(value, what)
-    tf, notes = resolve_target(kb, facts, tf, backend=backend)
     if name is not None and prefix is not None:
         from tfgpu.errors import UsageError
 
@@ -232,6 +263,17 @@ def build_plan(
     if prefix is not None:
         prefix = str(check_prefix(prefix))
     tools = detect_tools(facts)
+    if for_another_machine and backend == "conda" and not any(tools.get(t) for t in CONDA_TOOLS):
+        tools["conda"] = "conda"  # a file for another machine's conda (plan --format) needs none here
+    if cpu:
+        from tfgpu.plan import plan_cpu_environment
+
+        if tf.strip() == "latest":
+            tf = kb.series("linux")[0]  # the CPU builds follow the releases, not an OS's GPU builds
+        return plan_cpu_environment(kb, facts, tf=tf, name=name, prefix=prefix, python=python, tools=tools,
+                                    home=str(home()), index_url=index_url or os.environ.get("TFGPU_PIP_INDEX_URL") or None,
+                                    find_links=find_links, offline=offline)
+    tf, notes = resolve_target(kb, facts, tf, backend=backend)
     envs_dir = None
     if backend in ("auto", "conda") and prefix is None:
         tool = next((t for t in CONDA_TOOLS if tools.get(t)), None)
@@ -307,6 +349,60 @@ def check_target(tf: str | None, from_lock: str | None, *, backend: str, python:
         if given:
             msg = f"{', '.join(given)} cannot be used with --from-lock"
             raise UsageError(msg, hint="the lockfile fixes the packages, their channels and Python")
+
+
+def target_os_of(facts: dict[str, Any]) -> str:
+    from tfgpu.choose import target_os
+
+    return target_os(facts)
+
+
+def refuse_existing(prefix: str, force: bool) -> None:
+    """A non-empty directory at ``prefix`` without --force: refused before any prompt (create refuses it
+    again under its lock, for a directory that appears in between)."""
+    from pathlib import Path
+
+    from tfgpu.errors import UsageError
+
+    path = Path(prefix)
+    try:
+        occupied = path.is_dir() and any(path.iterdir())
+    except OSError:
+        return
+    if occupied and not force:
+        msg = f"{prefix} already exists"
+        raise UsageError(msg, hint="pass --force to replace it (the old one is kept until the new one "
+                                   "works), or choose another --name/--prefix")
+
+
+_TAG = re.compile(r"^\[[^\]]*\] ")  # "[pip: pip-and-cuda] " before a backend's blocker
+
+
+def blocked_error(facts: Mapping[str, Any], verdict: Mapping[str, Any], tf: str) -> Exception:
+    """A blocked target in a few short lines: what; why (the blockers of the backend auto takes, the other
+    backends in one line); what works here instead. Every blocker is in `tfgpu doctor --tf X --json`."""
+    from tfgpu.errors import NotReady, clip_words
+    from tfgpu.report import chosen_blockers
+
+    shown, others = chosen_blockers(verdict)
+    lines = [f"TensorFlow {verdict.get('tf', tf)} is blocked on this machine:"]
+    lines += [f"- {clip_words(_TAG.sub('', str(b.get('summary'))), 160)}" for b in shown[:3]]
+    if len(shown) > 3:
+        lines.append(f"- and {len(shown) - 3} more: tfgpu doctor --tf {verdict.get('tf', tf)}")
+    if others:
+        lines.append(others)
+    alt = alternative(facts, str(verdict.get("tf", tf)))
+    hint = (f"instead: {alt['command']}; " if alt else "") + "--force builds it anyway, --cpu a CPU-only environment"
+    return NotReady("\n".join(lines), hint=hint)
+
+
+def alternative(facts: Mapping[str, Any], blocked_tf: str) -> dict[str, Any] | None:
+    """What works here instead of a blocked target: the doctor's recommendation (a release that uses the GPU,
+    else the CPU route)."""
+    from tfgpu.compat import load_kb
+    from tfgpu.verdict import recommend_instead
+
+    return recommend_instead(facts, load_kb(), blocked_tf)
 
 
 def what_force_replaces(prefix: str, force: bool) -> str | None:

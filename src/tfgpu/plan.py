@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 PLAN_SCHEMA = "tfgpu.plan/1"
 
 #: GPUs with at most this much memory get TF_FORCE_GPU_ALLOW_GROWTH=true: TensorFlow maps nearly all GPU
-#: memory by default and the seeds' 2 GB MX150 / GTX 1080 failed with cuDNN errors until memory growth
-#: was enabled (seed-000, seed-002; https://www.tensorflow.org/guide/gpu#limiting_gpu_memory_growth).
+#: memory by default; a 2 GB MX150 and a GTX 1080 failed with cuDNN errors until memory growth was enabled (blog
+#: posts 'Tensorflow创建GPU环境', 2020-06-13, and '使用 GPU 加速 Tensorflow 神经网络训练';
+#: https://www.tensorflow.org/guide/gpu#limiting_gpu_memory_growth).
 SMALL_GPU_MIB = 4096
 
 
@@ -73,6 +74,9 @@ class Plan:
     env_python: str = ""  # the new environment's interpreter
     conda_named: bool = False  # created with `-n NAME` in conda's envs directory
     verdict: str = ""  # the target's verdict here, as the doctor judges it ("" = not judged: from a lock)
+    blockers: tuple[dict[str, Any], ...] = ()  # the chosen backend's blockers (Finding.to_json())
+    caveats: tuple[dict[str, Any], ...] = ()
+    cpu: bool = False  # the CPU route (--cpu): no CUDA, no nvidia-* wheels
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,6 +92,9 @@ class Plan:
             "env_python": self.env_python,
             "recipe_id": self.recipe_id,
             "verdict": self.verdict,
+            "blockers": [dict(b) for b in self.blockers],
+            "caveats": [dict(c) for c in self.caveats],
+            "cpu": self.cpu,
             "channels": list(self.channels),
             "conda_specs": list(self.conda_specs),
             "pip_requirements": list(self.pip_requirements),
@@ -224,7 +231,7 @@ def activation_lines(recipe: Any, facts: Mapping[str, Any], *, conda_like: bool,
     if small_gpu(facts):
         lines.append("TF_FORCE_GPU_ALLOW_GROWTH=true")
         notes.append(f"a GPU has <= {SMALL_GPU_MIB} MiB: TF_FORCE_GPU_ALLOW_GROWTH=true makes TensorFlow allocate "
-                     "GPU memory as needed instead of mapping nearly all of it (cuDNN failures in the seeds)")
+                     "GPU memory as needed instead of mapping nearly all of it (cuDNN failures reported on 2 GB GPUs)")
     return lines, notes
 
 
@@ -279,6 +286,19 @@ def anaconda_tos_note(kb: KnowledgeBase, v: Version | None, os_name: str, channe
 # --------------------------------------------------------------------------- the planner
 
 
+def _check_python_and_name(python: str | None, name: str | None) -> str | None:
+    """--python as X.Y (refused when it is not a version) and --name checked; returns the X.Y."""
+    if name is not None:
+        check_name(name)
+    if python is None:
+        return None
+    try:
+        return _xy(python)
+    except InvalidVersion:
+        msg = f"--python {python!r} is not a Python version"
+        raise UsageError(msg, hint="use X.Y, e.g. --python 3.11") from None
+
+
 def resolve_target(kb: KnowledgeBase, facts: Mapping[str, Any], spec: str, *, backend: str = "auto") -> tuple[str, list[str]]:
     """What --tf means for plan, create and lock: ``latest`` is the release the doctor recommends here
     (tfgpu.verdict.resolve_latest); a release or a series is returned as given (the planner picks a series'
@@ -294,7 +314,7 @@ def resolve_target(kb: KnowledgeBase, facts: Mapping[str, Any], spec: str, *, ba
         from tfgpu.errors import NotReady
 
         msg = "no TensorFlow release is ready to use a GPU on this machine"
-        raise NotReady(msg, hint="run `tfgpu doctor` to see why, or name a release with --tf")
+        raise NotReady(msg, hint="run `tfgpu doctor` to see why; `--cpu` builds a CPU-only environment")
     return str(rec["tf"]), [f"latest: TensorFlow {rec['tf']} is the newest release the verdict engine calls "
                             f"{rec.get('verdict', 'ready')}"]
 
@@ -348,14 +368,7 @@ def plan_environment(
         msg = f"unknown preferred backend {prefer!r} ({prefer_source})"
         raise UsageError(msg, hint=f"use one of: {', '.join(BACKENDS)}")
     os_name = target_os(facts)
-    if python is not None:
-        try:
-            python = _xy(python)
-        except InvalidVersion:
-            msg = f"--python {python!r} is not a Python version"
-            raise UsageError(msg, hint="use X.Y, e.g. --python 3.11") from None
-    if name is not None:
-        check_name(name)
+    python = _check_python_and_name(python, name)
     verdict = judge_for_plan(kb, facts, tf, backend=backend)
     v = kb.resolve_tf(tf, os=os_name)
     if verdict is not None and verdict.verdict != "blocked" and len(tf.strip().split(".")) == 2:
@@ -448,7 +461,10 @@ def plan_environment(
             cands = [p for p in wheel_pythons if not rng or p in rng] or wheel_pythons
         if python is not None:
             if cands and python not in cands:
-                msg = f"TensorFlow {tfs} with recipe {recipe.id} supports Python {', '.join(cands)}, not {python}"
+                from tfgpu.choose import python_range_text
+
+                msg = (f"TensorFlow {tfs} supports Python {python_range_text(cands)} (recipe {recipe.id}); "
+                       f"{python} is outside it")
                 raise UsageError(msg, hint=f"use --python {cands[-1]}")
             py_ver = python
         else:
@@ -549,6 +565,94 @@ def plan_environment(
         os=os_name, channels=tuple(chans), conda_specs=tuple(conda_specs), pip_requirements=tuple(pip_reqs),
         env_python=py_in_env, conda_named=conda_named,
         verdict=verdict.verdict if verdict is not None and verdict.tf == tfs else "",
+        blockers=_judged(verdict, tfs, "blockers", choice.backend, recipe.id),
+        caveats=_judged(verdict, tfs, "caveats", choice.backend, recipe.id),
+    )
+
+
+def _judged(verdict: Any, tfs: str, kind: str, backend: str, recipe_id: str) -> tuple[dict[str, Any], ...]:
+    """The blockers or caveats of the chosen recipe (else backend: pip, or conda for conda and rattler)."""
+    if verdict is None or verdict.tf != tfs:
+        return ()
+    family = "pip" if backend == "pip" else "conda"
+    mine = [b for b in verdict.backends if b.recipe == recipe_id] or [b for b in verdict.backends if b.backend == family]
+    found = list(getattr(mine[0], kind)) if mine else []
+    # the target's own findings (no driver, a small GPU) are no backend's; "[pip: recipe] ..." ones are
+    found += [f for f in getattr(verdict, kind) if f.summary not in {g.summary for g in found}
+              and (not mine or not f.summary.startswith("["))]
+    return tuple(f.to_json() for f in found)
+
+
+# --------------------------------------------------------------------------- the CPU route
+
+#: tensorflow-cpu is on PyPI from 2.1.0 for x86_64 Linux and Windows (https://pypi.org/simple/tensorflow-cpu/);
+#: up to 2.0 the `tensorflow` package itself is CPU-only (GPU builds were `tensorflow-gpu`), and on other
+#: machines (aarch64, macOS) `tensorflow` is the only name. Neither pulls nvidia-* wheels without [and-cuda].
+CPU_DIST_SOURCE = "https://pypi.org/simple/tensorflow-cpu/"
+
+
+def cpu_dist(v: Version, os_name: str, arch: str = "x86_64") -> str:
+    """The PyPI project that installs TensorFlow ``v`` for the CPU only."""
+    if v >= Version("2.1") and os_name in ("linux", "wsl2", "windows") and arch in ("x86_64", "amd64", "AMD64", ""):
+        return "tensorflow-cpu"
+    return "tensorflow"
+
+
+def plan_cpu_environment(
+    kb: Any, facts: Mapping[str, Any], *, tf: str, name: str | None = None, prefix: str | None = None,
+    python: str | None = None, tools: Mapping[str, str | None] | None = None, home: str = "~/.local/share/tfgpu",
+    index_url: str | None = None, find_links: Sequence[str] = (), offline: bool = False,
+) -> Plan:
+    """A CPU-only venv for TensorFlow ``tf`` (a release or a series): `tensorflow-cpu` or `tensorflow`, never
+    [and-cuda] or nvidia-* wheels; nothing about the GPU is judged."""
+    from tfgpu.backends import pip as pip_backend
+    from tfgpu.choose import PIP, Context, interpreters
+
+    tools = dict(tools or {})
+    os_name = target_os(facts)
+    python = _check_python_and_name(python, name)
+    try:
+        v = kb.resolve_tf(tf, os=os_name)
+    except UsageError:  # no GPU build for this OS (native Windows after 2.10, macOS): the CPU builds follow Linux's
+        v = kb.resolve_tf(tf, os="linux")
+        os_kb = "linux"
+    else:
+        os_kb = os_name
+    tfs = str(v)
+    if prefix is None:
+        name = name or f"tf{tfs}-cpu"
+        prefix = _join(os_name, home, "envs", name)
+    ctx = Context(v=v, os=os_name, tools=tools, interpreters=interpreters(facts, tools),
+                  wheel_pythons=tuple(kb.pythons_for(v, os_kb)), python=python)
+    err = PIP.can_build(None, ctx)  # type: ignore[arg-type]  # the pip runner does not look at the recipe
+    if err is not None:
+        raise err
+    py_ver = PIP.python_for(ctx)
+    assert py_ver is not None
+    arch = str((facts.get("platform") or {}).get("arch") or "x86_64")
+    dist = cpu_dist(v, os_name, arch)
+    reqs = [f"{dist}=={tfs}"]
+    notes: list[str] = []
+    sources = [CPU_DIST_SOURCE]
+    for p in pins_for(v):
+        reqs.append(p.requirement)
+        notes.append(f"pin {p.requirement}: {p.why}" + (" (inferred)" if p.confidence != "sourced" else ""))
+        sources.append(pin_source_urls(p))
+    uv = tools.get("uv")
+    base_python = ctx.interpreters.get(py_ver) or f"python{py_ver}"
+    steps = (pip_backend.venv_step(base_python, prefix, uv=uv, python=py_ver),
+             pip_backend.pip_install_step(
+                 env_python(prefix, os_name, conda=False), reqs, uv=uv, index_url=index_url,
+                 find_links=find_links, offline=offline,
+                 why=f"install {reqs[0]} (CPU only: no CUDA, no nvidia-* wheels)"
+                     + (f" with {len(reqs) - 1} pin(s)" if len(reqs) > 1 else "")))
+    notes.append("CPU only (--cpu): TensorFlow will not use a GPU; the smoke test checks CPU ops")
+    return Plan(
+        tf=tfs, backend="pip", backend_reason="--cpu: a venv and pip; a CPU build needs no CUDA or conda",
+        prefix=prefix, name=name, python=py_ver, steps=steps, notes=tuple(notes), recipe_id="cpu",
+        sources=tuple(dict.fromkeys(s for s in sources if s)), tool="uv" if uv else "venv", os=os_name,
+        pip_requirements=tuple(reqs), env_python=env_python(prefix, os_name, conda=False), verdict="ready",
+        cpu=True,
     )
 
 
@@ -853,11 +957,8 @@ def render_sh(plan: Plan, *, header: str = "") -> str:
 
 
 def render_environment_yml(plan: Plan) -> str:
-    """conda's environment.yml for a conda recipe (UsageError for a pip-only plan)."""
-    if not plan.conda_specs:
-        msg = f"--format environment.yml needs a conda recipe; the plan for TensorFlow {plan.tf} is pip-only ({plan.recipe_id})"
-        raise UsageError(msg, hint="use --backend conda, or --format sh / --json")
-
+    """conda's environment.yml for the plan (`conda env create -f` on any machine; none is needed here). A pip
+    plan becomes conda-forge's Python and pip with the same PyPI requirements."""
     import json
 
     from tfgpu.safety import comment_safe
@@ -865,13 +966,17 @@ def render_environment_yml(plan: Plan) -> str:
     def q(s: str) -> str:  # a YAML double-quoted scalar is a JSON string: every character escaped
         return json.dumps(s)
 
-    out = [comment_safe(f"# tfgpu: TensorFlow {plan.tf}, recipe {plan.recipe_id}"),
+    pip_only = not plan.conda_specs
+    channels = ("conda-forge",) if pip_only else plan.channels
+    specs = (f"python={plan.python}", "pip") if pip_only else plan.conda_specs
+    out = [comment_safe(f"# tfgpu: TensorFlow {plan.tf}, recipe {plan.recipe_id}"
+                        + (" (its PyPI packages in a conda-made Python)" if pip_only else "")),
            f"name: {q(plan.name or 'tf' + plan.tf)}", "channels:"]
-    out += [f"  - {q(c)}" for c in plan.channels]
-    if plan.channels:
-        out.append("  - nodefaults" if "defaults" not in plan.channels else "  # (defaults listed explicitly)")
+    out += [f"  - {q(c)}" for c in channels]
+    if channels:
+        out.append("  - nodefaults" if "defaults" not in channels else "  # (defaults listed explicitly)")
     out.append("dependencies:")
-    out += [f"  - {q(s)}" for s in plan.conda_specs]
+    out += [f"  - {q(s)}" for s in specs]
     if plan.pip_requirements:
         out.append("  - pip:")
         out += [f"    - {q(r)}" for r in plan.pip_requirements]

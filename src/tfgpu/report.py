@@ -38,6 +38,7 @@ def doctor_document(facts: Mapping[str, Any], result: DoctorResult, *, data_vers
         "overrides": list(overrides or []),
         "checks": [c.to_json() for c in result.checks],
         "targets": [_target_json(t, verified=result.target_requested is not None) for t in result.targets],
+        "no_gpu": list(result.no_gpu),
         "recommendation": result.recommendation,
     }
 
@@ -211,10 +212,13 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
             if b.get("verified"):
                 console.print(Text(f"  recipe {b['recipe']} ({b['backend']}): {b['verified']['text']}",
                                    style="green" if b["verified"]["status"] == "verified" else "dim"))
-        for b in t["blockers"]:
+        shown, others = chosen_blockers(t)
+        for b in shown:
             console.print(Text(f"  ✗ {b['summary']}", style="red"))
             if b.get("fix"):
                 console.print(Text(f"      fix: {b['fix']}", style="cyan"))
+        if others:
+            console.print(Text(f"  {others}", style="dim"))
         for c in t["caveats"]:
             style = "dim" if c.get("mitigated_by") else "yellow"
             console.print(Text(f"  ! {c['summary']}", style=style))
@@ -235,6 +239,10 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
                     console.print(Text(f"      fix: {f['fix']}", style="cyan"))
             for f in b["caveats"]:
                 console.print(Text(f"  ! {f['summary']}", style="yellow"))
+    elif targets and doc.get("no_gpu"):  # the machine blocks every release alike: say so once
+        console.print(Text(f"\nNo TensorFlow release can use a GPU here ({len(targets)} releases checked):", style="bold"))
+        for reason in doc["no_gpu"]:
+            console.print(Text(f"  ✗ {reason}", style="red"))
     elif targets:
         console.print(Text("\nTensorFlow releases on this machine (newest of each series)", style="bold"))
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
@@ -259,22 +267,45 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
         console.print(Text("every reason and its fix: tfgpu doctor --tf RELEASE", style="dim"))
     rec = doc.get("recommendation")
     console.print()
-    if rec:
-        console.print(Text(f"Recommendation: TensorFlow {rec['tf']} with the {rec['backend']} backend ({rec['verdict']})",
-                           style="bold green"))
+    if rec and rec.get("why_not"):
+        console.print(Text(f"Not {rec['instead_of']}: {rec['why_not']}", style="red"))
+    if rec and rec.get("backend") == "cpu":
+        console.print(Text(f"Recommendation: TensorFlow {rec['tf']} on the CPU (no usable GPU here)", style="bold green"))
+        console.print(Text(f"  {rec['command']}", style="bold"))
+    elif rec:
+        instead = f" instead of {rec['instead_of']}" if rec.get("instead_of") else ""
+        console.print(Text(f"Recommendation{instead}: TensorFlow {rec['tf']} with the {rec['backend']} backend "
+                           f"({rec['verdict']})", style="bold green"))
         console.print(Text(f"  {rec['command']}", style="bold"))
     else:
         console.print(Text("Recommendation: none — no TensorFlow release can use a GPU here as the machine is; "
                            "fix the ✗ items above first.", style="bold red"))
+        console.print(Text("  meanwhile, on the CPU: tfgpu create --tf latest --cpu", style="dim"))
+
+
+def chosen_blockers(target: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
+    """A blocked target's blockers as shown: the machine's own and those of the backend auto would take (the
+    first judged), plus one line summarising the other backends (every blocker stays in the JSON)."""
+    backends = [b for b in target.get("backends") or [] if b.get("blockers")]
+    if len(backends) < 2:
+        return list(target.get("blockers") or []), ""
+    first, rest = backends[0], backends[1:]
+    own = {str(b.get("summary")) for b in first["blockers"]}
+    every_backend = {str(b.get("summary")) for x in backends for b in x["blockers"]}
+    # the machine's blockers (no driver, ...) are in the target list without a "[backend: recipe]" tag
+    shown = [b for b in target.get("blockers") or [] if not str(b.get("summary", "")).startswith("[")
+             and str(b.get("summary")) not in every_backend]
+    shown += [dict(b) for b in first["blockers"] if str(b.get("summary")) in own]
+    n = sum(len(x["blockers"]) for x in rest)
+    names = ", ".join(f"{x.get('backend')} ({x.get('recipe')})" for x in rest)
+    return shown, f"also blocked: {names}, {n} blocker(s); every one: tfgpu doctor --tf {target.get('tf')} --json"
 
 
 def clip(text: str, limit: int) -> str:
     """``text`` cut at a word boundary to at most ``limit`` characters, with an ellipsis when cut."""
-    if len(text) <= limit:
-        return text
-    cut = text[:limit - 1]
-    space = cut.rfind(" ")
-    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:(") + "…"
+    from tfgpu.errors import clip_words
+
+    return clip_words(text, limit)
 
 
 # --------------------------------------------------------------------------- CI
@@ -303,6 +334,8 @@ def step_summary(doc: Mapping[str, Any]) -> str:
     """A Markdown summary for $GITHUB_STEP_SUMMARY."""
     out = [f"## tfgpu doctor ({doc['tfgpu_version']}, knowledge base {doc['data_version']})", "",
            "| check | status | summary |", "|---|---|---|"]
+    if doc.get("overrides"):
+        out[1:1] = [f"**Overrides active (not probed):** {_md(', '.join(doc['overrides']))}", ""]
     for c in doc["checks"]:
         out.append(f"| `{c['id']}` | {MARKS.get(c['status'], '?')} {c['status']} | {_md(c['summary'])} |")
     out += ["", "| TensorFlow | verdict | backend | why |", "|---|---|---|---|"]
@@ -321,7 +354,7 @@ def _md(text: str) -> str:
 def plain_log(doc: Mapping[str, Any]) -> str:
     from tfgpu.safety import comment_safe  # one line per check, whatever the facts' strings hold
 
-    lines = []
+    lines = [comment_safe(f"overrides active (not probed): {', '.join(doc['overrides'])}")] if doc.get("overrides") else []
     for c in doc["checks"]:
         lines.append(f"[{MARKS.get(c['status'], '?')}] {c['id']}: {comment_safe(str(c['summary']))}")
     for t in doc["targets"]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tfgpu._record import field, record
-from tfgpu.errors import Interrupted, ProgramNotFound, StepFailed
+from tfgpu.errors import Interrupted, ProgramNotFound, StepFailed, clip_words
 
 #: The spawner. Tests replace this (tests/conftest.py) so unit tests cannot touch the world.
 _spawn: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen
@@ -55,7 +55,7 @@ class Result:
             return self.error
         if self.returncode != 0:
             last = (self.stderr.strip() or self.stdout.strip()).splitlines()
-            tail = f": {last[-1][:200]}" if last else ""
+            tail = f": {clip_words(last[-1], 200)}" if last else ""
             how = f"exited with {self.returncode}"
             if self.returncode is not None and self.returncode < 0:  # killed (the OOM killer, kill -9, a crash)
                 try:
@@ -446,3 +446,22 @@ def _follow_step(proc: subprocess.Popen[bytes], argv: tuple[str, ...], *, log: S
         msg = result.describe()
         raise StepFailed(msg, hint=f"full log: {log.path}")
     return result
+
+
+def run_foreground(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | os.PathLike[str] | None = None) -> int:
+    """Run a program in the foreground with the terminal (`tfgpu run`, `tfgpu shell`): its stdin, stdout and
+    stderr are ours, Ctrl-C reaches it (it is in our process group) while tfgpu waits; returns its exit code
+    (128 + N when signal N ended it, as shells say). A missing program is ProgramNotFound."""
+    argv = tuple(str(a) for a in argv)
+    exe = which(argv[0], env)
+    if exe is None:
+        msg = f"{argv[0]}: not found in the environment or on PATH"
+        raise ProgramNotFound(msg, hint="install it into the environment (e.g. `tfgpu run NAME -- python -m pip "
+                                        "install ...`) or give its full path")
+    proc = _spawn([exe, *argv[1:]], env=dict(env), cwd=cwd)
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the child gets Ctrl-C and decides; we wait for it
+    try:
+        code = proc.wait()
+    finally:
+        signal.signal(signal.SIGINT, old)
+    return 128 - code if code < 0 else code

@@ -12,7 +12,8 @@ Vocabulary (README, "Verdicts"):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
@@ -165,6 +166,11 @@ class Machine:
     tensorflow: tuple[dict[str, Any], ...] | None
     arch: str | None = None  # CPU architecture as uname -m says (x86_64, aarch64)
     l4t: str | None = None  # a Jetson's L4T release (/etc/nv_tegra_release)
+    # whether the facts describe the system CUDA toolkits / cuDNN at all: the probe always does (an empty list
+    # is "none installed"); a hand-written facts document that leaves the section out leaves them unknown
+    toolkits_known: bool = True
+    cudnns_known: bool = True
+    driver_source: str = ""  # "override" when --driver / TFGPU_DRIVER_VERSION set it
 
     @classmethod
     def from_facts(cls, facts: Mapping[str, Any]) -> Machine:
@@ -206,6 +212,7 @@ class Machine:
             avx=cpu.get("avx") if isinstance(cpu.get("avx"), bool) else None,
             driver=_v(drv.get("version")), driver_text=str(drv.get("version") or ""), driver_cuda=_v(drv.get("cuda")),
             driver_known="driver" in facts, driver_error=str(drv.get("error") or ""),
+            driver_source=str(drv.get("source") or ""),
             kernel_module=_v(drv.get("kernel_module")),
             user_library=_v(drv.get("user_library") or drv.get("library_version")),
             gpus=visible, all_gpus=all_gpus,
@@ -218,6 +225,7 @@ class Machine:
             tensorflow=tuple(tf) if isinstance(tf, list) else None,
             arch=str(plat.get("arch") or "").strip().lower() or None,
             l4t=str(plat["jetson"].get("l4t") or "") or None if isinstance(plat.get("jetson"), dict) else None,
+            toolkits_known="cuda_toolkits" in facts, cudnns_known="cudnn" in facts,
         )
 
     @property
@@ -382,6 +390,7 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         add(Check("env.conda", PASS, "no conda/mamba/micromamba: tfgpu's embedded conda engine (rattler) will be used",
                   source="conda probe"))
     out.extend(_tf_checks(m))
+    out.extend(_cpu_build_checks(m, kb))
     return out
 
 
@@ -403,8 +412,9 @@ def _driver_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         out.append(Check("driver.installed", FAIL, summary, evidence=m.driver_error, source="driver probe", fix=fix))
         return out
     cuda = m.driver_cuda_version(kb)
-    out.append(Check("driver.installed", PASS, f"NVIDIA driver {m.driver_text}" + (f" (CUDA {cuda})" if cuda else ""),
-                     source="driver probe"))
+    overridden = m.driver_source == "override"
+    out.append(Check("driver.installed", PASS, f"NVIDIA driver {m.driver_text}" + (f" (CUDA {cuda})" if cuda else "")
+                     + (" [override]" if overridden else ""), source="override" if overridden else "driver probe"))
     if m.kernel_module and m.user_library and m.kernel_module != m.user_library:
         out.append(Check(
             "driver.kernel_match", FAIL,
@@ -490,6 +500,22 @@ def _tf_checks(m: Machine) -> list[Check]:
     return out
 
 
+def _cpu_build_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
+    """An installed TensorFlow whose wheels are CPU-only builds, as read from the wheels (compat/wheels.toml:
+    `tensorflow` 1.15.2+ and 2.0.x, while 1.15.0 is a CUDA build; native Windows from 2.11)."""
+    out = []
+    for t in m.tensorflow or ():
+        dist, ver = str(t.get("distribution") or ""), _v(t.get("version"))
+        if dist not in ("tensorflow", "tensorflow-gpu") or ver is None:
+            continue
+        if kb.cuda_build(dist, ver, m.tf_os) is False:
+            out.append(Check(
+                "tf.cpu_build", WARN, f"{dist} {ver} is a CPU-only build: its wheel carries no CUDA code "
+                "(build_info.py and its shared objects, read from the wheel)", source="compat/wheels.toml",
+                fix="tfgpu create --tf VERSION makes an environment with a GPU build"))
+    return out
+
+
 # --------------------------------------------------------------------------- per-target verdicts
 
 
@@ -571,7 +597,8 @@ def _driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bo
         else:
             caveats.append(Finding(
                 "driver.cuda",
-                f"runs CUDA {want} on driver {m.driver_text} (CUDA {have}) through CUDA minor-version compatibility "
+                f"built with CUDA {want} (the CUDA libraries installed may be a newer {want.major}.x: `tfgpu create` "
+                f"reports them); driver {m.driver_text} (CUDA {have}) runs CUDA {want.major}.x through minor-version compatibility "
                 f"(driver >= {mc.min_driver_text(os_key) if mc else mc_floor}); not covered: "
                 f"{mc.not_covered if mc else 'PTX JIT'}",
                 fix=upgrade,
@@ -844,7 +871,28 @@ def _recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) ->
 
 def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, backend: str = "auto",
                   machine: Machine | None = None) -> TargetVerdict:
-    """The verdict for one exact release on this machine."""
+    """The verdict for one exact release on this machine, its fixes naming what runs here."""
+    m = machine or Machine.from_facts(facts)
+    tv = _judge_release(facts, kb, v, backend=backend, machine=m)
+    return runnable_fixes(tv) if m.conda is None else tv
+
+
+def runnable_hint(text: str) -> str:
+    """A fix for a machine without mamba, micromamba or conda: `--backend conda` would stop and ask for
+    one, tfgpu's embedded engine (`--backend rattler`) builds the same conda recipe."""
+    return text.replace("--backend conda", "--backend rattler")
+
+
+def runnable_fixes(tv: TargetVerdict) -> TargetVerdict:
+    def fixed(fs: tuple[Finding, ...]) -> tuple[Finding, ...]:
+        return tuple(replace(f, fix=runnable_hint(f.fix)) if "--backend conda" in f.fix else f for f in fs)
+
+    return replace(tv, blockers=fixed(tv.blockers), caveats=fixed(tv.caveats),
+                   backends=tuple(replace(b, blockers=fixed(b.blockers), caveats=fixed(b.caveats)) for b in tv.backends))
+
+
+def _judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, backend: str = "auto",
+                   machine: Machine | None = None) -> TargetVerdict:
     m = machine or Machine.from_facts(facts)
     os = m.os or "linux"
     blockers: list[Finding] = []
@@ -936,7 +984,9 @@ def judge_release(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, *, ba
             elif m.tf_os == "linux" and m.glibc:
                 b_block += _glibc_findings(m, kb, rel)
             if not recipe.provides_cuda:
-                b_block += _system_library_findings(m, kb, v, build.cuda, build.cudnn)
+                lib_block, lib_cav = _system_library_findings(m, kb, v, build.cuda, build.cudnn)
+                b_block += lib_block
+                b_cav += lib_cav
         verdicts.append(BackendVerdict(
             name, recipe.id, not b_block, tuple(b_block), tuple(b_cav), cuda, cudnn, pythons,
             recipe.conda_preference() if name == "conda" else 0,
@@ -1003,31 +1053,49 @@ def rank_backends(backends: Iterable[BackendVerdict]) -> list[BackendVerdict]:
     return viable + [b for b in items if not b.viable]
 
 
-def _system_library_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str, cudnn: str) -> list[Finding]:
+def _system_library_findings(
+    m: Machine, kb: KnowledgeBase, v: Version, cuda: str, cudnn: str,
+) -> tuple[list[Finding], list[Finding]]:
     """pip installs up to 2.13 load the system CUDA (the built major.minor; any 11.x from TF 2.5, see
-    system_cuda_serves) and a cuDNN of the built major with at least its minor."""
-    out = []
+    system_cuda_serves) and a cuDNN of the built major with at least its minor. Returns (blockers, caveats):
+    a library the facts do not describe at all (no cuda_toolkits / cudnn section) is a caveat to check, not a
+    blocker; an empty section is "none installed"."""
+    out: list[Finding] = []
+    unknown: list[Finding] = []
     cuda_n = normalize_cuda(cuda)
     so = "cudart64_" + cuda_n.replace(".", "") + ".dll" if m.os == "windows" else f"libcudart.so.{cuda_n}"
     if version(cuda_n) >= _CUDA_11 and m.os != "windows":
         so = f"libcudart.so.{version(cuda_n).major}.0"  # CUDA 11+ sonames carry the major only
-    if _system_cuda_matches(m, cuda, v) is None:
+    wanted = f"{version(cuda_n).major}.x" if _any_minor_serves(version(cuda_n), v) else cuda_n
+    if not m.toolkits_known:
+        unknown.append(Finding(
+            "cuda.system_toolkit",
+            f"pip's {kb.gpu_dist(v)} {v} loads the system CUDA {wanted} ({so}); the facts do not say which CUDA "
+            "toolkits are installed",
+            fix=f"check that CUDA {wanted} is installed, or use the conda backend: tfgpu create --tf {v} --backend conda",
+        ))
+    elif _system_cuda_matches(m, cuda, v) is None:
         have = ", ".join(str(t.get("version")) for t in m.toolkits) or "none"
-        wanted = f"{version(cuda_n).major}.x" if _any_minor_serves(version(cuda_n), v) else cuda_n
         out.append(Finding(
             "cuda.system_toolkit",
             f"pip's {kb.gpu_dist(v)} {v} loads the system CUDA {wanted} ({so}); installed here: {have} — TensorFlow "
             "would print \"Could not dlopen library\" and silently skip the GPU",
             fix=f"use the conda backend (brings CUDA {cuda_n} into the environment): tfgpu create --tf {v} --backend conda",
         ))
-    if _system_cudnn_matches(m, cudnn) is None:
+    if not m.cudnns_known:
+        unknown.append(Finding(
+            "cudnn.system",
+            f"pip's {kb.gpu_dist(v)} {v} loads the system cuDNN {cudnn}; the facts do not say which cuDNN is installed",
+            fix=f"check that cuDNN {cudnn} is installed, or use the conda backend: tfgpu create --tf {v} --backend conda",
+        ))
+    elif _system_cudnn_matches(m, cudnn) is None:
         have = ", ".join(str(c.get("version")) for c in m.cudnns) or "none"
         out.append(Finding(
             "cudnn.system",
             f"pip's {kb.gpu_dist(v)} {v} loads the system cuDNN {cudnn}; installed here: {have}",
             fix=f"use the conda backend: tfgpu create --tf {v} --backend conda",
         ))
-    return out
+    return out, unknown
 
 
 def resolve_version(kb: KnowledgeBase, tf: str, m: Machine) -> Version:
@@ -1146,6 +1214,41 @@ def recommend(facts: Mapping[str, Any], kb: KnowledgeBase, verdicts: list[Target
     return None
 
 
+def no_gpu_reasons(verdicts: Iterable[TargetVerdict]) -> list[str]:
+    """When no release can use a GPU here because of the machine itself (no driver, no GPU, an OS or CPU
+    without GPU builds): its distinct reasons, each once. Empty when some release works or a release's own
+    requirements block it (another release may do)."""
+    items = list(verdicts)
+    if not items or any(t.verdict != BLOCKED for t in items):
+        return []
+    if not all(any(b.check in MACHINE_BLOCKERS for b in t.blockers) for t in items):
+        return []
+    return list(dict.fromkeys(b.summary for t in items for b in t.blockers if b.check in MACHINE_BLOCKERS))
+
+
+def cpu_recommendation(kb: KnowledgeBase, machine: Machine, reasons: Sequence[str] = ()) -> dict[str, Any] | None:
+    """The CPU route: the newest release as a CPU-only environment (`tfgpu create --tf X --cpu`)."""
+    series = kb.series("linux")  # the CPU builds follow the releases, not any OS's GPU builds
+    if not series:
+        return None
+    tf = series[0]
+    return {"tf": tf, "backend": "cpu", "recipe": "cpu", "recipe_id": "cpu", "verdict": "cpu",
+            "command": f"tfgpu create --tf {tf} --cpu", "why": "; ".join(reasons)}
+
+
+def recommend_instead(facts: Mapping[str, Any], kb: KnowledgeBase, blocked_tf: str,
+                      machine: Machine | None = None) -> dict[str, Any] | None:
+    """For a blocked --tf target: the best release that works here, else (no usable GPU) the CPU route."""
+    machine = machine or Machine.from_facts(facts)
+    verdicts = judge_series(facts, kb, machine=machine)
+    rec = recommend(facts, kb, verdicts, machine)
+    if rec is None:
+        rec = cpu_recommendation(kb, machine, no_gpu_reasons(verdicts))
+    if rec is not None:
+        rec = {**rec, "instead_of": blocked_tf}
+    return rec
+
+
 def _recommendation(tv: TargetVerdict, machine: Machine | None = None) -> dict[str, Any]:
     return {"tf": tv.tf, "backend": tv.backend, "recipe": tv.recipe, "recipe_id": tv.recipe_id or tv.recipe,
             "verdict": tv.verdict, "command": create_command(tv, machine)}
@@ -1159,6 +1262,7 @@ class DoctorResult:
     target_requested: str | None = None
     notes: list[str] = field(default_factory=list)
     machine: Machine | None = None  # what the verdicts were judged on
+    no_gpu: list[str] = field(default_factory=list)  # why no release can use a GPU here (each reason once)
 
     def exit_code(self, *, require_gpu: bool, strict: bool, machine: Machine | None = None) -> int:
         machine = machine or self.machine
@@ -1181,11 +1285,21 @@ def diagnose(facts: Mapping[str, Any], kb: KnowledgeBase, *, tf: str | None = No
     checks = machine_checks(m, kb)
     if tf is None:
         targets = judge_series(facts, kb, backend=backend, machine=m)
-        return DoctorResult(checks, targets, recommend(facts, kb, targets, m), machine=m)
+        rec = recommend(facts, kb, targets, m)
+        reasons = no_gpu_reasons(targets)
+        if rec is None and reasons:
+            rec = cpu_recommendation(kb, m, reasons)
+        return DoctorResult(checks, targets, rec, machine=m, no_gpu=reasons)
     if tf == "latest":
         tf_resolved, _ = resolve_latest(facts, kb, backend=backend, machine=m)
     else:
         tf_resolved = tf
     target = judge_requested(facts, kb, tf_resolved, backend=backend, machine=m)
-    rec = _recommendation(target, m) if target.verdict != BLOCKED else None
-    return DoctorResult(checks, [target], rec, target_requested=tf, machine=m)
+    if target.verdict != BLOCKED:
+        return DoctorResult(checks, [target], _recommendation(target, m), target_requested=tf, machine=m)
+    # blocked: the best release that works here instead, with one line on why this one does not
+    rec = recommend_instead(facts, kb, target.tf, m)
+    if rec is not None and target.blockers:
+        rec["why_not"] = re.sub(r"^\[[^\]]*\] ", "", target.blockers[0].summary)  # without the "[pip: recipe]" tag
+    no_gpu = no_gpu_reasons([target])
+    return DoctorResult(checks, [target], rec, target_requested=tf, machine=m, no_gpu=no_gpu)

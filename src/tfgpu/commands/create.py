@@ -8,7 +8,7 @@ from typing import Any, Optional  # typer needs Optional at runtime on 3.9
 
 import typer
 
-from tfgpu.commands.plan import CONFIG_EPILOG, CONTAINER_BACKENDS, IMAGE_HELP, _facts, _print_plan
+from tfgpu.commands.plan import CONFIG_EPILOG, CONTAINER_BACKENDS, CPU_HELP, IMAGE_HELP, _facts, _print_plan
 from tfgpu.options import typer_option
 from tfgpu.pipeline import check_target
 
@@ -27,6 +27,7 @@ def create_cmd(
     force: bool = typer.Option(False, "--force", help="Replace an existing environment; build despite a blocked verdict."),
     no_smoke: bool = typer.Option(False, "--no-smoke", help="Skip the smoke test."),
     allow_cpu: bool = typer.Option(False, "--allow-cpu", help="A CPU-only smoke result is a success."),
+    cpu: bool = typer.Option(False, "--cpu", help=CPU_HELP),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds each step may take."),
     facts_file: Optional[str] = typer_option("facts"),
     driver: Optional[str] = typer_option("driver"),
@@ -52,7 +53,7 @@ def create_cmd(
         tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel, dry_run=dry_run,
         yes=yes, force=force, no_smoke=no_smoke, allow_cpu=allow_cpu, timeout=timeout, facts_file=facts_file,
         find_links=find_links, index_url=index_url, offline=offline, from_lock=from_lock, platform=platform,
-        driver=driver, gpu_cc=gpu_cc, os_name=os_name,
+        driver=driver, gpu_cc=gpu_cc, os_name=os_name, cpu=cpu,
     )
 
 
@@ -88,7 +89,7 @@ def run_create(
     force: bool = False, no_smoke: bool = False, allow_cpu: bool = False, timeout: float | None = None,
     facts_file: str | None = None, find_links: list[str] | None = None, index_url: str | None = None,
     offline: bool = False, from_lock: str | None = None, platform: str | None = None,
-    driver: str | None = None, gpu_cc: str | None = None, os_name: str | None = None,
+    driver: str | None = None, gpu_cc: str | None = None, os_name: str | None = None, cpu: bool = False,
 ) -> int:
     """Parse, call tfgpu.pipeline.create_environment, render."""
     from tfgpu.pipeline import CreateRequest, create_environment, refuse_foreign_prefix
@@ -106,7 +107,7 @@ def run_create(
         tf=tf, facts=_facts(facts_file, driver, gpu_cc, os_name), backend=backend, name=name, prefix=prefix,
         python=python, channels=tuple(channels or ()), dry_run=dry_run, force=force, no_smoke=no_smoke,
         allow_cpu=allow_cpu, timeout=timeout, find_links=tuple(find_links or ()), index_url=index_url,
-        offline=offline, from_lock=from_lock, platform=platform, facts_from_file=facts_file is not None)
+        offline=offline, from_lock=from_lock, platform=platform, facts_from_file=facts_file is not None, cpu=cpu)
     return create_environment(request, _CreateRenderer(yes=yes)).exit_code
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import typer
 
@@ -17,8 +18,10 @@ def envs_cmd(json_out: bool = typer.Option(False, "--json", help="A JSON documen
     import json
 
     from tfgpu import envs
+    from tfgpu.userenv import CONTAINER_BACKENDS
 
-    items = envs.load()
+    items = [dict(e, missing=e.get("backend") not in CONTAINER_BACKENDS and not Path(str(e.get("prefix"))).is_dir())
+             for e in envs.load()]
     stranded = envs.stranded()
     if json_out:
         typer.echo(json.dumps({"schema": envs.REGISTRY_SCHEMA, "envs": items, "stranded": [
@@ -30,7 +33,7 @@ def envs_cmd(json_out: bool = typer.Option(False, "--json", help="A JSON documen
         _err(f"tfgpu: warning: {s.path} is {what} {s.prefix}, left by a killed create (pid {s.pid}); "
              f"`tfgpu create --force` or `tfgpu remove` on it puts it right, or by hand: {s.command()}")
     if not items:
-        typer.echo("no environments yet: `tfgpu create --tf latest`")
+        typer.echo("no environments yet: `tfgpu doctor` recommends one to create")
         return 0
     from rich.table import Table
 
@@ -41,8 +44,13 @@ def envs_cmd(json_out: bool = typer.Option(False, "--json", help="A JSON documen
         smoke = e.get("smoke") or {}
         mark = "-" if not smoke else ("✓ " if smoke.get("passed") else "✗ ") + str(smoke.get("mode") or "")
         table.add_row(str(e.get("name") or ""), str(e.get("tf")), f"{e.get('tool')} ({e.get('backend')})",
-                      str(e.get("python")), mark, str(e.get("prefix")))
+                      str(e.get("python")), mark, str(e.get("prefix")) + ("  (missing: the directory is gone)"
+                                                                           if e["missing"] else ""))
     safe_console(highlight=False, soft_wrap=True).print(table)
+    gone = [str(e.get("name") or e.get("prefix")) for e in items if e["missing"]]
+    if gone:
+        _err(f"tfgpu: {len(gone)} environment(s) whose directory is gone; `tfgpu remove {gone[0]}` forgets "
+             + ("it" if len(gone) == 1 else "one"))
     return 0
 
 
@@ -58,6 +66,13 @@ def remove_cmd(
     if entry is None:
         msg = f"{name!r} is not an environment tfgpu made"
         raise UsageError(msg, hint="`tfgpu envs` lists them")
+    from tfgpu.userenv import CONTAINER_BACKENDS
+
+    if entry.get("backend") not in CONTAINER_BACKENDS and not Path(str(entry["prefix"])).exists():
+        envs.remove(name)  # nothing on disk to lose: no confirmation needed
+        typer.echo(f"forgot the registry entry of {entry.get('name') or entry['prefix']}; nothing was on disk "
+                   f"({entry['prefix']} was already gone)")
+        return 0
     if not yes:
         if not sys.stdin.isatty():
             msg = "remove needs confirmation and there is no terminal to ask on"

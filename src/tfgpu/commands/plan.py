@@ -27,6 +27,10 @@ CONFIG_EPILOG = (
 )
 
 
+CPU_HELP = ("The CPU route: tensorflow-cpu (or tensorflow where the release has no -cpu build), never "
+            "[and-cuda] or nvidia-* wheels; the smoke test checks CPU ops. For a machine without a usable GPU.")
+
+
 def _facts(facts_file: str | None, driver: str | None = None, gpu_cc: str | None = None,
            os_name: str | None = None) -> dict[str, Any]:
     """The facts plan and create decide on: tfgpu.doctor.gather_facts, as for every command."""
@@ -63,6 +67,14 @@ def _print_plan(plan: Any) -> None:
             lines.append(f"     {style('append to' if step.kind == 'append-file' else 'write', dim)} {step.path or ''}")
     lines += [f"  activation sets {k}={v}" for k, v in plan.env_vars.items()]
     lines += [f"  {style('note', yellow)}: {n}" for n in plan.notes]
+    if getattr(plan, "verdict", ""):
+        red, green = "31", "32"
+        colour = {"ready": green, "caveats": yellow, "blocked": red}.get(plan.verdict, bold)
+        lines.append(f"  verdict here: {style(plan.verdict.upper(), colour)}" + (" (CPU only)" if plan.cpu else ""))
+        lines += [f"  {style('✗', red)} {b.get('summary')}" + (f" (fix: {b['fix']})" if b.get("fix") else "")
+                  for b in plan.blockers]
+        lines += [f"  {style('!', yellow)} {c.get('summary')}" + (f" (handled: {c['mitigated_by']})" if c.get("mitigated_by") else "")
+                  for c in plan.caveats]
     sys.stdout.write("\n".join(lines) + "\n")
 
 
@@ -86,11 +98,14 @@ def plan_cmd(
     index_url: Optional[str] = typer_option("index_url"),
     offline: bool = typer.Option(False, "--offline", help="pip/uv must not use the network; --from-lock: "
                                                            "the package cache only."),
+    cpu: bool = typer.Option(False, "--cpu", help=CPU_HELP),
+    force: bool = typer.Option(False, "--force", help="Exit 0 for a target that is blocked here (create --force builds it)."),
     image: Optional[str] = typer.Option(None, "--image", metavar="REF", help=IMAGE_HELP),
     requirements: Optional[str] = typer.Option(None, "--requirements", metavar="FILE",
                                                help="--format dockerfile|apptainer: install this requirements.txt too."),
 ) -> int:
-    """Print exactly what `tfgpu create` would run: argv, environment variables and why. Changes nothing."""
+    """Print exactly what `tfgpu create` would run: argv, environment variables and why. Changes nothing.
+    Exit 1 when the target is blocked here (unless --force or --cpu), as `tfgpu create` would refuse it."""
     import json
 
     from tfgpu.errors import UsageError
@@ -113,8 +128,8 @@ def plan_cmd(
         if tf is None or from_lock is not None:
             msg = "a container backend needs --tf (and no --from-lock)"
             raise UsageError(msg, hint="e.g. tfgpu plan --tf 2.15 --backend docker")
-        plan = build_container_plan(tf=tf, backend=backend, image=image, name=name,
-                                    facts=_facts(facts_file, driver, gpu_cc, os_name))
+        facts = _facts(facts_file, driver, gpu_cc, os_name)
+        plan = build_container_plan(tf=tf, backend=backend, image=image, name=name, facts=facts)
         if fmt in ("dockerfile", "apptainer"):
             from tfgpu.containers import render_apptainer, render_dockerfile
 
@@ -131,14 +146,15 @@ def plan_cmd(
         from tfgpu.backends.lock import read_lock_info
 
         read_lock_info(from_lock)  # a bad lockfile is exit 2 before the machine is probed
+        facts = _facts(facts_file, driver, gpu_cc, os_name)
         plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform,
-                               facts=_facts(facts_file, driver, gpu_cc, os_name), find_links=find_links or [],
-                               index_url=index_url, offline=offline)
+                               facts=facts, find_links=find_links or [], index_url=index_url, offline=offline)
     else:
         assert tf is not None
+        facts = _facts(facts_file, driver, gpu_cc, os_name)
         plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel or [],
-                          facts=_facts(facts_file, driver, gpu_cc, os_name), find_links=find_links or [],
-                          index_url=index_url, offline=offline)
+                          facts=facts, find_links=find_links or [], index_url=index_url, offline=offline, cpu=cpu,
+                          for_another_machine=fmt is not None)
     if json_out:
         from tfgpu import __version__
         from tfgpu.compat import data_version
@@ -155,7 +171,21 @@ def plan_cmd(
         typer.echo(render_environment_yml(plan), nl=False)
     else:
         _print_plan(plan)
+    if plan.verdict == "blocked" and not (force or cpu):
+        alt = _alternative(facts, plan)
+        sys.stderr.write(f"tfgpu: TensorFlow {plan.tf} is blocked here (see ✗ above); `tfgpu create` would refuse it"
+                         + (f"\n  instead: {alt}" if alt else "")
+                         + "\n  --force builds it anyway; --cpu plans a CPU-only environment\n")
+        return 1
     return 0
+
+
+def _alternative(facts: dict[str, Any], plan: Any) -> str:
+    """The command that works here instead of a blocked plan (the doctor's recommendation)."""
+    from tfgpu.pipeline import alternative
+
+    rec = alternative(facts, plan.tf)
+    return str(rec["command"]) if rec else ""
 
 
 def register(app: typer.Typer) -> None:

@@ -57,6 +57,8 @@ def run_smoke_command(
     from tfgpu.smoke.runner import resolve_python, run_smoke
 
     timeout = check_timeout(timeout) or 600.0
+    if prefix is None and name is None and python is None:  # the environment tfgpu made last, and say which
+        prefix, allow_cpu = _most_recent(allow_cpu, quiet=json_out)
     exe = resolve_python(prefix=prefix, name=name, python=python)
     if not json_out:
         typer.echo(f"tfgpu smoke: running the smoke test with {exe} (timeout {timeout:g} s) ...", err=True)
@@ -67,6 +69,22 @@ def run_smoke_command(
     else:
         render_report(report, allow_cpu=allow_cpu)
     return 0 if report.passed(allow_cpu) else 1
+
+
+def _most_recent(allow_cpu: bool, *, quiet: bool) -> tuple[str, bool]:
+    """`tfgpu smoke` with no target: the environment tfgpu created last (a CPU-only one passes on the CPU)."""
+    from tfgpu.errors import UsageError
+    from tfgpu.userenv import most_recent
+
+    entry = most_recent()
+    if entry is None:
+        msg = "no environment to test: tfgpu has made none here"
+        raise UsageError(msg, hint="pick one with --name NAME, --prefix DIR or --python EXE, "
+                                   "or make one: tfgpu create --tf 2.21 --cpu")
+    if not quiet:
+        typer.echo(f"tfgpu smoke: testing {entry.get('name') or entry['prefix']} ({entry['prefix']}), the environment "
+                   "tfgpu created last; --name, --prefix or --python picks another", err=True)
+    return str(entry["prefix"]), allow_cpu or entry.get("recipe") == "cpu"
 
 
 def _fmt_s(value: object) -> str:

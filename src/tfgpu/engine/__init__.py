@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from tfgpu._record import record
 from tfgpu.engine.requirement import available as available  # re-exported: engine.available() is the API
 from tfgpu.engine.requirement import require as require
-from tfgpu.errors import Interrupted, StepFailed, TfgpuError, UsageError
+from tfgpu.errors import Interrupted, StepFailed, TfgpuError, UsageError, clip_words
 
 if TYPE_CHECKING:
     from rattler import RepoDataRecord
@@ -344,7 +344,7 @@ def solve(
             except Exception:
                 by_name = {}
             raise _explain_solve_failure(str(exc), by_name) from None
-        msg = f"cannot read the channels {', '.join(chans)}: {kind}: {_flat(str(exc))[:300]}"
+        msg = f"cannot read the channels {', '.join(chans)}: {kind}: {clip_words(_flat(str(exc)), 300)}"
         hint = ("the package cache has no copy of this repodata: run once with the network"
                 if offline else "check the channel name/URL and the network")
         raise StepFailed(msg, hint=hint) from None
@@ -524,7 +524,7 @@ def install(
     except Exception as exc:
         _remove_tree(tmp)
         _remove_empty_parent(prefix.parent, parent_created)
-        msg = f"installing into {prefix} failed: {type(exc).__name__}: {_flat(str(exc))[:400]}"
+        msg = f"installing into {prefix} failed: {type(exc).__name__}: {clip_words(_flat(str(exc)), 400)}"
         raise StepFailed(msg, hint="nothing was left behind; a corrupt download is refetched on the next try"
                          ) from None
     return prefix

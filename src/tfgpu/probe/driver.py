@@ -13,6 +13,7 @@ import re
 import signal
 from typing import Any
 
+from tfgpu.errors import clip_words
 from tfgpu.probe._ctx import Ctx
 from tfgpu.probe.parsers import (
     SMI_FIELDS,
@@ -111,8 +112,8 @@ def probe_nvidia_smi(ctx: Ctx, os_name: str) -> dict[str, Any]:
         return out
     if not res.ok:
         kind, detail = classify_smi_error(res.stdout + "\n" + res.stderr)
-        out["error"] = "nvidia-smi: " + ((res.stdout + "\n" + res.stderr).strip().splitlines()
-                                         or [_exit_status(res.returncode)])[0][:200]
+        out["error"] = "nvidia-smi: " + clip_words(((res.stdout + "\n" + res.stderr).strip().splitlines()
+                                                    or [_exit_status(res.returncode)])[0], 200)
         out["error_kind"] = kind
         out["detail"] = detail
         return out

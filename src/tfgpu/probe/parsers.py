@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from tfgpu.compat import normalize_pci_device_id
+from tfgpu.errors import clip_words
 
 _NA = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]", "unknown error", "err!"}
 
@@ -182,7 +183,7 @@ def classify_smi_error(text: str) -> tuple[str, str | None]:
     if m := re.search(r'Field "([^"]+)" is not a valid field to query', text):
         return "invalid_field", m.group(1)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return "other", lines[0][:200] if lines else None
+    return "other", clip_words(lines[0], 200) if lines else None
 
 
 # --- kernel module, /proc ----------------------------------------------------------------------------------

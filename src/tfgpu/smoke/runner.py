@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tfgpu._record import field, record
-from tfgpu.errors import InputError, UsageError
+from tfgpu.errors import InputError, UsageError, clip_words
 from tfgpu.explain import Finding, explain_lines, top_finding
 from tfgpu.run import Result, capture
 
@@ -126,14 +126,14 @@ class SmokeReport:
         if self.error:
             return f"FAILED: {self.error}"
         if self.import_error:
-            return f"FAILED: import tensorflow failed ({self.import_error.splitlines()[0][:200]}){why}"
+            return f"FAILED: import tensorflow failed ({clip_words(self.import_error.splitlines()[0], 200)}){why}"
         if self.cpu_ok:
             label = "CPU only (allowed)" if allow_cpu else "NO GPU"
             return f"{label}: {tf} sees no GPU; the ops ran on the CPU{why}"
         failed = [op for op in self.ops if op.status == "fail"]
         if failed:
             first = failed[0]
-            return f"FAILED: {first.name}: {(first.error or '').splitlines()[0][:200] if first.error else ''}{why}"
+            return f"FAILED: {first.name}: {clip_words(first.error.splitlines()[0], 200) if first.error else ''}{why}"
         return f"FAILED: {tf} did not complete the smoke test{why}"
 
     def to_json(self, *, allow_cpu: bool = False) -> dict[str, Any]:
