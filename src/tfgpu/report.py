@@ -171,12 +171,12 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
     from rich.table import Table
     from rich.text import Text
 
-    from tfgpu.safety import terminal_safe_doc
+    from tfgpu.safety import safe_console, terminal_safe_doc
 
     # facts come from this machine's tools or from a file: no escape sequence (CSI, OSC 8 links, a
     # window title) and no lone surrogate reaches the terminal raw
     doc = cast("Mapping[str, Any]", terminal_safe_doc(doc))
-    console = Console(file=out, force_terminal=color, no_color=color is False, highlight=False,
+    console = safe_console(file=out, force_terminal=color, no_color=color is False, highlight=False,
                       width=max(100, Console(file=out).width if color else 100), soft_wrap=False)
     facts = doc.get("facts", {})
     plat = facts.get("platform") or {}
