@@ -4,8 +4,8 @@ nothing already there is lost and the error is one line, rc 1."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,19 +24,13 @@ REGISTRY = {"schema": "tfgpu.envs/1", "envs": [{"name": "keep", "prefix": "/nowh
 
 
 def _fill(d: Path) -> None:
-    fd = os.open(d / "filler", os.O_WRONLY | os.O_CREAT)
-    try:
-        while True:
-            os.write(fd, b"\0" * 4096)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-    for i in range(64):
-        try:
+    """No block and no inode left on the filesystem of ``d``."""
+    with contextlib.suppress(OSError), (d / "filler").open("wb", buffering=0) as fh:
+        while fh.write(b"\0" * 4096):
+            pass
+    with contextlib.suppress(OSError):
+        for i in range(64):
             (d / f"inode-{i}").touch()
-        except OSError:
-            break
 
 
 @pytest.fixture
