@@ -112,3 +112,17 @@ def test_attack_huge_dockerfile_instruction_is_linted_in_bounded_time(dockerfile
     start = time.monotonic()
     lint_text(dockerfile, load_kb(), None)
     assert time.monotonic() - start < 2
+
+
+@pytest.mark.parametrize("argv", [("explain", "--no-probe", "{v}"), ("lint", "--facts", "{f}", "{v}"),
+                                  ("create", "--from-lock", "{v}"), ("doctor", "--facts", "{v}")])
+def test_attack_escape_sequences_in_a_file_name_never_reach_the_terminal_through_an_error(
+        cli: Cli, tmp_path: Path, argv: tuple[str, ...]) -> None:
+    # before: the one-line error quoted the path raw: an OSC title, a screen clear and a bidi override
+    evil = str(tmp_path / "\x1b]0;pwn\x07\x1b[2Jx\u202e.log")
+    facts = _facts(tmp_path)
+    rc, out, err = cli(*(a.replace("{v}", evil).replace("{f}", facts) for a in argv))
+    assert rc == 2, err
+    for raw in ("\x1b", "\x07", "\u202e"):
+        assert raw not in out + err
+    assert "x" in err

@@ -80,7 +80,9 @@ def _create_container(*, tf: str | None, from_lock: str | None, backend: str, im
 
 
 def _err(text: str) -> None:
-    sys.stderr.write(text + "\n")
+    from tfgpu.errors import stderr_line
+
+    stderr_line(text)
 
 
 def run_create(

@@ -9,7 +9,9 @@ import typer
 
 
 def _err(text: str) -> None:
-    sys.stderr.write(text + "\n")
+    from tfgpu.errors import stderr_line
+
+    stderr_line(text)
 
 
 def envs_cmd(json_out: bool = typer.Option(False, "--json", help="A JSON document.")) -> int:
