@@ -95,7 +95,7 @@ class Interrupted(TfgpuError):
 def stderr_line(text: str) -> None:
     """One message on stderr, without the escape sequences or bidi controls a file name, a value or a
     log line in it may carry (they would redraw the terminal or reorder what it shows)."""
-    from tfgpu.safety import terminal_safe
+    from tfgpu._termtext import terminal_safe
 
     sys.stderr.write(terminal_safe(text) + "\n")
 

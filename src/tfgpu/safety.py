@@ -16,21 +16,11 @@ if TYPE_CHECKING:
 
 __all__ = ["check_text", "check_timeout", "comment_safe", "safe_console", "terminal_safe", "terminal_safe_doc", "too_deep", "workflow_safe"]
 
-#: C0 controls (tab included), DEL and the C1 controls (U+0080..U+009F: 8-bit CSI/OSC on some terminals),
-#: and Unicode's bidirectional controls (LRM/RLM, ALM, embeddings, overrides, isolates: the "Trojan
-#: Source" characters, CVE-2021-42574), which reorder what a terminal shows.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-#: Escape sequences (CSI ... final byte; OSC ... BEL or ST, OSC 8 links included; other ESC X), then any
-#: control character left (a lone ESC, a carriage return that would redraw the line).
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]|\x9b[0-?]*[ -/]*[@-~]")
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _escape_control(m: re.Match[str]) -> str:
-    c = m.group(0)
-    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c, f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+# The terminal rules live in tfgpu._termtext (no imports) so that tfgpu.errors can use them too.
+from tfgpu._termtext import _ANSI as _ANSI
+from tfgpu._termtext import _CONTROL as _CONTROL
+from tfgpu._termtext import _escape_control as _escape_control
+from tfgpu._termtext import terminal_safe as terminal_safe
 
 
 def check_text(value: str, what: str) -> str:
@@ -75,25 +65,6 @@ def too_deep(obj: object, limit: int = 64) -> bool:
 def comment_safe(text: str) -> str:
     """``text`` on one line, for a ``#`` comment in a shell script or YAML: control characters escaped."""
     return _CONTROL.sub(_escape_control, text)
-
-
-def terminal_safe(text: str, *, keep_newlines: bool = True) -> str:
-    """``text`` without escape sequences (ANSI CSI, OSC including OSC 8 links) or other control
-    characters, for a terminal: facts, logs and names come from elsewhere and must not redraw the
-    screen, set the window title or hide a link. Newlines (and tabs) stay when ``keep_newlines``."""
-    if _SURROGATE.search(text):  # a lone surrogate cannot be written to a UTF-8 terminal at all
-        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
-    if not _CONTROL.search(text):
-        return text
-    text = _ANSI.sub("", text)
-
-    def esc(m: re.Match[str]) -> str:
-        c = m.group(0)
-        if keep_newlines and c in "\n\t":
-            return c
-        return _escape_control(m)
-
-    return _CONTROL.sub(esc, text)
 
 
 def terminal_safe_doc(obj: object) -> object:
