@@ -126,3 +126,18 @@ def test_attack_escape_sequences_in_a_file_name_never_reach_the_terminal_through
     for raw in ("\x1b", "\x07", "\u202e"):
         assert raw not in out + err
     assert "x" in err
+
+
+def test_attack_plan_human_output_carries_no_escapes_from_the_facts_file(cli: Cli, tmp_path: Path) -> None:
+    # before: a GPU name or conda path in a facts file reached `tfgpu plan`'s text raw (OSC, bidi)
+    facts = json.loads((Path(__file__).parent / "data" / "facts" / "r740-4x-tesla-m60.json").read_text())
+    for g in facts["gpus"]:
+        g["name"] = "Tesla\x1b]0;pwn\x07\x1b[2J M60\u202e"
+    facts["conda"]["path"] = "/opt/\x1b]8;;http://evil\x07conda\u202e"
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(facts))
+    rc, out, err = cli("plan", "--facts", str(path), "--tf", "2.11")
+    assert rc in (0, 1), err
+    assert "TensorFlow 2.11" in out
+    for raw in ("\x1b", "\x07", "\u202e"):
+        assert raw not in out + err
