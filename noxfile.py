@@ -43,7 +43,8 @@ def slow(session: nox.Session) -> None:
     """Slower tests with real components that need no network: real venvs, the real nvcc here."""
     # playwright drives Debian's Chromium (apt-get install chromium) for the fleet page; without a
     # browser that test skips with the reason.
-    _install(session, "uv", "playwright")
+    # nvidia-cuda-cuobjdump: NVIDIA's cuobjdump, to check tfgpu's fatbin reader against nvcc's output here
+    _install(session, "uv", "playwright", "nvidia-cuda-cuobjdump")
     session.run("pytest", "-m", "slow", *session.posargs)
 
 

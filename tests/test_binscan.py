@@ -142,7 +142,12 @@ def test_max_versions_compares_numerically() -> None:
 
 
 def _cuobjdump() -> str | None:
-    for cand in (os.environ.get("TFGPU_CUOBJDUMP"), shutil.which("cuobjdump"), "/usr/local/cuda/bin/cuobjdump"):
+    """TFGPU_CUOBJDUMP, PATH, the toolkit, or the nvidia-cuda-cuobjdump wheel (`nox -s slow` installs it)."""
+    import sysconfig
+
+    wheel = Path(sysconfig.get_paths()["purelib"]) / "nvidia" / "cu13" / "bin" / "cuobjdump"
+    for cand in (os.environ.get("TFGPU_CUOBJDUMP"), shutil.which("cuobjdump"), "/usr/local/cuda/bin/cuobjdump",
+                 str(wheel)):
         if cand and Path(cand).exists():
             return cand
     return None
