@@ -11,6 +11,8 @@ import pytest
 from tfgpu.errors import UsageError
 from tfgpu.safety import check_text, safe_console, terminal_safe
 
+pytestmark = pytest.mark.safety
+
 BIDI = ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e",
         "\u200f", "\u061c"]
 

@@ -17,7 +17,7 @@ from tests.test_safety_inputs import Cli
 from tfgpu import envs
 from tfgpu.errors import TfgpuError
 
-pytestmark = [pytest.mark.faults, pytest.mark.real_subprocess]
+pytestmark = [pytest.mark.faults, pytest.mark.safety, pytest.mark.real_subprocess]
 
 REGISTRY = {"schema": "tfgpu.envs/1", "envs": [{"name": "keep", "prefix": "/nowhere/keep", "backend": "venv",
                                                   "smoke": None}]}

@@ -15,6 +15,8 @@ import pytest
 from tfgpu import envs
 from tfgpu.errors import TfgpuError
 
+pytestmark = pytest.mark.safety
+
 
 @pytest.fixture
 def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:

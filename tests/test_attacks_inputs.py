@@ -9,7 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.test_safety_inputs import Cli
+
+pytestmark = pytest.mark.safety
 
 FACTS = Path(__file__).parent / "data" / "facts"
 

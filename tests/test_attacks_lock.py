@@ -11,6 +11,8 @@ from tests.test_from_lock_plan import FACTS, HOME, KB
 from tfgpu.errors import InputError
 from tfgpu.plan import LockedPkg, LockInfo, plan_from_lock
 
+pytestmark = pytest.mark.safety
+
 GOOD = "a" * 64
 OTHER = "b" * 64
 WHL = "https://files.pythonhosted.org/packages/x/requests-2.31.0-py3-none-any.whl"

@@ -18,6 +18,8 @@ from tfgpu.errors import InputError
 from tfgpu.lint import load_yaml_bounded
 from tfgpu.safety import safe_console
 
+pytestmark = pytest.mark.safety
+
 HOSTILE = "A\x1b]8;;https://evil.example\x07link\x1b]8;;\x07B\x1b[2J\x1b]0;title\x07C\x9b31mD\rE"
 
 

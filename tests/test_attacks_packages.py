@@ -22,7 +22,7 @@ from tests.conftest import needs_engine
 from tfgpu import engine
 from tfgpu.errors import StepFailed
 
-pytestmark = needs_engine
+pytestmark = [pytest.mark.safety, needs_engine]
 
 PAYLOAD = b"pwned\n"
 

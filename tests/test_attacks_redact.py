@@ -7,6 +7,8 @@ import pytest
 
 from tfgpu.report import redactor
 
+pytestmark = pytest.mark.safety
+
 CLEAN = redactor(user="alice", host="gpu-box.corp.example", home="/home/alice")
 
 
