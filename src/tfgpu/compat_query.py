@@ -598,7 +598,9 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
     from rich.table import Table
     from rich.text import Text
 
-    console = Console(file=out, force_terminal=color, no_color=color is False, highlight=False,
+    from tfgpu.safety import safe_console
+
+    console = safe_console(file=out, force_terminal=color, no_color=color is False, highlight=False,
                       width=max(100, Console(file=out).width if color else 120), soft_wrap=False)
     console.print(Text(f"tfgpu knowledge base {doc['data_version']} ({doc['date']})", style="bold"))
     query = {k: v for k, v in doc["query"].items() if v}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -127,13 +128,33 @@ def load() -> list[dict[str, Any]]:
     return [e for e in envs if isinstance(e, dict)] if isinstance(envs, list) else []
 
 
+def open_lock_file(path: Path) -> IO[bytes]:
+    """A lock file opened for reading and writing without following a symlink or opening anything but
+    a regular file (created 0600 when missing): a link or FIFO planted at tfgpu's predictable lock
+    names must not let tfgpu truncate, create or block on a file elsewhere. OSError otherwise."""
+    import stat
+
+    flags = (os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+             | getattr(os, "O_NONBLOCK", 0))
+    fd = os.open(path, flags, 0o600)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "r+b")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 @contextlib.contextmanager
 def _registry_lock() -> Iterator[None]:
     """Serialise read-modify-write of the registry between tfgpu processes (an OS lock, released on death)."""
     path = registry_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fh: IO[bytes] = (path.parent / ".envs.lock").open("ab")
+        fh: IO[bytes] = open_lock_file(path.parent / ".envs.lock")
     except OSError as exc:
         msg = f"cannot write tfgpu's home {path.parent}: {exc.strerror or exc}"
         raise NotReadyHome(msg, hint="set TFGPU_HOME to a writable directory") from None
@@ -337,8 +358,8 @@ def prefix_lock(prefix: Path) -> Iterator[Path]:
     path = lock_dir / (hashlib.sha256(str(prefix).encode()).hexdigest()[:16] + ".lock")
     try:
         lock_dir.mkdir(parents=True, exist_ok=True)
-        fh: IO[str] = path.open("a+", encoding="utf-8")
-    except OSError as exc:  # a read-only or full tfgpu home
+        fh = open_lock_file(path)
+    except OSError as exc:  # a read-only or full tfgpu home, or something planted at the lock's name
         msg = f"cannot write tfgpu's lock {path}: {exc.strerror or exc}"
         raise NotReadyHome(msg, hint="free some space or set TFGPU_HOME to a writable directory") from None
     try:
@@ -354,13 +375,13 @@ def prefix_lock(prefix: Path) -> Iterator[Path]:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             fh.seek(0)
-            holder = fh.read().strip() or "another tfgpu process"
+            holder = fh.read(200).decode("utf-8", "replace").strip() or "another tfgpu process"
             msg = f"{prefix} is being created by {holder}"
             raise NotReady(msg, hint="wait for it to finish, or use another --name/--prefix") from None
         try:  # who holds it, for the message above; a full disk only loses that note, not the lock
             fh.seek(0)
             fh.truncate()
-            fh.write(f"tfgpu pid {os.getpid()}")
+            fh.write(f"tfgpu pid {os.getpid()}".encode())
             fh.flush()
         except OSError:
             pass

@@ -92,10 +92,18 @@ class Interrupted(TfgpuError):
     exit_code = ExitCode.INTERRUPTED
 
 
+def stderr_line(text: str) -> None:
+    """One message on stderr, without the escape sequences or bidi controls a file name, a value or a
+    log line in it may carry (they would redraw the terminal or reorder what it shows)."""
+    from tfgpu._termtext import terminal_safe
+
+    sys.stderr.write(terminal_safe(text) + "\n")
+
+
 def error_line(text: str) -> None:
     if len(text) > 1000:  # a 5,000-character bad value stays one readable line
         text = f"{text[:600]} … {text[-300:]}"
-    sys.stderr.write(f"tfgpu: error: {text}\n")
+    stderr_line(f"tfgpu: error: {text}")
 
 
 def run_guarded(fn: Callable[[], int], *, debug: bool) -> int:

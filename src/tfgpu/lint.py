@@ -27,6 +27,9 @@ from tfgpu.verdict import ERROR, FAIL, PASS, SKIP, WARN, Check, Machine
 SCHEMA = "tfgpu.lint/1"
 MAX_BYTES = 1024 * 1024
 MAX_ALIASES = 64
+#: A compose file nests a handful of levels; PyYAML's parser slows down badly on deep flow nesting (a
+#: 200 KB file of ``[[[[...`` ran for minutes), so the event scan stops far before that.
+MAX_YAML_DEPTH = 64
 _DIRECTIVE = re.compile(r"^#\s*(escape|syntax|check)\s*=\s*(\S+)\s*$", re.IGNORECASE)
 INSTRUCTIONS = frozenset({"FROM", "RUN", "CMD", "LABEL", "MAINTAINER", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT",
                           "VOLUME", "USER", "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL"})
@@ -111,12 +114,24 @@ def substitute(text: str, values: Mapping[str, str]) -> str:
     return _VAR.sub(repl, text)
 
 
+#: shlex builds each word a character at a time (quadratic in a word's length): past this many characters
+#: a text is split on whitespace instead (a 900 KB RUN line took 13 s; real instructions are a few KB).
+MAX_SHLEX_CHARS = 64 * 1024
+
+
+def _words(text: str) -> list[str]:
+    """Shell words of ``text`` (shlex), or its whitespace-separated words when it is unbalanced or huge."""
+    if len(text) <= MAX_SHLEX_CHARS:
+        try:
+            return shlex.split(text, posix=True)
+        except ValueError:
+            pass
+    return text.split()
+
+
 def _key_values(args: str) -> dict[str, str]:
     """``ENV``/``ARG`` arguments: ``K=V K2="V 2"`` or the legacy ``K V`` form."""
-    try:
-        words = shlex.split(args, posix=True)
-    except ValueError:
-        words = args.split()
+    words = _words(args)
     if not words:
         return {}
     if "=" not in words[0]:
@@ -243,11 +258,7 @@ def tf_installs(run_args: str, line: int) -> list[TfInstall]:
     ``'tensorflow[and-cuda]'``, ``tensorflow-gpu==1.0``), by tokenising each ``pip install`` command."""
     out = []
     for m in _PIP.finditer(run_args):
-        try:
-            words = shlex.split(m.group(1))
-        except ValueError:
-            words = m.group(1).split()
-        for w in words:
+        for w in _words(m.group(1)):
             if w.startswith("-"):
                 continue
             req = _TF_REQ.match(w)
@@ -406,13 +417,22 @@ def lint_dockerfile(text: str, kb: KnowledgeBase, m: Machine | None) -> list[Che
 
 
 def load_yaml_bounded(text: str) -> Any:
-    """PyYAML's safe loader, refusing alias bombs (more than :data:`MAX_ALIASES` aliases) before building."""
+    """PyYAML's safe loader, refusing alias bombs (more than :data:`MAX_ALIASES` aliases) and deep
+    nesting (more than :data:`MAX_YAML_DEPTH` levels) before building."""
     import yaml
 
     aliases = 0
+    depth = 0
     try:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
-            if isinstance(event, yaml.AliasEvent):
+            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    msg = f"nested more than {MAX_YAML_DEPTH} levels deep"
+                    raise InputError(msg)
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                depth -= 1
+            elif isinstance(event, yaml.AliasEvent):
                 aliases += 1
                 if aliases > MAX_ALIASES:
                     msg = f"more than {MAX_ALIASES} YAML aliases"

@@ -20,7 +20,7 @@ from tfgpu.choose import BACKENDS as BACKENDS  # re-exported: the values --backe
 from tfgpu.choose import CONDA_TOOLS as CONDA_TOOLS
 from tfgpu.choose import target_os as target_os
 from tfgpu.compat import Pin, VersionSpec, load_pins, pin_source_urls
-from tfgpu.errors import UsageError
+from tfgpu.errors import InputError, UsageError
 from tfgpu.steps import Step as Step  # re-exported: plans are made of steps
 
 if TYPE_CHECKING:
@@ -724,12 +724,27 @@ def _lock_env_name(tfs: str, path: str) -> str:
     return stem if stem and _NAME_RE.fullmatch(stem) and ".." not in stem else "from-lock"
 
 
-def _pip_hash_req(p: LockedPkg) -> str:
-    """A direct-URL requirement; pip checks a ``#sha256=`` fragment against the download."""
-    url = p.url
-    if p.sha256 and "#" not in url:
-        url += f"#sha256={p.sha256}"
-    return f"{p.name} @ {url}" if url else f"{p.name}=={p.version}"
+_PIP_URL = re.compile(r"(?:https?|file)://[^\s#]+")
+
+
+def _pip_hash_req(p: LockedPkg, lock_path: str) -> str:
+    """A direct-URL requirement carrying the lock's sha256 as its ``#sha256=`` fragment, which pip checks
+    against the download. A pip package without a sha256, without a URL (pip would take it from any
+    index, unverified) or with a URL that is not a plain http(s)/file archive (a VCS URL builds code) is
+    refused: every package of a lock is verified. A fragment already in the URL (``#egg=``, or a
+    ``#sha256=`` of its own) is dropped, so only the lock's hash counts."""
+    where = f"lockfile {lock_path}: pip package {p.name} {p.version}"
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", p.sha256 or ""):
+        msg = f"{where} has no sha256: tfgpu installs only verified packages"
+        raise InputError(msg, hint="regenerate the lock (conda-lock records a sha256 for every pip package)")
+    url = (p.url or "").split("#", 1)[0]
+    if not url:
+        msg = f"{where} has no URL: pip would take it from whatever index it is set up with"
+        raise InputError(msg, hint="regenerate the lock; a locked pip package names its wheel's URL")
+    if not _PIP_URL.fullmatch(url):
+        msg = f"{where}: {url[:80]!r} is not an http(s) or file URL of a package archive"
+        raise InputError(msg, hint="regenerate the lock from an index you trust")
+    return f"{p.name} @ {url}#sha256={p.sha256.lower()}"
 
 
 def plan_from_lock(
@@ -792,14 +807,11 @@ def plan_from_lock(
                                f"locks for {platform} (URLs and hashes; no solving) with tfgpu's embedded engine")]
     pip_reqs: list[str] = []
     if pip_pkgs:
-        hashed = [_pip_hash_req(p) for p in pip_pkgs]
+        hashed = [_pip_hash_req(p, lock.path) for p in pip_pkgs]
         steps.append(Step((py_in_env, "-m", "pip", "install", "--disable-pip-version-check", "--no-deps", *hashed),
                           f"install the {len(pip_pkgs)} locked pip packages from their URLs, without resolving "
                           "(--no-deps); pip checks each download against the sha256 in the URL"))
         pip_reqs += hashed
-        missing = [p.name for p in pip_pkgs if not p.sha256]
-        if missing:
-            notes.append(f"no sha256 recorded for pip package(s) {', '.join(missing)}: pip cannot verify them")
         if offline:
             notes.append("--offline: the locked pip packages are fetched from their URLs; pip's cache may serve them")
     unlocked = lock.meta(f"tfgpu_pip_{platform}").split()

@@ -60,16 +60,29 @@ def _target_json(target: Any, *, verified: bool) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- redaction
 
+#: Every repetition is bounded: an unbounded one that can fail (``token\w*`` before a missing ``=``, a JWT
+#: start without its dots, URL credentials without an ``@``) is tried again at each start and made ~1 MB
+#: of hostile text take minutes. Real keys, tokens and passwords fit these bounds.
 _TOKEN = re.compile(
-    r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_-]{20,}|"
-    r"xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|"
-    r"pypi-[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{30,}|"  # PyPI upload tokens, Google API keys
-    r"eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}|"
-    r"(?i:bearer\s+)[A-Za-z0-9._~+/-]{16,}=*|"
+    # a private key pasted into a log: the whole block
+    r"(?:-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----|\Z)|"
+    r"gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255}|glpat-[A-Za-z0-9_-]{20,255}|"
+    r"xox[abpr]-[A-Za-z0-9-]{10,255}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{20,255}|sk-[A-Za-z0-9_-]{20,255}|"
+    r"pypi-[A-Za-z0-9_-]{16,512}|AIza[0-9A-Za-z_-]{30,255}|"  # PyPI upload tokens, Google API keys
+    r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{10,4096}\.[A-Za-z0-9_-]{10,4096}\.[A-Za-z0-9_-]{10,4096}|"
+    r"(?i:bearer\s{1,20})[A-Za-z0-9._~+/-]{16,4096}=*|"
+    # an Authorization header of any scheme (token, Basic, Digest...)
+    r"(?i:authorization[\"']?\s{0,20}[=:]\s{0,20}[\"']?[A-Za-z]{1,20}\s{1,20})[A-Za-z0-9._~+/-]{8,4096}=*|"
     # credentials in a URL (user:password@host), the password may hold '/' (s3://KEY:SECRET/x@bucket)
-    r"(?<=://)[^/\s:@]+:[^\s@]+(?=@)|"
-    # KEY=value and KEY: value, also inside longer names (AWS_SECRET_ACCESS_KEY=..., HF_TOKEN=...)
-    r"(?i:(?:token|secret|password|passwd|api[_-]?key|access[_-]?key)\w*\s*[=:]\s*)\S+)"
+    r"(?<=://)[^/\s:@]{1,256}:[^\s@]{1,256}(?=@)|"
+    # a token as a URL's user name (https://TOKEN@github.com/...): every user part of a URL goes
+    r"(?<=://)[^/\s:@]{1,512}(?=@)|"
+    # KEY=value and KEY: value, also inside longer names (AWS_SECRET_ACCESS_KEY=..., HF_TOKEN=...), a
+    # quoted value whole (spaces included), and JSON's "key": "value"
+    r"(?i:(?:token|secret|password|passwd|api[_-]?key|access[_-]?key)\w{0,40}[\"']?\s{0,20}[=:]\s{0,20})"
+    r"(?:\"[^\"\n]{0,4096}\"?|'[^'\n]{0,4096}'?|\S{1,4096})|"
+    # command-line flags: --password VALUE, --token=VALUE
+    r"(?i:--(?:token|secret|password|passwd|api[_-]?key|access[_-]?key)(?:=|\s{1,20}))\S{1,4096})"
 )
 _HOME = re.compile(r"(/home/|/Users/|\\Users\\|/export/home/)([^/\\\s:;,'\"]+)")
 #: What may surround a name that is a whole path component (or a whole value, or a URL's host).
@@ -112,7 +125,8 @@ def redactor(user: str | None = None, host: str | None = None, home: str | None 
 
     def clean(text: str) -> str:
         if home and home not in ("/", "~") and len(home) > 1:
-            text = re.sub(re.escape(home) + r"(?=[/\\]|$|[\s:;,'\"])", "~", text)
+            # only where a path starts with it: /var/home/alice is not ~ with /var in front
+            text = re.sub(r"(?<![^\s:;,'\"=(\[])" + re.escape(home) + r"(?=[/\\]|$|[\s:;,'\"])", "~", text)
         text = _HOME.sub(lambda m: m.group(1) + "<user>", text)
         text = _TOKEN.sub("<redacted>", text)
         for pattern, mark in names:
@@ -157,12 +171,12 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
     from rich.table import Table
     from rich.text import Text
 
-    from tfgpu.safety import terminal_safe_doc
+    from tfgpu.safety import safe_console, terminal_safe_doc
 
     # facts come from this machine's tools or from a file: no escape sequence (CSI, OSC 8 links, a
     # window title) and no lone surrogate reaches the terminal raw
     doc = cast("Mapping[str, Any]", terminal_safe_doc(doc))
-    console = Console(file=out, force_terminal=color, no_color=color is False, highlight=False,
+    console = safe_console(file=out, force_terminal=color, no_color=color is False, highlight=False,
                       width=max(100, Console(file=out).width if color else 100), soft_wrap=False)
     facts = doc.get("facts", {})
     plat = facts.get("platform") or {}

@@ -7,24 +7,20 @@ Pure functions, no imports beyond ``re``: they run on the doctor's path.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Any
 
 from tfgpu.errors import UsageError
 
-__all__ = ["check_text", "check_timeout", "comment_safe", "terminal_safe", "terminal_safe_doc", "too_deep", "workflow_safe"]
+if TYPE_CHECKING:
+    from rich.console import Console
 
-#: C0 controls (tab included), DEL and the C1 controls (U+0080..U+009F: 8-bit CSI/OSC on some terminals).
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-#: Escape sequences (CSI ... final byte; OSC ... BEL or ST, OSC 8 links included; other ESC X), then any
-#: control character left (a lone ESC, a carriage return that would redraw the line).
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]|\x9b[0-?]*[ -/]*[@-~]")
+__all__ = ["check_text", "check_timeout", "comment_safe", "safe_console", "terminal_safe", "terminal_safe_doc", "too_deep", "workflow_safe"]
 
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _escape_control(m: re.Match[str]) -> str:
-    c = m.group(0)
-    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(c, f"\\x{ord(c):02x}")
+# The terminal rules live in tfgpu._termtext (no imports) so that tfgpu.errors can use them too.
+from tfgpu._termtext import _ANSI as _ANSI
+from tfgpu._termtext import _CONTROL as _CONTROL
+from tfgpu._termtext import _escape_control as _escape_control
+from tfgpu._termtext import terminal_safe as terminal_safe
 
 
 def check_text(value: str, what: str) -> str:
@@ -71,25 +67,6 @@ def comment_safe(text: str) -> str:
     return _CONTROL.sub(_escape_control, text)
 
 
-def terminal_safe(text: str, *, keep_newlines: bool = True) -> str:
-    """``text`` without escape sequences (ANSI CSI, OSC including OSC 8 links) or other control
-    characters, for a terminal: facts, logs and names come from elsewhere and must not redraw the
-    screen, set the window title or hide a link. Newlines (and tabs) stay when ``keep_newlines``."""
-    if _SURROGATE.search(text):  # a lone surrogate cannot be written to a UTF-8 terminal at all
-        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
-    if not _CONTROL.search(text):
-        return text
-    text = _ANSI.sub("", text)
-
-    def esc(m: re.Match[str]) -> str:
-        c = m.group(0)
-        if keep_newlines and c in "\n\t":
-            return c
-        return _escape_control(m)
-
-    return _CONTROL.sub(esc, text)
-
-
 def terminal_safe_doc(obj: object) -> object:
     """A JSON-shaped document with every string (keys too) made ``terminal_safe`` on one line."""
     if isinstance(obj, str):
@@ -113,3 +90,29 @@ def workflow_safe(text: str) -> str:
     ``::stop-commands::``, ``::add-mask::``...): the leading ``::`` becomes ``%3A:`` (the runner's own
     escape for a colon in a command's data)."""
     return _WORKFLOW_V1.sub("#%23[", _WORKFLOW.sub(r"\1%3A", text))
+
+
+def safe_console(**kwargs: Any) -> Console:
+    """A rich Console whose every printed piece of text goes through :func:`terminal_safe`, whatever
+    the renderable (str, Text, Table, Panel): a Dockerfile line, a log line, a GPU name or an
+    environment's path cannot bring its own escape sequences to the terminal. rich's own styling and
+    cursor control are added after this and stay."""
+    from rich.console import Console as RichConsole
+    from rich.console import RenderHook
+    from rich.segment import Segment
+
+    class _Safe:
+        def __init__(self, renderable: Any) -> None:
+            self.renderable = renderable
+
+        def __rich_console__(self, console: Any, options: Any) -> Any:
+            for seg in console.render(self.renderable, options):
+                yield seg if seg.control else Segment(terminal_safe(seg.text), seg.style)
+
+    class _Hook(RenderHook):
+        def process_renderables(self, renderables: list[Any]) -> list[Any]:
+            return [_Safe(r) for r in renderables]
+
+    console = RichConsole(**kwargs)
+    console.push_render_hook(_Hook())
+    return console

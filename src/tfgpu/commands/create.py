@@ -80,7 +80,9 @@ def _create_container(*, tf: str | None, from_lock: str | None, backend: str, im
 
 
 def _err(text: str) -> None:
-    sys.stderr.write(text + "\n")
+    from tfgpu.errors import stderr_line
+
+    stderr_line(text)
 
 
 def run_create(
@@ -144,10 +146,11 @@ class _CreateRenderer:
         return True
 
     def building(self, plan: Any) -> Any:
-        from rich.console import Console
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-        self.console = Console(stderr=True, highlight=False)
+        from tfgpu.safety import safe_console
+
+        self.console = safe_console(stderr=True, highlight=False)
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                                  console=self.console, transient=False, disable=not self.console.is_terminal)
         self.task = self.progress.add_task("starting", total=len(plan.steps))

@@ -9,7 +9,9 @@ import typer
 
 
 def _err(text: str) -> None:
-    sys.stderr.write(text + "\n")
+    from tfgpu.errors import stderr_line
+
+    stderr_line(text)
 
 
 def envs_cmd(json_out: bool = typer.Option(False, "--json", help="A JSON document.")) -> int:
@@ -35,8 +37,9 @@ def envs_cmd(json_out: bool = typer.Option(False, "--json", help="A JSON documen
     if not items:
         typer.echo("no environments yet: `tfgpu doctor` recommends one to create")
         return 0
-    from rich.console import Console
     from rich.table import Table
+
+    from tfgpu.safety import safe_console
 
     table = Table("name", "TensorFlow", "backend", "python", "smoke", "prefix")
     for e in items:
@@ -45,7 +48,7 @@ def envs_cmd(json_out: bool = typer.Option(False, "--json", help="A JSON documen
         table.add_row(str(e.get("name") or ""), str(e.get("tf")), f"{e.get('tool')} ({e.get('backend')})",
                       str(e.get("python")), mark, str(e.get("prefix")) + ("  (missing: the directory is gone)"
                                                                            if e["missing"] else ""))
-    Console(highlight=False, soft_wrap=True).print(table)
+    safe_console(highlight=False, soft_wrap=True).print(table)
     gone = [str(e.get("name") or e.get("prefix")) for e in items if e["missing"]]
     if gone:
         _err(f"tfgpu: {len(gone)} environment(s) whose directory is gone; `tfgpu remove {gone[0]}` forgets "

@@ -87,14 +87,14 @@ def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, 
 
 def render_findings(findings: Iterable[Finding], *, notes: Iterable[str] = (), title: str | None = None) -> None:
     """A rich table of findings, most important first; harmless ones summarised in one line."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     from tfgpu.explain import summarize_harmless
+    from tfgpu.safety import safe_console
 
     items = list(findings)
-    console = Console(soft_wrap=False)
+    console = safe_console(soft_wrap=False)
     serious = [f for f in items if not f.harmless]
     if title:
         console.print(f"[bold]{title}[/bold]")

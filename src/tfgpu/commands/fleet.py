@@ -68,21 +68,11 @@ def _html_target(path: str) -> Path:
 
 
 def _write_text(p: Path, text: str) -> None:
-    """Write a new file beside the target and rename it over (never through a link planted there)."""
-    import os
+    """Write a new file under an unpredictable name beside the target and rename it over (never through
+    a link planted there); the lockfile writer's mechanism."""
+    from tfgpu.lockfile import write_atomic
 
-    from tfgpu.errors import StepFailed
-
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        tmp.replace(p)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        msg = f"cannot write {p}: {exc.strerror or exc}"
-        raise StepFailed(msg) from None
+    write_atomic(p, text)
 
 
 @fleet_app.command("slurm")

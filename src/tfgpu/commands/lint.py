@@ -50,12 +50,12 @@ def run_lint(files: list[str], *, json_out: bool = False, facts_file: str | None
 def render(doc: dict[str, Any]) -> None:
     import sys
 
-    from rich.console import Console
     from rich.text import Text
 
     from tfgpu.report import MARKS, STYLES
+    from tfgpu.safety import safe_console
 
-    console = Console(file=sys.stdout, highlight=False, no_color=not sys.stdout.isatty(), soft_wrap=False, width=100)
+    console = safe_console(file=sys.stdout, highlight=False, no_color=not sys.stdout.isatty(), soft_wrap=False, width=100)
     host = doc.get("host") or {}
     console.print(Text(f"host driver: {host.get('driver') or 'none known'}", style="dim"))
     for f in doc["files"]:

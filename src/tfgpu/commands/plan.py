@@ -46,6 +46,7 @@ def _print_plan(plan: Any) -> None:
     than rich: importing rich for ten lines was ~45 ms of `tfgpu plan`."""
     import os
 
+    from tfgpu._termtext import terminal_safe
     from tfgpu.run import quote
 
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
@@ -53,27 +54,30 @@ def _print_plan(plan: Any) -> None:
     def style(text: str, code: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if color else text
 
+    def t(value: object) -> str:  # every value may come from a facts file, a lock or an option
+        return terminal_safe(str(value), keep_newlines=False)
+
     bold, dim, yellow = "1", "2", "33"
-    lines = [f"{style(f'TensorFlow {plan.tf}', bold)} with {style(plan.tool, bold)} ({plan.backend}), "
-             f"recipe {plan.recipe_id}",
-             f"  why this backend: {plan.backend_reason}",
-             f"  environment: {plan.prefix}  (Python {plan.python})"]
+    lines = [f"{style(f'TensorFlow {t(plan.tf)}', bold)} with {style(t(plan.tool), bold)} ({t(plan.backend)}), "
+             f"recipe {t(plan.recipe_id)}",
+             f"  why this backend: {t(plan.backend_reason)}",
+             f"  environment: {t(plan.prefix)}  (Python {t(plan.python)})"]
     for i, step in enumerate(plan.steps, 1):
-        lines.append(f"  {i}. {step.why}")
+        lines.append(f"  {i}. {t(step.why)}")
         if step.kind == "run":
             env = " ".join(f"{k}={v}" for k, v in step.env)
-            lines.append(f"     {style('$', dim)} {(env + ' ') if env else ''}{quote(step.argv)}")
+            lines.append(f"     {style('$', dim)} {t(env + ' ') if env else ''}{t(quote(step.argv))}")
         else:
-            lines.append(f"     {style('append to' if step.kind == 'append-file' else 'write', dim)} {step.path or ''}")
-    lines += [f"  activation sets {k}={v}" for k, v in plan.env_vars.items()]
-    lines += [f"  {style('note', yellow)}: {n}" for n in plan.notes]
+            lines.append(f"     {style('append to' if step.kind == 'append-file' else 'write', dim)} {t(step.path or '')}")
+    lines += [f"  activation sets {t(k)}={t(v)}" for k, v in plan.env_vars.items()]
+    lines += [f"  {style('note', yellow)}: {t(n)}" for n in plan.notes]
     if getattr(plan, "verdict", ""):
         red, green = "31", "32"
         colour = {"ready": green, "caveats": yellow, "blocked": red}.get(plan.verdict, bold)
         lines.append(f"  verdict here: {style(plan.verdict.upper(), colour)}" + (" (CPU only)" if plan.cpu else ""))
-        lines += [f"  {style('✗', red)} {b.get('summary')}" + (f" (fix: {b['fix']})" if b.get("fix") else "")
+        lines += [f"  {style('✗', red)} {t(b.get('summary'))}" + (f" (fix: {t(b['fix'])})" if b.get("fix") else "")
                   for b in plan.blockers]
-        lines += [f"  {style('!', yellow)} {c.get('summary')}" + (f" (handled: {c['mitigated_by']})" if c.get("mitigated_by") else "")
+        lines += [f"  {style('!', yellow)} {t(c.get('summary'))}" + (f" (handled: {t(c['mitigated_by'])})" if c.get("mitigated_by") else "")
                   for c in plan.caveats]
     sys.stdout.write("\n".join(lines) + "\n")
 

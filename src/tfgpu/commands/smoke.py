@@ -92,13 +92,13 @@ def _fmt_s(value: object) -> str:
 
 
 def render_report(report: SmokeReport, *, allow_cpu: bool = False) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     from tfgpu.commands.explain import render_findings
+    from tfgpu.safety import safe_console
 
-    console = Console(soft_wrap=False)
+    console = safe_console(soft_wrap=False)
     bi = report.build_info
     console.print(f"[bold]TensorFlow[/bold] {escape(str(report.tf_version or '-'))}"
                   f"  python {escape(str(report.python_version or '?'))} ({escape(report.python)})")

@@ -16,6 +16,7 @@ process (SIGKILL cannot be caught) is removed by the next install next to it onc
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -411,6 +412,57 @@ def _link(records: Sequence[Any], target: Path, final: Path, *, platform: str, c
     ))
 
 
+def _package_paths(archive: Path) -> list[str] | None:
+    """The paths a package archive installs (info/paths.json, else the old info/files), or None when
+    the archive cannot be read (rattler then reports it as the broken download it is)."""
+    from rattler import PathsJson
+
+    try:
+        return [str(e.relative_path) for e in PathsJson.from_package_archive(archive).paths]
+    except Exception:  # no paths.json (an old package) or an unreadable archive
+        pass
+    if not archive.name.endswith(".tar.bz2"):
+        return None
+    import tarfile
+
+    try:
+        with tarfile.open(archive, "r:bz2") as tar:
+            member = tar.extractfile("info/files")
+            if member is None:
+                return None
+            return member.read(16 << 20).decode("utf-8", "replace").splitlines()
+    except (OSError, KeyError, EOFError, tarfile.TarError):
+        return None
+
+
+def unsafe_package_paths(archive: Path) -> list[str]:
+    """Paths in a package's metadata that would land outside the prefix: absolute ones and any with a
+    ``..`` component. rattler links ``prefix/PATH`` from ``cache/PATH`` as written, so
+    ``../../x`` writes beside the prefix and an absolute path aborts the whole process."""
+    paths = _package_paths(archive) or []
+    return [p for p in paths if not p or p.startswith(("/", "\\")) or "\0" in p
+            or ".." in p.replace("\\", "/").split("/")]
+
+
+def check_package_paths(records: Sequence[Any]) -> None:
+    """Refuse (StepFailed, before anything is linked) a package whose metadata installs outside the
+    prefix. Reads every archive that is a local file (every package of a lock, and local channels)."""
+    from urllib.parse import unquote, urlparse
+    from urllib.request import url2pathname
+
+    for rec in records:
+        parsed = urlparse(str(rec.url))
+        if parsed.scheme != "file":
+            continue
+        archive = Path(url2pathname(unquote(parsed.path)))
+        bad = unsafe_package_paths(archive)
+        if bad:
+            shown = ", ".join(json.dumps(b)[:120] for b in bad[:3]) + (" ..." if len(bad) > 3 else "")
+            msg = (f"{rec.file_name} installs {len(bad)} file(s) outside the environment ({shown}): refusing "
+                   "a package that writes beyond its prefix")
+            raise StepFailed(msg, hint="the package is malformed or hostile; remove it from the channel or lock")
+
+
 def check_cached(records: Sequence[Any], cache_dir: Path) -> list[str]:
     """Names (name-version-build) of records that are not in the package cache."""
     from rattler import PackageCache
@@ -449,6 +501,7 @@ def install(
             msg = f"--offline: {len(missing)} package(s) not in the package cache {cache / 'pkgs'}: " + ", ".join(
                 missing[:5]) + (" ..." if len(missing) > 5 else "")
             raise StepFailed(msg, hint="run once without --offline (with the network) to fill the cache")
+    check_package_paths(records)
     parent_created = not prefix.parent.exists()
     prefix.parent.mkdir(parents=True, exist_ok=True)
     cleanup_partial(prefix)
@@ -564,12 +617,13 @@ def _hash_file(path: Path, algo: str) -> str:
 
 
 def _expected_hash(rec: Any) -> tuple[str, str]:
-    """(algorithm, hex digest) the lock gives for a record: sha256, else md5; none is refused."""
+    """(algorithm, hex digest) the lock gives for a record: its sha256. An md5 alone is refused like no
+    hash at all: md5 collisions are cheap to make, so it cannot tell the locked archive from another."""
     if rec.sha256:
         return "sha256", rec.sha256.hex()
-    if rec.md5:
-        return "md5", rec.md5.hex()
-    msg = f"the lock gives no sha256 (nor md5) for {rec.file_name}; tfgpu installs only verified packages"
+    msg = (f"the lock gives no sha256 for {rec.file_name}"
+           + (" (only an md5, which collisions defeat)" if rec.md5 else "")
+           + "; tfgpu installs only verified packages")
     raise StepFailed(msg, hint="regenerate the lock: tfgpu lock --tf VERSION --force")
 
 
@@ -579,11 +633,19 @@ def _fetch(url: str, dest: Path, *, offline: bool) -> None:
 
     parsed = urlparse(url)
     if parsed.scheme == "file":
+        import stat
         from urllib.request import url2pathname
 
         src = Path(url2pathname(unquote(parsed.path)))
-        with src.open("rb") as fin, dest.open("wb") as fout:
-            shutil.copyfileobj(fin, fout, _CHUNK)
+        # non-blocking open, then regular files only: a FIFO, /dev/zero or /dev/stdin named by a lock
+        # would hang the install or fill the disk before any hash could be checked
+        fd = os.open(src, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as fin:
+            if not stat.S_ISREG(os.fstat(fin.fileno()).st_mode):
+                msg = f"{url} is not a regular file: a package archive is one"
+                raise StepFailed(msg, hint="check the lock's URLs")
+            with dest.open("wb") as fout:
+                shutil.copyfileobj(fin, fout, _CHUNK)
         return
     if parsed.scheme not in ("http", "https"):
         msg = f"{url}: tfgpu fetches packages over file://, http:// and https:// only"
@@ -597,11 +659,34 @@ def _fetch(url: str, dest: Path, *, offline: bool) -> None:
         shutil.copyfileobj(resp, fout, _CHUNK)
 
 
+def _private_store(store: Path) -> None:
+    """Make ``store`` (mode 0700) or check that it is a real directory of this user that nobody else can
+    write, in a parent nobody else can rename it in: an archive is checked here and extracted from
+    here later, and whoever could write in between could swap it for one the lock never named."""
+    import stat
+
+    store.mkdir(parents=True, exist_ok=True, mode=0o700)
+    uid = os.geteuid() if hasattr(os, "geteuid") else None
+    for path, own in ((store, True), (store.parent, False)):
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode) and own:
+            msg = f"the package store {store} is a symlink: tfgpu keeps verified packages only in a real directory"
+        elif not stat.S_ISDIR(st.st_mode) or (own and uid is not None and st.st_uid != uid):
+            msg = f"the package store {path} is not a directory of yours"
+        elif st.st_mode & 0o022 and not (not own and st.st_mode & stat.S_ISVTX):
+            msg = (f"others can write {path}: a package could be swapped between tfgpu's hash check and "
+                   "its installation")
+        else:
+            continue
+        raise StepFailed(msg, hint="use a package cache of your own (RATTLER_CACHE_DIR or --cache-dir), "
+                                   f"or fix its permissions (chmod go-w {path})")
+
+
 def verify_archives(records: Sequence[Any], store: Path, *, offline: bool = False) -> list[Any]:
     """Each record's archive, fetched (whatever the URL scheme) and checked against the lock's hash,
     as a record pointing at the verified copy in ``store`` (file://). A copy already in the store is
     hashed again before it is used. Raises StepFailed naming the package on any mismatch."""
-    store.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _private_store(store)
     out = []
     missing: list[str] = []
     for rec in records:

@@ -193,6 +193,8 @@ def _one(source: str, text: str, node: str | None = None, *, complete: bool = Tr
             return Problem(source, f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})")
         except RecursionError:
             return Problem(source, "JSON nested too deeply to be a report")
+        except ValueError as exc:  # an integer of more than 4,300 digits
+            return Problem(source, f"not a tfgpu report: {' '.join(str(exc).split())[:100]}")
     return report
 
 

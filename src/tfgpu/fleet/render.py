@@ -41,11 +41,13 @@ def columns(doc: Mapping[str, Any]) -> list[str]:
 
 
 def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = None) -> None:
-    from rich.console import Console
+
     from rich.table import Table
     from rich.text import Text
 
-    console = Console(file=out, force_terminal=color, no_color=color is False, highlight=False, width=120,
+    from tfgpu.safety import safe_console
+
+    console = safe_console(file=out, force_terminal=color, no_color=color is False, highlight=False, width=120,
                       soft_wrap=False)
     console.print(Text(f"tfgpu {doc['tfgpu_version']} fleet · knowledge base {doc['data_version']} · "
                        f"{doc['nodes']} nodes, {len(doc['groups'])} machine groups", style="bold"))
