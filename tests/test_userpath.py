@@ -571,3 +571,23 @@ def test_shell_opens_the_users_shell_inside_the_environment(tmp_path: Path, monk
     assert f"VIRTUAL_ENV={prefix}" in lines
     assert "TFGPU_ENV=sh-env" in lines
     assert "TFGPU_TEST_VAR=from-activate" in lines
+
+
+def test_run_on_native_windows_sets_what_activation_sets() -> None:
+    """`tfgpu run` on native Windows: a venv's Scripts first (activate.bat), conda's PATH order (conda's
+    activate.py `_get_path_dirs`), PYTHONHOME dropped, the memory-growth default kept overridable."""
+    from tfgpu.userenv import windows_environ
+
+    venv = windows_environ({"prefix": "C:\\envs\\tf2.10", "backend": "pip"},
+                           {"Path": "C:\\Windows", "PYTHONHOME": "C:\\Python", "TF_FORCE_GPU_ALLOW_GROWTH": "false"})
+    assert venv["Path"] == "C:\\envs\\tf2.10\\Scripts;C:\\Windows"
+    assert venv["VIRTUAL_ENV"] == "C:\\envs\\tf2.10"
+    assert "PYTHONHOME" not in venv
+    assert venv["TF_FORCE_GPU_ALLOW_GROWTH"] == "false"
+    conda = windows_environ({"prefix": "C:\\envs\\tf2.10\\", "backend": "conda", "name": "tf2.10"}, {})
+    assert conda["PATH"].split(";") == ["C:\\envs\\tf2.10", "C:\\envs\\tf2.10\\Library\\mingw-w64\\bin",
+                                        "C:\\envs\\tf2.10\\Library\\usr\\bin", "C:\\envs\\tf2.10\\Library\\bin",
+                                        "C:\\envs\\tf2.10\\Scripts", "C:\\envs\\tf2.10\\bin"]
+    assert conda["CONDA_PREFIX"] == "C:\\envs\\tf2.10"
+    assert conda["CONDA_DEFAULT_ENV"] == "tf2.10"
+    assert conda["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"

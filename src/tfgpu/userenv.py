@@ -86,20 +86,39 @@ def command_for(entry: Mapping[str, Any], cmd: Sequence[str], *, base: Mapping[s
     """The seam `tfgpu run` and `tfgpu shell` use: the argv and environment that run ``cmd`` inside ``entry``."""
     env = dict(os.environ if base is None else base)
     if entry.get("backend") in CONTAINER_BACKENDS:
-        import importlib
+        from tfgpu import containers
 
-        try:
-            containers = importlib.import_module("tfgpu.containers")
-        except ImportError:
-            msg = f"{entry.get('name') or entry['prefix']} is a container environment; this tfgpu cannot run one"
-            raise UsageError(msg, hint="run it with docker/podman/apptainer directly") from None
         argv = containers.run_in_container(str(entry.get("tool") or entry["backend"]), str(entry["prefix"]),
                                            list(cmd), cwd or str(Path.cwd()))
         return tuple(argv), env
     if os.name == "nt":
-        msg = "tfgpu run is not available on native Windows yet"
-        raise UsageError(msg, hint=f"activate it: {activate_line(entry, 'windows')}")
+        return tuple(cmd), windows_environ(entry, env)
     return tuple(cmd), activated_environ(entry, env)
+
+
+#: The folders conda's activation puts first on PATH on Windows, in its order (conda/conda,
+#: conda/activate.py, `_get_path_dirs`): the prefix, its MinGW, MSYS2 and Library folders, Scripts and bin.
+_CONDA_WINDOWS_PATH = ("", "Library\\mingw-w64\\bin", "Library\\usr\\bin", "Library\\bin", "Scripts", "bin")
+
+
+def windows_environ(entry: Mapping[str, Any], base: Mapping[str, str]) -> dict[str, str]:
+    """The environment inside ``entry`` on native Windows, as its activation sets it: a venv's
+    Scripts\\activate.bat (VIRTUAL_ENV, Scripts first on PATH), or conda's PATH order and CONDA_PREFIX.
+    Activation .bat scripts are not run: tfgpu's own variables are set here instead."""
+    prefix = str(entry["prefix"]).rstrip("\\/")
+    env = {k: v for k, v in base.items() if k.upper() != "PYTHONHOME"}
+    path_key = next((k for k in env if k.upper() == "PATH"), "PATH")
+    old_path = env.pop(path_key, "")
+    if is_conda_env(entry):
+        first = [prefix + ("\\" + d if d else "") for d in _CONDA_WINDOWS_PATH]
+        env.update({"CONDA_PREFIX": prefix, "CONDA_DEFAULT_ENV": str(entry.get("name") or prefix)})
+    else:
+        first = [prefix + "\\Scripts"]
+        env["VIRTUAL_ENV"] = prefix
+    env[path_key] = ";".join([*first, *([old_path] if old_path else [])])
+    name, value = ALLOW_GROWTH
+    env.setdefault(name, value)
+    return env
 
 
 def activate_line(entry: Mapping[str, Any], os_name: str = "linux") -> str:
