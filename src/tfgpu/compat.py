@@ -187,7 +187,9 @@ class VersionSpec:
         v = item if isinstance(item, Version) else Version(str(item))
         found = self._memo.get(v)
         if found is None:
-            if v.pre is None and v.post is None and v.dev is None and v.local is None and not v.epoch:
+            # post-releases (TF 2.15.0.post1 is a real release) follow the same ordering, with one PEP 440
+            # exception handled in _clause_holds; pre/dev/local/epoch versions go to packaging itself
+            if v.pre is None and v.dev is None and v.local is None and not v.epoch:
                 found = all(_clause_holds(op, spec, wild, v) for op, spec, wild in self._parsed)
             else:
                 from packaging.specifiers import SpecifierSet
@@ -232,8 +234,8 @@ def _clause_holds(op: str, spec: Version, wildcard: bool, v: Version) -> bool:
         return v >= spec
     if op == "<=":
         return v <= spec
-    if op == ">":
-        return v > spec
+    if op == ">":  # PEP 440: >V does not admit a post-release of V itself
+        return v > spec and not (v.post is not None and spec.post is None and Version(v.base_version) == spec)
     if op == "<":
         return v < spec
     # ~=X.Y(.Z): >= X.Y(.Z) and == X.* (one release component less)

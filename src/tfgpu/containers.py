@@ -9,6 +9,7 @@ Fixes install what NVIDIA's documentation says; tfgpu never runs sudo itself.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -46,8 +47,21 @@ _DATACENTER = re.compile(r"\bTesla\b|\b[ABHL]\d{1,3}[A-Z]?\b|\bT4\b|\bV100\b|\bP
 _CONSUMER = re.compile(r"GeForce|RTX|Quadro|TITAN|Jetson", re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=256)
 def is_datacenter_gpu(name: str) -> bool:
     return bool(_DATACENTER.search(name)) and not _CONSUMER.search(name)
+
+
+#: One doctor run judges one machine for every release: what depends only on the machine and an image
+#: (not on the release) is worked out once per machine. Keyed by identity; the next machine starts afresh.
+_MACHINE_MEMO: list[Any] = [None, {}]
+
+
+def _memo(m: Machine) -> dict[Any, Any]:
+    if _MACHINE_MEMO[0] is not m:
+        _MACHINE_MEMO[0], _MACHINE_MEMO[1] = m, {}
+    memo: dict[Any, Any] = _MACHINE_MEMO[1]
+    return memo
 
 
 @record
@@ -127,7 +141,16 @@ def pick_runtime(facts: Mapping[str, Any], wanted: str = "container") -> Runtime
 
 
 def image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tuple[list[Finding], list[Finding]]:
-    """The host driver and the GPUs against one image."""
+    """The host driver and the GPUs against one image (worked out once per machine and image)."""
+    memo = _memo(m)
+    key = ("image", image, id(kb))
+    if key not in memo:
+        memo[key] = _image_findings(image, m, kb)
+    blockers, caveats = memo[key]
+    return list(blockers), list(caveats)
+
+
+def _image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tuple[list[Finding], list[Finding]]:
     from tfgpu.verdict import Finding, _gpu_findings
 
     blockers: list[Finding] = []
@@ -169,7 +192,12 @@ def _xy(text: str) -> str:
 def images_for_gpu(kb: KnowledgeBase, m: Machine) -> list[ContainerImage]:
     """NGC images whose CUDA and GPU range cover every visible GPU and whose floor the driver meets,
     newest first (what to name when no wheel runs on the GPU: an RTX 50-series needs CUDA >= 12.8)."""
-    return [i for i in sorted(ngc_images(), key=lambda i: i.ref, reverse=True) if not image_findings(i, m, kb)[0]]
+    memo = _memo(m)
+    key = ("fits", id(kb))
+    if key not in memo:
+        memo[key] = [i for i in sorted(ngc_images(), key=lambda i: i.ref, reverse=True)
+                     if not image_findings(i, m, kb)[0]]
+    return list(memo[key])
 
 
 def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: Machine, *,

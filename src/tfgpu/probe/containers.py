@@ -252,7 +252,7 @@ def _cdi_specs(ctx: Ctx) -> list[dict[str, Any]]:
 def probe_containers(ctx: Ctx, *, uid: int | None = None) -> dict[str, Any]:
     """facts["containers"]: every runtime found, the user's `docker` group membership, the toolkit.
     ``uid``: the effective user id when probing this machine (root needs no group), None for a profile."""
-    from concurrent.futures import ThreadPoolExecutor
+    import threading  # plain threads: concurrent.futures would pull logging and traceback into start-up
 
     jobs: dict[str, Any] = {"docker": lambda: _docker(ctx)}
     for name in RUNTIMES[1:]:
@@ -262,14 +262,18 @@ def probe_containers(ctx: Ctx, *, uid: int | None = None) -> dict[str, Any]:
             jobs[name] = (lambda n: lambda: _tool(ctx, n))(name)
     present = {n: f for n, f in jobs.items() if ctx.which(n)}
     results: dict[str, Any] = {}
-    if present:
-        with ThreadPoolExecutor(max_workers=min(4, len(present))) as pool:
-            futures = {n: pool.submit(f) for n, f in present.items()}
-            for n, fut in futures.items():
-                try:
-                    results[n] = fut.result()
-                except Exception as exc:  # a probe never raises
-                    results[n] = {"name": n, "error": f"probe crashed: {type(exc).__name__}: {exc}"}
+
+    def work(n: str, f: Any) -> None:
+        try:
+            results[n] = f()
+        except Exception as exc:  # a probe never raises
+            results[n] = {"name": n, "error": f"probe crashed: {type(exc).__name__}: {exc}"}
+
+    threads = [threading.Thread(target=work, args=(n, f), daemon=True) for n, f in present.items()]
+    for t in threads:
+        t.start()
+    for t in threads:  # each job is bounded by the context's timeout
+        t.join()
     runtimes = [results[n] for n in RUNTIMES if results.get(n)]
     user = _user(ctx)
     group_text = ctx.read("/etc/group")
