@@ -186,19 +186,9 @@ def write(path: Path, data: Any) -> None:
     O_NOFOLLOW, mode 0600) renamed over ``path``. Raises OSError or CacheRefused."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     _check_dir(path.parent)
-    tmp = path.with_name(f".{path.name}.{os.urandom(8).hex()}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(tmp, flags, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, separators=(",", ":"))
-        tmp.replace(path)
-    except BaseException:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise
+    from tfgpu._sysio import replace_file
+
+    replace_file(path, json.dumps(data, separators=(",", ":")).encode(), mode=0o600)
 
 
 def remove_stale(directory: Path, *, keep: str, pattern: str) -> list[Path]:

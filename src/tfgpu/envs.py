@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tfgpu._record import record as record_type
+from tfgpu._sysio import pid_alive, replace_file
 from tfgpu.errors import InputError, NotReady, UsageError, clip_words
 from tfgpu.plan import check_name
 
@@ -170,16 +171,8 @@ def _save(envs: list[dict[str, Any]]) -> None:
     """Write the registry atomically: a new file under an unpredictable name (O_EXCL), then rename."""
     path = registry_path()
     data = (json.dumps({"schema": REGISTRY_SCHEMA, "envs": envs}, indent=2) + "\n").encode()
-    tmp = path.with_name(f".envs.{uuid.uuid4().hex}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            tmp.replace(path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        replace_file(path, data)
     except OSError as exc:
         msg = f"cannot write tfgpu's environment registry {path}: {exc.strerror or exc}"
         raise NotReadyHome(msg, hint="free some space or set TFGPU_HOME to a writable directory") from None
@@ -279,18 +272,6 @@ class Stranded:
             undo = f"{quote(['rm', '-rf', '--', str(self.prefix)])} && " if self.prefix.exists() else ""
             return undo + quote(["mv", "--", str(self.path), str(self.prefix)])
         return quote(["rm", "-rf", "--", str(self.path)])
-
-
-def pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
 
 
 def stranded(prefixes: list[Path] | None = None) -> list[Stranded]:

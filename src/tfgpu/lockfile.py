@@ -260,18 +260,10 @@ def check_output(path: Path) -> None:
 def write_atomic(path: Path, text: str) -> None:
     """``text`` to ``path`` through a new file under an unpredictable name (O_EXCL, O_NOFOLLOW) renamed
     over it: a planted symlink or device node is never written through. OSError becomes StepFailed (rc 1)."""
-    import uuid
+    from tfgpu._sysio import replace_file
 
-    tmp = path.with_name(f".{path.name}.tfgpu-tmp-{uuid.uuid4().hex}")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-                fh.write(text)
-            tmp.replace(path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        replace_file(path, text.encode("utf-8"))
     except OSError as exc:
         msg = f"cannot write {path}: {exc.strerror or exc}"
         raise StepFailed(msg, hint="free some space or choose another file with -o") from None

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfgpu._record import record
+from tfgpu._sysio import pid_alive
 from tfgpu.engine.requirement import available as available  # re-exported: engine.available() is the API
 from tfgpu.engine.requirement import require as require
 from tfgpu.errors import Interrupted, StepFailed, TfgpuError, UsageError, clip_words
@@ -351,18 +352,6 @@ def solve(
     return sorted(records, key=lambda r: r.name.normalized)
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
-
-
 def partial_dirs(prefix: Path) -> list[Path]:
     """Temporary sibling directories of ``prefix`` that installs into it made (possibly stale)."""
     parent = prefix.parent
@@ -378,7 +367,7 @@ def cleanup_partial(prefix: Path, *, only_dead: bool = True) -> list[Path]:
     head = f".{prefix.name}{PARTIAL_MARK}"
     for p in partial_dirs(prefix):
         pid_text = p.name[len(head):].split("-", 1)[0]
-        if only_dead and pid_text.isdigit() and _pid_alive(int(pid_text)):
+        if only_dead and pid_text.isdigit() and pid_alive(int(pid_text)):
             continue
         _remove_tree(p)
         removed.append(p)
