@@ -8,6 +8,8 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -78,6 +80,37 @@ def isolate_installers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
     monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "never")
     return home
+
+
+#: A step that makes a prefix look like a venv in milliseconds (tests whose faults come in later steps).
+MAKE_VENV = ("import pathlib, sys; p = pathlib.Path(sys.argv[1]); p.mkdir(parents=True, exist_ok=True); "
+             "(p / 'pyvenv.cfg').write_text('home = /usr/bin\\n')")
+
+
+def fake_venv_plan(prefix: Path, *steps: Any) -> Any:
+    """A pip plan whose first step makes a fake venv at ``prefix`` (MAKE_VENV), then ``steps``."""
+    import sys
+
+    from tfgpu.plan import Plan, Step
+
+    return Plan(tf="2.20.0", backend="pip", backend_reason="test", prefix=str(prefix), name=None, python="3",
+                steps=(Step((sys.executable, "-c", MAKE_VENV, str(prefix)), "make the venv"), *steps),
+                tool="venv", env_python=str(prefix / "bin" / "python"))
+
+
+def load_file_module(path: Path, name: str) -> ModuleType:
+    """Import a script or benchmark file that is not a package module (registered under ``name``:
+    dataclasses look their module up while the file executes)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture

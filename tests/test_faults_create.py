@@ -17,21 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import isolate_installers
+from tests.conftest import fake_venv_plan, isolate_installers
 from tests.fake_programs.wheels import build_fake_tensorflow, build_wheel
 from tests.test_create_real import BASE_PY, HAVE_UV, facts, make_plan, needs_uv
 from tfgpu import envs, run
 from tfgpu._record import replace
 from tfgpu.create import run_plan
 from tfgpu.errors import Interrupted, StepFailed
-from tfgpu.plan import Plan, Step
+from tfgpu.plan import Step
 
 pytestmark = pytest.mark.real_subprocess
 Cli = Callable[..., "tuple[int, str, str]"]
 
-#: A step that makes a prefix look like a venv in milliseconds (the faults are in the steps after it).
-MAKE_VENV = ("import pathlib, sys; p = pathlib.Path(sys.argv[1]); p.mkdir(parents=True, exist_ok=True); "
-             "(p / 'pyvenv.cfg').write_text('home = /usr/bin\\n')")
 
 
 @pytest.fixture(autouse=True)
@@ -39,10 +36,6 @@ def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return isolate_installers(monkeypatch, tmp_path)
 
 
-def _plan(prefix: Path, *steps: Step) -> Plan:
-    return Plan(tf="2.20.0", backend="pip", backend_reason="test", prefix=str(prefix), name=None, python="3",
-                steps=(Step((sys.executable, "-c", MAKE_VENV, str(prefix)), "make the venv"), *steps),
-                tool="venv", env_python=str(prefix / "bin" / "python"))
 
 
 def _installer(tmp_path: Path, name: str, body: str) -> str:
@@ -54,7 +47,7 @@ def _installer(tmp_path: Path, name: str, body: str) -> str:
 
 
 def _old_env(prefix: Path) -> Path:
-    run_plan(_plan(prefix))
+    run_plan(fake_venv_plan(prefix))
     marker = prefix / "old-marker"
     marker.write_text("old")
     return marker
@@ -72,7 +65,7 @@ def test_installer_reporting_a_full_disk_keeps_the_old_environment(tmp_path: Pat
                      "echo 'ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device'\n"
                      "exit 1\n")
     with pytest.raises(StepFailed) as info:
-        run_plan(_plan(prefix, Step((pip, "install", "tensorflow==2.20.0"), "install")), force=True)
+        run_plan(fake_venv_plan(prefix, Step((pip, "install", "tensorflow==2.20.0"), "install")), force=True)
     err = info.value
     assert "No space left on device" in err.one_line()
     assert "previous environment" in err.one_line()
@@ -88,7 +81,7 @@ def test_write_step_on_a_full_disk_is_a_failed_step_not_a_crash(tmp_path: Path) 
     marker = _old_env(prefix)
     step = Step((), "activation", kind="append-file", path="/dev/full", content="export X=1\n")
     with pytest.raises(StepFailed, match="cannot write /dev/full: No space left on device") as info:
-        run_plan(_plan(prefix, step), force=True)
+        run_plan(fake_venv_plan(prefix, step), force=True)
     assert "was kept" in info.value.one_line()
     assert marker.read_text() == "old"
 
@@ -154,7 +147,7 @@ def test_installer_killed_mid_way_is_named_and_cleaned_up(tmp_path: Path) -> Non
     pip = _installer(tmp_path, "pip", f"echo 'Installing collected packages'\n"
                      f"mkdir -p '{prefix}/lib/half-installed'\nkill -KILL $$\n")
     with pytest.raises(StepFailed) as info:
-        run_plan(_plan(prefix, Step((pip, "install", "tensorflow"), "install")), force=True)
+        run_plan(fake_venv_plan(prefix, Step((pip, "install", "tensorflow"), "install")), force=True)
     line = info.value.one_line()
     assert "was killed by signal SIGKILL" in line
     assert "was kept" in line

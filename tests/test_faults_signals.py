@@ -17,15 +17,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import isolate_installers
+from tests.conftest import MAKE_VENV, fake_venv_plan, isolate_installers
 from tfgpu import envs
 from tfgpu.create import run_plan
-from tfgpu.plan import Plan, Step
 
 pytestmark = [pytest.mark.safety, pytest.mark.real_subprocess, pytest.mark.faults]
 
-MAKE_VENV = ("import pathlib, sys; p = pathlib.Path(sys.argv[1]); p.mkdir(parents=True, exist_ok=True); "
-             "(p / 'pyvenv.cfg').write_text('home = /usr/bin\\n')")
 
 DRIVER = """
 import sys
@@ -54,10 +51,6 @@ def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return isolate_installers(monkeypatch, tmp_path)
 
 
-def _plan(prefix: Path) -> Plan:
-    return Plan(tf="2.20.0", backend="pip", backend_reason="test", prefix=str(prefix), name=None, python="3",
-                steps=(Step((sys.executable, "-c", MAKE_VENV, str(prefix)), "make the venv"),),
-                tool="venv", env_python=str(prefix / "bin" / "python"))
 
 
 def _installer(tmp_path: Path, *, trap_int: bool) -> tuple[str, Path]:
@@ -104,7 +97,7 @@ def _wait_dead(pids: list[int], within: float = 10.0) -> None:
 
 
 def _old_env(prefix: Path) -> Path:
-    run_plan(_plan(prefix))
+    run_plan(fake_venv_plan(prefix))
     marker = prefix / "old-marker"
     marker.write_text("old")
     return marker
@@ -162,7 +155,7 @@ def test_sigkill_strands_nothing_for_long(tmp_path: Path, cli: Any) -> None:
     rc, out, err = cli("envs")
     assert str(aside) in err
     # the next create on that prefix restores it first, then replaces it as asked
-    result = run_plan(_plan(prefix), force=True)
+    result = run_plan(fake_venv_plan(prefix), force=True)
     assert any("restored" in n for n in result.notes)
     assert result.replaced
     assert "TensorFlow 2.20.0" in (result.replaced_what or "")
@@ -194,6 +187,6 @@ def test_stranded_trash_and_partial_are_removed_by_the_next_create(tmp_path: Pat
         (d / "x").write_text("x")
     found = envs.stranded([prefix])
     assert sorted(s.kind for s in found) == ["partial", "trash"]
-    run_plan(_plan(prefix), force=True)
+    run_plan(fake_venv_plan(prefix), force=True)
     assert _siblings(prefix) == ["tf"]
     assert not marker.exists()

@@ -4,7 +4,6 @@ because `numpy<2` resolved to numpy 1.24, which removed np.object. Run by `nox -
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import types
 from pathlib import Path
@@ -12,19 +11,13 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from tests.conftest import REPO
+from tests.conftest import REPO, load_file_module
 
 pytestmark = [pytest.mark.recipes, pytest.mark.real_subprocess]
 
 
 def _script() -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location("tfgpu_verify_recipes", REPO / "scripts" / "verify_recipes.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_file_module(REPO / "scripts" / "verify_recipes.py", "tfgpu_verify_recipes")
 
 
 def test_tf_2_2_0_pip_recipe_imports_and_runs_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

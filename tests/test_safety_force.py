@@ -6,22 +6,18 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import isolate_installers
+from tests.conftest import fake_venv_plan, isolate_installers
 from tfgpu import envs
 from tfgpu.create import run_plan
 from tfgpu.errors import UsageError
-from tfgpu.plan import Plan, Step
 
 pytestmark = pytest.mark.safety
 
-MAKE_VENV = ("import pathlib, sys; p = pathlib.Path(sys.argv[1]); p.mkdir(parents=True, exist_ok=True); "
-             "(p / 'pyvenv.cfg').write_text('home = /usr/bin\\n')")
 
 
 @pytest.fixture(autouse=True)
@@ -29,10 +25,6 @@ def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return isolate_installers(monkeypatch, tmp_path)
 
 
-def _plan(prefix: Path) -> Plan:
-    return Plan(tf="2.20.0", backend="pip", backend_reason="test", prefix=str(prefix), name=None, python="3",
-                steps=(Step((sys.executable, "-c", MAKE_VENV, str(prefix)), "make the venv"),),
-                tool="venv", env_python=str(prefix / "bin" / "python"))
 
 
 def _users_venv(prefix: Path) -> Path:
@@ -48,7 +40,7 @@ def test_force_refuses_a_users_venv(tmp_path: Path) -> None:
     prefix = tmp_path / "proj"
     code = _users_venv(prefix)
     with pytest.raises(UsageError, match="was not created by tfgpu; remove it yourself or choose another prefix"):
-        run_plan(_plan(prefix), force=True)
+        run_plan(fake_venv_plan(prefix), force=True)
     assert code.read_text() == "print('years of work')\n"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "home") == ["proj"]
 
@@ -59,19 +51,19 @@ def test_force_refuses_a_folder_with_an_empty_conda_meta(tmp_path: Path) -> None
     (prefix / "conda-meta").mkdir(parents=True)
     (prefix / "thesis.tex").write_text("x")
     with pytest.raises(UsageError, match="not created by tfgpu"):
-        run_plan(_plan(prefix), force=True)
+        run_plan(fake_venv_plan(prefix), force=True)
     assert (prefix / "thesis.tex").exists()
 
 
 @pytest.mark.real_subprocess
 def test_force_refuses_a_copied_marker_that_the_registry_does_not_name(tmp_path: Path) -> None:
     made = tmp_path / "made"
-    run_plan(_plan(made))
+    run_plan(fake_venv_plan(made))
     other = tmp_path / "other"
     _users_venv(other)
     (other / envs.MARKER).write_bytes((made / envs.MARKER).read_bytes())  # same id, other prefix
     with pytest.raises(UsageError, match="not created by tfgpu"):
-        run_plan(_plan(other), force=True)
+        run_plan(fake_venv_plan(other), force=True)
     assert (other / "my_project.py").exists()
     # a marker that is a symlink to a real one is not a marker
     (other / envs.MARKER).unlink()
@@ -82,12 +74,12 @@ def test_force_refuses_a_copied_marker_that_the_registry_does_not_name(tmp_path:
 @pytest.mark.real_subprocess
 def test_force_replaces_what_tfgpu_made_and_says_what(tmp_path: Path) -> None:
     prefix = tmp_path / "tf"
-    first = run_plan(_plan(prefix))
+    first = run_plan(fake_venv_plan(prefix))
     assert first.replaced_what is None
     old_id = envs.read_marker(prefix)
     assert old_id is not None
     assert envs.find(str(prefix))["id"] == old_id  # type: ignore[index]
-    second = run_plan(_plan(prefix), force=True)
+    second = run_plan(fake_venv_plan(prefix), force=True)
     assert second.replaced
     assert second.replaced_what is not None
     assert "TensorFlow 2.20.0 (venv), created" in second.replaced_what
@@ -173,5 +165,5 @@ def test_corrupt_registry_is_found_before_building(tmp_path: Path, home: Path) -
     envs.registry_path().write_text("{not json")
     prefix = tmp_path / "tf"
     with pytest.raises(UsageError, match="unreadable"):
-        run_plan(_plan(prefix))  # no real subprocess may start: the registry is checked first
+        run_plan(fake_venv_plan(prefix))  # no real subprocess may start: the registry is checked first
     assert not prefix.exists()

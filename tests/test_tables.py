@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 import types
@@ -13,7 +12,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from tests.conftest import DATA, REPO
+from tests.conftest import DATA, REPO, load_file_module
 from tfgpu import compat
 from tfgpu.compat import PyRange, load_kb, load_notes, load_toml, normalize_cuda, series_of
 
@@ -25,16 +24,7 @@ needs_tomllib = pytest.mark.skipif(sys.version_info < (3, 11), reason="the scrip
 
 
 def _load_script(name: str) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(f"tfgpu_script_{name}", SCRIPTS / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the script is executed
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
+    return load_file_module(SCRIPTS / f"{name}.py", f"tfgpu_script_{name}")
 
 
 def _arrays(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:

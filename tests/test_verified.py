@@ -3,9 +3,7 @@ cross-references against the other tables, the loader's refusals, and how `compa
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import types
 from pathlib import Path
 from typing import Any
@@ -14,7 +12,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from tests.conftest import DATA, REPO
+from tests.conftest import DATA, REPO, load_file_module
 from tfgpu import compat
 from tfgpu.compat import (
     VERIFIED_PACKAGES,
@@ -36,16 +34,7 @@ MX150 = str(DATA / "facts" / "mx150-laptop-ubuntu1804.json")
 
 
 def _script() -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location("tfgpu_script_verify_recipes", REPO / "scripts" / "verify_recipes.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
+    return load_file_module(REPO / "scripts" / "verify_recipes.py", "tfgpu_script_verify_recipes")
 
 
 # --------------------------------------------------------------------------- canonical form

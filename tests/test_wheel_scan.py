@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 import types
 from pathlib import Path
 from typing import Any
@@ -15,7 +13,7 @@ import pytest
 import tomllib
 from packaging.version import Version
 
-from tests.conftest import REPO
+from tests.conftest import REPO, load_file_module
 from tests.test_verdict import base_facts
 from tfgpu._record import replace
 from tfgpu.compat import ArchTargets, VersionSpec, load_kb
@@ -32,13 +30,7 @@ SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def _script() -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location("tfgpu_script_scan_wheel_archs", REPO / "scripts" / "scan_wheel_archs.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_file_module(REPO / "scripts" / "scan_wheel_archs.py", "tfgpu_script_scan_wheel_archs")
 
 
 # --------------------------------------------------------------------------- the record and the tables
