@@ -1180,13 +1180,10 @@ def _cache_file() -> Path | None:
     key = "|".join(parts).encode()
     digest = f"{zlib.crc32(key):08x}{zlib.crc32(key[::-1]):08x}"
     base = os.environ.get("TFGPU_CACHE_DIR")
-    if not base and sys.platform.startswith("linux"):
-        # platformdirs' answer on Linux, without its ~25 ms import on the doctor's path
-        base = str(Path(os.environ.get("XDG_CACHE_HOME") or Path("~/.cache").expanduser()) / "tfgpu")
     if not base:
-        from platformdirs import user_cache_dir
+        from tfgpu._sysio import user_dir  # platformdirs' answer, without its import on the doctor's path
 
-        base = user_cache_dir("tfgpu")
+        return user_dir("cache") / f"kb-{digest}.json"
     return Path(base) / f"kb-{digest}.json"
 
 

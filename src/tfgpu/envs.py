@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tfgpu._record import record as record_type
-from tfgpu._sysio import pid_alive, replace_file
+from tfgpu._sysio import pid_alive, replace_file, user_dir
 from tfgpu.errors import InputError, NotReady, UsageError, clip_words
 from tfgpu.plan import check_name
 
@@ -55,9 +55,7 @@ def home() -> Path:
             msg = f"TFGPU_HOME {override!r} is not a directory"
             raise UsageError(msg, hint="set TFGPU_HOME to a directory (it is created if missing)")
         return path
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("tfgpu", appauthor=False))
+    return user_dir("data")
 
 
 def envs_dir() -> Path:

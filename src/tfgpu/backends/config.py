@@ -48,9 +48,9 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     if env.get(CONFIG_ENV):
         return Path(env[CONFIG_ENV]).expanduser()
-    import platformdirs
+    from tfgpu._sysio import user_dir
 
-    return Path(platformdirs.user_config_dir("tfgpu", appauthor=False)) / "config.toml"
+    return user_dir("config") / "config.toml"
 
 
 def parse_config(data: Mapping[str, Any], path: Path) -> Config:

@@ -202,9 +202,9 @@ def default_cache_dir() -> Path:
     """rattler's own cache (shared with pixi): $RATTLER_CACHE_DIR, else <user cache>/rattler/cache."""
     if os.environ.get("RATTLER_CACHE_DIR"):
         return Path(os.environ["RATTLER_CACHE_DIR"])
-    import platformdirs
+    from tfgpu._sysio import user_dir
 
-    return Path(platformdirs.user_cache_dir("rattler", appauthor=False)) / "cache"
+    return user_dir("cache", "rattler") / "cache"
 
 
 def _run(coro: Any) -> Any:
