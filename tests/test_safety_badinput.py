@@ -197,19 +197,19 @@ def full_fs(tmp_path: Path) -> Iterator[Path]:
 
 @pytest.mark.real_subprocess
 def test_read_only_tfgpu_home_is_rc_1(cli: Cli, monkeypatch: pytest.MonkeyPatch, ro_fs: Path) -> None:
-    from tests.test_safety_force import _plan
+    from tests.conftest import fake_venv_plan
     from tfgpu.create import run_plan
     from tfgpu.errors import NotReady
 
     monkeypatch.setenv("TFGPU_HOME", str(ro_fs / "home"))
     with pytest.raises(NotReady, match="cannot write tfgpu's"):
-        run_plan(_plan(ro_fs.parent / "env"))
+        run_plan(fake_venv_plan(ro_fs.parent / "env"))
     assert not (ro_fs.parent / "env").exists()
 
 
 @pytest.mark.real_subprocess
 def test_full_tfgpu_home_during_prefix_lock_is_rc_1(monkeypatch: pytest.MonkeyPatch, full_fs: Path) -> None:
-    from tests.test_safety_force import _plan
+    from tests.conftest import fake_venv_plan
     from tfgpu.create import run_plan
     from tfgpu.errors import NotReady
 
@@ -218,7 +218,7 @@ def test_full_tfgpu_home_during_prefix_lock_is_rc_1(monkeypatch: pytest.MonkeyPa
         pass
     assert "No space left on device" in info.value.one_line()
     with pytest.raises(NotReady):
-        run_plan(_plan(full_fs.parent / "env"))
+        run_plan(fake_venv_plan(full_fs.parent / "env"))
 
 
 def test_lock_output_on_a_read_only_filesystem_is_rc_1(cli: Cli, ro_fs: Path) -> None:
