@@ -52,16 +52,10 @@ def is_datacenter_gpu(name: str) -> bool:
     return bool(_DATACENTER.search(name)) and not _CONSUMER.search(name)
 
 
-#: One doctor run judges one machine for every release: what depends only on the machine and an image
-#: (not on the release) is worked out once per machine. Keyed by identity; the next machine starts afresh.
-_MACHINE_MEMO: list[Any] = [None, {}]
-
-
 def _memo(m: Machine) -> dict[Any, Any]:
-    if _MACHINE_MEMO[0] is not m:
-        _MACHINE_MEMO[0], _MACHINE_MEMO[1] = m, {}
-    memo: dict[Any, Any] = _MACHINE_MEMO[1]
-    return memo
+    from tfgpu.verdict import machine_memo  # what depends only on the machine and an image: once per machine
+
+    return machine_memo(m)
 
 
 @record
@@ -143,7 +137,7 @@ def pick_runtime(facts: Mapping[str, Any], wanted: str = "container") -> Runtime
 def image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tuple[list[Finding], list[Finding]]:
     """The host driver and the GPUs against one image (worked out once per machine and image)."""
     memo = _memo(m)
-    key = ("image", image, id(kb))
+    key = ("image", image.ref, image.family, id(kb))  # a reference names one image of the knowledge base
     if key not in memo:
         memo[key] = _image_findings(image, m, kb)
     blockers, caveats = memo[key]
@@ -211,7 +205,10 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
         named = [i for i in images if i.ref == image_ref] or [i for i in ngc_images() if i.ref == image_ref]
         images = named or [ContainerImage(ref=image_ref, family="custom", tf=v, cuda="", cudnn="", python="",
                                           driver=None, compat_drivers=(), cc_min="", published="", source="")]
-    runtime = pick_runtime(facts, wanted)
+    memo = _memo(m)  # the runtime depends on the machine only, not on the release
+    if ("runtime", wanted) not in memo:
+        memo[("runtime", wanted)] = pick_runtime(facts, wanted)
+    runtime: Runtime | None = memo[("runtime", wanted)]
     r_block: list[Finding] = []
     r_cav: list[Finding] = []
     if "containers" not in facts:

@@ -1628,6 +1628,10 @@ def container_images(kb: KnowledgeBase, tf: Version | str) -> list[ContainerImag
     """Every GPU image that carries TensorFlow ``tf`` (its series for NGC images, whose patch level NVIDIA
     picks): TensorFlow's own image first (its CUDA is the release's tested build), then NGC's, newest first."""
     v = version(str(tf))
+    return list(kb.derived("container_images", str(v), lambda: _container_images(kb, v)))
+
+
+def _container_images(kb: KnowledgeBase, v: Version) -> list[ContainerImage]:
     ngc, rules = kb.container_images, kb.container_rules
     out: list[ContainerImage] = []
     build = kb.build_for(v, "linux")

@@ -608,10 +608,36 @@ def _driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bo
     return blockers, caveats
 
 
+#: One doctor run judges one machine for every release (every patch of every series, each recipe and image):
+#: what depends only on the machine and a few inputs is worked out once per machine. Keyed by identity; the
+#: next machine starts afresh.
+_MACHINE_MEMO: list[Any] = [None, {}]
+
+
+def machine_memo(m: Machine) -> dict[Any, Any]:
+    """The memo of machine ``m``'s pure look-ups (tfgpu.containers keeps its per-image findings here too)."""
+    if _MACHINE_MEMO[0] is not m:
+        _MACHINE_MEMO[0], _MACHINE_MEMO[1] = m, {}
+    memo: dict[Any, Any] = _MACHINE_MEMO[1]
+    return memo
+
+
 def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
                   build: str = "pip") -> tuple[list[Finding], list[Finding], bool]:
     """Compute capability of each visible GPU against the code of ``build``'s binaries ("pip": the official
-    wheels, "conda-forge": the feedstock's) and their CUDA. Returns (blockers, caveats, needs_ptx_jit)."""
+    wheels, "conda-forge": the feedstock's) and their CUDA. Returns (blockers, caveats, needs_ptx_jit).
+    Judged once per machine and (release, CUDA, build): the recipes of a release and TensorFlow's own image
+    of it mostly ask the same question."""
+    memo = machine_memo(m)
+    key = ("gpu", id(kb), v, cuda, build)
+    if key not in memo:
+        memo[key] = _judge_gpus(m, kb, v, cuda, build)
+    blockers, caveats, jit = memo[key]
+    return list(blockers), list(caveats), jit
+
+
+def _judge_gpus(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
+                build: str) -> tuple[list[Finding], list[Finding], bool]:
     blockers: list[Finding] = []
     caveats: list[Finding] = []
     jit = False
@@ -867,10 +893,28 @@ def _recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) ->
 
 
 def judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str = "auto",
-                  machine: Machine | None = None) -> TargetVerdict:
-    """The verdict for one exact release on this machine, its fixes naming what runs here."""
+                  machine: Machine | None = None, container_route: bool = True) -> TargetVerdict:
+    """The verdict for one exact release on this machine, its fixes naming what runs here. With backend
+    auto, the container route is shown after the recipes (never ranked); ``container_route=False`` leaves
+    it out (judge_newest_workable adds it to the release a series settles on, see :func:`with_container_route`)."""
     m = machine or Machine.from_facts(facts)
     tv = _judge_release(facts, kb, v, backend=backend, machine=m)
+    if container_route:
+        tv = with_container_route(facts, kb, v, tv, backend=backend, machine=m)
+    return runnable_fixes(tv) if m.conda is None else tv
+
+
+def with_container_route(facts: Facts, kb: KnowledgeBase, v: Version, tv: TargetVerdict, *, backend: str,
+                         machine: Machine) -> TargetVerdict:
+    """``tv`` with the container route (an image and a runtime) after its recipes, where backend auto shows it:
+    on Linux and WSL2 x86_64, for a release some recipe installs. It is shown, never ranked, so it changes
+    nothing else in the verdict."""
+    m = machine
+    if backend != "auto" or not tv.backends or (m.os or "linux") not in ("linux", "wsl2") or m.arm_linux:
+        return tv
+    from tfgpu.containers import judge_container
+
+    tv = replace(tv, backends=(*tv.backends, judge_container(facts, kb, v, m, wanted="container")))
     return runnable_fixes(tv) if m.conda is None else tv
 
 
@@ -881,11 +925,21 @@ def runnable_hint(text: str) -> str:
 
 
 def runnable_fixes(tv: TargetVerdict) -> TargetVerdict:
+    # records are copied only where a fix changes: every release of every series passes through here
     def fixed(fs: tuple[Finding, ...]) -> tuple[Finding, ...]:
+        if not any("--backend conda" in f.fix for f in fs):
+            return fs
         return tuple(replace(f, fix=runnable_hint(f.fix)) if "--backend conda" in f.fix else f for f in fs)
 
-    return replace(tv, blockers=fixed(tv.blockers), caveats=fixed(tv.caveats),
-                   backends=tuple(replace(b, blockers=fixed(b.blockers), caveats=fixed(b.caveats)) for b in tv.backends))
+    def fixed_backend(b: BackendVerdict) -> BackendVerdict:
+        blockers, caveats = fixed(b.blockers), fixed(b.caveats)
+        return b if blockers is b.blockers and caveats is b.caveats else replace(b, blockers=blockers, caveats=caveats)
+
+    blockers, caveats = fixed(tv.blockers), fixed(tv.caveats)
+    backends = tuple(fixed_backend(b) for b in tv.backends)
+    if blockers is tv.blockers and caveats is tv.caveats and all(n is o for n, o in zip(backends, tv.backends)):
+        return tv
+    return replace(tv, blockers=blockers, caveats=caveats, backends=backends)
 
 
 def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str = "auto",
@@ -936,9 +990,9 @@ def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str 
     from tfgpu.containers import container_alternative, judge_container
     from tfgpu.options import CONTAINER_BACKENDS
 
-    container_v: BackendVerdict | None = None
-    if (backend == "auto" or backend in CONTAINER_BACKENDS) and os in ("linux", "wsl2") and not m.arm_linux:
-        container_v = judge_container(facts, kb, v, m, wanted=backend if backend in CONTAINER_BACKENDS else "container")
+    container_v: BackendVerdict | None = None  # --backend docker|podman|apptainer|container: the route judged alone
+    if backend in CONTAINER_BACKENDS and os in ("linux", "wsl2") and not m.arm_linux:
+        container_v = judge_container(facts, kb, v, m, wanted=backend)
     rel = kb.gpu_release(v, m.tf_os)
     recipes = [r for r in kb.recipes_for(v, os) if r.gpu]
     if os == "wsl2":  # Linux recipes work in WSL2 too; its own rows come first
@@ -1005,7 +1059,6 @@ def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str 
         ))
         return TargetVerdict(str(v), BLOCKED, None, None, tuple(blockers), tuple(caveats), (), str(v))
     viable = [b for b in verdicts if b.viable]
-    extra = (container_v,) if container_v is not None and backend == "auto" else ()  # shown, never ranked
     if blockers or not viable:
         if backend == "auto" and any(f.check == "gpu.arch" for b in verdicts for f in b.blockers):
             alt = container_alternative(kb, m, v)
@@ -1021,7 +1074,7 @@ def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str 
                     seen.add(key)
                     merged.append(Finding(f.check, f"[{b.backend}: {b.recipe}] {f.summary}", f.fix))
         return TargetVerdict(str(v), BLOCKED, verdicts[0].backend, verdicts[0].recipe, tuple(merged),
-                             tuple(caveats), (*verdicts, *extra), str(v))
+                             tuple(caveats), tuple(verdicts), str(v))
     best = rank_backends(viable)[0]
     all_cav = list(best.caveats) + caveats
     if backend == "auto" and any(f.check == "gpu.arch" for b in verdicts for f in b.blockers):
@@ -1037,7 +1090,7 @@ def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str 
             ))
     unmitigated = [c for c in all_cav if not c.mitigated_by]
     return TargetVerdict(str(v), CAVEATS if unmitigated else READY, best.backend, best.recipe, (),
-                         tuple(all_cav), (*verdicts, *extra), str(v))
+                         tuple(all_cav), tuple(verdicts), str(v))
 
 
 def rank_backends(backends: Iterable[BackendVerdict]) -> list[BackendVerdict]:
@@ -1169,18 +1222,22 @@ def judge_newest_workable(facts: Facts, kb: KnowledgeBase, releases: list[Versio
     only have it (Anaconda's tensorflow-gpu 2.2.0 but no 2.2.3), or conda-forge built it for an older CUDA
     (2.9.1 for CUDA 11.0, which driver 450.80.02 runs; 2.9.3 needs 11.2). When the pick is not the newest
     release, a mitigated ``tf.patch`` caveat says why."""
+    m = machine or Machine.from_facts(facts)
     judged: list[TargetVerdict] = []
     for v in releases:
-        tv = judge_release(facts, kb, v, backend=backend, machine=machine)
+        # the container route never decides the pick (see judge_release): only the release picked gets it
+        tv = judge_release(facts, kb, v, backend=backend, machine=m, container_route=False)
         judged.append(tv)
         if tv.verdict == READY:
             break  # nothing older can be better
         if tv.verdict == BLOCKED and any(b.check in MACHINE_BLOCKERS for b in tv.blockers):
             break  # the machine blocks every release alike: no older patch release can help
-    best = next((t for t in judged if t.verdict == READY), None) or next(
-        (t for t in judged if t.verdict == CAVEATS), None) or judged[0]
+    pick = next((i for i, t in enumerate(judged) if t.verdict == READY), None)
+    if pick is None:
+        pick = next((i for i, t in enumerate(judged) if t.verdict == CAVEATS), 0)
     newest = judged[0]
-    if best is newest:
+    best = with_container_route(facts, kb, releases[pick], judged[pick], backend=backend, machine=m)
+    if pick == 0:
         return best
     why = (newest.blockers or newest.caveats or (Finding("", "it is not ready here"),))[0]
     return replace(best, caveats=(*best.caveats, Finding(
