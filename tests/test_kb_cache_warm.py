@@ -24,7 +24,8 @@ RUNS = (
 
 
 def _clear() -> None:
-    for f in (knowledge.load_kb, knowledge.load_explain_data, knowledge.load_toml, explain.load_catalog):
+    for f in (knowledge.load_kb, knowledge.load_explain_data, knowledge.load_gpu_devices, knowledge.load_toml,
+              explain.load_catalog):
         f.cache_clear()
 
 
@@ -60,7 +61,7 @@ def test_compat_doctor_plan_and_explain_read_no_toml_when_the_cache_is_warm(
     cold = [cli(*argv) for argv in RUNS]
     cold_catalog = explain.load_catalog()
     assert all(rc in (0, 1) for rc, _, _ in cold), [(argv, err) for argv, (_, _, err) in zip(RUNS, cold)]
-    assert sorted(p.name.split(".", 1)[1] for p in cache_dir.iterdir()) == ["explain.json", "json"]
+    assert sorted(p.name.split(".", 1)[1] for p in cache_dir.iterdir()) == ["devices.json", "explain.json", "json"]
     _clear()  # a new process: nothing parsed in memory, only the cache files on disk
     tried = _no_toml(monkeypatch)
     warm = [cli(*argv) for argv in RUNS]
@@ -84,6 +85,25 @@ def test_the_cached_tables_are_the_parsed_tables(cache_dir: Path) -> None:
     assert cached.container_images
     assert cached.sources("pins") == dict(knowledge.load_toml("pins")["sources"])
     assert knowledge.pin_source_urls(cached.pins[0]).startswith("http")
+    assert cached.gpu_devices() == parsed.gpu_devices() == parsed.devices
+    assert len(parsed.devices) > 500
+
+
+def test_the_doctor_reads_the_gpu_devices_only_for_a_gpu_without_a_compute_capability(cache_dir: Path) -> None:
+    """The PCI device table (a fifth of the tables) is a section of the cache of its own: a GPU that reports its
+    compute capability is judged without decoding it; one that does not is judged with it, read from there."""
+    from tfgpu.verdict import gpu_cc_of
+
+    knowledge.load_kb()
+    _clear()
+    cached = knowledge.load_kb()
+    assert cached.devices == () and cached.devices_elsewhere
+    h100 = {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "pci_device_id": "2330"}
+    assert gpu_cc_of(cached, h100) == "9.0"
+    assert knowledge.load_gpu_devices.cache_info().currsize == 0  # not read
+    assert gpu_cc_of(cached, {**h100, "compute_capability": None}) == "9.0"  # by its PCI device ID
+    assert knowledge.load_gpu_devices.cache_info().currsize == 1
+    assert knowledge.load_gpu_devices() == knowledge._parse_kb().devices
 
 
 def test_old_cache_files_are_removed_but_never_a_symlink(cache_dir: Path, tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from packaging.version import InvalidVersion, Version
 
 from tfgpu._record import record, replace
 from tfgpu.errors import UsageError
+from tfgpu.versions import version
 
 if TYPE_CHECKING:
     from tfgpu.facts import Facts
@@ -130,9 +131,7 @@ def tools_from_facts(facts: Facts) -> dict[str, str | None]:
 
 
 def _xy(text: str) -> str:
-    if len(str(text)) > 64:  # a 5,000-digit number would not even convert to int
-        raise InvalidVersion(str(text)[:20])
-    v = Version(str(text))
+    v = version(str(text))  # memoized; refuses a 5,000-digit number before converting it
     return f"{v.major}.{v.minor}"
 
 

@@ -16,11 +16,12 @@ from typing import Any, TypeVar
 from packaging.version import InvalidVersion, Version
 
 from tfgpu import __version__
-from tfgpu._record import field, record
+from tfgpu._record import field, record, replace
 from tfgpu.errors import DataError, UsageError
 from tfgpu.versions import normalize_cuda as normalize_cuda  # re-exported: compat is where callers look
 from tfgpu.versions import series_of as series_of
 from tfgpu.versions import version as version
+from tfgpu.versions import version_text
 
 _T = TypeVar("_T")
 
@@ -674,6 +675,14 @@ class KnowledgeBase:
     macos_tags: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
     #: Every data file's `[sources]` table, by file name (e.g. "cuda").
     source_tables: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict, compare=False, repr=False)
+    #: True in a cached knowledge base: ``devices`` are in a section of the cache of their own (gpu_devices()).
+    devices_elsewhere: bool = False
+
+    def gpu_devices(self) -> tuple[GpuDevice, ...]:
+        """compat/gpus.toml `devices` (pci.ids' NVIDIA device IDs, ~900 rows, a fifth of the cached tables). Only a GPU
+        whose probe reported no compute capability needs them, so the cache keeps them in a section of their own
+        (kb-<key>.devices.json) that is read on first use: `tfgpu doctor` does not decode them otherwise."""
+        return load_gpu_devices() if self.devices_elsewhere else self.devices
 
     def platform_build(self, platform: str) -> PlatformBuild | None:
         """How platform ``platform`` (e.g. "jetson") gets TensorFlow, if compat/ knows."""
@@ -809,6 +818,9 @@ class KnowledgeBase:
 
     def pythons_for(self, v: Version | str, os: str = "linux") -> list[str]:
         """Python X.Y that both the tested configuration and PyPI's wheels support."""
+        return list(self.derived("pythons_for", f"{version_text(v)}/{os}", lambda: self._pythons_for(v, os)))
+
+    def _pythons_for(self, v: Version | str, os: str) -> list[str]:
         build = self.build_for(v, os)
         rel = self.gpu_release(v, os)
         table = build.python.versions() if build else []
@@ -824,7 +836,7 @@ class KnowledgeBase:
         A build family without a matching row falls back to the official wheels' row."""
         vv = v if isinstance(v, Version) else version(str(v))
         os = "linux" if os == "wsl2" else os
-        key = ("archs_for", f"{vv}/{os}/{build}/{cuda}")
+        key = ("archs_for", f"{version_text(vv)}/{os}/{build}/{cuda}")
         if key not in self._memo:
             cv = version(normalize_cuda(cuda)) if cuda else None
             rows = [a for a in self.archs if vv in a.tf and a.os in (os, "any") and a.build == build
@@ -863,7 +875,7 @@ class KnowledgeBase:
     # -- install recipes --------------------------------------------------------------------
     def recipes_for(self, v: Version | str, os: str = "linux", backend: str | None = None) -> list[Recipe]:
         vv = v if isinstance(v, Version) else version(str(v))
-        key = ("recipes_for", f"{vv}/{os}")
+        key = ("recipes_for", f"{version_text(vv)}/{os}")
         if key not in self._memo:
             self._memo[key] = [r for r in self.recipes if r.applies(vv, os)]
         return [r for r in self._memo[key] if backend is None or r.backend == backend]
@@ -872,7 +884,7 @@ class KnowledgeBase:
         self, name: str | None = None, v: Version | str | None = None, os: str | None = None
     ) -> list[CondaPackage]:
         os = "linux" if os == "wsl2" else os
-        key = ("conda_packages", f"{name}/{v}/{os}")
+        key = ("conda_packages", f"{name}/{version_text(v) if v is not None else v}/{os}")
         if key not in self._memo:
             vv = version(str(v)) if v is not None else None
             self._memo[key] = [
@@ -933,7 +945,7 @@ class KnowledgeBase:
             return None
         index = self._memo.get(("gpu_ids", ""))
         if index is None:
-            index = {d.id: d.cc for d in self.devices}
+            index = {d.id: d.cc for d in self.gpu_devices()}
             self._memo[("gpu_ids", "")] = index
         found: str | None = index.get(wanted) or None  # "" = pci.ids lists the device, its CC is unknown
         return found
@@ -945,7 +957,7 @@ class KnowledgeBase:
         if index is None:
             models = {normalize_gpu_name(c): m.cc for m in self.models for c in (m.name, *m.aliases)}
             by_pci: dict[str, set[str]] = {}
-            for d in self.devices:
+            for d in self.gpu_devices():
                 m = re.search(r"\[([^\]]+)\]\s*$", d.pci_name)
                 for part in (m.group(1).split(" / ") if m else ()):
                     key = normalize_gpu_name(part)
@@ -1240,29 +1252,50 @@ def load_kb() -> KnowledgeBase:
     kb = _parse_kb()
     if cache is not None and usable:
         _build_indexes(kb)
-        _write_cache(cache, kb, _cache_classes())
+        cached = replace(kb, devices=(), devices_elsewhere=True)
+        cached.__dict__["_memo"] = kb._memo  # the indexes just built (none of them reads the devices)
+        _write_cache(cache, cached, _cache_classes())
+        _write_cache(_section_file(cache, "devices"), kb.devices, {"GpuDevice": GpuDevice})
+        return cached  # as every later run reads it back
     return kb
+
+
+def _section_file(cache: Path, name: str) -> Path:
+    return cache.with_name(cache.name.replace(".json", f".{name}.json"))
+
+
+def _cached_section(name: str, kind: type, build: Callable[[], _T], classes: dict[str, type]) -> _T:
+    """A section of the cache of its own (kb-<key>.NAME.json, read only by those who need it): its data when
+    the file holds a ``kind``, else ``build()``, written there for the next run."""
+    from tfgpu import _kbcache
+
+    cache = _cache_file()
+    usable = cache is not None
+    if cache is not None:
+        cache = _section_file(cache, name)
+        data, usable = _read_cache(cache, classes)
+        if isinstance(data, kind):
+            return data  # type: ignore[return-value]
+        if data is not None:
+            _kbcache.note(f"ignored the corrupt cache {cache}; rebuilt it")
+    data = build()
+    if cache is not None and usable:
+        _write_cache(cache, data, classes)
+    return data
 
 
 @functools.lru_cache(maxsize=1)
 def load_explain_data() -> dict[str, Any]:
     """compat/explain.toml as data (what tfgpu.explain builds its catalog from), cached next to the
     knowledge base in a section of its own (`tfgpu doctor` never reads it)."""
-    from tfgpu import _kbcache
+    return _cached_section("explain", dict, lambda: load_toml("explain"), {})
 
-    cache = _cache_file()
-    usable = cache is not None
-    if cache is not None:
-        cache = cache.with_name(cache.name.replace(".json", ".explain.json"))
-        data, usable = _read_cache(cache, {})
-        if isinstance(data, dict):
-            return data
-        if data is not None:
-            _kbcache.note(f"ignored the corrupt cache {cache}; rebuilt it")
-    data = load_toml("explain")
-    if cache is not None and usable:
-        _write_cache(cache, data, {})
-    return data
+
+@functools.lru_cache(maxsize=1)
+def load_gpu_devices() -> tuple[GpuDevice, ...]:
+    """compat/gpus.toml `devices` (KnowledgeBase.gpu_devices), cached in a section of their own."""
+    return _cached_section("devices", tuple, lambda: tuple(_parse_gpu_devices(load_toml("gpus"))),
+                           {"GpuDevice": GpuDevice})
 
 
 def _build_indexes(kb: KnowledgeBase) -> None:
@@ -1271,8 +1304,7 @@ def _build_indexes(kb: KnowledgeBase) -> None:
     machine about which nothing is known touches every index a verdict uses, for each OS."""
     from tfgpu.verdict import warm_up  # the verdicts define which indexes matter
 
-    try:
-        kb._gpu_name_index()  # judging a GPU whose probe reported no compute capability
+    try:  # (not the GPU-name index: it is built from the devices, which the cache keeps apart)
         for os in ("linux", "wsl2", "windows"):
             warm_up(kb, os)
     except Exception:  # an optimisation: a verdict bug surfaces when real facts are judged
@@ -1628,7 +1660,7 @@ def container_images(kb: KnowledgeBase, tf: Version | str) -> list[ContainerImag
     """Every GPU image that carries TensorFlow ``tf`` (its series for NGC images, whose patch level NVIDIA
     picks): TensorFlow's own image first (its CUDA is the release's tested build), then NGC's, newest first."""
     v = version(str(tf))
-    return list(kb.derived("container_images", str(v), lambda: _container_images(kb, v)))
+    return list(kb.derived("container_images", version_text(v), lambda: _container_images(kb, v)))
 
 
 def _container_images(kb: KnowledgeBase, v: Version) -> list[ContainerImage]:

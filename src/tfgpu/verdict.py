@@ -636,6 +636,25 @@ def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
     return list(blockers), list(caveats), jit
 
 
+def _gpu_kinds(m: Machine, kb: KnowledgeBase) -> list[tuple[str, str]]:
+    """The visible GPUs by kind, each kind once (8 x H100 are judged once): (how a finding names them, compute
+    capability), for the GPUs whose compute capability is known. Worked out once per machine."""
+    memo = machine_memo(m)
+    key = ("gpu_kinds", id(kb))
+    if key not in memo:
+        kinds: dict[tuple[str, str], int] = {}
+        for g in m.gpus or ():
+            cc_text = gpu_cc_of(kb, g)
+            if cc_text:
+                kind = (str(g.get("name") or "GPU of unknown model"), cc_text)
+                kinds[kind] = kinds.get(kind, 0) + 1
+        memo[key] = [(f"{f'{count} x ' if count > 1 else ''}{gpu_name} (compute capability {cc_text}, "
+                      f"{kb.arch_name(cc_text) or 'unknown arch'})", cc_text)
+                     for (gpu_name, cc_text), count in kinds.items()]
+    found: list[tuple[str, str]] = memo[key]
+    return found
+
+
 def _judge_gpus(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
                 build: str) -> tuple[list[Finding], list[Finding], bool]:
     blockers: list[Finding] = []
@@ -643,16 +662,8 @@ def _judge_gpus(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
     jit = False
     archs = kb.archs_for(v, m.tf_os, build, cuda if build != "pip" else None)
     toolkit = kb.toolkit(_libs_cuda(kb, v, cuda, m.tf_os))
-    kinds: dict[tuple[str, str], int] = {}  # identical GPUs (8 x H100) are judged once
-    for g in m.gpus or ():
-        cc_text = gpu_cc_of(kb, g)
-        if cc_text:
-            key = (str(g.get("name") or "GPU of unknown model"), cc_text)
-            kinds[key] = kinds.get(key, 0) + 1
-    for (gpu_name, cc_text), count in kinds.items():
+    for name, cc_text in _gpu_kinds(m, kb):
         cc = _cc(cc_text)
-        name = (f"{f'{count} x ' if count > 1 else ''}{gpu_name} (compute capability {cc_text}, "
-                f"{kb.arch_name(cc_text) or 'unknown arch'})")
         if toolkit and toolkit.cc_max and cc.major > _cc(toolkit.cc_max).major:
             newer = _first_series_supporting(kb, cc, m.tf_os)
             blockers.append(Finding(
@@ -893,28 +904,23 @@ def _recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) ->
 
 
 def judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str = "auto",
-                  machine: Machine | None = None, container_route: bool = True) -> TargetVerdict:
-    """The verdict for one exact release on this machine, its fixes naming what runs here. With backend
-    auto, the container route is shown after the recipes (never ranked); ``container_route=False`` leaves
-    it out (judge_newest_workable adds it to the release a series settles on, see :func:`with_container_route`)."""
+                  machine: Machine | None = None) -> TargetVerdict:
+    """The verdict for one exact release on this machine, its fixes naming what runs here."""
     m = machine or Machine.from_facts(facts)
-    tv = _judge_release(facts, kb, v, backend=backend, machine=m)
-    if container_route:
-        tv = with_container_route(facts, kb, v, tv, backend=backend, machine=m)
-    return runnable_fixes(tv) if m.conda is None else tv
+    return _presented(facts, kb, v, _judge_release(facts, kb, v, backend=backend, machine=m), backend=backend, machine=m)
 
 
-def with_container_route(facts: Facts, kb: KnowledgeBase, v: Version, tv: TargetVerdict, *, backend: str,
-                         machine: Machine) -> TargetVerdict:
-    """``tv`` with the container route (an image and a runtime) after its recipes, where backend auto shows it:
-    on Linux and WSL2 x86_64, for a release some recipe installs. It is shown, never ranked, so it changes
-    nothing else in the verdict."""
+def _presented(facts: Facts, kb: KnowledgeBase, v: Version, tv: TargetVerdict, *, backend: str,
+               machine: Machine) -> TargetVerdict:
+    """A judged release as the doctor shows it, with what never changes its verdict: the container route
+    after the recipes (backend auto, on Linux and WSL2 x86_64, for a release some recipe installs: shown, never
+    ranked) and fixes that name what runs here (:func:`runnable_fixes`). judge_newest_workable adds them to
+    the release a series settles on only, not to every patch release it tries."""
     m = machine
-    if backend != "auto" or not tv.backends or (m.os or "linux") not in ("linux", "wsl2") or m.arm_linux:
-        return tv
-    from tfgpu.containers import judge_container
+    if backend == "auto" and tv.backends and (m.os or "linux") in ("linux", "wsl2") and not m.arm_linux:
+        from tfgpu.containers import judge_container
 
-    tv = replace(tv, backends=(*tv.backends, judge_container(facts, kb, v, m, wanted="container")))
+        tv = replace(tv, backends=(*tv.backends, judge_container(facts, kb, v, m, wanted="container")))
     return runnable_fixes(tv) if m.conda is None else tv
 
 
@@ -925,21 +931,11 @@ def runnable_hint(text: str) -> str:
 
 
 def runnable_fixes(tv: TargetVerdict) -> TargetVerdict:
-    # records are copied only where a fix changes: every release of every series passes through here
     def fixed(fs: tuple[Finding, ...]) -> tuple[Finding, ...]:
-        if not any("--backend conda" in f.fix for f in fs):
-            return fs
         return tuple(replace(f, fix=runnable_hint(f.fix)) if "--backend conda" in f.fix else f for f in fs)
 
-    def fixed_backend(b: BackendVerdict) -> BackendVerdict:
-        blockers, caveats = fixed(b.blockers), fixed(b.caveats)
-        return b if blockers is b.blockers and caveats is b.caveats else replace(b, blockers=blockers, caveats=caveats)
-
-    blockers, caveats = fixed(tv.blockers), fixed(tv.caveats)
-    backends = tuple(fixed_backend(b) for b in tv.backends)
-    if blockers is tv.blockers and caveats is tv.caveats and all(n is o for n, o in zip(backends, tv.backends)):
-        return tv
-    return replace(tv, blockers=blockers, caveats=caveats, backends=backends)
+    return replace(tv, blockers=fixed(tv.blockers), caveats=fixed(tv.caveats),
+                   backends=tuple(replace(b, blockers=fixed(b.blockers), caveats=fixed(b.caveats)) for b in tv.backends))
 
 
 def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str = "auto",
@@ -1225,8 +1221,7 @@ def judge_newest_workable(facts: Facts, kb: KnowledgeBase, releases: list[Versio
     m = machine or Machine.from_facts(facts)
     judged: list[TargetVerdict] = []
     for v in releases:
-        # the container route never decides the pick (see judge_release): only the release picked gets it
-        tv = judge_release(facts, kb, v, backend=backend, machine=m, container_route=False)
+        tv = _judge_release(facts, kb, v, backend=backend, machine=m)  # presented once picked (_presented)
         judged.append(tv)
         if tv.verdict == READY:
             break  # nothing older can be better
@@ -1235,15 +1230,14 @@ def judge_newest_workable(facts: Facts, kb: KnowledgeBase, releases: list[Versio
     pick = next((i for i, t in enumerate(judged) if t.verdict == READY), None)
     if pick is None:
         pick = next((i for i, t in enumerate(judged) if t.verdict == CAVEATS), 0)
-    newest = judged[0]
-    best = with_container_route(facts, kb, releases[pick], judged[pick], backend=backend, machine=m)
-    if pick == 0:
-        return best
-    why = (newest.blockers or newest.caveats or (Finding("", "it is not ready here"),))[0]
-    return replace(best, caveats=(*best.caveats, Finding(
-        "tf.patch", f"TensorFlow {newest.tf}, the newest {series_of(version(newest.tf))} release, is {newest.verdict} "
-        f"here ({why.summary}); {best.tf} is the newest release of the series that is {best.verdict}",
-        fix=why.fix, mitigated_by=f"tfgpu recommends {best.tf}")))
+    newest, best = judged[0], judged[pick]
+    if pick > 0:
+        why = (newest.blockers or newest.caveats or (Finding("", "it is not ready here"),))[0]
+        best = replace(best, caveats=(*best.caveats, Finding(
+            "tf.patch", f"TensorFlow {newest.tf}, the newest {series_of(version(newest.tf))} release, is "
+            f"{newest.verdict} here ({why.summary}); {best.tf} is the newest release of the series that is {best.verdict}",
+            fix=why.fix, mitigated_by=f"tfgpu recommends {best.tf}")))
+    return _presented(facts, kb, releases[pick], best, backend=backend, machine=m)
 
 
 def create_command(tv: TargetVerdict, machine: Machine | None = None) -> str:

@@ -36,6 +36,22 @@ def series_of(v: Version) -> str:
 _SERIES: dict[Version, str] = {}
 
 
+def version_text(v: Version | str) -> str:
+    """str(v), memoized: packaging builds the string anew on every call, and the knowledge base's indexes are
+    keyed by it (a doctor run on a GPU machine formats the same few dozen versions thousands of times)."""
+    if isinstance(v, str):
+        return v
+    found = _TEXT.get(v)
+    if found is None:
+        found = str(v)
+        if len(_TEXT) < 4096:
+            _TEXT[v] = found
+    return found
+
+
+_TEXT: dict[Version, str] = {}
+
+
 def normalize_cuda(text: str) -> str:
     """TensorFlow's table writes CUDA "8", "9", "10.0": make it MAJOR.MINOR."""
     text = str(text).strip()
