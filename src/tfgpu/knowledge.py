@@ -1253,7 +1253,8 @@ def load_kb() -> KnowledgeBase:
     if cache is not None and usable:
         _build_indexes(kb)
         cached = replace(kb, devices=(), devices_elsewhere=True)
-        cached.__dict__["_memo"] = kb._memo  # the indexes just built (none of them reads the devices)
+        if "_memo" in kb.__dict__:  # the indexes just built (none of them reads the devices)
+            cached.__dict__["_memo"] = kb.__dict__["_memo"]
         _write_cache(cache, cached, _cache_classes())
         _write_cache(_section_file(cache, "devices"), kb.devices, {"GpuDevice": GpuDevice})
         return cached  # as every later run reads it back
