@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import DATA
 from tfgpu import output
@@ -105,9 +107,10 @@ def test_json_is_written_plainly_even_on_a_terminal(monkeypatch: pytest.MonkeyPa
 
 
 @pytest.mark.real_subprocess
-@pytest.mark.parametrize("argv", [["doctor", "--json", "--facts", FACTS],
-                                  ["plan", "--tf", "2.15", "--facts", FACTS, "--json"]])
-def test_the_json_paths_do_not_import_rich(tmp_path: Path, argv: list[str]) -> None:
+@pytest.mark.parametrize("argv", [["plan", "--tf", "2.15", "--facts", FACTS, "--json"],
+                                  ["plan", "--tf", "2.15", "--facts", FACTS]])
+def test_json_and_unstyled_text_do_not_import_rich(tmp_path: Path, argv: list[str]) -> None:
+    """The doctor's --json is checked in tests/test_entry.py; plan's JSON, and its text in a pipe, too."""
     # the doctor leaves with os._exit (no atexit hooks), plan with SystemExit: report on either way out
     probe = ("import atexit, os, sys\nleave = os._exit\n"
              "def modules():\n"
@@ -145,3 +148,24 @@ def test_commands_write_only_through_the_output_layer() -> None:
     found = {f"{m.name}: {c}" for m in modules for c in _calls(m) if c in banned}
     found |= {f"{m.name}: raw escape" for m in modules if "\\x1b[" in m.read_text(encoding="utf-8")}
     assert found == set()
+
+
+_TEXT = st.text(alphabet=st.sampled_from([*"ab [/]:=é✓\t\n\r", "\x1b", "\x07", "\x9b", "\u202e", "\x00", "\x7f"]),
+                max_size=40)
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=st.lists(st.lists(st.one_of(_TEXT, st.tuples(_TEXT, st.sampled_from(["bold", "dim", "red"]))),
+                              max_size=4), max_size=4),
+       one_line=st.booleans())
+def test_the_plain_path_writes_what_rich_writes_without_styles(rows: list[list[output.Piece]],
+                                                               one_line: bool) -> None:
+    """Where no style may be shown, tfgpu.output writes without importing rich: the same text rich would."""
+    plain = io.StringIO()
+    with contextlib.redirect_stdout(plain):
+        output.lines(rows, one_line=one_line)
+    rich = io.StringIO()
+    console = output.console(file=rich, style=False)
+    for row in rows:
+        console.print(output.line(*row, one_line=one_line))
+    assert plain.getvalue() == rich.getvalue()

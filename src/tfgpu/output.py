@@ -18,7 +18,7 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO, Union
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping, Sequence
 
     from rich.console import Console
 
@@ -66,17 +66,36 @@ def line(*pieces: Piece, one_line: bool = False) -> Any:
     inside a value is shown escaped (``\\n``) rather than obeyed."""
     from rich.text import Text
 
-    if one_line:
-        from tfgpu._termtext import terminal_safe
-
-        pieces = tuple((terminal_safe(p[0], keep_newlines=False), p[1]) if isinstance(p, tuple)
-                       else terminal_safe(p, keep_newlines=False) for p in pieces)
-    return Text.assemble(*pieces)
+    # made safe here, not only by the console: rich would drop a carriage return or a BEL silently
+    return Text.assemble(*((_safe(p[0], one_line), p[1]) if isinstance(p, tuple) else _safe(p, one_line)
+                           for p in pieces))
 
 
 def say(*pieces: Piece, err: bool = False, one_line: bool = False) -> None:
     """One line of human text (pieces as in :func:`line`) on stdout, or stderr with ``err``."""
-    console(err=err).print(line(*pieces, one_line=one_line))
+    lines([pieces], err=err, one_line=one_line)
+
+
+def lines(rows: Iterable[Sequence[Piece]], *, err: bool = False, one_line: bool = False) -> None:
+    """Lines of human text, each a sequence of pieces (as in :func:`line`), on stdout (stderr with ``err``).
+
+    Where no style may be shown (a pipe, NO_COLOR, TERM=dumb) the text is written as rich would write it
+    unstyled (tests/test_output.py checks that they agree), without importing rich: `tfgpu plan` in a
+    script does not pay rich's start-up."""
+    stream = sys.stderr if err else sys.stdout
+    if use_style(stream):
+        out = console(err=err)
+        for row in rows:
+            out.print(line(*row, one_line=one_line))
+        return
+    stream.write("".join("".join(_safe(p[0] if isinstance(p, tuple) else p, one_line) for p in row)
+                         .expandtabs(8) + "\n" for row in rows))
+
+
+def _safe(text: str, one_line: bool) -> str:
+    from tfgpu._termtext import terminal_safe
+
+    return terminal_safe(text, keep_newlines=not one_line)
 
 
 def note(text: str) -> None:

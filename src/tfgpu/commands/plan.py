@@ -67,9 +67,7 @@ def _print_plan(plan: Any) -> None:
                   for b in plan.blockers]
         lines += [("  ", ("!", "yellow"), f" {c.get('summary')}"
                    + (f" (handled: {c['mitigated_by']})" if c.get("mitigated_by") else "")) for c in plan.caveats]
-    console = output.console()
-    for pieces in lines:  # one value per line: a newline inside a value is shown escaped, not obeyed
-        console.print(output.line(*pieces, one_line=True))
+    output.lines(lines, one_line=True)  # one value per line: a newline in a value is shown escaped, not obeyed
 
 
 def plan_cmd(
