@@ -169,3 +169,21 @@ def test_the_plain_path_writes_what_rich_writes_without_styles(rows: list[list[o
     for row in rows:
         console.print(output.line(*row, one_line=one_line))
     assert plain.getvalue() == rich.getvalue()
+
+
+@pytest.mark.parametrize(("answer", "expected"), [("y\n", True), ("n\n", False), ("\n", False)])
+def test_confirm_asks_on_stderr_with_the_question_made_safe(monkeypatch: pytest.MonkeyPatch, answer: str,
+                                                            expected: bool) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(answer))
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        assert output.confirm("Delete /tmp/\x1b]0;pwn\x07x [bold]?", default=False) is expected
+    assert out.getvalue() == ""
+    assert "Delete /tmp/x [bold]?" in err.getvalue()
+    assert "\x1b" not in err.getvalue()
+
+
+def test_confirm_on_a_closed_stdin_is_an_interruption(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    with contextlib.redirect_stderr(io.StringIO()), pytest.raises(KeyboardInterrupt):
+        output.confirm("Create it?", default=True)

@@ -174,7 +174,6 @@ def run_doctor(
     require_gpu: bool = False, strict: bool = False, ci: bool = False, redact_out: bool = False,
     overrides: dict[str, str | None] | None = None, timeout: float | None = None, fork_probes: bool = False,
 ) -> int:
-    import json
 
     if backend not in BACKENDS:
         msg = f"--backend {backend!r} is not one of {', '.join(BACKENDS)}"
@@ -203,7 +202,9 @@ def run_doctor(
     if redact_out:
         doc = report.redact(doc)
     if ci:
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        from tfgpu import output
+
+        output.write_json(doc)
         from tfgpu.safety import terminal_safe, workflow_safe
 
         # every line written in CI mode: no escape sequences, no workflow command from the facts
