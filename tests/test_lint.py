@@ -113,7 +113,7 @@ def test_at_least_twelve_real_files_have_a_problem_a_thread_established():
     ("screening.Dockerfile", "535.183.01", "12.2"),
     ("nomad2018.Dockerfile", "535.183.01", "12.2"),
     ("smi2mqtt.Dockerfile", "580.65.06", "13.0"),
-    ("text-generation-webui.Dockerfile", "535.113.01", "12.2"),  # the reporter's driver after the update
+    ("text-generation-webui.Dockerfile", "530.30.02", "12.1"),
     ("gpu-jupyter.Dockerfile", "418.39", "10.1"),
 ])
 def test_a_new_enough_driver_passes(name: str, driver: str, cuda: str):
