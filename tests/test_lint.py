@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from tests.conftest import DATA
 from tests.test_verdict import gpu_facts
-from tfgpu.compat import load_kb
 from tfgpu.errors import InputError
+from tfgpu.knowledge import load_kb
 from tfgpu.lint import (
     detect_kind,
     hides_every_gpu,
