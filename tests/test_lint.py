@@ -224,7 +224,7 @@ def test_a_range_is_judged_only_by_what_every_release_in_it_shares():
        op=st.sampled_from([">=", "~="]))
 def test_a_failing_range_fails_for_each_release_pinned(floor: str, image: str, op: str):
     """A range fails only when each release it allows, pinned with ==, fails too (no range false positives)."""
-    from tfgpu.compat import VersionSpec
+    from tfgpu.knowledge import VersionSpec
 
     checks = _pip_checks(image, f"tensorflow{op}{floor}")
     if [s for s, _ in checks] != ["fail"]:

@@ -393,7 +393,7 @@ def _range_checks(base: BaseImage, inst: TfInstall, kb: KnowledgeBase, label: st
     """A version range (``tensorflow~=2.4``, ``tensorflow-gpu>=2.1.*``) on a CUDA image: pip may pick any GPU
     release the range allows, so a problem is reported only when every one of them has it (the same kind
     for all: the image's CUDA, or its cuDNN). ``>=X.*`` (accepted by pip before 20.3) reads as ``>=X``."""
-    from tfgpu.compat import InvalidSpecifier, VersionSpec
+    from tfgpu.knowledge import InvalidSpecifier, VersionSpec
 
     if base.kind != "cuda" or not base.cuda:
         return []
