@@ -93,3 +93,47 @@ def test_forward_compatibility_never_helps_a_consumer_gpu(major: int, minor: int
         datacenter = image.driver_ok(driver, datacenter=True)
         assert consumer <= datacenter  # data-center GPUs can only gain
         assert consumer == (image.driver is None or driver >= image.driver)
+
+
+# --------------------------------------------------------------------------- how each NGC row is cited
+
+NVIDIA_HOSTS = ("https://docs.nvidia.com/", "https://github.com/NVIDIA/", "https://www.github.com/NVIDIA/")
+
+
+def _raw() -> dict:
+    return compat.load_toml("containers")
+
+
+def test_a_verified_ngc_row_cites_only_nvidia():
+    data = _raw()
+    sources = data["sources"]
+    verified = [r for r in data["ngc"] if "confidence" not in r]
+    assert len(verified) >= 3  # 22.06, 22.10 and 23.01 tf1: every value read on NVIDIA's pages or repository
+    for row in verified:
+        for key in ("source", "source2", "compat_source"):
+            if key in row:
+                assert sources[row[key]]["url"].startswith(NVIDIA_HOSTS), (row["release"], row["flavor"], key)
+
+
+def test_an_inferred_or_secondary_row_says_what_is_inferred():
+    for row in _raw()["ngc"]:
+        if row.get("confidence") in ("inferred", "secondary"):
+            assert "nferred" in row["note"], (row["release"], row["flavor"])
+        assert row.get("confidence", "verified") in ("verified", "inferred", "secondary")
+
+
+def test_every_source_is_a_url_a_user_can_open():
+    for key, src in _raw()["sources"].items():
+        assert src["url"].startswith("https://"), key
+        assert " " not in src["url"], key
+        assert "/work/" not in src["url"], key
+        assert src["title"], key
+        assert src["retrieved"], key
+
+
+def test_tf1_rows_agree_with_nvidias_tensorflow_fork():
+    # NVIDIA/tensorflow's release branches are TF 1.15.x; its last release (23.03) ends the TF1 series
+    tf1 = [i for i in ngc_images() if i.ref.endswith(("-tf1-py3", "-py3")) and i.tf.major == 1]
+    assert all(i.tf.minor == 15 for i in tf1 if not i.ref.endswith(":19.03-py3"))
+    newest = max(tf1, key=lambda i: _yymm(i.ref.rsplit(":", 1)[1].split("-")[0]))
+    assert newest.ref == "nvcr.io/nvidia/tensorflow:23.03-tf1-py3"
