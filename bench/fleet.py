@@ -63,7 +63,7 @@ def machines(count: int, rng: random.Random) -> list[dict[str, Any]]:
 def write_reports(folder: Path, nodes: int, distinct: int, seed: int = 20) -> None:
     sys.path.insert(0, str(ROOT / "src"))
     from tfgpu import report
-    from tfgpu.compat import load_kb
+    from tfgpu.knowledge import load_kb
     from tfgpu.verdict import diagnose
 
     kb = load_kb()

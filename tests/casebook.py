@@ -84,8 +84,8 @@ def judge(case: Case) -> dict[str, Any]:
     report.doctor_document), with no config file steering the recipe. Environment overrides (TFGPU_*) apply
     as they would on the command line, so callers clear them."""
     from tfgpu import report
-    from tfgpu.compat import load_kb
     from tfgpu.doctor import doctor_result, gather_facts
+    from tfgpu.knowledge import load_kb
 
     kb = load_kb()
     facts, active = gather_facts(facts_file=case.path, overrides={})

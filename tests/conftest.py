@@ -15,7 +15,7 @@ import pytest
 
 from tfgpu import run as run_mod
 
-# The parsed knowledge base is cached between runs (tfgpu.compat._cache_file); tests use their own dir.
+# The parsed knowledge base is cached between runs (tfgpu.knowledge._cache_file); tests use their own dir.
 os.environ.setdefault("TFGPU_CACHE_DIR", tempfile.mkdtemp(prefix="tfgpu-test-cache-"))
 
 REPO = Path(__file__).resolve().parent.parent

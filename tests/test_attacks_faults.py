@@ -14,7 +14,7 @@ import pytest
 from tests.test_attacks_inputs import _facts, _report
 from tests.test_safety_badinput import _mount_tmpfs
 from tests.test_safety_inputs import Cli
-from tfgpu import envs
+from tfgpu import registry
 from tfgpu.errors import TfgpuError
 
 pytestmark = [pytest.mark.faults, pytest.mark.safety, pytest.mark.real_subprocess]
@@ -38,7 +38,7 @@ def full_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     for d in _mount_tmpfs(tmp_path / "full", "size=64k,nr_inodes=32"):
         home = d / "home"
         home.mkdir()
-        (home / "envs.json").write_text(json.dumps(REGISTRY))
+        (home / "registry.json").write_text(json.dumps(REGISTRY))
         (home / ".envs.lock").touch()
         _fill(d)
         monkeypatch.setenv("TFGPU_HOME", str(home))
@@ -46,11 +46,11 @@ def full_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
 
 
 def test_attack_full_disk_during_a_registry_write_keeps_the_registry(full_home: Path) -> None:
-    before = (full_home / "envs.json").read_text()
+    before = (full_home / "registry.json").read_text()
     with pytest.raises(TfgpuError) as err:
-        envs.update_smoke("/nowhere/keep", {"ok": True, "detail": "x" * 200_000})
+        registry.update_smoke("/nowhere/keep", {"ok": True, "detail": "x" * 200_000})
     assert int(err.value.exit_code) == 1
-    assert (full_home / "envs.json").read_text() == before
+    assert (full_home / "registry.json").read_text() == before
     assert [p.name for p in full_home.iterdir() if p.name.endswith(".tmp")] == []
 
 

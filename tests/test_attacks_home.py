@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tfgpu import envs
+from tfgpu import registry
 from tfgpu.errors import TfgpuError
 
 pytestmark = pytest.mark.safety
@@ -37,7 +37,7 @@ def test_attack_symlink_planted_at_the_prefix_lock_never_clobbers_its_target(hom
     lock = _lock_path(home, prefix)
     lock.parent.mkdir(parents=True)
     lock.symlink_to(victim)
-    with pytest.raises(TfgpuError) as err, envs.prefix_lock(prefix):
+    with pytest.raises(TfgpuError) as err, registry.prefix_lock(prefix):
         pass
     assert int(err.value.exit_code) == 1  # the surroundings, one line; never a traceback
     assert victim.read_text() == "precious\n"
@@ -50,7 +50,7 @@ def test_attack_dangling_symlink_at_the_prefix_lock_creates_nothing(home: Path, 
     lock.parent.mkdir(parents=True)
     lock.symlink_to(target)
     try:
-        with envs.prefix_lock(prefix):
+        with registry.prefix_lock(prefix):
             pass
     except TfgpuError:
         pass
@@ -61,7 +61,7 @@ def test_attack_symlink_planted_at_the_registry_lock(home: Path, tmp_path: Path)
     target = tmp_path / "created-elsewhere"
     (home / ".envs.lock").symlink_to(target)
     try:
-        envs.update_smoke(str(tmp_path / "x"), None)
+        registry.update_smoke(str(tmp_path / "x"), None)
     except TfgpuError:
         pass
     assert not target.exists()
@@ -72,14 +72,14 @@ def test_attack_fifo_planted_at_the_prefix_lock_does_not_hang(home: Path, tmp_pa
     lock = _lock_path(home, prefix)
     lock.parent.mkdir(parents=True)
     os.mkfifo(lock)
-    with pytest.raises(TfgpuError), envs.prefix_lock(prefix):
+    with pytest.raises(TfgpuError), registry.prefix_lock(prefix):
         pass
 
 
 def test_prefix_lock_still_serialises(home: Path, tmp_path: Path) -> None:
     prefix = tmp_path / "envs" / "tf"
-    with envs.prefix_lock(prefix) as path:
+    with registry.prefix_lock(prefix) as path:
         assert path.is_file()
         assert "tfgpu pid" in path.read_text()
-        with pytest.raises(TfgpuError, match="being created"), envs.prefix_lock(prefix):
+        with pytest.raises(TfgpuError, match="being created"), registry.prefix_lock(prefix):
             pass

@@ -108,7 +108,7 @@ def test_ordinary_compose_nesting_still_loads() -> None:
 ])
 def test_attack_huge_dockerfile_instruction_is_linted_in_bounded_time(dockerfile: str) -> None:
     # before: shlex (quadratic in a word's length) spent 13 s / 6 s on these 900 KB instructions
-    from tfgpu.compat import load_kb
+    from tfgpu.knowledge import load_kb
     from tfgpu.lint import lint_text
 
     start = time.monotonic()

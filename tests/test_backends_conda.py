@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from tfgpu.compat import load_kb
-from tfgpu.create import run_plan
 from tfgpu.errors import StepFailed
+from tfgpu.execute import run_plan
+from tfgpu.knowledge import load_kb
 from tfgpu.plan import plan_environment
 
 KB = load_kb()

@@ -8,8 +8,8 @@ from importlib.resources import files
 import pytest
 from packaging.version import Version
 
-from tfgpu.compat import load_kb, normalize_cuda, series_of
 from tfgpu.compat_query import Query, compat_document, exit_code
+from tfgpu.knowledge import load_kb, normalize_cuda, series_of
 
 jsonschema = pytest.importorskip("jsonschema")
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import DATA
 from tests.test_tables import COMPAT, _load_script, needs_tomllib
-from tfgpu.compat import load_kb, load_toml, normalize_cuda, version
+from tfgpu.knowledge import load_kb, load_toml, normalize_cuda, version
 
 CF = DATA / "conda-forge"
 SCRIPT = _load_script("update_conda_forge")

@@ -18,7 +18,6 @@ import pytest
 from tests.conftest import DATA
 from tests.test_container_verdict import DOCKER_OK, THIS_MACHINE, with_containers
 from tests.test_verdict import base_facts, gpu_facts
-from tfgpu.compat import load_kb
 from tfgpu.containers import (
     gpu_run_argv,
     plan_container,
@@ -27,6 +26,7 @@ from tfgpu.containers import (
     run_in_container,
 )
 from tfgpu.errors import UsageError
+from tfgpu.knowledge import load_kb
 
 CT = DATA / "containers"
 FAKE_TF = Path(__file__).resolve().parent / "fake_tf"

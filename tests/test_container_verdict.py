@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from tests.conftest import DATA
 from tests.test_verdict import base_facts, gpu_facts
-from tfgpu.compat import load_kb, ngc_images, version
 from tfgpu.containers import is_datacenter_gpu, judge_container, pick_runtime
+from tfgpu.knowledge import load_kb, ngc_images, version
 from tfgpu.verdict import BLOCKED, READY, Machine, diagnose, judge_release
 
 KB = load_kb()

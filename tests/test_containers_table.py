@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tfgpu import compat
-from tfgpu.compat import container_images, load_container_table, load_kb, ngc_images, version
+from tfgpu import knowledge
+from tfgpu.knowledge import container_images, load_container_table, load_kb, ngc_images, version
 
 
 def _yymm(text: str) -> tuple[int, int]:
@@ -75,7 +75,7 @@ def test_ngc_images_follow_the_release_series():
 
 
 @pytest.mark.parametrize("image", ngc_images(), ids=lambda i: i.ref)
-def test_driver_floor_cases_generated_from_the_rows(image: compat.ContainerImage):
+def test_driver_floor_cases_generated_from_the_rows(image: knowledge.ContainerImage):
     assert image.driver is not None
     assert image.driver_ok(image.driver, datacenter=False)
     below = version(f"{image.driver.major - 1}.99")

@@ -19,11 +19,11 @@ import pytest
 
 from tests.conftest import isolate_installers
 from tests.fake_programs.wheels import build_fake_tensorflow
-from tfgpu import envs
+from tfgpu import registry
 from tfgpu._record import replace
-from tfgpu.compat import load_kb
-from tfgpu.create import prefix_lock, run_plan
 from tfgpu.errors import Interrupted, NotReady, StepFailed, UsageError
+from tfgpu.execute import prefix_lock, run_plan
+from tfgpu.knowledge import load_kb
 from tfgpu.plan import Plan, Step, plan_environment
 
 KB = load_kb()
@@ -80,7 +80,7 @@ def test_uv_create_real_venv_from_local_index(tmp_path: Path, wheelhouse: Path) 
     assert env_tf_version(prefix) == "2.20.0"
     assert result.log_path.is_file()
     assert "+ " in result.log_path.read_text()
-    entry = envs.find(str(prefix.resolve()))
+    entry = registry.find(str(prefix.resolve()))
     assert entry is not None
     assert entry["tf"] == "2.20.0"
     assert entry["tool"] == "uv"
@@ -108,7 +108,7 @@ def test_failing_step_leaves_nothing_behind(tmp_path: Path) -> None:
     assert exc.value.log_path.is_file()  # type: ignore[attr-defined]
     assert any("tensorflow" in line for line in exc.value.log_tail)  # type: ignore[attr-defined]
     assert "full log" in (exc.value.hint or "")
-    assert envs.find(str(prefix.resolve())) is None
+    assert registry.find(str(prefix.resolve())) is None
 
 
 def _sleep_plan(plan: Plan) -> Plan:
@@ -165,7 +165,7 @@ def test_second_creator_of_the_same_prefix_is_refused(tmp_path: Path, wheelhouse
 
 def test_lock_is_held_across_processes(tmp_path: Path) -> None:
     prefix = (tmp_path / "envs" / "x").resolve()
-    code = ("import sys; from pathlib import Path; from tfgpu.create import prefix_lock\n"
+    code = ("import sys; from pathlib import Path; from tfgpu.execute import prefix_lock\n"
             "try:\n    cm = prefix_lock(Path(sys.argv[1])); cm.__enter__()\n"
             "except Exception as e:\n    print(type(e).__name__, e); sys.exit(1)\n")
     with prefix_lock(prefix):

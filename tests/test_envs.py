@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tfgpu import envs
+from tfgpu import registry
 from tfgpu.errors import InputError, UsageError
 
 
@@ -25,83 +25,83 @@ def fake_venv(path: Path) -> Path:
 
 
 def test_home_honours_tfgpu_home(home: Path) -> None:
-    assert envs.home() == home.resolve()
+    assert registry.home() == home.resolve()
 
 
 def test_home_defaults_to_platformdirs(monkeypatch: pytest.MonkeyPatch) -> None:
     import platformdirs
 
     monkeypatch.delenv("TFGPU_HOME")
-    assert envs.home() == Path(platformdirs.user_data_dir("tfgpu", appauthor=False))
+    assert registry.home() == Path(platformdirs.user_data_dir("tfgpu", appauthor=False))
 
 
 def test_record_find_update_and_list(tmp_path: Path) -> None:
     p = str(fake_venv(tmp_path / "e1"))
-    envs.record(name="e1", prefix=p, backend="pip", tool="uv", tf="2.20.0", python="3.11", recipe="pip-and-cuda",
+    registry.record(name="e1", prefix=p, backend="pip", tool="uv", tf="2.20.0", python="3.11", recipe="pip-and-cuda",
                 env_python=p + "/bin/python")
-    envs.update_smoke(p, {"passed": True, "mode": "gpu"})
-    (entry,) = envs.load()
+    registry.update_smoke(p, {"passed": True, "mode": "gpu"})
+    (entry,) = registry.load()
     assert entry["tf"] == "2.20.0"
     assert entry["smoke"] == {"passed": True, "mode": "gpu"}
-    assert envs.find("e1") == entry == envs.find(p)
-    doc = json.loads(envs.registry_path().read_text())
+    assert registry.find("e1") == entry == registry.find(p)
+    doc = json.loads(registry.registry_path().read_text())
     assert doc["schema"] == "tfgpu.envs/1"
     # recording the same prefix again replaces the entry
-    envs.record(name="e1", prefix=p, backend="pip", tool="uv", tf="2.19.0", python="3.11", recipe="r", env_python="x")
-    assert [e["tf"] for e in envs.load()] == ["2.19.0"]
+    registry.record(name="e1", prefix=p, backend="pip", tool="uv", tf="2.19.0", python="3.11", recipe="r", env_python="x")
+    assert [e["tf"] for e in registry.load()] == ["2.19.0"]
 
 
 def test_corrupt_registry_is_an_input_error(home: Path) -> None:
     home.mkdir(parents=True)
-    envs.registry_path().write_text("{not json")
+    registry.registry_path().write_text("{not json")
     with pytest.raises(InputError, match="unreadable"):
-        envs.load()
+        registry.load()
 
 
 def test_remove_only_what_tfgpu_made(tmp_path: Path) -> None:
     made = fake_venv(tmp_path / "made")
     other = fake_venv(tmp_path / "other")
-    envs.record(name="made", prefix=str(made), backend="pip", tool="uv", tf="2.20.0", python="3.11", recipe="r",
+    registry.record(name="made", prefix=str(made), backend="pip", tool="uv", tf="2.20.0", python="3.11", recipe="r",
                 env_python="x")
     with pytest.raises(UsageError, match="not an environment tfgpu made"):
-        envs.remove(str(other))
+        registry.remove(str(other))
     assert other.exists()
-    envs.remove("made")
+    registry.remove("made")
     assert not made.exists()
-    assert envs.load() == []
+    assert registry.load() == []
 
 
 def test_remove_refuses_a_directory_that_is_no_longer_an_environment(tmp_path: Path) -> None:
     d = tmp_path / "was-env"
     d.mkdir()
     (d / "precious.txt").write_text("keep")
-    envs.record(name="w", prefix=str(d), backend="pip", tool="uv", tf="2.20.0", python="3.11", recipe="r", env_python="x")
+    registry.record(name="w", prefix=str(d), backend="pip", tool="uv", tf="2.20.0", python="3.11", recipe="r", env_python="x")
     with pytest.raises(UsageError, match="does not look like an environment"):
-        envs.remove("w")
+        registry.remove("w")
     assert (d / "precious.txt").exists()
 
 
 @pytest.mark.parametrize("bad", ["/", "~"])
 def test_prefix_root_and_home_refused(bad: str) -> None:
     with pytest.raises(UsageError, match="refusing"):
-        envs.check_prefix(bad)
+        registry.check_prefix(bad)
 
 
 def test_prefix_inside_site_packages_or_another_env_refused(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="site-packages"):
-        envs.check_prefix(tmp_path / "lib" / "python3.11" / "site-packages" / "x")
+        registry.check_prefix(tmp_path / "lib" / "python3.11" / "site-packages" / "x")
     outer = fake_venv(tmp_path / "outer")
     with pytest.raises(UsageError, match="inside another environment"):
-        envs.check_prefix(outer / "inner")
+        registry.check_prefix(outer / "inner")
     f = tmp_path / "file"
     f.write_text("")
     with pytest.raises(UsageError, match="not a directory"):
-        envs.check_prefix(f)
+        registry.check_prefix(f)
 
 
 def test_relative_and_dotdot_prefixes_are_resolved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    assert envs.check_prefix("a/../b") == (tmp_path / "b").resolve()
+    assert registry.check_prefix("a/../b") == (tmp_path / "b").resolve()
 
 
 def test_cli_envs_and_remove(tmp_path: Path, cli: Any) -> None:
@@ -109,7 +109,7 @@ def test_cli_envs_and_remove(tmp_path: Path, cli: Any) -> None:
     assert code == 0
     assert "no environments yet" in out
     p = fake_venv(tmp_path / "cli-env")
-    envs.record(name="cli-env", prefix=str(p), backend="pip", tool="uv", tf="2.20.0", python="3.11", recipe="r",
+    registry.record(name="cli-env", prefix=str(p), backend="pip", tool="uv", tf="2.20.0", python="3.11", recipe="r",
                 env_python="x")
     code, out, _ = cli("envs")
     assert code == 0

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tfgpu import explain as ex
-from tfgpu.compat import load_toml
 from tfgpu.errors import DataError, InputError
+from tfgpu.knowledge import load_toml
 
 from .conftest import DATA, REPO
 

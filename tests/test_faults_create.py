@@ -20,10 +20,10 @@ import pytest
 from tests.conftest import fake_venv_plan, isolate_installers
 from tests.fake_programs.wheels import build_fake_tensorflow, build_wheel
 from tests.test_create_real import BASE_PY, HAVE_UV, facts, make_plan, needs_uv
-from tfgpu import envs, run
+from tfgpu import registry, run
 from tfgpu._record import replace
-from tfgpu.create import run_plan
 from tfgpu.errors import Interrupted, StepFailed
+from tfgpu.execute import run_plan
 from tfgpu.plan import Step
 
 pytestmark = pytest.mark.real_subprocess
@@ -153,7 +153,7 @@ def test_installer_killed_mid_way_is_named_and_cleaned_up(tmp_path: Path) -> Non
     assert "was kept" in line
     assert marker.read_text() == "old"
     assert not (prefix / "lib" / "half-installed").exists()
-    assert envs.load()[0]["prefix"] == str(prefix.resolve())  # the registry still names the old one
+    assert registry.load()[0]["prefix"] == str(prefix.resolve())  # the registry still names the old one
 
 
 # --------------------------------------------------------------------------- Ctrl-C at each step
@@ -182,7 +182,7 @@ def test_ctrl_c_at_each_step(tmp_path: Path, wheelhouse: Path, at: int, force: b
         run_plan(make_plan(prefix, wheelhouse, uv=True))
         marker = prefix / "old-marker"
         marker.write_text("old")
-    registry = envs.load()
+    entries = registry.load()
     plan = make_plan(prefix, wheelhouse, uv=True)
 
     def on_step(i: int, n: int, step: Step) -> None:
@@ -193,7 +193,7 @@ def test_ctrl_c_at_each_step(tmp_path: Path, wheelhouse: Path, at: int, force: b
         run_plan(plan, force=force, on_step=on_step)
     assert f"the partial environment {prefix.resolve()} was removed" in info.value.one_line()
     assert info.value.exit_code == 130
-    assert envs.load() == registry
+    assert registry.load() == entries
     assert (sorted(p.name for p in prefix.parent.iterdir()) if prefix.parent.exists() else []) == \
         (["tf"] if force else [])
     if marker is not None:
@@ -227,7 +227,7 @@ def test_ctrl_c_during_the_real_install_step(tmp_path: Path, wheelhouse: Path) -
 _HOLDER = """
 import sys
 from pathlib import Path
-from tfgpu.create import run_plan
+from tfgpu.execute import run_plan
 from tfgpu.plan import Plan, Step
 prefix = Path(sys.argv[1])
 make = "import pathlib, sys; p = pathlib.Path(sys.argv[1]); p.mkdir(parents=True); (p / 'pyvenv.cfg').write_text('x')"

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import MAKE_VENV, fake_venv_plan, isolate_installers
-from tfgpu import envs
-from tfgpu.create import run_plan
+from tfgpu import registry
+from tfgpu.execute import run_plan
 
 pytestmark = [pytest.mark.safety, pytest.mark.real_subprocess, pytest.mark.faults]
 
@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.safety, pytest.mark.real_subprocess, pytest.mark.fault
 DRIVER = """
 import sys
 from pathlib import Path
-from tfgpu.create import run_plan
+from tfgpu.execute import run_plan
 from tfgpu.errors import TfgpuError
 from tfgpu.plan import Plan, Step
 prefix, installer, make = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -131,7 +131,7 @@ def test_signals_during_force_restore_the_old_environment(tmp_path: Path, signal
     assert marker.read_text() == "old"
     assert _siblings(prefix) == ["tf"]  # no .tf.tfgpu-old-PID, no partial
     _wait_dead(pids, within=2.0)
-    assert envs.created_by_tfgpu(prefix.resolve()) is not None  # the old one is still tfgpu's, replaceable
+    assert registry.created_by_tfgpu(prefix.resolve()) is not None  # the old one is still tfgpu's, replaceable
 
 
 def test_sigkill_strands_nothing_for_long(tmp_path: Path, cli: Any) -> None:
@@ -185,7 +185,7 @@ def test_stranded_trash_and_partial_are_removed_by_the_next_create(tmp_path: Pat
         d = prefix.with_name(f".tf.tfgpu-{kind}-{dead.pid}")
         d.mkdir()
         (d / "x").write_text("x")
-    found = envs.stranded([prefix])
+    found = registry.stranded([prefix])
     assert sorted(s.kind for s in found) == ["partial", "trash"]
     run_plan(fake_venv_plan(prefix), force=True)
     assert _siblings(prefix) == ["tf"]

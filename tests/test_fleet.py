@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from tfgpu import __version__, report
-from tfgpu.compat import load_kb
 from tfgpu.fleet import engines, render
 from tfgpu.fleet import merge as fm
+from tfgpu.knowledge import load_kb
 from tfgpu.verdict import diagnose
 
 DATA = Path(__file__).parent / "data" / "facts"

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from tests.conftest import LOCK_FACTS, needs_engine
-from tfgpu import envs, lockfile, run
+from tfgpu import lockfile, registry, run
 from tfgpu._record import replace
 from tfgpu.backends.lock import read_lock_info
-from tfgpu.compat import load_kb
-from tfgpu.create import run_plan
 from tfgpu.engine import PARTIAL_MARK
 from tfgpu.errors import Interrupted, StepFailed
+from tfgpu.execute import run_plan
+from tfgpu.knowledge import load_kb
 from tfgpu.plan import Plan, Step, plan_from_lock
 
 Cli = Callable[..., tuple[int, str, str]]
@@ -96,7 +96,7 @@ def test_lock_then_create_from_lock_reproduces_the_package_set_offline(
     code, out, err = cli("create", "--from-lock", str(lock), "--prefix", str(tmp_path / "a"), *args)
     assert code == 0, (out, err)
     assert conda_meta(tmp_path / "a") == locked
-    entry = envs.find(str((tmp_path / "a").resolve()))
+    entry = registry.find(str((tmp_path / "a").resolve()))
     assert entry is not None
     assert (entry["tf"], entry["backend"], entry["python"]) == ("2.2.0", "rattler", "3.8")
 
@@ -183,7 +183,7 @@ def test_interrupted_from_lock_create_leaves_nothing_behind(cli: Cli, channel: P
     log = info.value.log_path.read_text()  # type: ignore[attr-defined]
     if mode == "ignore":  # the engine was killed: tfgpu's cleanup hook removed its partial directory
         assert "# removed the partial install" in log
-    assert envs.find(str(prefix)) is None
+    assert registry.find(str(prefix)) is None
 
 
 def test_failed_from_lock_install_leaves_nothing_behind(cli: Cli, channel: Path, tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ from tests.conftest import needs_engine
 from tfgpu import lockfile
 from tfgpu.backends.config import Config, load_config, parse_config
 from tfgpu.backends.lock import detect_lock_kind, read_custom_metadata, read_lock_info
-from tfgpu.compat import load_kb
 from tfgpu.errors import InputError, UsageError
+from tfgpu.knowledge import load_kb
 from tfgpu.plan import LockedPkg, LockInfo, is_anaconda_channel, plan_environment, plan_from_lock
 
 KB = load_kb()

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import DATA
 from tests.test_tables import COMPAT, _load_script, needs_tomllib
-from tfgpu.compat import load_kb, load_toml, normalize_gpu_name, normalize_pci_device_id
+from tfgpu.knowledge import load_kb, load_toml, normalize_gpu_name, normalize_pci_device_id
 from tfgpu.probe import parsers as P
 from tfgpu.probe.driver import resolve_driver
 from tfgpu.verdict import gpu_cc_of

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tfgpu import compat, explain
+from tfgpu import explain, knowledge
 
 FACTS = str(Path(__file__).parent / "data/facts/r740-4x-tesla-m60.json")
 RUNS = (
@@ -24,7 +24,7 @@ RUNS = (
 
 
 def _clear() -> None:
-    for f in (compat.load_kb, compat.load_explain_data, compat.load_toml, explain.load_catalog):
+    for f in (knowledge.load_kb, knowledge.load_explain_data, knowledge.load_toml, explain.load_catalog):
         f.cache_clear()
 
 
@@ -71,10 +71,10 @@ def test_compat_doctor_plan_and_explain_read_no_toml_when_the_cache_is_warm(
 
 
 def test_the_cached_tables_are_the_parsed_tables(cache_dir: Path) -> None:
-    parsed = compat._parse_kb()
-    compat.load_kb()  # writes the cache
+    parsed = knowledge._parse_kb()
+    knowledge.load_kb()  # writes the cache
     _clear()
-    cached = compat.load_kb()
+    cached = knowledge.load_kb()
     assert cached is not parsed
     for name in ("notes", "pins", "python_limits", "verified", "container_images", "container_series",
                  "container_rules", "macos_tags", "source_tables"):
@@ -82,8 +82,8 @@ def test_the_cached_tables_are_the_parsed_tables(cache_dir: Path) -> None:
     assert cached.pins
     assert cached.notes
     assert cached.container_images
-    assert cached.sources("pins") == dict(compat.load_toml("pins")["sources"])
-    assert compat.pin_source_urls(cached.pins[0]).startswith("http")
+    assert cached.sources("pins") == dict(knowledge.load_toml("pins")["sources"])
+    assert knowledge.pin_source_urls(cached.pins[0]).startswith("http")
 
 
 def test_old_cache_files_are_removed_but_never_a_symlink(cache_dir: Path, tmp_path: Path) -> None:
@@ -96,9 +96,9 @@ def test_old_cache_files_are_removed_but_never_a_symlink(cache_dir: Path, tmp_pa
     other = cache_dir / "notes.json"  # not a cache file
     for path in (old, old_explain, other):
         path.write_text("[]")
-    compat.load_kb()
-    compat.load_explain_data()
-    current = compat._cache_file()
+    knowledge.load_kb()
+    knowledge.load_explain_data()
+    current = knowledge._cache_file()
     assert current is not None
     assert not old.exists()
     assert not old_explain.exists()
@@ -110,13 +110,13 @@ def test_old_cache_files_are_removed_but_never_a_symlink(cache_dir: Path, tmp_pa
 
 
 def test_a_corrupt_explain_section_is_ignored_with_one_line(cache_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    compat.load_explain_data()
-    current = compat._cache_file()
+    knowledge.load_explain_data()
+    current = knowledge._cache_file()
     assert current is not None
     section = current.with_name(current.name.replace(".json", ".explain.json"))
     section.write_text('{"not": "ours"')
     os.chmod(section, 0o600)
     _clear()
-    assert compat.load_explain_data() == compat.load_toml("explain")
+    assert knowledge.load_explain_data() == knowledge.load_toml("explain")
     err = capsys.readouterr().err
     assert err == f"tfgpu: note: ignored the corrupt cache {section}; rebuilt it\n"

@@ -10,8 +10,8 @@ import pytest
 
 from tests.conftest import DATA
 from tests.test_verdict import gpu_facts
-from tfgpu.compat import load_kb
 from tfgpu.errors import InputError
+from tfgpu.knowledge import load_kb
 from tfgpu.lint import (
     detect_kind,
     hides_every_gpu,

@@ -46,7 +46,7 @@ NO_GPU = {"schema": "tfgpu.facts/1", "platform": {"os": "linux", "arch": "x86_64
 
 
 def test_conda_lock_target_for_tf22_is_anacondas_metapackage_with_python38() -> None:
-    from tfgpu.compat import load_kb
+    from tfgpu.knowledge import load_kb
 
     kb = load_kb()
     t = locking.lock_target(kb, NO_GPU, "2.2.0", "linux-64", backend="rattler")
@@ -59,7 +59,7 @@ def test_conda_lock_target_for_tf22_is_anacondas_metapackage_with_python38() -> 
 
 
 def test_conda_lock_target_for_216_is_conda_forge_cuda_build() -> None:
-    from tfgpu.compat import load_kb
+    from tfgpu.knowledge import load_kb
 
     kb = load_kb()
     t = locking.lock_target(kb, NO_GPU, "2.16.1", "linux-64", backend="rattler")
@@ -261,7 +261,7 @@ def test_unknown_backend_and_platform_are_usage_errors(cli: Cli, tmp_path: Path)
 
 
 def test_pip_lock_requirements_carry_the_create_pins() -> None:
-    from tfgpu.compat import load_kb
+    from tfgpu.knowledge import load_kb
 
     t = locking.lock_target(load_kb(), NO_GPU, "2.16.1", "linux-64", backend="pip")
     assert t.recipe == "pip-and-cuda"

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from tfgpu.compat import load_kb
 from tfgpu.doctor import doctor_result
 from tfgpu.errors import TfgpuError, UsageError
+from tfgpu.knowledge import load_kb
 from tfgpu.locking import lock_target
 from tfgpu.plan import Plan, plan_cpu_environment, plan_environment, resolve_target
 

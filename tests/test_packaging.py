@@ -42,7 +42,7 @@ def test_installed_wheel_reads_its_own_compat_outside_the_source_tree(wheel, tmp
     elsewhere.mkdir()
     env = {**os.environ, "PYTHONPATH": str(site)}
     probe = (
-        "import tfgpu, tfgpu.compat as c; "
+        "import tfgpu, tfgpu.knowledge as c; "
         "print(tfgpu.__file__); print(c.compat_dir()); print(c.data_version())"
     )
     proc = subprocess.run([sys.executable, "-c", probe], cwd=elsewhere, env=env,

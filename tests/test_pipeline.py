@@ -170,7 +170,7 @@ def test_the_walker_finds_a_cycle() -> None:
 #: late in issue 17's session) is judged inside tfgpu.verdict.judge_release and itself uses the verdict's
 #: records and GPU rules, and the knowledge base's loaders; untangling it means moving the verdict's records
 #: (Finding, BackendVerdict, Machine) and GPU rules into a module both import.
-KNOWN_BACK_EDGES = {("tfgpu.containers", "tfgpu.verdict"), ("tfgpu.containers", "tfgpu.compat"),
+KNOWN_BACK_EDGES = {("tfgpu.containers", "tfgpu.verdict"), ("tfgpu.containers", "tfgpu.knowledge"),
                     ("tfgpu.containers", "tfgpu.plan")}
 
 
@@ -193,7 +193,7 @@ def test_no_module_of_tfgpu_imports_one_that_imports_it_back() -> None:
 def test_the_engine_child_is_told_the_drivers_cuda_and_does_not_probe_again(monkeypatch: pytest.MonkeyPatch) -> None:
     from tfgpu import engine
     from tfgpu.backends.conda import rattler_create_steps
-    from tfgpu.compat import load_kb
+    from tfgpu.knowledge import load_kb
 
     kb = load_kb()
     facts = {"platform": {"os": "linux"}, "driver": {"version": "470.82.01", "cuda": None}}
@@ -247,8 +247,8 @@ class _Recorder:
 
 
 def test_create_environment_is_a_library_function(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tfgpu.compat import load_kb
     from tfgpu.doctor import doctor_result
+    from tfgpu.knowledge import load_kb
     from tfgpu.pipeline import CreateRequest, create_environment
 
     monkeypatch.setenv("TFGPU_HOME", str(tmp_path / "home"))
@@ -284,7 +284,7 @@ def test_a_driver_override_does_not_keep_the_probed_drivers_cuda() -> None:
 
 
 def test_a_pip_lock_is_for_the_python_this_machine_would_build_with() -> None:
-    from tfgpu.compat import load_kb
+    from tfgpu.knowledge import load_kb
     from tfgpu.locking import lock_target
 
     facts = {"platform": {"os": "linux", "arch": "x86_64", "glibc": "2.35"},

@@ -11,8 +11,8 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from tfgpu.choose import candidate_recipes
-from tfgpu.compat import load_kb, load_pins
 from tfgpu.errors import UsageError
+from tfgpu.knowledge import load_kb, load_pins
 from tfgpu.plan import (
     NVIDIA_LIBPATH_TF,
     Plan,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.probe_helpers import PROBE, FakeGpu, FakeNvmlLib, Profile, fake_nvml, r740_profile
-from tfgpu.compat import load_kb
+from tfgpu.knowledge import load_kb
 from tfgpu.probe import detect_facts
 from tfgpu.report import doctor_document
 from tfgpu.verdict import BLOCKED, READY, diagnose, judge_target

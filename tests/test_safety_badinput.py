@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import LOCK_FACTS
-from tfgpu import envs
+from tfgpu import registry
 
 pytestmark = pytest.mark.safety
 
@@ -198,8 +198,8 @@ def full_fs(tmp_path: Path) -> Iterator[Path]:
 @pytest.mark.real_subprocess
 def test_read_only_tfgpu_home_is_rc_1(cli: Cli, monkeypatch: pytest.MonkeyPatch, ro_fs: Path) -> None:
     from tests.conftest import fake_venv_plan
-    from tfgpu.create import run_plan
     from tfgpu.errors import NotReady
+    from tfgpu.execute import run_plan
 
     monkeypatch.setenv("TFGPU_HOME", str(ro_fs / "home"))
     with pytest.raises(NotReady, match="cannot write tfgpu's"):
@@ -210,11 +210,11 @@ def test_read_only_tfgpu_home_is_rc_1(cli: Cli, monkeypatch: pytest.MonkeyPatch,
 @pytest.mark.real_subprocess
 def test_full_tfgpu_home_during_prefix_lock_is_rc_1(monkeypatch: pytest.MonkeyPatch, full_fs: Path) -> None:
     from tests.conftest import fake_venv_plan
-    from tfgpu.create import run_plan
     from tfgpu.errors import NotReady
+    from tfgpu.execute import run_plan
 
     monkeypatch.setenv("TFGPU_HOME", str(full_fs / "home"))
-    with pytest.raises(NotReady) as info, envs.prefix_lock(full_fs / "x"):
+    with pytest.raises(NotReady) as info, registry.prefix_lock(full_fs / "x"):
         pass
     assert "No space left on device" in info.value.one_line()
     with pytest.raises(NotReady):
@@ -239,7 +239,7 @@ def test_debug_with_an_internal_error_is_rc_3_with_the_traceback(monkeypatch: py
         raise ZeroDivisionError(msg)
 
     monkeypatch.setattr(envs_cmd, "envs_cmd", lambda json_out=False: boom())
-    monkeypatch.setattr(envs, "load", lambda: boom())
+    monkeypatch.setattr(registry, "load", lambda: boom())
     assert cli_mod.main(["--debug", "envs"]) == 3
     err = capsys.readouterr().err
     assert "Traceback" in err

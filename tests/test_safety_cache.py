@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tfgpu import _kbcache, compat
+from tfgpu import _kbcache, knowledge
 
 pytestmark = pytest.mark.safety
 
@@ -23,9 +23,9 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     d = tmp_path / "cache"
     d.mkdir(mode=0o700)
     monkeypatch.setenv("TFGPU_CACHE_DIR", str(d))
-    compat.load_kb.cache_clear()
+    knowledge.load_kb.cache_clear()
     yield d
-    compat.load_kb.cache_clear()
+    knowledge.load_kb.cache_clear()
 
 
 class _Boom:
@@ -43,7 +43,7 @@ def _planted(flag: Path) -> bytes:
 
 def test_a_planted_pickle_never_runs(cache_dir: Path, tmp_path: Path, cli: Any) -> None:
     flag = tmp_path / "pwned"
-    target = compat._cache_file()
+    target = knowledge._cache_file()
     assert target is not None
     for name in (target.name, target.with_suffix(".pickle").name):
         (cache_dir / name).write_bytes(_planted(flag))
@@ -55,8 +55,8 @@ def test_a_planted_pickle_never_runs(cache_dir: Path, tmp_path: Path, cli: Any) 
 
 
 def test_the_cache_round_trips_the_knowledge_base_with_shared_records(cache_dir: Path) -> None:
-    kb = compat.load_kb()
-    again = compat.load_kb.__wrapped__()
+    kb = knowledge.load_kb()
+    again = knowledge.load_kb.__wrapped__()
     assert again == kb
     assert again.series("linux") == kb.series("linux")
     # identity shared as it was: one Release object reached from two places stays one object
@@ -64,11 +64,11 @@ def test_the_cache_round_trips_the_knowledge_base_with_shared_records(cache_dir:
 
 
 def test_decode_refuses_classes_outside_the_allow_list() -> None:
-    classes = compat._cache_classes()
+    classes = knowledge._cache_classes()
     with pytest.raises(ValueError, match="KeyError"):
-        _kbcache.decode(["r", "Popen", "args", ["l", "sh"]], classes, compat.Version, compat.VersionSpec)
+        _kbcache.decode(["r", "Popen", "args", ["l", "sh"]], classes, knowledge.Version, knowledge.VersionSpec)
     with pytest.raises(ValueError, match="not cache data"):
-        _kbcache.decode(["x", 1], classes, compat.Version, compat.VersionSpec)
+        _kbcache.decode(["x", 1], classes, knowledge.Version, knowledge.VersionSpec)
     with pytest.raises(TypeError):
         _kbcache.encode(_Boom(), classes)
 
@@ -101,13 +101,13 @@ def test_a_cache_in_a_directory_others_can_write_is_not_read(cache_dir: Path) ->
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a file another user owns needs root")
 def test_a_cache_file_owned_by_another_user_is_not_read_nor_replaced(cache_dir: Path, cli: Any) -> None:
-    target = compat._cache_file()
+    target = knowledge._cache_file()
     assert target is not None
     target.write_text("[]")
     os.chown(target, 65534, 65534)
     assert "belongs to another user" in _refused(target)
-    compat.load_kb.cache_clear()
-    compat.load_kb()
+    knowledge.load_kb.cache_clear()
+    knowledge.load_kb()
     assert target.stat().st_uid == 65534  # not rewritten either
 
 
@@ -126,22 +126,22 @@ def test_writes_use_unpredictable_names_and_never_follow_a_planted_link(cache_di
 
 
 def test_a_truncated_cache_is_rebuilt_with_a_note(cache_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    kb = compat.load_kb()
-    target = compat._cache_file()
+    kb = knowledge.load_kb()
+    target = knowledge._cache_file()
     assert target is not None
     target.write_bytes(target.read_bytes()[:1000])
-    compat.load_kb.cache_clear()
-    assert compat.load_kb() == kb
+    knowledge.load_kb.cache_clear()
+    assert knowledge.load_kb() == kb
     err = capsys.readouterr().err
     assert err == f"tfgpu: note: ignored the corrupt cache {target}; rebuilt it\n"
-    compat.load_kb.cache_clear()
-    compat.load_kb()
+    knowledge.load_kb.cache_clear()
+    knowledge.load_kb()
     assert capsys.readouterr().err == ""  # rebuilt: read cleanly next time
 
 
 def test_an_absent_optional_table_keeps_the_cache_on(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    before = compat._cache_file()
-    monkeypatch.setattr(compat, "KB_FILES", (*compat.KB_FILES, "no-such-table"))
-    after = compat._cache_file()
+    before = knowledge._cache_file()
+    monkeypatch.setattr(knowledge, "KB_FILES", (*knowledge.KB_FILES, "no-such-table"))
+    after = knowledge._cache_file()
     assert after is not None  # it returned None: every doctor ran without a cache
     assert after != before

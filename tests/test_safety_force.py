@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import fake_venv_plan, isolate_installers
-from tfgpu import envs
-from tfgpu.create import run_plan
+from tfgpu import registry
 from tfgpu.errors import UsageError
+from tfgpu.execute import run_plan
 
 pytestmark = pytest.mark.safety
 
@@ -61,14 +61,14 @@ def test_force_refuses_a_copied_marker_that_the_registry_does_not_name(tmp_path:
     run_plan(fake_venv_plan(made))
     other = tmp_path / "other"
     _users_venv(other)
-    (other / envs.MARKER).write_bytes((made / envs.MARKER).read_bytes())  # same id, other prefix
+    (other / registry.MARKER).write_bytes((made / registry.MARKER).read_bytes())  # same id, other prefix
     with pytest.raises(UsageError, match="not created by tfgpu"):
         run_plan(fake_venv_plan(other), force=True)
     assert (other / "my_project.py").exists()
     # a marker that is a symlink to a real one is not a marker
-    (other / envs.MARKER).unlink()
-    (other / envs.MARKER).symlink_to(made / envs.MARKER)
-    assert envs.read_marker(other) is None
+    (other / registry.MARKER).unlink()
+    (other / registry.MARKER).symlink_to(made / registry.MARKER)
+    assert registry.read_marker(other) is None
 
 
 @pytest.mark.real_subprocess
@@ -76,16 +76,16 @@ def test_force_replaces_what_tfgpu_made_and_says_what(tmp_path: Path) -> None:
     prefix = tmp_path / "tf"
     first = run_plan(fake_venv_plan(prefix))
     assert first.replaced_what is None
-    old_id = envs.read_marker(prefix)
+    old_id = registry.read_marker(prefix)
     assert old_id is not None
-    assert envs.find(str(prefix))["id"] == old_id  # type: ignore[index]
+    assert registry.find(str(prefix))["id"] == old_id  # type: ignore[index]
     second = run_plan(fake_venv_plan(prefix), force=True)
     assert second.replaced
     assert second.replaced_what is not None
     assert "TensorFlow 2.20.0 (venv), created" in second.replaced_what
-    new_id = envs.read_marker(prefix)
+    new_id = registry.read_marker(prefix)
     assert new_id not in (None, old_id)
-    assert envs.find(str(prefix))["id"] == new_id  # type: ignore[index]
+    assert registry.find(str(prefix))["id"] == new_id  # type: ignore[index]
 
 
 def test_cli_force_refuses_a_users_venv_with_rc_2(tmp_path: Path, cli: Any, data_dir: Path) -> None:
@@ -105,7 +105,7 @@ def test_cli_force_refuses_a_users_venv_with_rc_2(tmp_path: Path, cli: Any, data
 def _record_many(home: str, worker: int, n: int) -> None:
     os.environ["TFGPU_HOME"] = home
     for i in range(n):
-        envs.record(name=f"w{worker}-{i}", prefix=f"/envs/w{worker}-{i}", backend="pip", tool="uv", tf="2.20.0",
+        registry.record(name=f"w{worker}-{i}", prefix=f"/envs/w{worker}-{i}", backend="pip", tool="uv", tf="2.20.0",
                     python="3.11", recipe="r", env_python="x")
 
 
@@ -118,7 +118,7 @@ def test_registry_keeps_every_entry_under_concurrency(home: Path) -> None:
     for p in procs:
         p.join(120)
         assert p.exitcode == 0
-    assert len(envs.load()) == 80
+    assert len(registry.load()) == 80
 
 
 def test_registry_save_uses_unpredictable_names_and_never_follows_a_planted_link(home: Path, tmp_path: Path) -> None:
@@ -126,10 +126,10 @@ def test_registry_save_uses_unpredictable_names_and_never_follows_a_planted_link
     victim = tmp_path / "victim"
     victim.write_text("keep")
     (home / f".envs.{os.getpid()}.tmp").symlink_to(victim)  # the old predictable name
-    envs.record(name="a", prefix="/envs/a", backend="pip", tool="uv", tf="2.20.0", python="3.11", recipe="r",
+    registry.record(name="a", prefix="/envs/a", backend="pip", tool="uv", tf="2.20.0", python="3.11", recipe="r",
                 env_python="x")
     assert victim.read_text() == "keep"
-    assert [e["name"] for e in envs.load()] == ["a"]
+    assert [e["name"] for e in registry.load()] == ["a"]
 
 
 def test_remove_of_a_prefix_that_became_a_symlink_is_refused(tmp_path: Path, cli: Any) -> None:
@@ -139,7 +139,7 @@ def test_remove_of_a_prefix_that_became_a_symlink_is_refused(tmp_path: Path, cli
     (target / "pyvenv.cfg").write_text("home = /usr/bin\n")
     (target / "data.txt").write_text("x")
     prefix.symlink_to(target)
-    envs.record(name="env", prefix=str(prefix), backend="pip", tool="uv", tf="2.20.0", python="3.11", recipe="r",
+    registry.record(name="env", prefix=str(prefix), backend="pip", tool="uv", tf="2.20.0", python="3.11", recipe="r",
                 env_python="x")
     rc, _, err = cli("remove", "env", "--yes")
     assert rc == 2, err
@@ -151,9 +151,9 @@ def test_remove_takes_the_prefix_lock(tmp_path: Path, cli: Any) -> None:
     prefix = tmp_path / "env"
     prefix.mkdir()
     (prefix / "pyvenv.cfg").write_text("home = /usr/bin\n")
-    envs.record(name="env", prefix=str(prefix), backend="pip", tool="uv", tf="2.20.0", python="3.11", recipe="r",
+    registry.record(name="env", prefix=str(prefix), backend="pip", tool="uv", tf="2.20.0", python="3.11", recipe="r",
                 env_python="x")
-    with envs.prefix_lock(prefix):
+    with registry.prefix_lock(prefix):
         rc, _, err = cli("remove", "env", "--yes")
     assert rc == 1, err
     assert "is being created by tfgpu pid" in err
@@ -162,7 +162,7 @@ def test_remove_takes_the_prefix_lock(tmp_path: Path, cli: Any) -> None:
 
 def test_corrupt_registry_is_found_before_building(tmp_path: Path, home: Path) -> None:
     home.mkdir(parents=True, exist_ok=True)
-    envs.registry_path().write_text("{not json")
+    registry.registry_path().write_text("{not json")
     prefix = tmp_path / "tf"
     with pytest.raises(UsageError, match="unreadable"):
         run_plan(fake_venv_plan(prefix))  # no real subprocess may start: the registry is checked first

@@ -16,8 +16,8 @@ import yaml
 from tests.conftest import LOCK_FACTS
 from tfgpu import safety
 from tfgpu._record import replace
-from tfgpu.compat import load_kb
 from tfgpu.errors import InputError, NotReady, UsageError
+from tfgpu.knowledge import load_kb
 from tfgpu.plan import Step, plan_environment, render_environment_yml, render_sh
 
 pytestmark = pytest.mark.safety

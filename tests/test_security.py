@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import DATA
-from tfgpu import create, report
+from tfgpu import execute, report
 from tfgpu.plan import Plan, Step
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "tfgpu"
@@ -136,7 +136,7 @@ def test_installer_steps_do_not_see_pythonpath_or_pythonhome(tmp_path: Path, mon
             "(p / 'pyvenv.cfg').write_text('x'); print('ENV ' + json.dumps({k: os.environ.get(k) for k in "
             "('PYTHONPATH', 'PYTHONHOME', 'HTTPS_PROXY', 'PIP_NO_INPUT')}))")
     # PYTHONHOME would break this very interpreter: run it with -I, as the leak check is what matters
-    result = create.run_plan(_plan(prefix, Step((sys.executable, "-I", "-c", show, str(prefix)), "show",
+    result = execute.run_plan(_plan(prefix, Step((sys.executable, "-I", "-c", show, str(prefix)), "show",
                                                 env=(("PIP_NO_INPUT", "1"),))))
     line = next(x for x in result.log_path.read_text().splitlines() if x.startswith("ENV "))
     seen = json.loads(line[4:])
@@ -148,7 +148,7 @@ def test_smoke_of_a_new_environment_does_not_see_pythonpath(monkeypatch: pytest.
     monkeypatch.setenv("PYTHONPATH", "/home/u/src/tensorflow-build")
     monkeypatch.setenv("PYTHONHOME", "/opt/other-python")
     plan = _plan(Path("/envs/tf"))
-    env = create.activation_env(plan)
+    env = execute.activation_env(plan)
     from tfgpu.smoke.runner import child_env
 
     child = child_env(env)  # what run_smoke gives the new environment's interpreter
@@ -167,7 +167,7 @@ def test_smoke_child_really_ignores_the_callers_pythonpath(tmp_path: Path, monke
     (shadow / "tensorflow").mkdir(parents=True)
     (shadow / "tensorflow" / "__init__.py").write_text("raise SystemExit('the wrong tensorflow')\n")
     monkeypatch.setenv("PYTHONPATH", str(shadow))
-    env = child_env(create.activation_env(_plan(tmp_path / "env")))
+    env = child_env(execute.activation_env(_plan(tmp_path / "env")))
     res = capture([sys.executable, "-c", "import sys; print(any('shadow' in p for p in sys.path))"],
                   timeout=30, env=env)
     assert res.ok, res.describe()

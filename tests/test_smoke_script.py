@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tfgpu import explain
-from tfgpu.compat import load_toml
+from tfgpu.knowledge import load_toml
 from tfgpu.smoke import runner
 
 from .conftest import DATA, REPO
@@ -154,7 +154,7 @@ def test_an_empty_pythonhome_is_removed_not_passed_to_the_child() -> None:
                     reason="needs a Python 3.6")
 def test_the_smoke_runner_starts_a_python_3_6(tmp_path: Path) -> None:
     """The real interpreter that failed: a Python 3.6 child under the environment `tfgpu create` gives it."""
-    from tfgpu.create import activation_env
+    from tfgpu.execute import activation_env
     from tfgpu.plan import Plan
     from tfgpu.run import capture
 

@@ -13,8 +13,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from tests.conftest import DATA, REPO, load_file_module
-from tfgpu import compat
-from tfgpu.compat import PyRange, load_kb, load_notes, load_toml, normalize_cuda, series_of
+from tfgpu import knowledge
+from tfgpu.knowledge import PyRange, load_kb, load_notes, load_toml, normalize_cuda, series_of
 
 COMPAT = REPO / "compat"
 SCRIPTS = REPO / "scripts"
@@ -69,7 +69,7 @@ def test_every_row_is_one_line(path: Path):
     for line, row in zip(lines, rows):
         assert line.endswith("},"), line[:80]
         assert tomllib.loads("row = " + line[:-1])["row"] == row
-    assert data["schema"] == compat.SCHEMAS[path.stem]
+    assert data["schema"] == knowledge.SCHEMAS[path.stem]
 
 
 def test_sources_table_comes_last_so_no_array_hides_inside_it():
@@ -343,45 +343,45 @@ def test_noxfile_runs_every_update_script():
 
 
 def test_parsed_knowledge_base_cache_is_keyed_by_content(tmp_path, monkeypatch, capsys):
-    from tfgpu import _kbcache, compat
+    from tfgpu import _kbcache, knowledge
 
     monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path))
-    compat.load_kb.cache_clear()
+    knowledge.load_kb.cache_clear()
     try:
-        first = compat.load_kb()
+        first = knowledge.load_kb()
         (cache,) = tmp_path.glob("kb-*.json")
-        again = compat.load_kb.__wrapped__()  # read back from the file
+        again = knowledge.load_kb.__wrapped__()  # read back from the file
         assert again == first
         assert again is not first
-        compat.load_kb.cache_clear()
+        knowledge.load_kb.cache_clear()
         cache.write_bytes(b"not json")
-        again = compat.load_kb()  # a broken cache is ignored and rewritten, with a note naming it
+        again = knowledge.load_kb()  # a broken cache is ignored and rewritten, with a note naming it
         assert again == first
         assert f"ignored the corrupt cache {cache}" in capsys.readouterr().err
         assert _kbcache.read(cache)[0] == "r"
         monkeypatch.setenv("TFGPU_NO_CACHE", "1")
-        assert compat._cache_file() is None
+        assert knowledge._cache_file() is None
     finally:
-        compat.load_kb.cache_clear()
+        knowledge.load_kb.cache_clear()
 
 
 def test_the_cache_key_changes_when_a_data_file_or_a_cached_module_changes(tmp_path, monkeypatch):
     import os
 
-    from tfgpu import _kbcache, _record, compat
+    from tfgpu import _kbcache, _record, knowledge
 
     monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path))
-    before = compat._cache_file()
-    assert before == compat._cache_file()  # stable while nothing changes
-    for path in (compat.compat_dir() / "cuda.toml", Path(compat.__file__), Path(_record.__file__),
+    before = knowledge._cache_file()
+    assert before == knowledge._cache_file()  # stable while nothing changes
+    for path in (knowledge.compat_dir() / "cuda.toml", Path(knowledge.__file__), Path(_record.__file__),
                  Path(_kbcache.__file__)):
         st = path.stat()
         try:
             os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
-            assert compat._cache_file() != before, path.name
+            assert knowledge._cache_file() != before, path.name
         finally:
             os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-        assert compat._cache_file() == before
+        assert knowledge._cache_file() == before
 
 
 # --------------------------------------------------------------------------- VersionSpec == packaging's SpecifierSet
@@ -411,13 +411,13 @@ def _specs(draw: st.DrawFn) -> str:
 def test_version_spec_agrees_with_packaging(spec: str, version: str) -> None:
     from packaging.version import Version
 
-    from tfgpu.compat import VersionSpec
+    from tfgpu.knowledge import VersionSpec
 
     assert (Version(version) in VersionSpec(spec)) == (Version(version) in SpecifierSet(spec))
 
 
 def test_version_spec_refuses_what_packaging_refuses() -> None:
-    from tfgpu.compat import InvalidSpecifier, VersionSpec
+    from tfgpu.knowledge import InvalidSpecifier, VersionSpec
 
     for bad in ("banana", ">=", "=>2.1", "~=2", ">=2.*"):
         with pytest.raises(InvalidSpecifier):
@@ -431,30 +431,30 @@ def test_a_cached_knowledge_base_with_prebuilt_indexes_judges_exactly_as_a_fresh
     import json
 
     from tests.conftest import DATA
-    from tfgpu import compat, report
+    from tfgpu import knowledge, report
     from tfgpu.verdict import diagnose
 
     facts = json.loads((DATA / "facts" / facts_name).read_text())
     monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path))
-    compat.load_kb.cache_clear()
+    knowledge.load_kb.cache_clear()
     try:
-        compat.load_kb()  # parses and writes the cache, indexes built
+        knowledge.load_kb()  # parses and writes the cache, indexes built
         (_cache,) = tmp_path.glob("kb-*.json")
-        cached = compat.load_kb.__wrapped__()  # read back from the cache file
+        cached = knowledge.load_kb.__wrapped__()  # read back from the cache file
         assert len(cached._memo) > 100  # the indexes travel with the tables
-        fresh = compat._parse_kb()
+        fresh = knowledge._parse_kb()
         assert not fresh.__dict__.get("_memo")
         for tf in (None, "2.2", "1.15.0", "latest"):
             docs = [report.doctor_document(facts, diagnose(facts, kb, tf=tf), data_version=kb.data_version)
                     for kb in (cached, fresh)]
             assert docs[0] == docs[1], tf
     finally:
-        compat.load_kb.cache_clear()
+        knowledge.load_kb.cache_clear()
 
 
 def test_a_failing_index_warm_up_still_gives_a_knowledge_base(tmp_path, monkeypatch):
     import tfgpu.verdict
-    from tfgpu import compat
+    from tfgpu import knowledge
 
     def broken(kb, os="linux"):
         msg = "verdict bug"
@@ -462,10 +462,10 @@ def test_a_failing_index_warm_up_still_gives_a_knowledge_base(tmp_path, monkeypa
 
     monkeypatch.setattr(tfgpu.verdict, "warm_up", broken)
     monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path))
-    compat.load_kb.cache_clear()
+    knowledge.load_kb.cache_clear()
     try:
-        kb = compat.load_kb()
+        kb = knowledge.load_kb()
         assert kb.builds  # the tables...
         assert "_memo" not in kb.__dict__  # ...without half-built indexes
     finally:
-        compat.load_kb.cache_clear()
+        knowledge.load_kb.cache_clear()

@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from tfgpu.compat import load_kb
 from tfgpu.errors import NotReady, UsageError, clip_words
+from tfgpu.knowledge import load_kb
 from tfgpu.plan import cpu_dist, plan_cpu_environment
 
 KB = load_kb()
@@ -322,10 +322,10 @@ def _conda_like(tmp_path: Path, name: str) -> Path:
 
 @pytest.mark.real_subprocess
 def test_run_uses_the_venvs_activation_and_returns_the_commands_exit_code(tmp_path: Path, cli: Cli) -> None:
-    from tfgpu import envs
+    from tfgpu import registry
 
     prefix = _venv(tmp_path, "v")
-    envs.record(name="v", prefix=str(prefix), backend="pip", tool="venv", tf="2.21.0", python="3.11", recipe="cpu",
+    registry.record(name="v", prefix=str(prefix), backend="pip", tool="venv", tf="2.21.0", python="3.11", recipe="cpu",
                 env_python=str(prefix / "bin" / "python"))
     out = tmp_path / "out.json"
     script = ("import json, os, sys; json.dump({'prefix': sys.prefix, 'var': os.environ.get('TFGPU_TEST_VAR'), "
@@ -343,11 +343,11 @@ def test_run_uses_the_venvs_activation_and_returns_the_commands_exit_code(tmp_pa
 
 @pytest.mark.real_subprocess
 def test_run_sources_conda_activate_d_without_conda(tmp_path: Path, cli: Cli) -> None:
-    from tfgpu import envs
+    from tfgpu import registry
     from tfgpu.userenv import activated_environ, find_entry
 
     prefix = _conda_like(tmp_path, "c")
-    envs.record(name="c", prefix=str(prefix), backend="rattler", tool="rattler", tf="2.17.0", python="3.11",
+    registry.record(name="c", prefix=str(prefix), backend="rattler", tool="rattler", tf="2.17.0", python="3.11",
                 recipe="conda-forge-tensorflow-cuda", env_python=str(prefix / "bin" / "python"))
     env = activated_environ(find_entry("c"), {"PATH": "/usr/bin:/bin", "TF_FORCE_GPU_ALLOW_GROWTH": "false"})
     assert env["CONDA_PREFIX"] == str(prefix)
@@ -361,13 +361,13 @@ def test_run_sources_conda_activate_d_without_conda(tmp_path: Path, cli: Cli) ->
 
 
 def test_run_refuses_what_tfgpu_did_not_make_and_a_missing_directory(tmp_path: Path, cli: Cli) -> None:
-    from tfgpu import envs
+    from tfgpu import registry
 
     code, _, err = cli("run", "nope", "--", "python")
     assert code == 2
     assert "tfgpu envs" in err
     gone = tmp_path / "gone"
-    envs.record(name="gone", prefix=str(gone), backend="pip", tool="venv", tf="2.21.0", python="3.11", recipe="cpu",
+    registry.record(name="gone", prefix=str(gone), backend="pip", tool="venv", tf="2.21.0", python="3.11", recipe="cpu",
                 env_python=str(gone / "bin" / "python"))
     code, _, err = cli("run", "gone", "--", "python")
     assert code == 2
@@ -377,7 +377,7 @@ def test_run_refuses_what_tfgpu_did_not_make_and_a_missing_directory(tmp_path: P
 
 
 def test_smoke_without_a_target_picks_the_newest_environment_or_says_how(tmp_path: Path, cli: Cli) -> None:
-    from tfgpu import envs
+    from tfgpu import registry
     from tfgpu.userenv import most_recent
 
     code, _, err = cli("smoke")
@@ -385,7 +385,7 @@ def test_smoke_without_a_target_picks_the_newest_environment_or_says_how(tmp_pat
     assert "--name NAME, --prefix DIR or --python EXE" in err
     for n in ("old", "new"):
         (tmp_path / n).mkdir()
-        envs.record(name=n, prefix=str(tmp_path / n), backend="pip", tool="venv", tf="2.21.0", python="3.11",
+        registry.record(name=n, prefix=str(tmp_path / n), backend="pip", tool="venv", tf="2.21.0", python="3.11",
                     recipe="cpu", env_python=str(tmp_path / n / "bin" / "python"))
     entry = most_recent()
     assert entry is not None
@@ -407,10 +407,10 @@ def test_create_ends_with_how_to_use_the_environment() -> None:
 
 
 def test_envs_marks_a_missing_directory_and_remove_only_forgets_it(tmp_path: Path, cli: Cli) -> None:
-    from tfgpu import envs
+    from tfgpu import registry
 
     gone = tmp_path / "gone"
-    envs.record(name="gone", prefix=str(gone), backend="pip", tool="venv", tf="2.21.0", python="3.11", recipe="cpu",
+    registry.record(name="gone", prefix=str(gone), backend="pip", tool="venv", tf="2.21.0", python="3.11", recipe="cpu",
                 env_python=str(gone / "bin" / "python"))
     code, out, err = cli("envs")
     assert code == 0
@@ -420,7 +420,7 @@ def test_envs_marks_a_missing_directory_and_remove_only_forgets_it(tmp_path: Pat
     code, out, err = cli("remove", "gone")  # no --yes needed: nothing on disk is deleted
     assert code == 0, err
     assert "forgot the registry entry of gone; nothing was on disk" in out
-    assert envs.find("gone") is None
+    assert registry.find("gone") is None
 
 
 def test_overrides_are_marked_in_the_ci_log_and_the_driver_cuda_is_derived(tmp_path: Path, cli: Cli) -> None:
@@ -488,9 +488,9 @@ def test_e2e_cpu_route_create_run_and_smoke(tmp_path: Path, monkeypatch: pytest.
     code, out, err = cli("create", "--tf", "2.21", "--cpu", "--name", "cpu221", "--yes", "--timeout", "1800")
     assert code == 0, (out, err)
     assert "tfgpu run cpu221 -- python" in out  # create ends with how to use it
-    from tfgpu import envs
+    from tfgpu import registry
 
-    entry = envs.find("cpu221")
+    entry = registry.find("cpu221")
     assert entry is not None
     site = next(iter(Path(entry["prefix"]).glob("lib/python*/site-packages")))
     assert not list(site.glob("nvidia*")), "the CPU route installed nvidia-* wheels"
@@ -534,7 +534,7 @@ def test_python_range_refusal_of_a_conda_recipe_names_the_range_first(tmp_path: 
 def test_run_puts_the_nvidia_wheels_libraries_on_ld_library_path_where_the_release_needs_it(tmp_path: Path) -> None:
     import sys
 
-    from tfgpu import envs
+    from tfgpu import registry
     from tfgpu.plan import _venv_nvidia_snippet
     from tfgpu.userenv import activated_environ, find_entry
 
@@ -544,7 +544,7 @@ def test_run_puts_the_nvidia_wheels_libraries_on_ld_library_path_where_the_relea
     lib.mkdir(parents=True)
     with (prefix / "bin" / "activate").open("a") as fh:  # what create appends for TF 2.16/2.17 (tensorflow#63362)
         fh.write(_venv_nvidia_snippet(xy))
-    envs.record(name="tf217", prefix=str(prefix), backend="pip", tool="venv", tf="2.17.1", python=xy,
+    registry.record(name="tf217", prefix=str(prefix), backend="pip", tool="venv", tf="2.17.1", python=xy,
                 recipe="pip-and-cuda", env_python=str(prefix / "bin" / "python"))
     env = activated_environ(find_entry("tf217"), {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/opt/x"})
     assert env["LD_LIBRARY_PATH"].split(":") == [str(lib), "/opt/x"]
@@ -554,10 +554,10 @@ def test_run_puts_the_nvidia_wheels_libraries_on_ld_library_path_where_the_relea
 @pytest.mark.real_subprocess
 def test_shell_opens_the_users_shell_inside_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                             cli: Cli) -> None:
-    from tfgpu import envs
+    from tfgpu import registry
 
     prefix = _venv(tmp_path, "sh-env")
-    envs.record(name="sh-env", prefix=str(prefix), backend="pip", tool="venv", tf="2.21.0", python="3.11",
+    registry.record(name="sh-env", prefix=str(prefix), backend="pip", tool="venv", tf="2.21.0", python="3.11",
                 recipe="cpu", env_python=str(prefix / "bin" / "python"))
     seen = tmp_path / "env.txt"
     fake_shell = tmp_path / "fake-shell"  # stands in for an interactive $SHELL: records what it was given

@@ -14,7 +14,7 @@ import pytest
 from packaging.version import Version
 
 from tests.conftest import DATA
-from tfgpu.compat import load_kb, normalize_cuda
+from tfgpu.knowledge import load_kb, normalize_cuda
 from tfgpu.verdict import (
     BLOCKED,
     CAVEATS,

@@ -10,7 +10,7 @@ import pytest
 from packaging.version import Version
 
 from tfgpu.choose import _system_cuda_matches
-from tfgpu.compat import load_kb
+from tfgpu.knowledge import load_kb
 from tfgpu.plan import plan_environment
 from tfgpu.verdict import _apply_cvd, judge_target, system_cuda_serves
 

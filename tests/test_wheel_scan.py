@@ -16,7 +16,7 @@ from packaging.version import Version
 from tests.conftest import REPO, load_file_module
 from tests.test_verdict import base_facts
 from tfgpu._record import replace
-from tfgpu.compat import ArchTargets, VersionSpec, load_kb
+from tfgpu.knowledge import ArchTargets, VersionSpec, load_kb
 from tfgpu.verdict import judge_release
 
 COMPAT = REPO / "compat"

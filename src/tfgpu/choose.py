@@ -26,8 +26,8 @@ from tfgpu._record import record, replace
 from tfgpu.errors import UsageError
 
 if TYPE_CHECKING:
-    from tfgpu.compat import KnowledgeBase, Recipe
     from tfgpu.facts import Facts
+    from tfgpu.knowledge import KnowledgeBase, Recipe
     from tfgpu.verdict import DoctorResult, TargetVerdict
 
 # The values --backend takes, and the container runtimes, are defined once in tfgpu.options (a leaf module

@@ -28,7 +28,7 @@ app = typer.Typer(
 
 def _version_callback(value: bool) -> None:
     if value:
-        from tfgpu.compat import data_version
+        from tfgpu.knowledge import data_version
 
         typer.echo(f"tfgpu {__version__} (knowledge base {data_version()})")
         raise typer.Exit(0)

@@ -15,7 +15,8 @@ from typing import Any, TextIO
 from packaging.version import InvalidVersion, Version
 
 from tfgpu._record import record
-from tfgpu.compat import (
+from tfgpu.errors import UsageError
+from tfgpu.knowledge import (
     OSES,
     ArchTargets,
     Build,
@@ -28,7 +29,6 @@ from tfgpu.compat import (
     verified_status,
     version,
 )
-from tfgpu.errors import UsageError
 
 SCHEMA = "tfgpu.compat/1"
 OS_ORDER = ("linux", "windows", "macos")

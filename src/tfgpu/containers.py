@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import Version
 
 from tfgpu._record import record
-from tfgpu.compat import ContainerImage, KnowledgeBase, container_images, ngc_images, version
+from tfgpu.knowledge import ContainerImage, KnowledgeBase, container_images, ngc_images, version
 from tfgpu.options import CONTAINER_RUNTIMES  # the one table of backends and runtimes
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from tfgpu.options import SHARED
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from tfgpu.compat import KnowledgeBase
+    from tfgpu.knowledge import KnowledgeBase
     from tfgpu.verdict import DoctorResult
 
 #: What `doctor --backend` takes: the recipe backends and the container routes (tfgpu.options, defined once).
@@ -169,7 +169,7 @@ def run_doctor(
     pending = start_facts(facts_file=facts_file, overrides=overrides, timeout=timeout, fork=fork_probes)
     try:
         from tfgpu import report
-        from tfgpu.compat import load_kb
+        from tfgpu.knowledge import load_kb
         kb = load_kb()
     except BaseException:  # a bad knowledge base or Ctrl-C: stop the probe child before the error goes up
         pending.cancel()  # type: ignore[attr-defined]

@@ -272,7 +272,7 @@ def _index_word(runs: Sequence[str], common: Mapping[str, int] | None = None) ->
 @functools.lru_cache(maxsize=1)
 def load_catalog() -> Catalog:
     """The catalog shipped in compat/explain.toml (cached)."""
-    from tfgpu.compat import load_explain_data
+    from tfgpu.knowledge import load_explain_data
 
     return build_catalog(load_explain_data())
 

@@ -235,7 +235,7 @@ def _bad(key: str, value: str, want: str) -> UsageError:
 
 def _driver_cuda(driver: str, facts: Mapping[str, Any]) -> str | None:
     """The newest CUDA a driver version runs (compat/cuda.toml's minimum drivers), or None when unknown."""
-    from tfgpu.compat import load_kb
+    from tfgpu.knowledge import load_kb
     from tfgpu.verdict import Machine
 
     m = Machine.from_facts(as_facts({**facts, "driver": {"version": driver}}))

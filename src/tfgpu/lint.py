@@ -19,9 +19,9 @@ from typing import Any
 from packaging.version import Version
 
 from tfgpu._record import record
-from tfgpu.compat import KnowledgeBase, container_images, ngc_images, version
 from tfgpu.errors import InputError
 from tfgpu.facts import as_facts
+from tfgpu.knowledge import KnowledgeBase, container_images, ngc_images, version
 from tfgpu.verdict import ERROR, FAIL, PASS, SKIP, WARN, Check, Machine
 
 SCHEMA = "tfgpu.lint/1"

@@ -23,7 +23,7 @@ from tfgpu.lockfile import (
 )
 
 if TYPE_CHECKING:
-    from tfgpu.compat import KnowledgeBase
+    from tfgpu.knowledge import KnowledgeBase
 
 
 @record
@@ -145,7 +145,7 @@ def lock_conda(kb: KnowledgeBase, req: LockRequest, *, cache_dir: Path | None = 
     """Solve the recipe's conda packages for every platform with the embedded engine; returns the Lock
     and notes. Needs the channels (network) unless they are local."""
     from tfgpu import __version__, engine
-    from tfgpu.compat import data_version
+    from tfgpu.knowledge import data_version
 
     env = os.environ if env is None else env
     packages: list[LockedPackage] = []

@@ -50,7 +50,7 @@ class Outcome:
     exit_code: int
     plan: Any = None  # tfgpu.plan.Plan
     verdict: dict[str, Any] | None = None
-    built: Any = None  # tfgpu.create.CreateResult
+    built: Any = None  # tfgpu.execute.CreateResult
     smoke: dict[str, Any] | None = None  # the smoke report's JSON document
     notes: list[str] = field(default_factory=list)
 
@@ -93,7 +93,7 @@ def without_programs(facts: dict[str, Any]) -> dict[str, Any]:
 def refuse_foreign_prefix(prefix: str | None, force: bool) -> None:
     """`create --force --prefix DIR`: a directory tfgpu did not make is refused before anything else."""
     if prefix is not None and force:
-        from tfgpu.envs import check_prefix
+        from tfgpu.registry import check_prefix
 
         what_force_replaces(str(check_prefix(prefix)), force)
 
@@ -115,7 +115,7 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
         tf = lock_plan.tf
     assert tf is not None
     # 1. judge
-    from tfgpu.compat import load_kb
+    from tfgpu.knowledge import load_kb
     from tfgpu.verdict import judge_target
 
     verdict: dict[str, Any] | None = None
@@ -177,7 +177,7 @@ def _build_and_verify(req: CreateRequest, events: CreateEvents, facts: dict[str,
         outcome.exit_code = 1
         return outcome
     # 3. execute
-    from tfgpu.create import run_plan
+    from tfgpu.execute import run_plan
 
     try:
         with events.building(plan):
@@ -208,8 +208,8 @@ def _build_and_verify(req: CreateRequest, events: CreateEvents, facts: dict[str,
     if req.no_smoke:
         events.say("smoke test skipped (--no-smoke)")
         return outcome
-    from tfgpu import envs
-    from tfgpu.create import activation_env
+    from tfgpu import registry
+    from tfgpu.execute import activation_env
     from tfgpu.smoke.runner import run_smoke
 
     allow_cpu = req.allow_cpu or bool(getattr(plan, "cpu", False))
@@ -217,7 +217,7 @@ def _build_and_verify(req: CreateRequest, events: CreateEvents, facts: dict[str,
     passed = bool(report.passed(allow_cpu))
     doc = report.to_json(allow_cpu=allow_cpu)
     outcome.smoke = doc
-    envs.update_smoke(str(result.prefix), {"passed": passed, "allow_cpu": allow_cpu, "mode": doc.get("mode"),
+    registry.update_smoke(str(result.prefix), {"passed": passed, "allow_cpu": allow_cpu, "mode": doc.get("mode"),
                                            "summary": doc.get("summary")})
     events.say(f"smoke test: {doc.get('summary')}")
     for f in doc.get("findings") or []:
@@ -241,9 +241,9 @@ def build_plan(
 
     from tfgpu.backends.config import load_config
     from tfgpu.backends.detect import detect_conda_envs_dir, detect_tools
-    from tfgpu.compat import load_kb
-    from tfgpu.envs import check_prefix, home
+    from tfgpu.knowledge import load_kb
     from tfgpu.plan import CONDA_TOOLS, plan_environment, resolve_target
+    from tfgpu.registry import check_prefix, home
 
     kb = load_kb()
     config = load_config()
@@ -297,9 +297,9 @@ def build_plan(
 def build_container_plan(*, tf: str, backend: str, image: str | None, name: str | None, facts: dict[str, Any]) -> Any:
     """The container plan (tfgpu.containers.plan_container) with this installation's smoke script and the
     image cache directory (effects: where they are)."""
-    from tfgpu.compat import load_kb
     from tfgpu.containers import plan_container
-    from tfgpu.envs import home
+    from tfgpu.knowledge import load_kb
+    from tfgpu.registry import home
     from tfgpu.smoke.runner import SCRIPT
 
     return plan_container(load_kb(), as_facts(facts), tf, backend=backend, image_ref=image, smoke_script=str(SCRIPT),
@@ -315,10 +315,10 @@ def build_lock_plan(
 
     from tfgpu.backends.detect import detect_tools
     from tfgpu.backends.lock import read_lock_info
-    from tfgpu.compat import load_kb
-    from tfgpu.envs import check_prefix, home
     from tfgpu.errors import UsageError
+    from tfgpu.knowledge import load_kb
     from tfgpu.plan import plan_from_lock
+    from tfgpu.registry import check_prefix, home
 
     if name is not None and prefix is not None:
         msg = "--name and --prefix are exclusive"
@@ -400,7 +400,7 @@ def blocked_error(facts: Mapping[str, Any], verdict: Mapping[str, Any], tf: str)
 def alternative(facts: Mapping[str, Any], blocked_tf: str) -> dict[str, Any] | None:
     """What works here instead of a blocked target: the doctor's recommendation (a release that uses the GPU,
     else the CPU route)."""
-    from tfgpu.compat import load_kb
+    from tfgpu.knowledge import load_kb
     from tfgpu.verdict import recommend_instead
 
     return recommend_instead(as_facts(facts), load_kb(), blocked_tf)
@@ -411,8 +411,8 @@ def what_force_replaces(prefix: str, force: bool) -> str | None:
     prompt, a directory tfgpu did not make."""
     from pathlib import Path
 
-    from tfgpu import envs
-    from tfgpu.create import describe_entry
+    from tfgpu import registry
+    from tfgpu.execute import describe_entry
 
     path = Path(prefix)
     try:
@@ -421,8 +421,8 @@ def what_force_replaces(prefix: str, force: bool) -> str | None:
         return None
     if not (force and occupied):
         return None
-    with envs.prefix_lock(path):  # another tfgpu building it is "being created", not "not tfgpu's"
-        entry = envs.created_by_tfgpu(path)
-        if entry is None and not envs.stranded([path]):
-            raise envs.not_created_error(path)
+    with registry.prefix_lock(path):  # another tfgpu building it is "being created", not "not tfgpu's"
+        entry = registry.created_by_tfgpu(path)
+        if entry is None and not registry.stranded([path]):
+            raise registry.not_created_error(path)
     return describe_entry(entry) if entry is not None else "the environment a killed create left"

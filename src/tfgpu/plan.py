@@ -19,13 +19,13 @@ from tfgpu._record import field, record
 from tfgpu.choose import BACKENDS as BACKENDS  # re-exported: the values --backend takes
 from tfgpu.choose import CONDA_TOOLS as CONDA_TOOLS
 from tfgpu.choose import target_os as target_os
-from tfgpu.compat import Pin, VersionSpec, load_pins, pin_source_urls
 from tfgpu.errors import InputError, UsageError
+from tfgpu.knowledge import Pin, VersionSpec, load_pins, pin_source_urls
 from tfgpu.steps import Step as Step  # re-exported: plans are made of steps
 
 if TYPE_CHECKING:
-    from tfgpu.compat import KnowledgeBase
     from tfgpu.facts import Facts
+    from tfgpu.knowledge import KnowledgeBase
     from tfgpu.verdict import TargetVerdict
 
 PLAN_SCHEMA = "tfgpu.plan/1"
@@ -37,7 +37,7 @@ PLAN_SCHEMA = "tfgpu.plan/1"
 SMALL_GPU_MIB = 4096
 
 
-#: The pins tfgpu adds next to TensorFlow (``Pin``) live in compat/pins.toml (tfgpu.compat.load_pins),
+#: The pins tfgpu adds next to TensorFlow (``Pin``) live in compat/pins.toml (tfgpu.knowledge.load_pins),
 #: each with its evidence; ``nox -s recipes`` proves them by a real install (compat/verified.toml).
 
 

@@ -48,7 +48,7 @@ def _target_json(target: Any, *, verified: bool) -> dict[str, Any]:
     (compat/verified.toml, written by `nox -s recipes`)."""
     doc: dict[str, Any] = target.to_json()
     if verified:
-        from tfgpu.compat import verified_status
+        from tfgpu.knowledge import verified_status
 
         for b in doc.get("backends") or []:
             if b.get("recipe"):

@@ -24,13 +24,13 @@ ALLOW_GROWTH = ("TF_FORCE_GPU_ALLOW_GROWTH", "true")
 
 def find_entry(name: str | None = None, prefix: str | None = None) -> dict[str, Any]:
     """The registry entry of an environment tfgpu made, by name or prefix; refused (exit 2) otherwise."""
-    from tfgpu import envs
+    from tfgpu import registry
 
     if (name is None) == (prefix is None):
         msg = "name an environment: NAME or --prefix DIR" if name is None else "NAME and --prefix are exclusive"
         raise UsageError(msg, hint="`tfgpu envs` lists the environments tfgpu made")
     key = name if name is not None else str(Path(prefix or "").expanduser().resolve())
-    entry = envs.find(key)
+    entry = registry.find(key)
     if entry is None:
         msg = f"{key!r} is not an environment tfgpu made"
         raise UsageError(msg, hint="`tfgpu envs` lists them; `tfgpu create --tf 2.21 --cpu` makes one")
@@ -142,9 +142,9 @@ def how_to_use(entry: Mapping[str, Any], os_name: str = "linux") -> list[str]:
 
 def most_recent() -> dict[str, Any] | None:
     """The environment tfgpu made last (the registry's newest `created`) whose directory exists."""
-    from tfgpu import envs
+    from tfgpu import registry
 
-    items = [e for e in envs.load() if e.get("backend") not in CONTAINER_BACKENDS
+    items = [e for e in registry.load() if e.get("backend") not in CONTAINER_BACKENDS
              and Path(str(e.get("prefix"))).is_dir()]
     if not items:
         return None

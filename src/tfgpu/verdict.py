@@ -22,8 +22,8 @@ from tfgpu._record import field, record, replace
 from tfgpu.versions import normalize_cuda, series_of, version
 
 if TYPE_CHECKING:
-    from tfgpu.compat import ArchTargets, KnowledgeBase, Recipe, Release
     from tfgpu.facts import Facts
+    from tfgpu.knowledge import ArchTargets, KnowledgeBase, Recipe, Release
 
 PASS, WARN, FAIL, SKIP, ERROR = "pass", "warn", "fail", "skip", "error"
 READY, CAVEATS, BLOCKED = "ready", "caveats", "blocked"

@@ -1,4 +1,4 @@
-"""Version helpers shared by the knowledge base (tfgpu.compat) and the verdicts (tfgpu.verdict), in a module
+"""Version helpers shared by the knowledge base (tfgpu.knowledge) and the verdicts (tfgpu.verdict), in a module
 of their own so that neither has to import the other for them."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from tfgpu.facts import as_facts
 from tfgpu.steps import Step
 
 if TYPE_CHECKING:
-    from tfgpu.compat import KnowledgeBase
+    from tfgpu.knowledge import KnowledgeBase
 
 #: Channels as Anaconda's `defaults` multichannel is named by tools that do not know `defaults`.
 _DEFAULTS_FOR = {"micromamba": "anaconda", "rattler": "anaconda"}

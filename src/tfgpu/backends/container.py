@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tfgpu import envs, run
+from tfgpu import registry, run
 from tfgpu.plan import Plan
 
 
@@ -19,7 +19,7 @@ def create_container(plan: Plan, *, name: str, facts: Mapping[str, Any] | None, 
                      echo: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Pull, then smoke-test inside the image; record the image in the registry with the smoke result.
     Returns {"entry", "smoke", "log"}. A failed pull raises StepFailed (nothing is recorded)."""
-    from tfgpu.create import log_dir
+    from tfgpu.execute import log_dir
     from tfgpu.smoke.runner import build_report
 
     logs = log_dir()
@@ -27,7 +27,7 @@ def create_container(plan: Plan, *, name: str, facts: Mapping[str, Any] | None, 
     log = run.StepLog(logs / f"container-{name}-{time.strftime('%Y%m%d-%H%M%S')}.log", echo=echo)
     pull, smoke = plan.steps[0], plan.steps[1]
     run.run_step(pull.argv, log=log, timeout=timeout, on_line=echo)  # docker/podman print layer progress lines
-    entry = envs.record(name=name, prefix=plan.prefix, backend=plan.backend, tool=plan.tool, tf=plan.tf,
+    entry = registry.record(name=name, prefix=plan.prefix, backend=plan.backend, tool=plan.tool, tf=plan.tf,
                         python=plan.python, recipe=plan.recipe_id, env_python=plan.env_python)
     if no_smoke:
         return {"entry": entry, "smoke": None, "log": str(log.path)}
@@ -40,7 +40,7 @@ def create_container(plan: Plan, *, name: str, facts: Mapping[str, Any] | None, 
     report = build_report(f"python3 in {plan.recipe_id}", result, facts=facts)
     doc = report.to_json(allow_cpu=allow_cpu)
     passed = bool(report.passed(allow_cpu))
-    envs.update_smoke(plan.prefix, {"passed": passed, "allow_cpu": allow_cpu, "mode": doc.get("mode"),
+    registry.update_smoke(plan.prefix, {"passed": passed, "allow_cpu": allow_cpu, "mode": doc.get("mode"),
                                     "summary": doc.get("summary")})
     return {"entry": entry, "smoke": doc, "passed": passed, "log": str(log.path)}
 

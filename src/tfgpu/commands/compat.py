@@ -25,7 +25,7 @@ def compat(
     import json
 
     from tfgpu import compat_query
-    from tfgpu.compat import load_kb
+    from tfgpu.knowledge import load_kb
 
     query = compat_query.Query(os=os_name, tf=tf, cuda=cuda, driver=driver, python=python)
     doc = compat_query.compat_document(load_kb(), query)

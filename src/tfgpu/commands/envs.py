@@ -1,4 +1,4 @@
-"""`tfgpu envs` and `tfgpu remove`: list and delete the environments tfgpu made (its registry: tfgpu.envs)."""
+"""`tfgpu envs` and `tfgpu remove`: list and delete the environments tfgpu made (its registry: tfgpu.registry)."""
 
 from __future__ import annotations
 
@@ -19,14 +19,14 @@ def envs_cmd(json_out: bool = typer.Option(False, "--json", help="A JSON documen
     killed `tfgpu create` left behind (with the command that puts it right)."""
     import json
 
-    from tfgpu import envs
+    from tfgpu import registry
     from tfgpu.userenv import CONTAINER_BACKENDS
 
     items = [dict(e, missing=e.get("backend") not in CONTAINER_BACKENDS and not Path(str(e.get("prefix"))).is_dir())
-             for e in envs.load()]
-    stranded = envs.stranded()
+             for e in registry.load()]
+    stranded = registry.stranded()
     if json_out:
-        typer.echo(json.dumps({"schema": envs.REGISTRY_SCHEMA, "envs": items, "stranded": [
+        typer.echo(json.dumps({"schema": registry.REGISTRY_SCHEMA, "envs": items, "stranded": [
             {"path": str(s.path), "prefix": str(s.prefix), "kind": s.kind, "pid": s.pid, "command": s.command()}
             for s in stranded]}, indent=2))
         return 0
@@ -61,17 +61,17 @@ def remove_cmd(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
 ) -> int:
     """Delete an environment tfgpu made (only those in its registry)."""
-    from tfgpu import envs
+    from tfgpu import registry
     from tfgpu.errors import UsageError
 
-    entry = envs.find(name)
+    entry = registry.find(name)
     if entry is None:
         msg = f"{name!r} is not an environment tfgpu made"
         raise UsageError(msg, hint="`tfgpu envs` lists them")
     from tfgpu.userenv import CONTAINER_BACKENDS
 
     if entry.get("backend") not in CONTAINER_BACKENDS and not Path(str(entry["prefix"])).exists():
-        envs.remove(name)  # nothing on disk to lose: no confirmation needed
+        registry.remove(name)  # nothing on disk to lose: no confirmation needed
         typer.echo(f"forgot the registry entry of {entry.get('name') or entry['prefix']}; nothing was on disk "
                    f"({entry['prefix']} was already gone)")
         return 0
@@ -82,7 +82,7 @@ def remove_cmd(
         if not typer.confirm(f"Delete {entry['prefix']} (TensorFlow {entry.get('tf')})?", default=False):
             typer.echo("cancelled")
             return 1
-    envs.remove(name)
+    registry.remove(name)
     typer.echo(f"removed {entry['prefix']}")
     return 0
 

@@ -33,9 +33,9 @@ def merge(
     reports are still merged)."""
     import json
 
-    from tfgpu.compat import load_kb
     from tfgpu.fleet import merge as fleet_merge
     from tfgpu.fleet import render
+    from tfgpu.knowledge import load_kb
 
     html_path = _html_target(html_file) if html_file else None
     doc = fleet_merge.fleet_document(fleet_merge.merge(reports, kb=load_kb(), tf=tf, stdin=sys.stdin))

@@ -25,7 +25,7 @@ def run_lint(files: list[str], *, json_out: bool = False, facts_file: str | None
     import json
     import sys
 
-    from tfgpu.compat import load_kb
+    from tfgpu.knowledge import load_kb
     from tfgpu.lint import exit_code, lint_paths
 
     facts: dict[str, Any] | None

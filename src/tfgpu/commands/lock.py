@@ -67,7 +67,7 @@ def run_lock(
     from tfgpu import lockfile, locking
     from tfgpu.backends.config import load_config
     from tfgpu.backends.detect import detect_tools
-    from tfgpu.compat import load_kb
+    from tfgpu.knowledge import load_kb
     from tfgpu.plan import resolve_target
 
     kb = load_kb()

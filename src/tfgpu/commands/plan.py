@@ -161,7 +161,7 @@ def plan_cmd(
                           for_another_machine=fmt is not None)
     if json_out:
         from tfgpu import __version__
-        from tfgpu.compat import data_version
+        from tfgpu.knowledge import data_version
 
         doc = plan.to_json()
         doc["tfgpu_version"] = __version__

@@ -10,8 +10,8 @@ import json
 import re
 from typing import Any
 
-from tfgpu.compat import normalize_pci_device_id
 from tfgpu.errors import clip_words
+from tfgpu.knowledge import normalize_pci_device_id
 
 _NA = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]", "unknown error", "err!"}
 

@@ -360,7 +360,7 @@ def child_env(env: Mapping[str, str] | None = None, base: Mapping[str, str] | No
     out.update(CHILD_ENV)
     if env:
         out.update(env)
-    # tfgpu.create.activation_env blanks these to keep the caller's Python out; an empty value must be
+    # tfgpu.execute.activation_env blanks these to keep the caller's Python out; an empty value must be
     # removed, not passed: Python 3.6 (and 2.7) take PYTHONHOME="" as a home and die before main
     # ("Fatal Python error: Py_Initialize: Unable to get the locale encoding"), found by `nox -s recipes`
     for key in ("PYTHONHOME", "PYTHONPATH", "PYTHONSTARTUP"):
@@ -430,8 +430,8 @@ def env_search_dirs(environ: Mapping[str, str] | None = None, home: Path | None 
 
 
 def tfgpu_envs_dir() -> Path:
-    """tfgpu.envs.envs_dir: $TFGPU_HOME/envs, else the platform's data directory (as create puts them)."""
-    from tfgpu.envs import envs_dir
+    """tfgpu.registry.envs_dir: $TFGPU_HOME/envs, else the platform's data directory (as create puts them)."""
+    from tfgpu.registry import envs_dir
 
     return envs_dir()
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tfgpu import envs, run
+from tfgpu import registry, run
 from tfgpu._record import record
 from tfgpu.errors import Interrupted, StepFailed, TfgpuError, UsageError
 from tfgpu.plan import Plan, Step
@@ -35,7 +35,7 @@ class CreateResult:
 
 
 def log_dir() -> Path:
-    return envs.home() / "logs"
+    return registry.home() / "logs"
 
 
 def interesting_lines(lines: list[str], limit: int = 12) -> list[str]:
@@ -43,7 +43,7 @@ def interesting_lines(lines: list[str], limit: int = 12) -> list[str]:
     return (picked or lines)[-limit:]
 
 
-prefix_lock = envs.prefix_lock  # where it lives now; `remove` takes it too
+prefix_lock = registry.prefix_lock  # where it lives now; `remove` takes it too
 
 
 def _rmtree(path: Path) -> None:
@@ -92,17 +92,17 @@ def run_plan(
     Signals (README, "Reliability and security"): the first SIGINT, SIGTERM or SIGHUP stops the running
     step (its whole process group) and restores the previous state; later ones are counted, never obeyed,
     until that is done. A SIGKILL leaves the old environment in ``.NAME.tfgpu-old-PID``: the next command
-    that touches environments restores it (``envs.stranded``), and the installer dies with tfgpu (the
+    that touches environments restores it (``registry.stranded``), and the installer dies with tfgpu (the
     runner's watchdog).
     """
-    prefix = envs.check_prefix(plan.prefix)
-    envs.load()  # a corrupt registry is found before building, not after
+    prefix = registry.check_prefix(plan.prefix)
+    registry.load()  # a corrupt registry is found before building, not after
     logs = log_dir()
     try:
         logs.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         msg = f"cannot write tfgpu's logs in {logs}: {exc.strerror or exc}"
-        raise envs.NotReadyHome(msg, hint="free some space or set TFGPU_HOME to a writable directory") from None
+        raise registry.NotReadyHome(msg, hint="free some space or set TFGPU_HOME to a writable directory") from None
     stamp = time.strftime("%Y%m%d-%H%M%S")
     log_path = logs / f"create-{plan.name or prefix.name}-{stamp}-{os.getpid()}.log"
     log = run.StepLog(log_path, echo=echo)
@@ -110,7 +110,7 @@ def run_plan(
     log.write(f"# prefix: {prefix}")
     start = time.monotonic()
     with prefix_lock(prefix), run.signal_guard() as guard:
-        notes = [envs.recover(item, log.write) for item in envs.stranded([prefix])]
+        notes = [registry.recover(item, log.write) for item in registry.stranded([prefix])]
         aside: Path | None = None
         replaced: str | None = None
         if prefix.exists() and any(prefix.iterdir()):
@@ -118,13 +118,13 @@ def run_plan(
                 msg = f"{prefix} already exists"
                 raise UsageError(msg, hint="pass --force to replace it (the old one is kept until the new one "
                                            "works), or choose another --name/--prefix")
-            old = envs.created_by_tfgpu(prefix)
+            old = registry.created_by_tfgpu(prefix)
             if old is None:
-                raise envs.not_created_error(prefix)
+                raise registry.not_created_error(prefix)
             replaced = describe_entry(old)
         elif prefix.exists():
             prefix.rmdir()  # an empty directory: installers want to create it themselves
-        env_id = envs.new_env_id()
+        env_id = registry.new_env_id()
         try:
             if replaced is not None:
                 with guard.hold():  # the rename and knowing about it are one step for a signal
@@ -140,11 +140,11 @@ def run_plan(
                     run.run_step(step.argv, log=log, timeout=timeout, env=_step_env(step), on_line=on_line)
                 else:
                     _write(step, log)
-            if not plan.conda_named and not envs.is_environment(prefix):
+            if not plan.conda_named and not registry.is_environment(prefix):
                 msg = f"the steps finished but {prefix} is not an environment"
                 raise StepFailed(msg, hint=f"full log: {log_path}")
             if prefix.is_dir():
-                envs.write_marker(prefix, env_id)
+                registry.write_marker(prefix, env_id)
             guard.disarm()  # committed: from here on a signal waits until the registry names the new one
         except BaseException as exc:
             guard.disarm()  # a second Ctrl-C / TERM / HUP must not interrupt the restore
@@ -168,7 +168,7 @@ def run_plan(
             new.log_path = log_path  # type: ignore[attr-defined]
             new.log_tail = tail  # type: ignore[attr-defined]
             raise new from None
-        envs.record(name=plan.name, prefix=str(prefix), backend=plan.backend, tool=plan.tool, tf=plan.tf,
+        registry.record(name=plan.name, prefix=str(prefix), backend=plan.backend, tool=plan.tool, tf=plan.tf,
                     python=plan.python, recipe=plan.recipe_id, env_python=plan.env_python, env_id=env_id)
         if aside is not None:
             # one rename marks it as replaced; a kill during the delete leaves a -trash- dir, never an -old-
@@ -188,7 +188,7 @@ def describe_entry(entry: dict[str, object]) -> str:
 
 def _cleanup(prefix: Path, aside: Path | None, log: run.StepLog) -> None:
     """Restore first, with two renames (the partial new environment out, the old one back), then delete
-    the partial one. Idempotent: what a crash part-way leaves, `envs.stranded` finds and finishes."""
+    the partial one. Idempotent: what a crash part-way leaves, `registry.stranded` finds and finishes."""
     from tfgpu.backends.detect import cleanup_after_failure
 
     partial: Path | None = None
