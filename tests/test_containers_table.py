@@ -101,7 +101,7 @@ NVIDIA_HOSTS = ("https://docs.nvidia.com/", "https://github.com/NVIDIA/", "https
 
 
 def _raw() -> dict:
-    return compat.load_toml("containers")
+    return knowledge.load_toml("containers")
 
 
 def test_a_verified_ngc_row_cites_only_nvidia():

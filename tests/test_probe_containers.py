@@ -242,7 +242,7 @@ def test_probe_reports_the_nvidia_runtime_of_a_recorded_daemon(tmp_path: Path):
 @pytest.mark.real_subprocess
 def test_the_doctor_judges_the_container_route_from_the_recorded_daemon(tmp_path: Path):
     from tests.test_verdict import gpu_facts
-    from tfgpu.compat import load_kb, version
+    from tfgpu.knowledge import load_kb, version
     from tfgpu.verdict import BLOCKED, READY, judge_release
 
     prof = _docker_with_nvidia_runtime(tmp_path)
