@@ -86,11 +86,11 @@ def test_cpu_plan_never_installs_cuda(series: str) -> None:
 
 def test_cpu_dist_follows_pypi() -> None:
     # https://pypi.org/simple/tensorflow-cpu/: x86_64 Linux and Windows wheels from 2.1.0; aarch64 and macOS: none
-    assert cpu_dist(Version("2.21.0"), "linux") == "tensorflow-cpu"
-    assert cpu_dist(Version("2.21.0"), "windows", "AMD64") == "tensorflow-cpu"
-    assert cpu_dist(Version("2.0.4"), "linux") == "tensorflow"  # up to 2.0 `tensorflow` is the CPU build
-    assert cpu_dist(Version("2.21.0"), "linux", "aarch64") == "tensorflow"
-    assert cpu_dist(Version("2.21.0"), "macos", "arm64") == "tensorflow"
+    assert cpu_dist(KB, Version("2.21.0"), "linux") == "tensorflow-cpu"
+    assert cpu_dist(KB, Version("2.21.0"), "windows", "AMD64") == "tensorflow-cpu"
+    assert cpu_dist(KB, Version("2.0.4"), "linux") == "tensorflow"  # up to 2.0 `tensorflow` is the CPU build
+    assert cpu_dist(KB, Version("2.21.0"), "linux", "aarch64") == "tensorflow"
+    assert cpu_dist(KB, Version("2.21.0"), "macos", "arm64") == "tensorflow"
 
 
 def test_plan_and_create_cpu_on_a_machine_without_a_gpu(tmp_path: Path, cli: Cli) -> None:

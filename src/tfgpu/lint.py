@@ -342,8 +342,9 @@ def _tf_checks(base: BaseImage, inst: TfInstall, kb: KnowledgeBase, where: str) 
     if and_cuda:  # the nvidia-* wheels bring CUDA and cuDNN (judged above against the image's own)
         return out
     if base.kind == "other":
-        if v >= Version("2.14"):
-            out.append(_check("pip.tensorflow", WARN, f"{label}: from 2.14 the GPU libraries come with "
+        release = kb.gpu_release(v, "linux")
+        if release is not None and release.and_cuda:  # compat/releases.toml: the [and-cuda] extra (2.14+)
+            out.append(_check("pip.tensorflow", WARN, f"{label}: from {_and_cuda_since(kb)} the GPU libraries come with "
                               f"tensorflow[and-cuda]; plain '{inst.dist}' on {base.ref} finds no CUDA",
                               fix=f"pip install 'tensorflow[and-cuda]=={v}'"))
         else:
@@ -359,7 +360,7 @@ def _tf_checks(base: BaseImage, inst: TfInstall, kb: KnowledgeBase, where: str) 
     have = version(".".join(base.cuda.split(".")[:2]))
     built = version(".".join(str(build.cuda).split(".")[:2])) if "." in str(build.cuda) else version(f"{build.cuda}.0")
     problems = []
-    if not system_cuda_serves(have, built, v):
+    if not system_cuda_serves(have, built, v, kb):
         problems.append(f"it loads CUDA {build.cuda}, the image has CUDA {base.cuda}")
     want_cudnn = str(build.cudnn).split(".")[0]
     if not base.cudnn:
@@ -581,9 +582,15 @@ def read_input(path: str) -> str:
     return data.decode("utf-8", "replace")
 
 
+def _and_cuda_since(kb: KnowledgeBase) -> str:
+    """The first release whose wheels have the [and-cuda] extra (compat/releases.toml: 2.14)."""
+    first = min((r.version for r in kb.gpu_releases("linux") if r.and_cuda), default=None)
+    return f"{first.major}.{first.minor}" if first is not None else "?"
+
+
 def lint_paths(paths: Sequence[str], kb: KnowledgeBase, facts: Mapping[str, Any] | None) -> dict[str, Any]:
     """The lint document (tfgpu.lint/1) for ``paths``; raises InputError (exit 2) on unreadable input."""
-    m = Machine.from_facts(as_facts(facts)) if facts else None
+    m = Machine.from_facts(as_facts(facts), kb) if facts else None
     files = []
     for path in paths:
         text = read_input(path)

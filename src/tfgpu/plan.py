@@ -326,7 +326,7 @@ def judge_for_plan(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str) ->
     from tfgpu.verdict import Machine, judge_requested
 
     try:
-        return judge_requested(facts, kb, tf, backend=backend, machine=Machine.from_facts(facts))
+        return judge_requested(facts, kb, tf, backend=backend, machine=Machine.from_facts(facts, kb))
     except (UsageError, InvalidVersion):
         return None
 
@@ -586,17 +586,17 @@ def _judged(verdict: Any, tfs: str, kind: str, backend: str, recipe_id: str) -> 
 
 # --------------------------------------------------------------------------- the CPU route
 
-#: tensorflow-cpu is on PyPI from 2.1.0 for x86_64 Linux and Windows (https://pypi.org/simple/tensorflow-cpu/);
-#: up to 2.0 the `tensorflow` package itself is CPU-only (GPU builds were `tensorflow-gpu`), and on other
-#: machines (aarch64, macOS) `tensorflow` is the only name. Neither pulls nvidia-* wheels without [and-cuda].
-CPU_DIST_SOURCE = "https://pypi.org/simple/tensorflow-cpu/"
+def cpu_dist(kb: KnowledgeBase, v: Version, os_name: str, arch: str = "x86_64") -> str:
+    """The PyPI project that installs TensorFlow ``v`` for the CPU only: tensorflow-cpu where compat/rules.toml
+    `tensorflow-cpu-package` holds (x86_64 Linux and Windows from 2.1), else tensorflow (CPU-only up to 2.0; the
+    only name on aarch64 and macOS). Neither pulls nvidia-* wheels without [and-cuda]."""
+    return "tensorflow-cpu" if kb.rule("tensorflow-cpu-package").holds(v, os_name, arch) else "tensorflow"
 
 
-def cpu_dist(v: Version, os_name: str, arch: str = "x86_64") -> str:
-    """The PyPI project that installs TensorFlow ``v`` for the CPU only."""
-    if v >= Version("2.1") and os_name in ("linux", "wsl2", "windows") and arch in ("x86_64", "amd64", "AMD64", ""):
-        return "tensorflow-cpu"
-    return "tensorflow"
+def cpu_dist_source(kb: KnowledgeBase) -> str:
+    """Where the tensorflow-cpu rule comes from (a URL)."""
+    rule = kb.rule("tensorflow-cpu-package")
+    return str(kb.sources("rules").get(rule.source, {}).get("url", ""))
 
 
 def plan_cpu_environment(
@@ -624,17 +624,17 @@ def plan_cpu_environment(
         name = name or f"tf{tfs}-cpu"
         prefix = _join(os_name, home, "envs", name)
     ctx = Context(v=v, os=os_name, tools=tools, interpreters=interpreters(facts, tools),
-                  wheel_pythons=tuple(kb.pythons_for(v, os_kb)), python=python)
+                  wheel_pythons=tuple(kb.pythons_for(v, os_kb)), python=python, newest_python=kb.newest_python(os_kb))
     err = PIP.can_build(None, ctx)  # type: ignore[arg-type]  # the pip runner does not look at the recipe
     if err is not None:
         raise err
     py_ver = PIP.python_for(ctx)
     assert py_ver is not None
     arch = str((facts.get("platform") or {}).get("arch") or "x86_64")
-    dist = cpu_dist(v, os_name, arch)
+    dist = cpu_dist(kb, v, os_name, arch)
     reqs = [f"{dist}=={tfs}"]
     notes: list[str] = []
-    sources = [CPU_DIST_SOURCE]
+    sources = [cpu_dist_source(kb)]
     for p in pins_for(v):
         reqs.append(p.requirement)
         notes.append(f"pin {p.requirement}: {p.why}" + (" (inferred)" if p.confidence != "sourced" else ""))
