@@ -224,3 +224,25 @@ def test_the_hint_for_a_missing_interpreter_names_a_python_from_the_data() -> No
     err = PIP.can_build(None, replace(ctx, newest_python=""))  # type: ignore[arg-type]
     assert err is not None
     assert "uv python install" not in str(err.hint)
+
+
+def test_nvidia_library_path_follows_the_row() -> None:
+    from tfgpu.plan import _venv_nvidia_snippet, nvidia_libpath_needed
+
+    assert nvidia_libpath_needed(KB, Version("2.17.1"))
+    assert not nvidia_libpath_needed(KB, Version("2.18.0"))
+    wider = with_rule(KB, "nvidia-wheels-need-library-path", ">=2.16,<2.19")
+    assert nvidia_libpath_needed(wider, Version("2.18.0"))
+    snippet = _venv_nvidia_snippet("3.12", KB)
+    assert "TensorFlow >=2.16,<2.18 " in snippet
+    assert "https://github.com/tensorflow/tensorflow/issues/63362" in snippet
+
+
+def test_a_pip_lock_may_name_every_python_the_releases_table_has() -> None:
+    from tfgpu.locking import _any_python
+
+    assert "python3.13" in _any_python(KB)
+    newer = tuple(replace(r, linux_pythons=(*r.linux_pythons, "3.15")) if r.version == Version("2.21.0") else r
+                  for r in KB.releases)
+    assert "python3.15" in _any_python(replace(KB, releases=newer))
+    assert "python3.15" not in _any_python(KB)

@@ -543,7 +543,7 @@ def test_run_puts_the_nvidia_wheels_libraries_on_ld_library_path_where_the_relea
     lib = prefix / "lib" / f"python{xy}" / "site-packages" / "nvidia" / "cudnn" / "lib"
     lib.mkdir(parents=True)
     with (prefix / "bin" / "activate").open("a") as fh:  # what create appends for TF 2.16/2.17 (tensorflow#63362)
-        fh.write(_venv_nvidia_snippet(xy))
+        fh.write(_venv_nvidia_snippet(xy, KB))
     registry.record(name="tf217", prefix=str(prefix), backend="pip", tool="venv", tf="2.17.1", python=xy,
                 recipe="pip-and-cuda", env_python=str(prefix / "bin" / "python"))
     env = activated_environ(find_entry("tf217"), {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/opt/x"})

@@ -20,7 +20,7 @@ from tfgpu.choose import BACKENDS as BACKENDS  # re-exported: the values --backe
 from tfgpu.choose import CONDA_TOOLS as CONDA_TOOLS
 from tfgpu.choose import target_os as target_os
 from tfgpu.errors import InputError, UsageError
-from tfgpu.knowledge import Pin, VersionSpec, load_pins, pin_source_urls
+from tfgpu.knowledge import Pin, load_pins, pin_source_urls
 from tfgpu.steps import Step as Step  # re-exported: plans are made of steps
 
 if TYPE_CHECKING:
@@ -41,11 +41,16 @@ SMALL_GPU_MIB = 4096
 #: each with its evidence; ``nox -s recipes`` proves them by a real install (compat/verified.toml).
 
 
-#: TF 2.16/2.17 wheels do not find the CUDA libraries of their own nvidia-* wheels unless their lib
-#: directories are on LD_LIBRARY_PATH (tensorflow/tensorflow#63362, "TF 2.17.0 RC0 fails to work with
-#: GPUs (and TF 2.16 too)"; the workaround there is an activation script).
-NVIDIA_LIBPATH_TF = VersionSpec(">=2.16,<2.18")
-NVIDIA_LIBPATH_SOURCE = "https://github.com/tensorflow/tensorflow/issues/63362"
+def nvidia_libpath_needed(kb: KnowledgeBase, v: Version) -> bool:
+    """Do release ``v``'s wheels miss the CUDA libraries of their own nvidia-* wheels unless their lib directories
+    are on LD_LIBRARY_PATH (compat/rules.toml `nvidia-wheels-need-library-path`: 2.16-2.17)?"""
+    return kb.rule("nvidia-wheels-need-library-path").holds(v)
+
+
+def nvidia_libpath_source(kb: KnowledgeBase) -> str:
+    """Where that rule comes from (tensorflow/tensorflow#63362)."""
+    rule = kb.rule("nvidia-wheels-need-library-path")
+    return str(kb.sources("rules").get(rule.source, {}).get("url", ""))
 
 #: Anaconda's Terms of Service cover its own channels (repo.anaconda.com's `defaults` = pkgs/main + pkgs/r,
 #: and the `anaconda` channel on anaconda.org); community channels such as conda-forge are free to use.
@@ -206,10 +211,11 @@ def _posix_deactivation(lines: Sequence[str]) -> str:
     return "\n".join(body) + "\n"
 
 
-def _venv_nvidia_snippet(python: str) -> str:
+def _venv_nvidia_snippet(python: str, kb: KnowledgeBase) -> str:
+    releases = kb.rule("nvidia-wheels-need-library-path").applies
     return (
-        "\n# added by tfgpu: TensorFlow 2.16/2.17 does not find the CUDA libraries of its nvidia-* wheels\n"
-        f"# unless they are on LD_LIBRARY_PATH ({NVIDIA_LIBPATH_SOURCE})\n"
+        f"\n# added by tfgpu: TensorFlow {releases} does not find the CUDA libraries of its nvidia-* wheels\n"
+        f"# unless they are on LD_LIBRARY_PATH ({nvidia_libpath_source(kb)})\n"
         f"for _tfgpu_d in \"$VIRTUAL_ENV\"/lib/python{python}/site-packages/nvidia/*/lib; do\n"
         "  [ -d \"$_tfgpu_d\" ] && LD_LIBRARY_PATH=\"$_tfgpu_d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\"\n"
         "done\n"
@@ -529,7 +535,8 @@ def plan_environment(
     for line in act_lines:
         k, _, val = line.partition("=")
         env_vars[k] = val
-    nvidia_fix = (not conda_like and recipe.backend == "pip" and recipe.provides_cuda and v in NVIDIA_LIBPATH_TF)
+    nvidia_fix = (not conda_like and recipe.backend == "pip" and recipe.provides_cuda
+                  and nvidia_libpath_needed(kb, v))
     if conda_like:
         steps.extend(conda_activation_steps(act_lines, prefix, os_name))
     if not conda_like and (act_lines or nvidia_fix) and os_name != "windows":
@@ -537,12 +544,12 @@ def plan_environment(
         if act_lines:
             content += "\n# added by tfgpu\n" + "".join(f"export {line}\n" for line in act_lines)
         if nvidia_fix:
-            content += _venv_nvidia_snippet(py_ver)
+            content += _venv_nvidia_snippet(py_ver, kb)
             env_vars["LD_LIBRARY_PATH"] = (f"{prefix}/lib/python{py_ver}/site-packages/nvidia/*/lib "
                                            "(each directory, prepended)")
             notes.append(f"TensorFlow {tfs} needs its nvidia/*/lib directories on LD_LIBRARY_PATH "
-                         f"({NVIDIA_LIBPATH_SOURCE}); bin/activate sets it")
-            sources.append(NVIDIA_LIBPATH_SOURCE)
+                         f"({nvidia_libpath_source(kb)}); bin/activate sets it")
+            sources.append(nvidia_libpath_source(kb))
         steps.append(Step((), "venvs have no activate.d: tfgpu appends the variables to bin/activate",
                           kind="append-file", path=_join(os_name, prefix, "bin", "activate"), content=content))
     if not conda_like and act_lines and os_name == "windows":
@@ -896,14 +903,14 @@ def _plan_pip_lock(
     sources: list[str] = [lock.path]
     env_vars: dict[str, str] = {}
     has_nvidia = any(p.name.lower().startswith("nvidia-") for p in lock.packages)
-    if v is not None and v in NVIDIA_LIBPATH_TF and has_nvidia and os_name != "windows":
+    if v is not None and nvidia_libpath_needed(kb, v) and has_nvidia and os_name != "windows":
         steps.append(Step((), "venvs have no activate.d: tfgpu appends the variables to bin/activate",
                           kind="append-file", path=_join(os_name, prefix, "bin", "activate"),
-                          content=_venv_nvidia_snippet(py_ver)))
+                          content=_venv_nvidia_snippet(py_ver, kb)))
         env_vars["LD_LIBRARY_PATH"] = f"{prefix}/lib/python{py_ver}/site-packages/nvidia/*/lib (each directory, prepended)"
         notes.append(f"TensorFlow {tfs} needs its nvidia/*/lib directories on LD_LIBRARY_PATH "
-                     f"({NVIDIA_LIBPATH_SOURCE}); bin/activate sets it")
-        sources.append(NVIDIA_LIBPATH_SOURCE)
+                     f"({nvidia_libpath_source(kb)}); bin/activate sets it")
+        sources.append(nvidia_libpath_source(kb))
     if not tfs:
         notes.append("the lock names no TensorFlow package; the environment is recorded without a version")
     return Plan(
