@@ -246,3 +246,14 @@ def test_a_pip_lock_may_name_every_python_the_releases_table_has() -> None:
                   for r in KB.releases)
     assert "python3.15" in _any_python(replace(KB, releases=newer))
     assert "python3.15" not in _any_python(KB)
+
+
+def test_the_machine_checks_name_the_series_the_tables_give() -> None:
+    mac = {c.id: c for c in machine_checks(Machine.from_facts(linux_facts(platform={"os": "darwin"}), KB), KB)}
+    assert "none since TF 1.1" in mac["os.supported"].summary
+    facts = linux_facts(cuda_toolkits=[{"version": "11.8", "path": "/usr/local/cuda-11.8", "source": "path"}])
+    toolkit = {c.id: c for c in machine_checks(Machine.from_facts(facts, KB), KB)}["cuda.toolkit"]
+    assert "TF < 2.14 use a system CUDA" in toolkit.fix
+    later = tuple(replace(r, and_cuda=()) if r.version < Version("2.15") else r for r in KB.releases)
+    toolkit = {c.id: c for c in machine_checks(Machine.from_facts(facts, KB), replace(KB, releases=later))}["cuda.toolkit"]
+    assert "TF < 2.15 use a system CUDA" in toolkit.fix

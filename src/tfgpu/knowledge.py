@@ -764,6 +764,11 @@ class KnowledgeBase:
         found = {p for r in self.gpu_releases(os) for p in r.pythons("windows" if os == "windows" else "linux")}
         return max(found, key=version, default="")
 
+    def and_cuda_from(self) -> Version | None:
+        """The first GPU release whose wheels have pip's [and-cuda] extra, which brings CUDA and cuDNN as
+        nvidia-* wheels (compat/releases.toml `and_cuda`: 2.14.0); None when no release has it."""
+        return min((r.version for r in self.gpu_releases("linux") if r.and_cuda), default=None)
+
     def placeholder_from(self, dist: str) -> Version | None:
         """The first release of ``dist`` that PyPI holds only as an empty placeholder raising an error on install
         (compat/releases.toml `placeholder`: tensorflow-gpu 2.12.0); None when ``dist`` has none."""

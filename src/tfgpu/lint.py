@@ -583,8 +583,8 @@ def read_input(path: str) -> str:
 
 
 def _and_cuda_since(kb: KnowledgeBase) -> str:
-    """The first release whose wheels have the [and-cuda] extra (compat/releases.toml: 2.14)."""
-    first = min((r.version for r in kb.gpu_releases("linux") if r.and_cuda), default=None)
+    """The first series whose wheels have the [and-cuda] extra (compat/releases.toml: 2.14)."""
+    first = kb.and_cuda_from()
     return f"{first.major}.{first.minor}" if first is not None else "?"
 
 

@@ -326,8 +326,10 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
     if m.os is None:
         add(Check("os.supported", SKIP, "operating system unknown", fix="run tfgpu doctor on the machine"))
     elif m.os == "macos":
-        add(Check("os.supported", FAIL, "macOS has no CUDA GPU support in TensorFlow (none since TF 1.1)",
-                  source="tensorflow.toml (macOS GPU table ends at 1.1.0)",
+        mac = kb.series("macos")  # compat/tensorflow.toml's macOS GPU rows: 1.0 and 1.1
+        since = f" (none since TF {mac[0]})" if mac else ""
+        add(Check("os.supported", FAIL, f"macOS has no CUDA GPU support in TensorFlow{since}",
+                  source=f"tensorflow.toml (macOS GPU table ends at {mac[0] if mac else 'none'})",
                   fix="use a Linux machine or WSL2 with an NVIDIA GPU; on Apple silicon see tensorflow-metal"))
     elif m.os == "windows":
         last = last_windows_gpu_series(kb)
@@ -361,14 +363,16 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
     out.extend(_driver_checks(m, kb))
     out.extend(_gpu_checks(m, kb))
     # -- CUDA and cuDNN on the system (only pip recipes up to 2.13 use them)
+    and_cuda = kb.and_cuda_from()  # compat/releases.toml: the first release with pip's [and-cuda] extra (2.14.0)
+    since = f"{and_cuda.major}.{and_cuda.minor}" if and_cuda else "?"
     if m.toolkits:
         versions = ", ".join(f"{t.get('version')} ({t.get('path')})" for t in m.toolkits)
         add(Check("cuda.toolkit", PASS, f"CUDA toolkit(s): {versions}",
                   source=", ".join(sorted({str(t.get('source')) for t in m.toolkits})),
-                  fix="only pip installs of TF <= 2.13 use a system CUDA; conda and TF >= 2.14 bring their own"))
+                  fix=f"only pip installs of TF < {since} use a system CUDA; conda and TF >= {since} bring their own"))
     else:
         add(Check("cuda.toolkit", PASS if m.driver_known else SKIP, "no system CUDA toolkit (fine: conda recipes and "
-                  "TF >= 2.14 pip wheels bring their own)"))
+                  f"TF >= {since} pip wheels bring their own)"))
     if m.cudnns:
         versions = ", ".join(f"{c.get('version')} ({c.get('path')})" for c in m.cudnns)
         add(Check("cudnn.system", PASS, f"cuDNN: {versions}", source=", ".join(sorted({str(c.get('source')) for c in m.cudnns}))))
