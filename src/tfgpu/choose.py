@@ -74,6 +74,7 @@ class Context:
     interpreters: Mapping[str, str]  # X.Y -> path
     wheel_pythons: tuple[str, ...]
     python: str | None
+    newest_python: str = ""  # the newest Python any known release has wheels for (an example in hints)
 
 
 class Runner(Protocol):
@@ -170,9 +171,10 @@ class PipRunner:
             msg = f"TensorFlow {ctx.v} supports Python {python_range_text(ctx.wheel_pythons)}; {ctx.python} is outside it"
             return UsageError(msg, hint=f"use --python {ctx.wheel_pythons[-1]}, or leave --python out")
         want = ctx.python or python_range_text(ctx.wheel_pythons) or "?"
-        example = ctx.python or (ctx.wheel_pythons[-1] if ctx.wheel_pythons else "3.11")
+        example = ctx.python or (ctx.wheel_pythons[-1] if ctx.wheel_pythons else ctx.newest_python)
         msg = f"TensorFlow {ctx.v} supports Python {want}; no such interpreter was found"
-        return UsageError(msg, hint=f"install one (`uv python install {example}`), or use {other}")
+        install = f"install one (`uv python install {example}`)" if example else "install one"
+        return UsageError(msg, hint=f"{install}, or use {other}")
 
 
 def python_range_text(pythons: Sequence[str]) -> str:
@@ -241,10 +243,10 @@ def candidate_recipes(kb: KnowledgeBase, v: Version, os_name: str) -> list[Recip
     return recipes
 
 
-def _system_cuda_matches(facts: Facts, cuda: str, v: Version) -> bool:
+def _system_cuda_matches(kb: KnowledgeBase, facts: Facts, cuda: str, v: Version) -> bool:
     from tfgpu.verdict import Machine, _system_cuda_matches
 
-    return _system_cuda_matches(Machine.from_facts(facts), cuda, v) is not None
+    return _system_cuda_matches(Machine.from_facts(facts, kb), cuda, v, kb) is not None
 
 
 def kb_order(kb: KnowledgeBase, facts: Facts, v: Version, os_name: str,
@@ -256,7 +258,7 @@ def kb_order(kb: KnowledgeBase, facts: Facts, v: Version, os_name: str,
     condas = sorted((r for r in recipes if r.backend in _CONDA_FAMILY), key=lambda r: r.conda_preference())
     build = kb.build_for(v, os_name)
     first = [r for r in pips if r.provides_cuda or not condas or build is None
-             or _system_cuda_matches(facts, build.cuda, v)]
+             or _system_cuda_matches(kb, facts, build.cuda, v)]
     return first + condas + [r for r in pips if r not in first]
 
 
@@ -338,7 +340,8 @@ def _choose_one(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, 
                 if os_name == "windows" else "see `tfgpu compat` for the versions with a recipe")
         raise UsageError(msg, hint=hint)
     ctx = Context(v=v, os=os_name, tools=tools, interpreters=interpreters(facts, tools),
-                  wheel_pythons=tuple(kb.pythons_for(v, os_name)), python=prefs.python)
+                  wheel_pythons=tuple(kb.pythons_for(v, os_name)), python=prefs.python,
+                  newest_python=kb.newest_python(os_name))
     runners = RUNNERS[prefs.backend]
     if prefs.backend == "auto":  # the embedded engine only when no conda tool is installed
         runners = (PIP, CONDA) if conda_tool(tools) else (PIP, RATTLER)

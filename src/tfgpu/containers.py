@@ -331,7 +331,7 @@ def plan_container(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str, im
     from tfgpu.plan import Plan, Step
     from tfgpu.verdict import Machine, resolve_version
 
-    m = Machine.from_facts(facts)
+    m = Machine.from_facts(facts, kb)
     v = resolve_version(kb, tf, m)
     runtime = runtime_name(backend, facts)
     if image_ref is not None:

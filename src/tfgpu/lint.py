@@ -348,8 +348,9 @@ def _tf_checks(base: BaseImage, inst: TfInstall, kb: KnowledgeBase, where: str) 
     if and_cuda:  # the nvidia-* wheels bring CUDA and cuDNN (judged above against the image's own)
         return out
     if base.kind == "other":
-        if v >= Version("2.14"):
-            out.append(_check("pip.tensorflow", WARN, f"{label}: from 2.14 the GPU libraries come with "
+        release = kb.gpu_release(v, "linux")
+        if release is not None and release.and_cuda:  # compat/releases.toml: the [and-cuda] extra (2.14+)
+            out.append(_check("pip.tensorflow", WARN, f"{label}: from {_and_cuda_since(kb)} the GPU libraries come with "
                               f"tensorflow[and-cuda]; plain '{inst.dist}' on {base.ref} finds no CUDA",
                               fix=f"pip install 'tensorflow[and-cuda]=={v}'"))
         else:
@@ -360,7 +361,7 @@ def _tf_checks(base: BaseImage, inst: TfInstall, kb: KnowledgeBase, where: str) 
         return out
     if base.kind != "cuda" or not base.cuda:
         return out
-    problems = _image_problems(base, build, v)
+    problems = _image_problems(base, build, v, kb)
     want_cudnn = str(build.cudnn).split(".")[0]
     if problems:
         out.append(_check("pip.tensorflow", FAIL, f"{label}: " + "; ".join(problems.values()) + " — TensorFlow will "
@@ -372,14 +373,14 @@ def _tf_checks(base: BaseImage, inst: TfInstall, kb: KnowledgeBase, where: str) 
     return out
 
 
-def _image_problems(base: BaseImage, build: Any, v: Version) -> dict[str, str]:
+def _image_problems(base: BaseImage, build: Any, v: Version, kb: KnowledgeBase) -> dict[str, str]:
     """What TensorFlow ``v`` (its tested ``build``) misses in a CUDA image, by kind: "cuda", "cudnn"."""
     from tfgpu.verdict import system_cuda_serves
 
     have = version(".".join(base.cuda.split(".")[:2]))
     built = version(".".join(str(build.cuda).split(".")[:2])) if "." in str(build.cuda) else version(f"{build.cuda}.0")
     problems = {}
-    if not system_cuda_serves(have, built, v):
+    if not system_cuda_serves(have, built, v, kb):
         problems["cuda"] = f"it loads CUDA {build.cuda}, the image has CUDA {base.cuda}"
     want_cudnn = str(build.cudnn).split(".")[0]
     if not base.cudnn:
@@ -406,7 +407,7 @@ def _range_checks(base: BaseImage, inst: TfInstall, kb: KnowledgeBase, label: st
     for r in sorted(kb.gpu_releases("linux"), key=lambda r: r.version):
         build = kb.build_for(r.version, "linux")
         if r.version in spec and build is not None:
-            found.append((r.version, _image_problems(base, build, r.version)))
+            found.append((r.version, _image_problems(base, build, r.version, kb)))
     if not found:
         return [_check("pip.tensorflow", WARN, f"{label}: tfgpu knows no TensorFlow GPU release in '{inst.spec}'")]
     common = set(found[0][1]).intersection(*(set(p) for _v, p in found[1:]))
@@ -637,9 +638,15 @@ def read_input(path: str) -> str:
     return data.decode("utf-8", "replace")
 
 
+def _and_cuda_since(kb: KnowledgeBase) -> str:
+    """The first series whose wheels have the [and-cuda] extra (compat/releases.toml: 2.14)."""
+    first = kb.and_cuda_from()
+    return f"{first.major}.{first.minor}" if first is not None else "?"
+
+
 def lint_paths(paths: Sequence[str], kb: KnowledgeBase, facts: Mapping[str, Any] | None) -> dict[str, Any]:
     """The lint document (tfgpu.lint/1) for ``paths``; raises InputError (exit 2) on unreadable input."""
-    m = Machine.from_facts(as_facts(facts)) if facts else None
+    m = Machine.from_facts(as_facts(facts), kb) if facts else None
     files = []
     for path in paths:
         text = read_input(path)
