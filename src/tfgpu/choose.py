@@ -243,22 +243,18 @@ def candidate_recipes(kb: KnowledgeBase, v: Version, os_name: str) -> list[Recip
     return recipes
 
 
-def _system_cuda_matches(kb: KnowledgeBase, facts: Facts, cuda: str, v: Version) -> bool:
-    from tfgpu.verdict import Machine, _system_cuda_matches
-
-    return _system_cuda_matches(Machine.from_facts(facts, kb), cuda, v, kb) is not None
-
-
 def kb_order(kb: KnowledgeBase, facts: Facts, v: Version, os_name: str,
              recipes: Sequence[Recipe]) -> list[Recipe]:
     """The order without a verdict to go by: the pip recipe that brings its own CUDA (one that needs the
     system's CUDA only when that CUDA is installed, or when no conda recipe exists), then the conda
     recipes (the official docs' conda+pip first, then conda-forge's builds, then Anaconda's)."""
+    from tfgpu.verdict import Machine, system_cuda_installed
+
     pips = sorted((r for r in recipes if r.backend == "pip"), key=lambda r: not r.provides_cuda)
     condas = sorted((r for r in recipes if r.backend in _CONDA_FAMILY), key=lambda r: r.conda_preference())
     build = kb.build_for(v, os_name)
     first = [r for r in pips if r.provides_cuda or not condas or build is None
-             or _system_cuda_matches(kb, facts, build.cuda, v)]
+             or system_cuda_installed(Machine.from_facts(facts, kb), build.cuda, v, kb)]
     return first + condas + [r for r in pips if r not in first]
 
 
@@ -438,8 +434,8 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Facts,
     prefs = prefs or Preferences()
     if prefs.backend in CONTAINER_BACKENDS:  # an image, not a recipe: the verdict already chose it
         if result.recommendation is not None:
-            result.recommendation = {**result.recommendation,
-                                     "command": f"tfgpu create --tf {result.recommendation['tf']} --backend {prefs.backend}"}
+            result.recommendation = replace(result.recommendation,
+                                            command=f"tfgpu create --tf {result.recommendation.tf} --backend {prefs.backend}")
         return result
     targets = []
     runner: dict[str, str] = {}
@@ -456,12 +452,12 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Facts,
         runner[tv.tf] = c.backend
     result.targets = targets
     rec = result.recommendation
-    if rec is not None and rec.get("backend") != "cpu":
-        chosen = next((t for t in targets if t.tf == rec.get("tf")), None)
+    if rec is not None and rec.backend != "cpu":
+        chosen = next((t for t in targets if t.tf == rec.tf), None)
         if chosen is not None and chosen.tf in runner:
-            rec = {**rec, "backend": chosen.backend, "recipe": chosen.recipe, "recipe_id": chosen.recipe_id,
-                   "command": f"tfgpu create --tf {chosen.tf} --backend {runner[chosen.tf]}"}
+            rec = replace(rec, backend=chosen.backend, recipe=chosen.recipe, recipe_id=chosen.recipe_id,
+                          command=f"tfgpu create --tf {chosen.tf} --backend {runner[chosen.tf]}")
         elif chosen is not None:
-            rec = {**rec, "command": create_command(chosen, result.machine)}
+            rec = replace(rec, command=create_command(chosen, result.machine))
         result.recommendation = rec
     return result

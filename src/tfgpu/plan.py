@@ -322,8 +322,7 @@ def resolve_target(kb: KnowledgeBase, facts: Facts, spec: str, *, backend: str =
 
         msg = "no TensorFlow release is ready to use a GPU on this machine"
         raise NotReady(msg, hint="run `tfgpu doctor` to see why; `--cpu` builds a CPU-only environment")
-    return str(rec["tf"]), [f"latest: TensorFlow {rec['tf']} is the newest release the verdict engine calls "
-                            f"{rec.get('verdict', 'ready')}"]
+    return rec.tf, [f"latest: TensorFlow {rec.tf} is the newest release the verdict engine calls {rec.verdict}"]
 
 
 def judge_for_plan(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str) -> TargetVerdict | None:

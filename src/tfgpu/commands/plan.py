@@ -189,7 +189,7 @@ def _alternative(facts: dict[str, Any], plan: Any) -> str:
     from tfgpu.pipeline import alternative
 
     rec = alternative(facts, plan.tf)
-    return str(rec["command"]) if rec else ""
+    return rec.command if rec else ""
 
 
 def register(app: typer.Typer) -> None:
