@@ -22,7 +22,7 @@ from packaging.version import Version
 from tfgpu.doctor import doctor_result
 from tfgpu.errors import TfgpuError, UsageError
 from tfgpu.knowledge import load_kb
-from tfgpu.locking import lock_target
+from tfgpu.lock import lock_target
 from tfgpu.plan import Plan, plan_cpu_environment, plan_environment, resolve_target
 
 KB = load_kb()
