@@ -380,7 +380,10 @@ def plan_container(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str, im
     notes = [f"{f.summary} — fix: {f.fix}" if f.fix else f.summary for f in verdict.blockers]
     notes += [c.summary for c in verdict.caveats]
     tfs = str(row.tf if row else v)
-    judged = tv is not None and tv.tf == tfs and not image_ref
+    # the target's verdict is this plan's when the doctor judged this image for it (an NGC image carries its
+    # own patch of the series: 2.17.0 in 25.02 for a 2.17.1 target)
+    judged = tv is not None and not image_ref and any(b.backend == CONTAINER and b.recipe == image
+                                                      for b in tv.backends)
     return Plan(
         tf=tfs, backend=choice.backend, backend_reason=choice.reason,
         prefix=runner.target(image, cache_dir), name=name, python=choice.python, tool=choice.tool,
