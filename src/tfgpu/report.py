@@ -39,7 +39,7 @@ def doctor_document(facts: Mapping[str, Any], result: DoctorResult, *, data_vers
         "checks": [c.to_json() for c in result.checks],
         "targets": [_target_json(t, verified=result.target_requested is not None) for t in result.targets],
         "no_gpu": list(result.no_gpu),
-        "recommendation": result.recommendation,
+        "recommendation": result.recommendation.to_json() if result.recommendation is not None else None,
     }
 
 

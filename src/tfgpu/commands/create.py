@@ -109,9 +109,9 @@ def run_create(
 
     timeout = check_timeout(timeout)
     if from_lock is not None:  # a bad lockfile is exit 2 before the machine is probed
-        from tfgpu.backends.lock import read_lock_info
+        from tfgpu.lockfiles import read_lock
 
-        read_lock_info(from_lock)
+        read_lock(from_lock)
     refuse_foreign_prefix(prefix, force)  # a directory tfgpu did not make is refused before anything else
     request = CreateRequest(
         tf=tf, facts=_facts(facts_file, driver, gpu_cc, os_name), backend=backend, name=name, prefix=prefix,

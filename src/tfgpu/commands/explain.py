@@ -10,7 +10,7 @@ import typer
 from tfgpu.options import overrides, typer_option
 
 if TYPE_CHECKING:
-    from tfgpu.explain import Finding
+    from tfgpu.explain import LogFinding
 
 
 def explain(
@@ -87,7 +87,7 @@ def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, 
     return 0
 
 
-def render_findings(findings: Iterable[Finding], *, notes: Iterable[str] = (), title: str | None = None) -> None:
+def render_findings(findings: Iterable[LogFinding], *, notes: Iterable[str] = (), title: str | None = None) -> None:
     """A rich table of findings, most important first; harmless ones summarised in one line."""
     from rich.table import Table
 

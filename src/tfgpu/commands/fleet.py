@@ -72,7 +72,7 @@ def _html_target(path: str) -> Path:
 def _write_text(p: Path, text: str) -> None:
     """Write a new file under an unpredictable name beside the target and rename it over (never through
     a link planted there); the lockfile writer's mechanism."""
-    from tfgpu.lockfile import write_atomic
+    from tfgpu.lockfiles import write_atomic
 
     write_atomic(p, text)
 

@@ -67,7 +67,8 @@ def run_lock(
     if backend not in ("auto", "rattler", "conda", "pip"):
         msg = f"unknown --backend {backend!r}"
         raise UsageError(msg, hint="use auto, rattler, conda or pip")
-    from tfgpu import lockfile, locking
+    from tfgpu import lock as locking
+    from tfgpu import lockfiles
     from tfgpu import output as ui  # `output` is the lockfile option here
     from tfgpu.backends.config import load_config
     from tfgpu.backends.detect import detect_tools
@@ -93,13 +94,13 @@ def run_lock(
         raise UsageError(msg, hint="pass --force to overwrite it, or choose another file with -o")
     for n in resolve_notes:
         ui.note(f"# {n}")
-    lockfile.check_output(out)  # before solving: a device node, a missing or read-only directory
+    lockfiles.check_output(out)  # before solving: a device node, a missing or read-only directory
     if backend == "pip":
         if len(platforms) != 1:
             msg = "--backend pip locks one platform per requirements file"
             raise UsageError(msg, hint="run tfgpu lock once per --platform with its own -o")
         notes = locking.lock_pip(kb, tf, platforms[0], out, python=python, facts=facts, tools=tools,
-                                  target=pip_target)
+                                  target=pip_target, echo=ui.note)
     else:
         if backend == "conda":
             # Handing the solve to an installed conda-lock is not implemented yet: the embedded engine
@@ -113,7 +114,7 @@ def run_lock(
                                    virtual_packages=virtual_packages, facts=facts, tools=tools,
                                    prefer=config.prefer)
         lock_, notes = locking.lock_conda(kb, req, cache_dir=cache_dir)
-        lockfile.write_lockfile(lock_, out, force=force)
+        lockfiles.write_lockfile(lock_, out, force=force)
         counts = ", ".join(f"{p}: {len(lock_.for_platform(p))}" for p in lock_.platforms)
         notes.append(f"packages per platform: {counts}")
     for n in notes:

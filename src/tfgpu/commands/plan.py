@@ -134,9 +134,9 @@ def plan_cmd(
     if container:
         pass
     elif from_lock is not None:
-        from tfgpu.backends.lock import read_lock_info
+        from tfgpu.lockfiles import read_lock
 
-        read_lock_info(from_lock)  # a bad lockfile is exit 2 before the machine is probed
+        read_lock(from_lock)  # a bad lockfile is exit 2 before the machine is probed
         facts = _facts(facts_file, driver, gpu_cc, os_name)
         plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform,
                                facts=facts, find_links=find_links or [], index_url=index_url, offline=offline)
@@ -176,7 +176,7 @@ def _alternative(facts: dict[str, Any], plan: Any) -> str:
     from tfgpu.pipeline import alternative
 
     rec = alternative(facts, plan.tf)
-    return str(rec["command"]) if rec else ""
+    return rec.command if rec else ""
 
 
 def register(app: typer.Typer) -> None:
