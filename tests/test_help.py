@@ -45,7 +45,13 @@ def commands() -> Iterator[tuple[str, Any]]:
 
 
 def params() -> Iterator[tuple[str, Any]]:
-    for name, cmd in commands():
+    """Every parameter of every command, the root's (--version, --debug) included."""
+    import typer.main
+
+    from tfgpu.cli import app
+
+    root = typer.main.get_command(app)
+    for name, cmd in [("(root)", root), *commands()]:
         for p in cmd.params:
             if "--help" not in p.opts:
                 yield name, p

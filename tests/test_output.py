@@ -187,3 +187,13 @@ def test_confirm_on_a_closed_stdin_is_an_interruption(monkeypatch: pytest.Monkey
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
     with contextlib.redirect_stderr(io.StringIO()), pytest.raises(KeyboardInterrupt):
         output.confirm("Create it?", default=True)
+
+
+def test_bracketed_text_in_a_table_is_shown_not_read_as_markup() -> None:
+    # before: the doctor's table read each "why" as rich markup, so the "[pip: pip-and-cuda]" tag that
+    # says which recipe is blocked vanished from every blocked row
+    rc, out, err = run_on(io.StringIO(), "doctor", "--facts", FACTS)
+    assert rc in (0, 1), err
+    why = [ln for ln in out.splitlines() if ln.startswith("2.21.0 ")]
+    assert why, out
+    assert "[pip: pip-and-cuda]" in why[0]
