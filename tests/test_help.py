@@ -132,3 +132,13 @@ def test_every_shared_option_is_a_sentence_with_a_metavar_from_the_vocabulary(ke
     assert spec.help[0].isupper(), spec.help
     assert spec.help.endswith("."), spec.help
     assert (spec.metavar is None) if spec.kind is bool else (spec.metavar in METAVARS), spec
+
+
+def test_a_required_shared_option_stays_required(cli: Any) -> None:
+    # found while moving lock's --tf to the shared definition: `default=...` (typer's "required") was read
+    # as "the shared default", so `tfgpu lock` without --tf was an internal error (exit 3), not a usage error
+    lock = dict(commands())["lock"]
+    assert next(p for p in lock.params if "--tf" in p.opts).required
+    rc, _, err = cli("lock")
+    assert rc == 2
+    assert "Missing option '--tf'" in err

@@ -101,13 +101,17 @@ def overrides(driver: str | None, gpu_cc: str | None, os_name: str | None) -> di
     return {"driver": driver, "gpu_cc": gpu_cc, "os": os_name}
 
 
-def typer_option(key: str, *, help: str | None = None, default: Any = ..., **extra: Any) -> Any:
+_SHARED_DEFAULT: Any = object()
+
+
+def typer_option(key: str, *, help: str | None = None, default: Any = _SHARED_DEFAULT, **extra: Any) -> Any:
     """The typer Option for a shared option: its flags, metavar and help from :data:`SHARED` (``help`` only
-    where a command must say more, keeping the meaning; ``default`` and click's ``extra`` where it differs)."""
+    where a command must say more, keeping the meaning; ``default`` where it differs, ``...`` for a required
+    option, as typer spells it; click's ``extra``, e.g. ``min``)."""
     import typer
 
     spec = SHARED[key]
-    return typer.Option(spec.default if default is ... else default, *spec.flags, metavar=spec.metavar,
+    return typer.Option(spec.default if default is _SHARED_DEFAULT else default, *spec.flags, metavar=spec.metavar,
                         help=help or spec.help, **extra)
 
 
