@@ -197,3 +197,12 @@ def test_bracketed_text_in_a_table_is_shown_not_read_as_markup() -> None:
     why = [ln for ln in out.splitlines() if ln.startswith("2.21.0 ")]
     assert why, out
     assert "[pip: pip-and-cuda]" in why[0]
+
+
+def test_the_cache_note_quotes_its_path_terminal_safe(capsys: pytest.CaptureFixture[str]) -> None:
+    # before: the note about a corrupt knowledge-base cache wrote its path (from TFGPU_CACHE_DIR) raw
+    from tfgpu import _kbcache
+
+    _kbcache.note("ignored the corrupt cache /tmp/\x1b]0;pwn\x07c\u202e\nx.json; rebuilt it")
+    err = capsys.readouterr().err
+    assert err == "tfgpu: note: ignored the corrupt cache /tmp/c\\u202e\\nx.json; rebuilt it\n"
