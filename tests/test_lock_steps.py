@@ -223,3 +223,31 @@ def test_real_uv_locks_through_the_step_runner_and_create_from_lock_plans_it(
              "python": {"interpreters": [{"version": "3.13.0", "path": "/usr/bin/python3.13"}]}}
     plan = plan_from_lock(KB, facts, lock, platform="", tools={"uv": "/usr/bin/uv"}, home="/h")
     assert plan.steps[1].argv[-4:] == ("--require-hashes", "--no-deps", "-r", str(out))
+
+
+@pytest.mark.real_subprocess
+def test_lock_latest_with_the_default_backend_locks_the_doctors_recommendation(
+        cli: Cli, home: Path, tmp_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`tfgpu lock --tf latest` without --backend: the release and recipe the doctor recommends on this
+    machine (a pip recipe here), locked by uv through the step runner."""
+    facts = {"schema": "tfgpu.facts/1", "platform": {"os": "linux", "arch": "x86_64", "glibc": "2.35"},
+             "python": {"current": "3.11.4", "interpreters": [{"version": "3.11.4", "path": "/usr/bin/python3.11"}]},
+             "gpus": [{"index": 0, "name": "NVIDIA GeForce RTX 3080", "compute_capability": "8.6", "memory_mib": 10240}],
+             "driver": {"version": "550.54.15", "cuda": None}}
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(facts))
+    code, out, err = cli("doctor", "--facts", str(path), "--json")
+    rec = json.loads(out)["recommendation"]
+    assert rec["recipe_id"].startswith("pip-")
+    uv, log = fake_uv(tmp_path, monkeypatch)
+    lock = tmp_path / "requirements.lock.txt"
+    code, out, err = cli("lock", "--tf", "latest", "--facts", str(path), "-o", str(lock))
+    assert code == 0, err
+    assert f"# --backend auto: recipe {rec['recipe_id']} (hashed pip requirements)" in err
+    assert f"+ {uv} pip compile" in err
+    assert f"# linux-64: recipe {rec['recipe_id']}: tensorflow[and-cuda]=={rec['tf']} " in out
+    assert lock.read_text().startswith(f"# Locked by tfgpu (recipe {rec['recipe_id']}) for linux-64, Python 3.11.")
+    (call,) = calls(log)
+    argv = call["argv"]
+    assert isinstance(argv, list)
+    assert argv[argv.index("--python-version") + 1] == "3.11"
