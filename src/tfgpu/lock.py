@@ -45,8 +45,13 @@ class LockTarget:
     notes: tuple[str, ...] = ()
 
 
-#: Interpreters a pip lock may name: uv resolves for --python-version without running one.
-_ANY_PYTHON = {f"python{x}": f"python{x}" for x in ("2.7", *(f"3.{m}" for m in range(5, 15)))}
+def _any_python(kb: KnowledgeBase) -> dict[str, str]:
+    """Interpreters a pip lock may name: every Python some release has wheels for (compat/releases.toml); uv
+    resolves for --python-version without running one."""
+    from packaging.version import Version
+
+    found = {p for r in kb.releases for p in (*r.linux_pythons, *r.windows_pythons)}
+    return {f"python{x}": f"python{x}" for x in sorted(found, key=Version)}
 
 
 def facts_for_platform(facts: Mapping[str, Any], platform: str) -> dict[str, Any]:
@@ -90,7 +95,7 @@ def lock_target(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, platform: 
     except UsageError:
         if backend != "pip":
             raise
-        plan = planned({**_ANY_PYTHON, **tools})  # ... else any the wheels support: uv needs no interpreter
+        plan = planned({**_any_python(kb), **tools})  # ... else any the wheels support: uv needs no interpreter
     v = Version(plan.tf)
     os_name = PLATFORM_OS[platform]
     kind = "pip" if plan.backend == "pip" else "conda"

@@ -56,14 +56,15 @@ def run_lock(
     python: str | None, virtual_packages: tuple[str, ...], cache_dir: Path | None, force: bool,
     facts: dict[str, Any] | None = None,
 ) -> int:
+    from tfgpu import output as ui  # `output` is the lockfile option here
     from tfgpu.lock import lock_environment
 
     outcome = lock_environment(tf=tf, platforms=platforms, output=output, channels=channels, backend=backend,
                                python=python, virtual_packages=virtual_packages, cache_dir=cache_dir, force=force,
-                               facts=facts, say=lambda line: typer.echo(line, err=True))
+                               facts=facts, say=ui.note)
     for n in outcome.notes:
-        typer.echo(f"# {n}")
-    typer.echo(f"wrote {outcome.path}")
+        ui.say(f"# {n}")
+    ui.say(f"wrote {outcome.path}")
     return 0
 
 
