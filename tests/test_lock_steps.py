@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LOCK_FACTS, isolate_installers
+from tests.conftest import LOCK_FACTS, RTX3080_FACTS, isolate_installers
 from tfgpu import lockfiles
 from tfgpu.errors import ExitCode, StepFailed, UsageError
 from tfgpu.knowledge import load_kb
@@ -230,12 +230,8 @@ def test_lock_latest_with_the_default_backend_locks_the_doctors_recommendation(
         cli: Cli, home: Path, tmp_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`tfgpu lock --tf latest` without --backend: the release and recipe the doctor recommends on this
     machine (a pip recipe here), locked by uv through the step runner."""
-    facts = {"schema": "tfgpu.facts/1", "platform": {"os": "linux", "arch": "x86_64", "glibc": "2.35"},
-             "python": {"current": "3.11.4", "interpreters": [{"version": "3.11.4", "path": "/usr/bin/python3.11"}]},
-             "gpus": [{"index": 0, "name": "NVIDIA GeForce RTX 3080", "compute_capability": "8.6", "memory_mib": 10240}],
-             "driver": {"version": "550.54.15", "cuda": None}}
     path = tmp_path / "facts.json"
-    path.write_text(json.dumps(facts))
+    path.write_text(json.dumps(RTX3080_FACTS))
     code, out, err = cli("doctor", "--facts", str(path), "--json")
     rec = json.loads(out)["recommendation"]
     assert rec["recipe_id"].startswith("pip-")
