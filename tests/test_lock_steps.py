@@ -247,3 +247,17 @@ def test_lock_latest_with_the_default_backend_locks_the_doctors_recommendation(
     argv = call["argv"]
     assert isinstance(argv, list)
     assert argv[argv.index("--python-version") + 1] == "3.11"
+
+
+@pytest.mark.real_subprocess
+def test_a_uv_that_succeeds_without_writing_the_lock_is_a_failed_step(
+        home: Path, tmp_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A uv that exits 0 without writing its -o file: a failed step (exit 1, one line), not a traceback."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "uv").write_text("#!/bin/sh\nexit 0\n")
+    (bindir / "uv").chmod(0o755)
+    with pytest.raises(StepFailed, match="uv pip compile wrote no lock for tensorflow"):
+        lock_pip(KB, "2.20.0", "linux-64", tmp_path / "r.txt", target=TARGET, tools={"uv": str(bindir / "uv")})
+    assert not (tmp_path / "r.txt").exists()
+    assert list(tmp_dir.iterdir()) == []

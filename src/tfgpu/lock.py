@@ -275,7 +275,11 @@ def lock_pip(kb: KnowledgeBase, tf: str, platform: str, out: Path, *, python: st
                 "locking needs the network to the package index"
             raise
         # uv names the input in "# via -r FILE" lines: the file's name, not the temporary directory's
-        body = (Path(work) / PIP_LOCK_OUTPUT).read_text(encoding="utf-8")
+        try:
+            body = (Path(work) / PIP_LOCK_OUTPUT).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:  # uv said it succeeded but wrote no readable file
+            msg = f"uv pip compile wrote no lock for {reqs}: {exc}"
+            raise StepFailed(msg, hint="run it again; if it persists, report uv's version (uv --version)") from None
         body = body.replace(plan.steps[0].path or PIP_LOCK_INPUT, PIP_LOCK_INPUT)
     header = (f"# Locked by tfgpu (recipe {target.recipe}) for {platform}, Python {target.python}.\n"
               f"# Install with: pip install --require-hashes --no-deps -r {out.name}\n")
