@@ -112,6 +112,19 @@ def violations() -> list[str]:
     return out
 
 
+def test_every_command_says_what_it_does_in_a_sentence() -> None:
+    import typer.main
+
+    from tfgpu.cli import app
+
+    found = []
+    for name, cmd in [("(root)", typer.main.get_command(app)), *commands()]:
+        first = (cmd.help or "").strip().split("\n\n")[0].strip()
+        if not (first[:1].isupper() and first.endswith(".")):
+            found.append(f"tfgpu {name}: {first!r}")
+    assert found == []
+
+
 def test_help_is_consistent_across_every_command() -> None:
     found = violations()
     assert found == [], f"{len(found)} --help inconsistencies:\n" + "\n".join(found)
