@@ -43,6 +43,8 @@ def run_on(stdout: io.StringIO, *argv: str) -> tuple[int, str, str]:
     (True, {"NO_COLOR": ""}, True),  # no-color.org: set and not empty
     (True, {"TERM": "dumb"}, False),
     (False, {}, False),
+    (False, {"FORCE_COLOR": "1"}, True),  # as rich reads it: CI logs that show colours
+    (True, {"FORCE_COLOR": "1", "NO_COLOR": "1"}, False),  # NO_COLOR wins
 ])
 def test_styles_only_on_a_terminal_without_no_color(tty: bool, env: dict[str, str], expected: bool) -> None:
     assert output.use_style(Tty() if tty else io.StringIO(), env) is expected
