@@ -288,7 +288,7 @@ def test_this_machine_has_no_conda_tool_and_the_doctor_recommends_what_runs() ->
     facts, _ = gather_facts()
     rec = doctor_result(facts, KB).recommendation
     assert rec is not None
-    assert "--backend conda" not in rec["command"]
+    assert "--backend conda" not in rec.command
 
 
 # --------------------------------------------------------------------------- 5. environments you can use

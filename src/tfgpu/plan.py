@@ -26,6 +26,7 @@ from tfgpu.steps import Step as Step  # re-exported: plans are made of steps
 if TYPE_CHECKING:
     from tfgpu.facts import Facts
     from tfgpu.knowledge import KnowledgeBase
+    from tfgpu.lockfiles import Lock, LockedPackage
     from tfgpu.verdict import TargetVerdict
 
 PLAN_SCHEMA = "tfgpu.plan/1"
@@ -322,8 +323,7 @@ def resolve_target(kb: KnowledgeBase, facts: Facts, spec: str, *, backend: str =
 
         msg = "no TensorFlow release is ready to use a GPU on this machine"
         raise NotReady(msg, hint="run `tfgpu doctor` to see why; `--cpu` builds a CPU-only environment")
-    return str(rec["tf"]), [f"latest: TensorFlow {rec['tf']} is the newest release the verdict engine calls "
-                            f"{rec.get('verdict', 'ready')}"]
+    return rec.tf, [f"latest: TensorFlow {rec.tf} is the newest release the verdict engine calls {rec.verdict}"]
 
 
 def judge_for_plan(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str) -> TargetVerdict | None:
@@ -670,42 +670,7 @@ def plan_cpu_environment(
 _TF_PACKAGES = ("tensorflow", "tensorflow-gpu", "tensorflow-base", "tensorflow-cpu")
 
 
-@record
-class LockedPkg:
-    """One package of a lockfile, as planning needs it."""
-
-    platform: str
-    manager: str  # conda | pip
-    name: str
-    version: str
-    build: str = ""
-    url: str = ""
-    sha256: str = ""
-
-
-@record
-class LockInfo:
-    """What a lockfile says, read by ``tfgpu.backends.lock.read_lock_info`` (planning stays pure).
-
-    ``kind`` is "conda" (conda-lock's format / pixi.lock) or "pip" (a ``--require-hashes`` requirements
-    file); ``custom`` is conda-lock's ``metadata.custom_metadata`` (tfgpu writes tfgpu_tf,
-    tfgpu_recipe_PLATFORM and tfgpu_pip_PLATFORM there); ``python`` is the Python a pip lock was
-    resolved for (its header), if known.
-    """
-
-    path: str
-    kind: str
-    platforms: tuple[str, ...]
-    packages: tuple[LockedPkg, ...]
-    channels: tuple[str, ...] = ()
-    custom: tuple[tuple[str, str], ...] = ()
-    python: str = ""
-
-    def meta(self, key: str) -> str:
-        return dict(self.custom).get(key, "")
-
-
-def _lock_tf(lock: LockInfo, pkgs: Sequence[LockedPkg]) -> str:
+def _lock_tf(lock: Lock, pkgs: Sequence[LockedPackage]) -> str:
     if lock.meta("tfgpu_tf"):
         return lock.meta("tfgpu_tf")
     by_name = {p.name.lower().replace("_", "-"): p.version for p in pkgs}
@@ -734,14 +699,15 @@ def _lock_env_name(tfs: str, path: str) -> str:
 _PIP_URL = re.compile(r"(?:https?|file)://[^\s#]+")
 
 
-def _pip_hash_req(p: LockedPkg, lock_path: str) -> str:
+def _pip_hash_req(p: LockedPackage, lock_path: str) -> str:
     """A direct-URL requirement carrying the lock's sha256 as its ``#sha256=`` fragment, which pip checks
     against the download. A pip package without a sha256, without a URL (pip would take it from any
     index, unverified) or with a URL that is not a plain http(s)/file archive (a VCS URL builds code) is
     refused: every package of a lock is verified. A fragment already in the URL (``#egg=``, or a
     ``#sha256=`` of its own) is dropped, so only the lock's hash counts."""
     where = f"lockfile {lock_path}: pip package {p.name} {p.version}"
-    if not re.fullmatch(r"[0-9a-fA-F]{64}", p.sha256 or ""):
+    sha256 = p.sha256 or ""
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
         msg = f"{where} has no sha256: tfgpu installs only verified packages"
         raise InputError(msg, hint="regenerate the lock (conda-lock records a sha256 for every pip package)")
     url = (p.url or "").split("#", 1)[0]
@@ -751,13 +717,13 @@ def _pip_hash_req(p: LockedPkg, lock_path: str) -> str:
     if not _PIP_URL.fullmatch(url):
         msg = f"{where}: {url[:80]!r} is not an http(s) or file URL of a package archive"
         raise InputError(msg, hint="regenerate the lock from an index you trust")
-    return f"{p.name} @ {url}#sha256={p.sha256.lower()}"
+    return f"{p.name} @ {url}#sha256={sha256.lower()}"
 
 
 def plan_from_lock(
     kb: KnowledgeBase,
     facts: Facts,
-    lock: LockInfo,
+    lock: Lock,
     *,
     platform: str,
     name: str | None = None,
@@ -769,7 +735,7 @@ def plan_from_lock(
     find_links: Sequence[str] = (),
     offline: bool = False,
 ) -> Plan:
-    """Plan exactly the environment a lockfile describes, without solving.
+    """Plan exactly the environment a lockfile describes (read by ``tfgpu.lockfiles.read_lock``), without solving.
 
     conda locks: ``python -m tfgpu.engine install-lock`` (the locked URLs and hashes for ``platform``),
     then the lock's pip packages (``--no-deps``, each checked against its recorded sha256), then the
@@ -786,7 +752,7 @@ def plan_from_lock(
     if platform not in lock.platforms:
         msg = f"the lockfile {lock.path} has no packages for {platform} (it locks {', '.join(lock.platforms) or 'nothing'})"
         raise UsageError(msg, hint=f"lock for it: tfgpu lock ... --platform {platform}, or pass --platform")
-    from tfgpu.lockfile import PLATFORM_OS
+    from tfgpu.lockfiles import PLATFORM_OS
 
     os_name = PLATFORM_OS.get(platform, target_os(facts))
     pkgs = [p for p in lock.packages if p.platform == platform]
@@ -867,7 +833,7 @@ def plan_from_lock(
 
 
 def _plan_pip_lock(
-    kb: KnowledgeBase, facts: Facts, lock: LockInfo, *, name: str | None, prefix: str | None,
+    kb: KnowledgeBase, facts: Facts, lock: Lock, *, name: str | None, prefix: str | None,
     tools: Mapping[str, str | None], home: str, index_url: str | None, find_links: Sequence[str], offline: bool,
 ) -> Plan:
     os_name = target_os(facts)

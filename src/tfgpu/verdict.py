@@ -119,6 +119,32 @@ class TargetVerdict:
                 "backends": [b.to_json() for b in self.backends]}
 
 
+@record
+class Recommendation:
+    """What the doctor recommends here: a release and the command that builds it, or the CPU route
+    (``backend`` "cpu"). ``instead_of`` and ``why_not`` are set when it replaces a blocked ``--tf`` target."""
+
+    tf: str
+    backend: str | None
+    recipe: str | None
+    recipe_id: str | None
+    verdict: str  # ready | caveats, or "cpu" for the CPU route
+    command: str
+    why: str | None = None  # the CPU route: why no release can use a GPU here ("; "-joined, may be empty)
+    instead_of: str | None = None  # the blocked --tf target this recommendation replaces
+    why_not: str | None = None  # one line on why that target does not work here
+
+    def to_json(self) -> dict[str, Any]:
+        """The doctor JSON's ``recommendation`` (schema tfgpu.doctor/1; the optional fields only when set)."""
+        out: dict[str, Any] = {"tf": self.tf, "backend": self.backend, "recipe": self.recipe,
+                               "recipe_id": self.recipe_id, "verdict": self.verdict, "command": self.command}
+        for key in ("why", "instead_of", "why_not"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+
 # --------------------------------------------------------------------------- facts accessors
 
 
@@ -533,22 +559,19 @@ def _any_minor_serves(built: Version, tf: Version, kb: KnowledgeBase) -> bool:
     return kb.rule("cuda-libraries-per-major").holds(built) and kb.rule("system-cuda-any-minor").holds(tf)
 
 
-def _system_cuda_matches(m: Machine, cuda: str, tf: Version, kb: KnowledgeBase) -> dict[str, Any] | None:
+def system_cuda_installed(m: Machine, cuda: str, tf: Version, kb: KnowledgeBase) -> bool:
+    """Is a system CUDA toolkit installed that serves pip's TensorFlow ``tf``, built with CUDA ``cuda``?"""
     want = _v(normalize_cuda(cuda))
-    for t in m.toolkits:
-        have = _v(t.get("version"))
-        if have is not None and want is not None and system_cuda_serves(have, want, tf, kb):
-            return t
-    return None
+    return want is not None and any(
+        have is not None and system_cuda_serves(have, want, tf, kb) for have in (_v(t.get("version")) for t in m.toolkits))
 
 
-def _system_cudnn_matches(m: Machine, cudnn: str) -> dict[str, Any] | None:
+def system_cudnn_installed(m: Machine, cudnn: str) -> bool:
+    """Is a system cuDNN installed of ``cudnn``'s major version with at least its minor?"""
     want = _v(cudnn)
-    for c in m.cudnns:
-        have = _v(c.get("version"))
-        if have is not None and want is not None and have.major == want.major and have.release >= want.release[:2]:
-            return c
-    return None
+    return want is not None and any(
+        have is not None and have.major == want.major and have.release >= want.release[:2]
+        for have in (_v(c.get("version")) for c in m.cudnns))
 
 
 def _driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bool) -> tuple[list[Finding], list[Finding]]:
@@ -1075,7 +1098,7 @@ def _system_library_findings(
             "toolkits are installed",
             fix=f"check that CUDA {wanted} is installed, or use the conda backend: tfgpu create --tf {v} --backend conda",
         ))
-    elif _system_cuda_matches(m, cuda, v, kb) is None:
+    elif not system_cuda_installed(m, cuda, v, kb):
         have = ", ".join(str(t.get("version")) for t in m.toolkits) or "none"
         out.append(Finding(
             "cuda.system_toolkit",
@@ -1089,7 +1112,7 @@ def _system_library_findings(
             f"pip's {kb.gpu_dist(v)} {v} loads the system cuDNN {cudnn}; the facts do not say which cuDNN is installed",
             fix=f"check that cuDNN {cudnn} is installed, or use the conda backend: tfgpu create --tf {v} --backend conda",
         ))
-    elif _system_cudnn_matches(m, cudnn) is None:
+    elif not system_cudnn_installed(m, cudnn):
         have = ", ".join(str(c.get("version")) for c in m.cudnns) or "none"
         out.append(Finding(
             "cudnn.system",
@@ -1124,22 +1147,21 @@ def judge_requested(facts: Facts, kb: KnowledgeBase, tf: str, *, backend: str = 
 
 
 def resolve_latest(facts: Facts, kb: KnowledgeBase, *, backend: str = "auto",
-                   machine: Machine | None = None) -> tuple[str, dict[str, Any] | None]:
+                   machine: Machine | None = None) -> tuple[str, Recommendation | None]:
     """What ``latest`` means, everywhere (doctor, plan, create, lock): the release the doctor recommends here,
     and that recommendation; when nothing will use a GPU, the newest GPU series and None (its verdict says why)."""
     m = machine or Machine.from_facts(facts, kb)
     rec = recommend(facts, kb, judge_series(facts, kb, backend=backend, machine=m), m)
-    return (str(rec["tf"]), rec) if rec else (kb.series(m.tf_os)[0], None)
+    return (rec.tf, rec) if rec else (kb.series(m.tf_os)[0], None)
 
 
-def judge_target(facts: Facts, kb: KnowledgeBase, tf: str, *, backend: str = "auto") -> dict[str, Any]:
-    """A release, a series or ``latest`` -> the target's verdict as a JSON-ready dict."""
+def judge_target(facts: Facts, kb: KnowledgeBase, tf: str, *, backend: str = "auto") -> TargetVerdict:
+    """A release, a series or ``latest`` -> the target's verdict; ``requested`` is the release or series
+    judged (``latest`` resolved)."""
     m = Machine.from_facts(facts, kb)
     if tf == "latest":
         tf, _ = resolve_latest(facts, kb, backend=backend, machine=m)
-    out = judge_requested(facts, kb, tf, backend=backend, machine=m).to_json()
-    out["requested"] = tf
-    return out
+    return replace(judge_requested(facts, kb, tf, backend=backend, machine=m), requested=tf)
 
 
 def judge_series(facts: Facts, kb: KnowledgeBase, *, backend: str = "auto",
@@ -1204,7 +1226,7 @@ def create_command(tv: TargetVerdict, machine: Machine | None = None) -> str:
 
 
 def recommend(facts: Facts, kb: KnowledgeBase, verdicts: list[TargetVerdict] | None = None,
-              machine: Machine | None = None) -> dict[str, Any] | None:
+              machine: Machine | None = None) -> Recommendation | None:
     """The newest release that will use the GPU here: ready first, else the newest with caveats."""
     verdicts = verdicts if verdicts is not None else judge_series(facts, kb)
     machine = machine or Machine.from_facts(facts, kb)
@@ -1227,39 +1249,37 @@ def no_gpu_reasons(verdicts: Iterable[TargetVerdict]) -> list[str]:
     return list(dict.fromkeys(b.summary for t in items for b in t.blockers if b.check in MACHINE_BLOCKERS))
 
 
-def cpu_recommendation(kb: KnowledgeBase, machine: Machine, reasons: Sequence[str] = ()) -> dict[str, Any] | None:
+def cpu_recommendation(kb: KnowledgeBase, machine: Machine, reasons: Sequence[str] = ()) -> Recommendation | None:
     """The CPU route: the newest release as a CPU-only environment (`tfgpu create --tf X --cpu`)."""
     series = kb.series("linux")  # the CPU builds follow the releases, not any OS's GPU builds
     if not series:
         return None
     tf = series[0]
-    return {"tf": tf, "backend": "cpu", "recipe": "cpu", "recipe_id": "cpu", "verdict": "cpu",
-            "command": f"tfgpu create --tf {tf} --cpu", "why": "; ".join(reasons)}
+    return Recommendation(tf=tf, backend="cpu", recipe="cpu", recipe_id="cpu", verdict="cpu",
+                          command=f"tfgpu create --tf {tf} --cpu", why="; ".join(reasons))
 
 
 def recommend_instead(facts: Facts, kb: KnowledgeBase, blocked_tf: str,
-                      machine: Machine | None = None) -> dict[str, Any] | None:
+                      machine: Machine | None = None) -> Recommendation | None:
     """For a blocked --tf target: the best release that works here, else (no usable GPU) the CPU route."""
     machine = machine or Machine.from_facts(facts, kb)
     verdicts = judge_series(facts, kb, machine=machine)
     rec = recommend(facts, kb, verdicts, machine)
     if rec is None:
         rec = cpu_recommendation(kb, machine, no_gpu_reasons(verdicts))
-    if rec is not None:
-        rec = {**rec, "instead_of": blocked_tf}
-    return rec
+    return None if rec is None else replace(rec, instead_of=blocked_tf)
 
 
-def _recommendation(tv: TargetVerdict, machine: Machine | None = None) -> dict[str, Any]:
-    return {"tf": tv.tf, "backend": tv.backend, "recipe": tv.recipe, "recipe_id": tv.recipe_id or tv.recipe,
-            "verdict": tv.verdict, "command": create_command(tv, machine)}
+def _recommendation(tv: TargetVerdict, machine: Machine | None = None) -> Recommendation:
+    return Recommendation(tf=tv.tf, backend=tv.backend, recipe=tv.recipe, recipe_id=tv.recipe_id or tv.recipe,
+                          verdict=tv.verdict, command=create_command(tv, machine))
 
 
 @record(frozen=False)
 class DoctorResult:
     checks: list[Check]
     targets: list[TargetVerdict]
-    recommendation: dict[str, Any] | None
+    recommendation: Recommendation | None
     target_requested: str | None = None
     notes: list[str] = field(default_factory=list)
     machine: Machine | None = None  # what the verdicts were judged on
@@ -1301,6 +1321,6 @@ def diagnose(facts: Facts, kb: KnowledgeBase, *, tf: str | None = None, backend:
     # blocked: the best release that works here instead, with one line on why this one does not
     rec = recommend_instead(facts, kb, target.tf, m)
     if rec is not None and target.blockers:
-        rec["why_not"] = re.sub(r"^\[[^\]]*\] ", "", target.blockers[0].summary)  # without the "[pip: recipe]" tag
+        rec = replace(rec, why_not=re.sub(r"^\[[^\]]*\] ", "", target.blockers[0].summary))  # without the "[pip: recipe]" tag
     no_gpu = no_gpu_reasons([target])
     return DoctorResult(checks, [target], rec, target_requested=tf, machine=m, no_gpu=no_gpu)
