@@ -239,7 +239,7 @@ def test_nvidia_library_path_follows_the_row() -> None:
 
 
 def test_a_pip_lock_may_name_every_python_the_releases_table_has() -> None:
-    from tfgpu.locking import _any_python
+    from tfgpu.lock import _any_python
 
     assert "python3.13" in _any_python(KB)
     newer = tuple(replace(r, linux_pythons=(*r.linux_pythons, "3.15")) if r.version == Version("2.21.0") else r
