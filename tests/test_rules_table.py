@@ -127,11 +127,11 @@ def test_cuda_libraries_per_major_follows_the_row() -> None:
     have, built, tf = Version("11.1"), Version("11.2"), Version("2.5.0")
     assert not system_cuda_serves(have, built, tf, with_rule(KB, "cuda-libraries-per-major", ">=12"))
     facts = linux_facts()  # no system CUDA: the finding names the soname pip's TF would load
-    msg = " ".join(b["summary"] for b in judge_target(facts, KB, "2.5.0", backend="pip").to_json()["blockers"])
+    msg = " ".join(b.summary for b in judge_target(facts, KB, "2.5.0", backend="pip").blockers)
     assert "libcudart.so.11.0" in msg
     assert "CUDA 11.x" in msg
     changed = with_rule(KB, "cuda-libraries-per-major", ">=12")
-    msg = " ".join(b["summary"] for b in judge_target(facts, changed, "2.5.0", backend="pip").to_json()["blockers"])
+    msg = " ".join(b.summary for b in judge_target(facts, changed, "2.5.0", backend="pip").blockers)
     assert "libcudart.so.11.2" in msg
     assert "CUDA 11.x" not in msg
 
@@ -145,7 +145,7 @@ def test_mig_follows_the_row() -> None:
 def test_an_r470_mig_uuid_reaches_the_verdict_through_the_knowledge_base() -> None:
     facts = linux_facts(gpus=[dict(T4), dict(A100)], env={"CUDA_VISIBLE_DEVICES": R470_MIG})
     assert [g["name"] for g in Machine.from_facts(facts, KB).gpus or ()] == ["A100-SXM4-40GB"]
-    assert "env.cuda_visible_devices" not in {b["check"] for b in judge_target(facts, KB, "2.11").to_json()["blockers"]}
+    assert "env.cuda_visible_devices" not in {b.check for b in judge_target(facts, KB, "2.11").blockers}
 
 
 def test_tensorflow_cpu_package_follows_the_row() -> None:
@@ -207,10 +207,10 @@ def test_minor_version_compatibility_exists_for_the_majors_the_cuda_table_has() 
     has a CUDA 11 row; the code no longer says "from CUDA 11" itself."""
     facts = linux_facts(driver={"version": "450.80.02", "cuda": "11.0"})
     v = "2.11.0"
-    base = judge_target(facts, KB, v, backend="conda").to_json()
-    assert "driver.cuda" not in {b["check"] for b in base["blockers"]}
+    base = judge_target(facts, KB, v, backend="conda")
+    assert "driver.cuda" not in {b.check for b in base.blockers}
     no_row = replace(KB, minor_compats=tuple(mc for mc in KB.minor_compats if mc.major != 11))
-    assert "driver.cuda" in {b["check"] for b in judge_target(facts, no_row, v, backend="conda").to_json()["blockers"]}
+    assert "driver.cuda" in {b.check for b in judge_target(facts, no_row, v, backend="conda").blockers}
 
 
 def test_the_hint_for_a_missing_interpreter_names_a_python_from_the_data() -> None:
@@ -265,9 +265,9 @@ def test_native_windows_names_the_cuda_11_runtime_dll_by_its_major() -> None:
     facts.pop("cuda_toolkits")
 
     def summary(tf: str) -> str:
-        target = judge_target(facts, KB, tf, backend="pip").to_json()
-        return " ".join(f["summary"] for b in target["backends"] for f in b["caveats"] + b["blockers"]
-                        if f["check"] == "cuda.system_toolkit")
+        target = judge_target(facts, KB, tf, backend="pip")
+        return " ".join(f.summary for b in target.backends for f in (*b.caveats, *b.blockers)
+                        if f.check == "cuda.system_toolkit")
 
     assert "cudart64_110.dll" in summary("2.10.1")
     assert "cudart64_101.dll" in summary("2.3.0")
