@@ -266,3 +266,30 @@ def test_the_doctor_judges_the_container_route_from_the_recorded_daemon(tmp_path
     checks = {f.check for f in tv.blockers}
     assert "container.driver" in checks
     assert not checks & {"container.toolkit", "container.daemon"}
+
+
+@pytest.mark.real_subprocess
+def test_the_doctor_blocks_a_daemon_without_the_nvidia_runtime_and_names_the_fix(tmp_path: Path):
+    # docker/cli's own rendering of `docker info --format '{{json .}}'`: a reachable daemon with runc only
+    from tests.test_verdict import gpu_facts
+    from tfgpu.knowledge import load_kb, version
+    from tfgpu.verdict import BLOCKED, judge_release
+
+    prof = _profile(tmp_path)
+    prof.program("docker", {"info*": (CT / "docker_info_with_devices.json.golden", 0),
+                            "--version": (CT / "docker_version.stdout", 0)})
+    prof.file("/etc/group", "root:x:0:\ndocker:x:998:alice\n")
+    prof.file("/var/run/docker.sock", "")
+    section = probe_containers(Ctx(root=tmp_path, env=prof.env, timeout=5), uid=1000)
+    (docker,) = section["runtimes"]
+    assert docker["daemon"]["reachable"] is True
+    assert docker["runtimes"] == ["runc"]
+    assert docker["cdi_devices"] == ["com.example.device1", "nvidia.com/gpu=gpu0"]
+    assert section["toolkit"]["runtime"] is False
+    # `--gpus all` needs the nvidia runtime or the toolkit's hook, neither of which is here; the CDI devices
+    # the daemon lists are reported (cdi_devices) for `docker run --device nvidia.com/gpu=...`
+    facts = {**gpu_facts("NVIDIA GeForce RTX 3090", "8.6", driver="550.54.15"), "containers": section}
+    tv = judge_release(facts, load_kb(), version("2.15.1"), backend="docker")
+    assert tv.verdict == BLOCKED
+    (toolkit,) = [f for f in tv.blockers if f.check == "container.toolkit"]
+    assert "nvidia-ctk runtime configure --runtime=docker" in toolkit.fix
