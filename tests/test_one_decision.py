@@ -363,14 +363,14 @@ def assert_one_container_decision(facts: dict[str, Any], tf: str, backend: str) 
     # TensorFlow's own image carries the judged release; an NGC image its own patch of the same series
     assert row.tf == plan.tf or (plan.recipe_id.startswith("nvcr.io/") and series_of(Version(row.tf)) == series_of(Version(plan.tf)))
     rec = result.recommendation
-    if rec is not None and rec["backend"] == "container":
-        assert rec["command"] == f"tfgpu create --tf {rec['tf']} --backend {backend}"
-        rec_plan = container_plan_or_none(facts, rec["tf"], backend)
+    if rec is not None and rec.backend == "container":
+        assert rec.command == f"tfgpu create --tf {rec.tf} --backend {backend}"
+        rec_plan = container_plan_or_none(facts, rec.tf, backend)
         assert rec_plan is not None
-        assert rec_plan.recipe_id == rec["recipe_id"] == rec["recipe"]
-        assert rec_plan.verdict == rec["verdict"]
+        assert rec_plan.recipe_id == rec.recipe_id == rec.recipe
+        assert rec_plan.verdict == rec.verdict
     elif rec is not None:  # the verdict recommends a recipe instead: its command names that recipe's backend
-        assert f"--backend {backend}" not in rec["command"], rec
+        assert f"--backend {backend}" not in rec.command, rec
 
 
 def assert_auto_shows_the_container_row_plan_builds(facts: dict[str, Any], tf: str) -> None:
