@@ -97,7 +97,8 @@ def test_the_doctor_reads_the_gpu_devices_only_for_a_gpu_without_a_compute_capab
     knowledge.load_kb()
     _clear()
     cached = knowledge.load_kb()
-    assert cached.devices == () and cached.devices_elsewhere
+    assert cached.devices == ()
+    assert cached.devices_elsewhere
     h100 = {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "pci_device_id": "2330"}
     assert gpu_cc_of(cached, h100) == "9.0"
     assert knowledge.load_gpu_devices.cache_info().currsize == 0  # not read

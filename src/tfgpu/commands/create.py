@@ -8,7 +8,7 @@ from typing import Any, Optional  # typer needs Optional at runtime on 3.9
 
 import typer
 
-from tfgpu.commands.plan import CONFIG_EPILOG, CONTAINER_BACKENDS, CPU_HELP, IMAGE_HELP, _facts, _print_plan
+from tfgpu.commands.plan import CONFIG_EPILOG, CONTAINER_BACKENDS, IMAGE_HELP, _facts, _print_plan
 from tfgpu.options import typer_option
 from tfgpu.pipeline import check_target
 
@@ -23,21 +23,21 @@ def create_cmd(
     python: Optional[str] = typer_option("python"),
     channel: Optional[list[str]] = typer_option("channel"),  # noqa: B008 - typer's idiom
     dry_run: bool = typer.Option(False, "--dry-run", help="Judge and show the plan; change nothing."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing environment; build despite a blocked verdict."),
+    yes: bool = typer_option("yes"),
+    force: bool = typer_option(
+        "force", help="Go ahead where tfgpu would stop: replace an existing environment; build despite a blocked verdict."),
     no_smoke: bool = typer.Option(False, "--no-smoke", help="Skip the smoke test."),
-    allow_cpu: bool = typer.Option(False, "--allow-cpu", help="A CPU-only smoke result is a success."),
-    cpu: bool = typer.Option(False, "--cpu", help=CPU_HELP),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds each step may take."),
+    allow_cpu: bool = typer_option("allow_cpu"),
+    cpu: bool = typer_option("cpu"),
+    timeout: Optional[float] = typer_option("timeout", help="Give up after this many seconds: on each step."),
     facts_file: Optional[str] = typer_option("facts"),
     driver: Optional[str] = typer_option("driver"),
     gpu_cc: Optional[str] = typer_option("gpu_cc"),
     os_name: Optional[str] = typer_option("os"),
     find_links: Optional[list[str]] = typer_option("find_links"),  # noqa: B008
     index_url: Optional[str] = typer_option("index_url"),
-    offline: bool = typer.Option(False, "--offline", help="No network: pip/uv use only the given wheels; "
-                                                           "--from-lock installs from the package cache only."),
-    image: Optional[str] = typer.Option(None, "--image", metavar="REF", help=IMAGE_HELP),
+    offline: bool = typer_option("offline"),
+    image: Optional[str] = typer_option("image", help=IMAGE_HELP),
 ) -> int:
     """Judge the target, show the plan, build the environment, then run the smoke test in it."""
     if backend in CONTAINER_BACKENDS:
@@ -72,17 +72,25 @@ def _create_container(*, tf: str | None, from_lock: str | None, backend: str, im
         if not sys.stdin.isatty():
             msg = "create needs confirmation and there is no terminal to ask on"
             raise UsageError(msg, hint="pass --yes")
-        return bool(typer.confirm(question, default=True))
+        from tfgpu import output
+
+        return output.confirm(question, default=True)
 
     return run_container_create(tf=tf, backend=backend, image=image, name=name, facts=facts,
                                 dry_run=dry_run, yes=yes, no_smoke=no_smoke, allow_cpu=allow_cpu,
-                                timeout=check_timeout(timeout), out=typer.echo, err=_err, confirm=confirm)
+                                timeout=check_timeout(timeout), out=_say, err=_err, confirm=confirm)
+
+
+def _say(text: str) -> None:
+    from tfgpu import output
+
+    output.say(text)
 
 
 def _err(text: str) -> None:
-    from tfgpu.errors import stderr_line
+    from tfgpu import output
 
-    stderr_line(text)
+    output.note(text)
 
 
 def run_create(
@@ -101,9 +109,9 @@ def run_create(
 
     timeout = check_timeout(timeout)
     if from_lock is not None:  # a bad lockfile is exit 2 before the machine is probed
-        from tfgpu.backends.lock import read_lock_info
+        from tfgpu.lockfiles import read_lock
 
-        read_lock_info(from_lock)
+        read_lock(from_lock)
     refuse_foreign_prefix(prefix, force)  # a directory tfgpu did not make is refused before anything else
     request = CreateRequest(
         tf=tf, facts=_facts(facts_file, driver, gpu_cc, os_name), backend=backend, name=name, prefix=prefix,
@@ -126,7 +134,7 @@ class _CreateRenderer:
         _err(text)
 
     def say(self, text: str) -> None:
-        typer.echo(text)
+        _say(text)
 
     def planned(self, plan: Any) -> None:
         _print_plan(plan)
@@ -140,18 +148,20 @@ class _CreateRenderer:
             msg = "create needs confirmation and there is no terminal to ask on"
             raise UsageError(msg, hint="pass --yes")
         question = f"Replace {plan.prefix} ({replacing})?" if replacing else f"Create {plan.prefix}?"
-        if not typer.confirm(question, default=not replacing):
-            typer.echo("cancelled")
+        from tfgpu import output
+
+        if not output.confirm(question, default=not replacing):
+            output.say("cancelled")
             return False
         return True
 
     def building(self, plan: Any) -> Any:
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-        from tfgpu.safety import safe_console
+        from tfgpu import output
 
-        self.console = safe_console(stderr=True, highlight=False)
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+        self.console = output.console(err=True)
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(),
                                  console=self.console, transient=False, disable=not self.console.is_terminal)
         self.task = self.progress.add_task("starting", total=len(plan.steps))
         return self.progress

@@ -9,19 +9,21 @@ from typing import Optional
 
 import typer
 
+from tfgpu.options import typer_option
+
 fleet_app = typer.Typer(
     name="fleet", no_args_is_help=True, add_completion=False,
     help="Preflight a whole cluster: merge per-node doctor reports; print the Slurm/Kubernetes/Ansible runs.",
 )
 
-TF_HELP = "A release (2.15.1), a series (2.15) or 'latest'."
+TF_HELP = "TensorFlow: a release (2.15.1), a series (2.15) or `latest`."
 _REPORTS = typer.Argument(..., metavar="REPORT...", help="Report files, directories of *.json, or - for standard input.")
 
 
 @fleet_app.command("merge")
 def merge(
     reports: list[str] = _REPORTS,
-    tf: Optional[str] = typer.Option(None, "--tf", help=TF_HELP + " Exit 1 unless usable on every node."),
+    tf: Optional[str] = typer_option("tf", help=TF_HELP + " Exit 1 unless usable on every node."),
     json_out: bool = typer.Option(False, "--json", help="Print the versioned JSON document (tfgpu.fleet/1)."),
     html_file: Optional[str] = typer.Option(None, "--html", metavar="FILE",
                                             help="Also write one self-contained HTML page."),
@@ -31,8 +33,8 @@ def merge(
 
     Exit 0 report produced; 1 with --tf when X is not usable on every node; 2 on bad input (the other
     reports are still merged)."""
-    import json
 
+    from tfgpu import output
     from tfgpu.fleet import merge as fleet_merge
     from tfgpu.fleet import render
     from tfgpu.knowledge import load_kb
@@ -42,9 +44,9 @@ def merge(
     if html_path is not None:
         _write_text(html_path, render.render_html(doc))
     if json_out:
-        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        output.write_json(doc, ensure_ascii=False)
     else:
-        render.render_human(doc, sys.stdout, color=None if sys.stdout.isatty() else False)
+        render.render_human(doc, sys.stdout)
     if doc["problems"] and json_out:
         from tfgpu.errors import error_line
 
@@ -70,7 +72,7 @@ def _html_target(path: str) -> Path:
 def _write_text(p: Path, text: str) -> None:
     """Write a new file under an unpredictable name beside the target and rename it over (never through
     a link planted there); the lockfile writer's mechanism."""
-    from tfgpu.lockfile import write_atomic
+    from tfgpu.lockfiles import write_atomic
 
     write_atomic(p, text)
 
@@ -78,46 +80,49 @@ def _write_text(p: Path, text: str) -> None:
 @fleet_app.command("slurm")
 def slurm(
     nodes: Optional[int] = typer.Option(None, "--nodes", metavar="N", help="Run on N nodes."),
-    nodelist: Optional[str] = typer.Option(None, "--nodelist", metavar="LIST",
+    nodelist: Optional[str] = typer.Option(None, "--nodelist", metavar="HOSTLIST",
                                            help="Run on these nodes (a Slurm hostlist, e.g. gpu[01-16])."),
-    partition: Optional[str] = typer.Option(None, "--partition", metavar="P", help="The Slurm partition."),
-    tf: Optional[str] = typer.Option(None, "--tf", help=TF_HELP + " The merge judges it on every node."),
+    partition: Optional[str] = typer.Option(None, "--partition", metavar="NAME", help="The Slurm partition."),
+    tf: Optional[str] = typer_option("tf", help=TF_HELP + " The merge judges it on every node."),
     gres: Optional[str] = typer.Option(None, "--gres", metavar="SPEC",
                                        help="Request GPUs (e.g. gpu:8) where cgroups hide unrequested ones."),
-    time: str = typer.Option("00:10:00", "--time", metavar="T", help="The job's time limit."),
+    time: str = typer.Option("00:10:00", "--time", metavar="HH:MM:SS", help="The job's time limit."),
 ) -> int:
     """Print an sbatch script: `tfgpu doctor --json --redact` once per node (srun --ntasks-per-node=1),
     one report per node in a directory, then `tfgpu fleet merge` over it."""
+    from tfgpu import output
     from tfgpu.fleet.engines import slurm_script
 
-    sys.stdout.write(slurm_script(nodes=nodes, nodelist=nodelist, partition=partition, tf=tf, gres=gres, time=time))
+    output.write_document(slurm_script(nodes=nodes, nodelist=nodelist, partition=partition, tf=tf, gres=gres, time=time))
     return 0
 
 
 @fleet_app.command("k8s")
 def k8s(
-    namespace: str = typer.Option("default", "--namespace", metavar="NS", help="The Kubernetes namespace."),
-    image: Optional[str] = typer.Option(None, "--image", metavar="IMG",
-                                        help="An image with tfgpu (default: python:3.12, tfgpu installed at start)."),
-    tf: Optional[str] = typer.Option(None, "--tf", help=TF_HELP + " The merge judges it on every node."),
+    namespace: str = typer.Option("default", "--namespace", metavar="NAME", help="The Kubernetes namespace."),
+    image: Optional[str] = typer_option(
+        "image", help="The container image to use: one with tfgpu (default: python:3.12, tfgpu installed at start)."),
+    tf: Optional[str] = typer_option("tf", help=TF_HELP + " The merge judges it on every node."),
 ) -> int:
     """Print a Kubernetes manifest: a DaemonSet on every GPU node that prints its doctor report, and the
     kubectl commands that collect the reports into `tfgpu fleet merge`."""
+    from tfgpu import output
     from tfgpu.fleet.engines import k8s_manifest
 
-    sys.stdout.write(k8s_manifest(namespace=namespace, image=image, tf=tf))
+    output.write_document(k8s_manifest(namespace=namespace, image=image, tf=tf))
     return 0
 
 
 @fleet_app.command("ansible")
 def ansible(
     hosts: str = typer.Option("gpu", "--hosts", metavar="PATTERN", help="The inventory host pattern."),
-    tf: Optional[str] = typer.Option(None, "--tf", help=TF_HELP + " The play fails unless usable on every host."),
+    tf: Optional[str] = typer_option("tf", help=TF_HELP + " The play fails unless usable on every host."),
 ) -> int:
     """Print an Ansible playbook: the doctor on every host over SSH, the reports merged on the controller."""
+    from tfgpu import output
     from tfgpu.fleet.engines import ansible_playbook
 
-    sys.stdout.write(ansible_playbook(hosts=hosts, tf=tf))
+    output.write_document(ansible_playbook(hosts=hosts, tf=tf))
     return 0
 
 

@@ -6,15 +6,17 @@ from typing import Any, Optional
 
 import typer
 
+from tfgpu.options import typer_option
+
 
 def lint(
     files: list[str] = typer.Argument(  # noqa: B008
         ..., metavar="FILE...", help="Dockerfiles and compose files (told apart by content)."),
-    json_out: bool = typer.Option(False, "--json", help="Print a versioned JSON document (tfgpu.lint/1)."),
-    facts_file: Optional[str] = typer.Option(
-        None, "--facts", metavar="FILE",
-        help="Judge against this machine's facts (tfgpu doctor --json) instead of probing this one."),
-    strict: bool = typer.Option(False, "--strict", help="Exit 1 on any warning or failure."),
+    json_out: bool = typer_option("json", help="Print the versioned JSON document (tfgpu.lint/1)."),
+    facts_file: Optional[str] = typer_option(
+        "facts", help="Read the facts (or an earlier `tfgpu doctor --json` report) from this file instead of probing "
+                      "this machine: the host the files are judged against."),
+    strict: bool = typer_option("strict"),
 ) -> int:
     """Check Dockerfiles and compose files for GPU problems: base image CUDA vs the host driver, pip-installed
     TensorFlow vs the image, two CUDAs, LD_LIBRARY_PATH, hidden GPUs, services without a GPU reservation."""
@@ -22,8 +24,6 @@ def lint(
 
 
 def run_lint(files: list[str], *, json_out: bool = False, facts_file: str | None = None, strict: bool = False) -> int:
-    import json
-    import sys
 
     from tfgpu.knowledge import load_kb
     from tfgpu.lint import exit_code, lint_paths
@@ -41,21 +41,22 @@ def run_lint(files: list[str], *, json_out: bool = False, facts_file: str | None
     code = exit_code(doc, strict=strict)
     doc["exit_code"] = code
     if json_out:
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        from tfgpu import output
+
+        output.write_json(doc)
     else:
         render(doc)
     return code
 
 
 def render(doc: dict[str, Any]) -> None:
-    import sys
 
     from rich.text import Text
 
+    from tfgpu import output
     from tfgpu.report import MARKS, STYLES
-    from tfgpu.safety import safe_console
 
-    console = safe_console(file=sys.stdout, highlight=False, no_color=not sys.stdout.isatty(), soft_wrap=False, width=100)
+    console = output.console(soft_wrap=False, width=100)
     host = doc.get("host") or {}
     console.print(Text(f"host driver: {host.get('driver') or 'none known'}", style="dim"))
     for f in doc["files"]:

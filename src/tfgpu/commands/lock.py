@@ -7,30 +7,32 @@ from typing import Any, List, Optional  # noqa: UP035 - typer needs typing.List 
 
 import typer
 
-from tfgpu.facts import as_facts
 from tfgpu.options import overrides, typer_option
+
+LOCK_BACKEND_HELP = (
+    "The backend: auto (the recipe `tfgpu plan` chooses for this machine: a conda recipe gives conda-lock's format, "
+    "a pip recipe hashed requirements), rattler or conda (a conda recipe, solved by tfgpu's embedded engine and "
+    "written in conda-lock's format; no conda, mamba or conda-lock is run), or pip (--require-hashes requirements, "
+    "with uv).")
 
 
 def lock(
-    tf: str = typer.Option(..., "--tf", help="A release (2.2.0), a series (2.2) or `latest`."),
-    platform: Optional[List[str]] = typer.Option(  # noqa: B008, UP006 - typer needs typing.List on 3.9
-        None, "--platform", help="conda platform to lock for (repeatable; default linux-64)."),
+    tf: str = typer_option("tf", default=...),
+    platform: Optional[List[str]] = typer_option(  # noqa: B008, UP006 - typer needs typing.List on 3.9
+        "platform", help="Conda platform: to lock for (repeatable; default linux-64)."),
     output: Optional[Path] = typer.Option(  # noqa: B008 - typer's idiom
-        None, "-o", "--output",
-        help="lockfile to write (default conda-lock.yml; requirements.lock.txt for --backend pip)."),
-    channel: Optional[List[str]] = typer.Option(  # noqa: B008, UP006
-        None, "--channel", "-c", help="channel instead of the recipe's (repeatable)."),
-    backend: str = typer_option(
-        "backend",
-        help="auto: the recipe `tfgpu plan` chooses for this machine (a conda recipe: conda-lock's format; "
-             "a pip recipe: hashed requirements); rattler or conda: a conda recipe, solved with tfgpu's embedded "
-             "engine (conda-lock's format); pip: --require-hashes requirements with uv."),
+        None, "-o", "--output", metavar="FILE",
+        help="The lockfile to write (default conda-lock.yml; requirements.lock.txt for --backend pip)."),
+    channel: Optional[List[str]] = typer_option("channel"),  # noqa: B008, UP006
+    backend: str = typer_option("backend", help=LOCK_BACKEND_HELP),
     python: Optional[str] = typer_option(
-        "python", help="Python X.Y for the environment (default: the one plan would use, else the newest the wheels allow)."),
+        "python", help="Python X.Y of the environment (default: the one plan would use, else the newest the wheels "
+                       "allow)."),
     virtual_package: Optional[List[str]] = typer.Option(  # noqa: B008, UP006
-        None, "--virtual-package", help="assume a virtual package, e.g. __cuda=12.4 (repeatable)."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="rattler cache directory."),  # noqa: B008
-    force: bool = typer.Option(False, "--force", help="overwrite an existing lockfile."),
+        None, "--virtual-package", metavar="SPEC", help="Assume a virtual package, e.g. __cuda=12.4 (repeatable)."),
+    cache_dir: Optional[Path] = typer.Option(  # noqa: B008
+        None, "--cache-dir", metavar="DIR", help="The rattler cache directory."),
+    force: bool = typer_option("force", help="Go ahead where tfgpu would stop: overwrite an existing lockfile."),
     facts_file: Optional[str] = typer_option("facts"),
     driver: Optional[str] = typer_option("driver"),
     gpu_cc: Optional[str] = typer_option("gpu_cc"),
@@ -41,11 +43,9 @@ def lock(
     The recipe is the one `tfgpu plan` and `tfgpu doctor` choose for this machine (or the --facts file)."""
     from tfgpu.doctor import gather_facts
     from tfgpu.engine import parse_virtual_package
-    from tfgpu.errors import UsageError
+    from tfgpu.lock import check_lock_backend
 
-    if backend not in ("auto", "rattler", "conda", "pip"):  # bad input is exit 2 before the machine is probed
-        msg = f"unknown --backend {backend!r}"
-        raise UsageError(msg, hint="use auto, rattler, conda or pip")
+    check_lock_backend(backend)  # bad input is exit 2 before the machine is probed
     for vp in virtual_package or ():
         parse_virtual_package(vp)
     facts, _ = gather_facts(facts_file=facts_file, overrides=overrides(driver, gpu_cc, os_name))
@@ -59,62 +59,15 @@ def run_lock(
     python: str | None, virtual_packages: tuple[str, ...], cache_dir: Path | None, force: bool,
     facts: dict[str, Any] | None = None,
 ) -> int:
-    from tfgpu.errors import UsageError
+    from tfgpu import output as ui  # `output` is the lockfile option here
+    from tfgpu.lock import lock_environment
 
-    if backend not in ("auto", "rattler", "conda", "pip"):
-        msg = f"unknown --backend {backend!r}"
-        raise UsageError(msg, hint="use auto, rattler, conda or pip")
-    from tfgpu import lockfile, locking
-    from tfgpu.backends.config import load_config
-    from tfgpu.backends.detect import detect_tools
-    from tfgpu.knowledge import load_kb
-    from tfgpu.plan import resolve_target
-
-    kb = load_kb()
-    facts = facts or {}
-    config = load_config()
-    tools = detect_tools(facts)
-    tf, resolve_notes = resolve_target(kb, as_facts(facts), tf, backend=backend)
-    pip_target = None
-    if backend == "auto":  # the planner's choice for the first platform decides the kind of lock
-        first = locking.lock_target(kb, facts, tf, platforms[0], python=python, channels=channels, tools=tools,
-                                     prefer=config.prefer)
-        backend = "pip" if first.kind == "pip" else "rattler"
-        pip_target = first if first.kind == "pip" else None
-        kind_text = "hashed pip requirements" if first.kind == "pip" else "conda-lock's format"
-        typer.echo(f"# --backend auto: recipe {first.recipe} ({kind_text})", err=True)
-    out = output or Path("requirements.lock.txt" if backend == "pip" else "conda-lock.yml")
-    if (out.exists() or out.is_symlink()) and not force:
-        msg = f"{out} already exists"
-        raise UsageError(msg, hint="pass --force to overwrite it, or choose another file with -o")
-    for n in resolve_notes:
-        typer.echo(f"# {n}", err=True)
-    lockfile.check_output(out)  # before solving: a device node, a missing or read-only directory
-    if backend == "pip":
-        if len(platforms) != 1:
-            msg = "--backend pip locks one platform per requirements file"
-            raise UsageError(msg, hint="run tfgpu lock once per --platform with its own -o")
-        notes = locking.lock_pip(kb, tf, platforms[0], out, python=python, facts=facts, tools=tools,
-                                  target=pip_target)
-    else:
-        if backend == "conda":
-            # Handing the solve to an installed conda-lock is not implemented yet: the embedded engine
-            # solves and writes the same format.
-            typer.echo("# --backend conda: a conda recipe, solved with tfgpu's embedded engine (rattler) and "
-                       "written in conda-lock's format; no conda, mamba or conda-lock is run", err=True)
-        if not channels and config.channels:  # --channel beats the config file, which beats the recipe's channels
-            channels = tuple(config.channels)
-            typer.echo(f"# channels from {config.path}: {', '.join(channels)}", err=True)
-        req = locking.LockRequest(tf=tf, platforms=platforms, channels=channels, python=python,
-                                   virtual_packages=virtual_packages, facts=facts, tools=tools,
-                                   prefer=config.prefer)
-        lock_, notes = locking.lock_conda(kb, req, cache_dir=cache_dir)
-        lockfile.write_lockfile(lock_, out, force=force)
-        counts = ", ".join(f"{p}: {len(lock_.for_platform(p))}" for p in lock_.platforms)
-        notes.append(f"packages per platform: {counts}")
-    for n in notes:
-        typer.echo(f"# {n}")
-    typer.echo(f"wrote {out}")
+    outcome = lock_environment(tf=tf, platforms=platforms, output=output, channels=channels, backend=backend,
+                               python=python, virtual_packages=virtual_packages, cache_dir=cache_dir, force=force,
+                               facts=facts, say=ui.note)
+    for n in outcome.notes:
+        ui.say(f"# {n}")
+    ui.say(f"wrote {outcome.path}")
     return 0
 
 
