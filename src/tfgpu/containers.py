@@ -274,7 +274,17 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
 
 
 def container_alternative(kb: KnowledgeBase, m: Machine, v: Version) -> Finding | None:
-    """When no wheel of ``v`` runs on the GPU: the NGC image that can (its own TensorFlow release)."""
+    """When no wheel of ``v`` runs on the GPU: the NGC image that can (its own TensorFlow release). Worked out
+    once per machine and series (every patch release of a blocked series asks)."""
+    memo = _memo(m)
+    key = ("alternative", id(kb), v.major, v.minor)
+    if key not in memo:
+        memo[key] = _container_alternative(kb, m, v)
+    found: Finding | None = memo[key]
+    return found
+
+
+def _container_alternative(kb: KnowledgeBase, m: Machine, v: Version) -> Finding | None:
     from tfgpu.verdict import Finding
 
     fits = images_for_gpu(kb, m) if m.gpus else []

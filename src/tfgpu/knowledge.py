@@ -748,7 +748,8 @@ class KnowledgeBase:
 
     def rule(self, rule_id: str) -> Rule:
         """The rule ``rule_id`` of compat/rules.toml (one of RULE_IDS, which loading checks are all there)."""
-        found = next((r for r in self.rules if r.id == rule_id), None)
+        index: dict[str, Rule] = self.derived("rules_by_id", "", lambda: {r.id: r for r in self.rules})
+        found = index.get(rule_id)
         if found is None:
             msg = f"compat/rules.toml has no rule {rule_id!r}"
             raise DataError(msg, hint="reinstall tfgpu: python3 -m pip install --force-reinstall tfgpu")
@@ -765,8 +766,12 @@ class KnowledgeBase:
 
     def newest_python(self, os: str = "linux") -> str:
         """The newest Python any GPU release has wheels for on ``os`` (compat/releases.toml), "" when none."""
-        found = {p for r in self.gpu_releases(os) for p in r.pythons("windows" if os == "windows" else "linux")}
-        return max(found, key=version, default="")
+
+        def newest() -> str:
+            found = {p for r in self.gpu_releases(os) for p in r.pythons("windows" if os == "windows" else "linux")}
+            return max(found, key=version, default="")
+
+        return self.derived("newest_python", os, newest)
 
     def and_cuda_from(self) -> Version | None:
         """The first GPU release whose wheels have pip's [and-cuda] extra, which brings CUDA and cuDNN as
