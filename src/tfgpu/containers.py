@@ -1,7 +1,7 @@
 """The container route, decided: which GPU image of TensorFlow fits this host, and which runtime runs it.
 
-Pure: facts (``facts["containers"]``, the driver, the GPUs) + compat/containers.toml -> a
-:class:`~tfgpu.verdict.BackendVerdict` with backend "container" (ready when the host driver meets the
+Pure: facts (``facts["containers"]``, the driver, the GPUs) + compat/containers.toml ->
+a :class:`~tfgpu.findings.BackendVerdict` with backend "container" (ready when the host driver meets the
 image's floor, or its forward-compatibility branch on a data-center GPU; the GPU's compute capability is in
 the image; and a runtime with GPU support is configured), and the argv that pulls and runs it.
 Fixes install what NVIDIA's documentation says; tfgpu never runs sudo itself.
@@ -17,12 +17,15 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import Version
 
 from tfgpu._record import record
+from tfgpu.findings import BackendVerdict, Finding
+from tfgpu.gpu_rules import gpu_findings
 from tfgpu.knowledge import ContainerImage, KnowledgeBase, container_images, ngc_images, version
+from tfgpu.machine import Machine, resolve_version
 from tfgpu.options import CONTAINER_RUNTIMES  # the one table of backends and runtimes
+from tfgpu.steps import Plan, Step
 
 if TYPE_CHECKING:
     from tfgpu.facts import Facts
-    from tfgpu.verdict import BackendVerdict, Finding, Machine
 
 
 TOOLKIT_DOCS = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"
@@ -151,8 +154,6 @@ def image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tupl
 
 
 def _image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tuple[list[Finding], list[Finding]]:
-    from tfgpu.verdict import Finding, _gpu_findings
-
     blockers: list[Finding] = []
     caveats: list[Finding] = []
     names = [str(g.get("name") or "") for g in m.gpus or ()]
@@ -168,7 +169,7 @@ def _image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tup
         caveats.append(Finding("container.forward_compat", f"{image.ref} runs on driver {m.driver_text} only through "
                                "CUDA forward compatibility (data-center GPU)"))
     if image.family == "tensorflow":
-        g_block, g_cav, _jit = _gpu_findings(m, kb, image.tf, image.cuda, "pip")  # the image holds the pip wheel
+        g_block, g_cav, _jit = gpu_findings(m, kb, image.tf, image.cuda, "pip")  # the image holds the pip wheel
         blockers += [Finding(f.check, f"{image.ref}: {f.summary}", f.fix) for f in g_block]
         caveats += g_cav
         return blockers, caveats
@@ -204,8 +205,6 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
                     wanted: str = "container", image_ref: str | None = None) -> BackendVerdict:
     """The container route for TensorFlow ``v``: the first image (TensorFlow's own, then NGC's of the same
     series) that fits this host, run by the first GPU-ready runtime."""
-    from tfgpu.verdict import BackendVerdict, Finding
-
     images = container_images(kb, v)
     if image_ref:
         named = [i for i in images if i.ref == image_ref] or [i for i in ngc_images() if i.ref == image_ref]
@@ -247,8 +246,6 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
 
 def container_alternative(kb: KnowledgeBase, m: Machine, v: Version) -> Finding | None:
     """When no wheel of ``v`` runs on the GPU: the NGC image that can (its own TensorFlow release)."""
-    from tfgpu.verdict import Finding
-
     fits = images_for_gpu(kb, m) if m.gpus else []
     if not fits:
         return None
@@ -324,12 +321,10 @@ def run_in_container(runtime: str, image: str, command: list[str], cwd: str) -> 
 
 
 def plan_container(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str, image_ref: str | None,
-                   smoke_script: str, cache_dir: str, name: str | None = None) -> Any:
+                   smoke_script: str, cache_dir: str, name: str | None = None) -> Plan:
     """The plan of `tfgpu plan|create --backend docker|podman|apptainer|container`: pull the chosen image,
     run the smoke script in it with the GPU. Pure: ``smoke_script`` and ``cache_dir`` are handed in."""
     from tfgpu.errors import UsageError
-    from tfgpu.plan import Plan, Step
-    from tfgpu.verdict import Machine, resolve_version
 
     m = Machine.from_facts(facts)
     v = resolve_version(kb, tf, m)

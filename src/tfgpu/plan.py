@@ -15,20 +15,22 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
-from tfgpu._record import field, record
+from tfgpu._record import record
 from tfgpu.choose import BACKENDS as BACKENDS  # re-exported: the values --backend takes
 from tfgpu.choose import CONDA_TOOLS as CONDA_TOOLS
 from tfgpu.choose import target_os as target_os
 from tfgpu.errors import InputError, UsageError
 from tfgpu.knowledge import Pin, VersionSpec, load_pins, pin_source_urls
-from tfgpu.steps import Step as Step  # re-exported: plans are made of steps
+from tfgpu.steps import (
+    PLAN_SCHEMA as PLAN_SCHEMA,  # re-exported: a plan and its steps are records of tfgpu.steps
+)
+from tfgpu.steps import Plan as Plan
+from tfgpu.steps import Step as Step
 
 if TYPE_CHECKING:
     from tfgpu.facts import Facts
     from tfgpu.knowledge import KnowledgeBase
     from tfgpu.verdict import TargetVerdict
-
-PLAN_SCHEMA = "tfgpu.plan/1"
 
 #: GPUs with at most this much memory get TF_FORCE_GPU_ALLOW_GROWTH=true: TensorFlow maps nearly all GPU
 #: memory by default; a 2 GB MX150 and a GTX 1080 failed with cuDNN errors until memory growth was enabled (blog
@@ -52,58 +54,6 @@ NVIDIA_LIBPATH_SOURCE = "https://github.com/tensorflow/tensorflow/issues/63362"
 ANACONDA_TOS_SOURCE = "https://anaconda.com/pricing/terms-of-service-faqs"
 _ANACONDA_NAMES = frozenset({"defaults", "anaconda", "main", "r", "msys2"})
 _ANACONDA_URL = re.compile(r"^https?://(repo\.anaconda\.com/|conda\.anaconda\.org/(anaconda|main|r|msys2)(/|$))")
-
-
-@record
-class Plan:
-    tf: str
-    backend: str  # pip | conda | rattler
-    backend_reason: str
-    prefix: str
-    name: str | None
-    python: str
-    steps: tuple[Step, ...]
-    env_vars: dict[str, str] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-    recipe_id: str = ""
-    sources: tuple[str, ...] = ()
-    tool: str = ""  # uv | venv | mamba | micromamba | conda | rattler
-    os: str = "linux"
-    channels: tuple[str, ...] = ()
-    conda_specs: tuple[str, ...] = ()
-    pip_requirements: tuple[str, ...] = ()
-    env_python: str = ""  # the new environment's interpreter
-    conda_named: bool = False  # created with `-n NAME` in conda's envs directory
-    verdict: str = ""  # the target's verdict here, as the doctor judges it ("" = not judged: from a lock)
-    blockers: tuple[dict[str, Any], ...] = ()  # the chosen backend's blockers (Finding.to_json())
-    caveats: tuple[dict[str, Any], ...] = ()
-    cpu: bool = False  # the CPU route (--cpu): no CUDA, no nvidia-* wheels
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": PLAN_SCHEMA,
-            "tf": self.tf,
-            "backend": self.backend,
-            "tool": self.tool,
-            "backend_reason": self.backend_reason,
-            "os": self.os,
-            "name": self.name,
-            "prefix": self.prefix,
-            "python": self.python,
-            "env_python": self.env_python,
-            "recipe_id": self.recipe_id,
-            "verdict": self.verdict,
-            "blockers": [dict(b) for b in self.blockers],
-            "caveats": [dict(c) for c in self.caveats],
-            "cpu": self.cpu,
-            "channels": list(self.channels),
-            "conda_specs": list(self.conda_specs),
-            "pip_requirements": list(self.pip_requirements),
-            "steps": [s.to_json() for s in self.steps],
-            "env_vars": dict(self.env_vars),
-            "notes": list(self.notes),
-            "sources": list(self.sources),
-        }
 
 
 # --------------------------------------------------------------------------- small pure helpers
