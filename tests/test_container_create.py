@@ -7,11 +7,12 @@ or prints the recorded "could not select device driver" error and exits 125 (a r
 
 from __future__ import annotations
 
+import copy
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,13 +21,14 @@ from tests.test_container_verdict import DOCKER_OK, THIS_MACHINE, with_container
 from tests.test_verdict import base_facts, gpu_facts
 from tfgpu.containers import (
     gpu_run_argv,
-    plan_container,
+    pick_runtime,
     render_apptainer,
     render_dockerfile,
     run_in_container,
 )
 from tfgpu.errors import UsageError
 from tfgpu.knowledge import load_kb
+from tfgpu.plan import plan_container
 
 CT = DATA / "containers"
 FAKE_TF = Path(__file__).resolve().parent / "fake_tf"
@@ -203,23 +205,67 @@ def test_create_refuses_a_blocked_route(cli, tmp_path: Path):
     assert "blocked" in err
 
 
+REAL_RUNTIMES = ("docker", "podman", "apptainer")
+
+
+def real_runtime_skip_reason(runtime: str, facts: dict[str, Any]) -> str | None:
+    """Why the real-runtime e2e test cannot run ``runtime`` here (None: it can), from the probed facts:
+    the runtime is not installed, it cannot run a GPU container (no daemon, no toolkit, no CDI spec), or
+    the machine has no NVIDIA GPU."""
+    section = facts.get("containers") or {}
+    names = {e.get("name") for e in section.get("runtimes") or [] if isinstance(e, dict)}
+    programs = ("apptainer", "singularity") if runtime == "apptainer" else (runtime,)
+    if not names & set(programs):
+        return f"no {' or '.join(programs)} on this machine (not on PATH)"
+    rt = pick_runtime(facts, runtime)
+    if rt is not None and rt.blockers:
+        return f"{rt.name} cannot run a GPU container here: " + "; ".join(b[1] for b in rt.blockers)
+    if not facts.get("gpus"):
+        why = (facts.get("driver") or {}).get("error") or "the driver reports none"
+        return f"no NVIDIA GPU on this machine ({why}): a GPU container cannot be smoke-tested"
+    return None
+
+
+def test_the_real_runtime_e2e_says_why_it_skips_here():
+    # this machine as probed: a Docker CLI without a daemon, no toolkit, no GPU, no podman, no apptainer
+    here = with_containers(base_facts(), THIS_MACHINE)
+    here["gpus"] = []
+    here["driver"] = {"version": None, "error": "nvidia-smi: not found"}
+    assert "Docker daemon is not running" in str(real_runtime_skip_reason("docker", here))
+    assert "NVIDIA Container Toolkit" in str(real_runtime_skip_reason("docker", here))
+    assert real_runtime_skip_reason("podman", here) == "no podman on this machine (not on PATH)"
+    assert real_runtime_skip_reason("apptainer", here) == "no apptainer or singularity on this machine (not on PATH)"
+    ready = with_containers(base_facts(), DOCKER_OK)
+    assert real_runtime_skip_reason("docker", ready) is None
+    no_gpu = copy.deepcopy(ready)
+    no_gpu["gpus"] = []
+    no_gpu["driver"] = {"version": None, "error": "nvidia-smi: not found"}
+    assert real_runtime_skip_reason("docker", no_gpu) == ("no NVIDIA GPU on this machine (nvidia-smi: not found): "
+                                                          "a GPU container cannot be smoke-tested")
+    podman = with_containers(base_facts(), {**THIS_MACHINE, "runtimes": [{"name": "podman", "version": "4.9.3"}]})
+    assert "CDI" in str(real_runtime_skip_reason("podman", podman))
+    singularity = with_containers(base_facts(), {**THIS_MACHINE, "runtimes": [{"name": "singularity",
+                                                                               "version": "3.8.7"}]})
+    assert real_runtime_skip_reason("apptainer", singularity) is None
+
+
 @pytest.mark.e2e
-def test_real_docker_or_apptainer_runs_the_smoke_test():
-    runtime = next((r for r in ("docker", "apptainer") if shutil.which(r)), None)
-    if runtime is None:
-        pytest.skip("no docker or apptainer on this machine")
+@pytest.mark.real_subprocess
+@pytest.mark.parametrize("runtime", REAL_RUNTIMES)
+def test_real_runtime_pulls_and_runs_the_smoke_test_on_the_gpu(runtime: str, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch):
     from tfgpu.probe import detect_facts
 
-    facts = detect_facts()
-    entries = {e["name"]: e for e in facts["containers"]["runtimes"]}
-    if runtime == "docker" and not entries.get("docker", {}).get("daemon", {}).get("reachable"):
-        pytest.skip(f"docker is installed but its daemon is not reachable ({entries['docker']['daemon']['error']})")
-    if not facts.get("gpus"):
-        pytest.skip("no NVIDIA GPU on this machine: a GPU container cannot be smoke-tested")
+    facts = detect_facts(timeout=20.0)
+    reason = real_runtime_skip_reason(runtime, facts)
+    if reason is not None:
+        pytest.skip(reason)
     import subprocess
 
+    env = dict(os.environ, TFGPU_HOME=str(tmp_path / "home"))
     proc = subprocess.run([sys.executable, "-m", "tfgpu", "create", "--tf", "2.15", "--backend", runtime, "--yes",
-                           "--name", "e2e-container"], capture_output=True, text=True, timeout=3600, check=False)
+                           "--name", f"e2e-{runtime}"], capture_output=True, text=True, timeout=3600, check=False,
+                          env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "smoke test: GPU OK" in proc.stdout
 

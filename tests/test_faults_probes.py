@@ -410,3 +410,74 @@ def test_many_probe_faults_at_once_stay_within_the_budget(tmp_path: Path, cli: C
     assert elapsed < 4.0
     assert "timed out" in facts["driver"]["sources"]["nvml"]["error"]
     _doctor_json(facts, tmp_path, cli)
+
+
+# --------------------------------------------------------------------------- the probe deadline
+
+
+def _spawn_recorder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[list[Any], dict[str, str]]:
+    """A PATH with an `ldconfig` on it, and tfgpu.run._spawn replaced by a recorder that starts nothing."""
+    from tfgpu import run
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "ldconfig"
+    exe.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+    exe.chmod(0o755)
+    started: list[Any] = []
+
+    def spawn(argv: Any, **kwargs: Any) -> Any:
+        started.append(list(argv))
+        msg = "recorded, not started"
+        raise OSError(msg)
+
+    monkeypatch.setattr(run, "_spawn", spawn)
+    return started, {"PATH": str(bin_dir)}
+
+
+def test_a_probe_past_its_deadline_starts_no_program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `nox -s e2e` ended with a teardown error: a probe thread that detect_facts had stopped waiting for
+    # started `ldconfig -p` after the test had ended (the budget's floor of 0.05 s still let it start)
+    from tfgpu.probe._ctx import Ctx
+
+    started, env = _spawn_recorder(monkeypatch, tmp_path)
+    late = Ctx(root=tmp_path, env=env, timeout=1.0, start=time.monotonic() - 5.0)
+    assert late.expired()
+    res = late.run(["ldconfig", "-p"])
+    assert started == []
+    assert (res.returncode, res.timed_out, res.ok) == (None, True, False)
+    assert "not started" in (res.error or "")
+    assert "ldconfig" in (res.error or "")
+    in_time = Ctx(root=tmp_path, env=env, timeout=30.0)  # the control: within the budget it does start
+    assert not in_time.expired()
+    in_time.run(["ldconfig", "-p"])
+    assert [a[1:] for a in started] == [["-p"]]
+
+
+def test_a_probe_thread_left_behind_by_run_concurrently_starts_nothing_later(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from tfgpu.probe._ctx import Ctx, run_concurrently
+    from tfgpu.probe.cuda import probe_libraries
+
+    started, env = _spawn_recorder(monkeypatch, tmp_path)
+    ctx = Ctx(root=tmp_path, env=env, timeout=0.2)
+    release = threading.Event()
+    out: list[Any] = []
+
+    def slow_job() -> Any:
+        release.wait(10)  # e.g. a stuck read: it outlives detect_facts' wait
+        out.append(probe_libraries(ctx, []))
+        return out[-1]
+
+    results, _timings, errors = run_concurrently({"libraries": slow_job}, timeout=0.2)
+    assert "libraries" not in results
+    assert "timed out" in errors["libraries"]
+    release.set()  # the caller (a test, tfgpu) has moved on; the thread goes on to the ldconfig step
+    worker = next(t for t in threading.enumerate() if t.name == "tfgpu-probe-libraries")
+    worker.join(5)
+    assert not worker.is_alive()
+    assert started == []  # ldconfig was found on PATH but not started
+    assert out
+    assert "not started" in str(out[0].get("ldconfig_error"))

@@ -21,8 +21,8 @@ from packaging.version import Version
 
 from tfgpu.doctor import doctor_result
 from tfgpu.errors import TfgpuError, UsageError
-from tfgpu.knowledge import load_kb
-from tfgpu.locking import lock_target
+from tfgpu.knowledge import load_kb, series_of
+from tfgpu.lock import lock_target
 from tfgpu.plan import Plan, plan_cpu_environment, plan_environment, resolve_target
 
 KB = load_kb()
@@ -270,3 +270,183 @@ def test_generated_machines_cover_the_seeds() -> None:
     for tf in ("latest", "2.1", "2.2.0", "1.15"):
         assert_one_decision(copy.deepcopy(facts), tf, tools)
     assert_recommendation_builds(facts, tools)
+
+
+# --------------------------------------------------------------------------- the container backends (issue 19)
+
+#: Container runtimes as tfgpu.probe.containers reports them (shapes of tests/test_container_verdict.py's
+#: DOCKER_OK and THIS_MACHINE, whose outputs are recorded in tests/data/containers/).
+DOCKER_READY = {"name": "docker", "version": "28.2.2", "daemon": {"reachable": True, "server_version": "28.2.2",
+                                                                   "error": None},
+                "rootless": False, "runtimes": ["io.containerd.runc.v2", "nvidia", "runc"], "default_runtime": "runc"}
+DOCKER_NO_DAEMON = {"name": "docker", "version": None, "daemon": {
+    "reachable": False, "server_version": None, "error": "no Docker daemon socket at /var/run/docker.sock"},
+    "rootless": None, "runtimes": [], "default_runtime": None}
+DOCKER_REFUSED = {**DOCKER_NO_DAEMON, "daemon": {"reachable": False, "server_version": None, "error":
+                  "permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock"}}
+DOCKER_RUNC_ONLY = {**DOCKER_READY, "runtimes": ["io.containerd.runc.v2", "runc"]}
+RUNTIMES = {"docker-ready": DOCKER_READY, "docker-no-daemon": DOCKER_NO_DAEMON, "docker-refused": DOCKER_REFUSED,
+            "docker-runc-only": DOCKER_RUNC_ONLY, "podman": {"name": "podman", "version": "4.9.3"},
+            "apptainer": {"name": "apptainer", "version": "1.3.4"}, "singularity": {"name": "singularity",
+                                                                                   "version": "3.8.7"}}
+TOOLKITS = {
+    "none": {"present": False, "runtime": False, "daemon_json": {"nvidia": False}, "cdi_specs": [], "cdi_gpu_devices": []},
+    "docker": {"present": True, "nvidia_ctk": {"path": "/usr/bin/nvidia-ctk", "version": "1.17.8"}, "runtime": True,
+               "daemon_json": {"nvidia": True}, "cdi_specs": [], "cdi_gpu_devices": []},
+    "cdi": {"present": True, "nvidia_ctk": {"path": "/usr/bin/nvidia-ctk", "version": "1.17.8"}, "runtime": True,
+            "daemon_json": {"nvidia": False}, "cdi_specs": [{"path": "/etc/cdi/nvidia.yaml", "kind": "nvidia.com/gpu"}],
+            "cdi_gpu_devices": ["nvidia.com/gpu=0", "nvidia.com/gpu=all"]},
+}
+
+
+def with_container_facts(facts: dict[str, Any], runtimes: list[str], toolkit: str, member: bool) -> dict[str, Any]:
+    out = copy.deepcopy(facts)
+    docker = [n for n in runtimes if n.startswith("docker")][:1]  # one docker at most
+    out["containers"] = {
+        "runtimes": [copy.deepcopy(RUNTIMES[n]) for n in docker + [n for n in runtimes if not n.startswith("docker")]],
+        "docker_group": {"exists": True, "members": ["alice"] if member else [], "member": member, "user": "alice",
+                         "root": False},
+        "toolkit": copy.deepcopy(TOOLKITS[toolkit]),
+    }
+    return out
+
+
+CONTAINER_MACHINES = st.builds(
+    with_container_facts,
+    st.builds(machine, st.sampled_from(("linux", "linux", "wsl2")), st.one_of(st.none(), st.sampled_from(DRIVERS)),
+              st.one_of(st.none(), st.sampled_from(GPUS)), st.just(["3.11"]), st.just(None), st.just(None)),
+    st.lists(st.sampled_from(sorted(RUNTIMES)), max_size=3, unique=True),
+    st.sampled_from(sorted(TOOLKITS)), st.booleans(),
+)
+CONTAINER_TARGETS = st.sampled_from(sorted({s for s in KB.series("linux") if Version(s) >= Version("2.0")}
+                                           | {"2.15.1", "2.17.1", "2.9.1"}, key=Version))
+
+
+def container_plan_or_none(facts: dict[str, Any], tf: str, backend: str) -> Plan | None:
+    from tfgpu.plan import plan_container
+
+    try:
+        return plan_container(KB, facts, tf, backend=backend, image_ref=None, smoke_script="/s", cache_dir="/c")
+    except UsageError:
+        return None
+
+
+def assert_one_container_decision(facts: dict[str, Any], tf: str, backend: str) -> None:
+    """doctor --backend B == plan --backend B for a container backend: same image (recipe_id), same runtime,
+    same verdict; the plan runs what it names; the recommendation builds with the same image."""
+    from tfgpu.runners import RUNNERS
+
+    tools = tools_for(facts, uv=True)
+    try:
+        result = doctor_result(facts, KB, tf=tf, tools=tools, backend=backend)
+    except UsageError:
+        assert container_plan_or_none(facts, tf, backend) is None
+        return
+    row = result.targets[0]
+    plan = container_plan_or_none(facts, tf, backend)
+    if plan is None:
+        assert row.recipe_id is None, (tf, row)
+        return
+    assert row.recipe_id == plan.recipe_id, (tf, backend, row.tf, row.recipe_id, plan.recipe_id)
+    (cv,) = [b for b in row.backends if b.backend == "container"]
+    assert cv.recipe == plan.recipe_id
+    # the runtime: the doctor's (the installed program) is the plan's runner, or the program it answers to
+    assert plan.backend in [r.name for r in RUNNERS[backend]]
+    if cv.runtime:
+        assert cv.runtime == plan.backend or (cv.runtime, plan.backend) == ("singularity", "apptainer")
+    else:  # nothing of the row installed: the row's first runner, and the doctor says what to install
+        assert plan.backend == RUNNERS[backend][0].name
+        assert "container.runtime" in [f.check for f in cv.blockers]
+    assert [s.argv[0] for s in plan.steps] == [plan.backend, plan.backend]
+    assert ("blocked" in plan.backend_reason) == (not cv.viable)
+    assert plan.verdict == row.verdict
+    # TensorFlow's own image carries the judged release; an NGC image its own patch of the same series
+    assert row.tf == plan.tf or (plan.recipe_id.startswith("nvcr.io/") and series_of(Version(row.tf)) == series_of(Version(plan.tf)))
+    rec = result.recommendation
+    if rec is not None and rec.backend == "container":
+        assert rec.command == f"tfgpu create --tf {rec.tf} --backend {backend}"
+        rec_plan = container_plan_or_none(facts, rec.tf, backend)
+        assert rec_plan is not None
+        assert rec_plan.recipe_id == rec.recipe_id == rec.recipe
+        assert rec_plan.verdict == rec.verdict
+    elif rec is not None:  # the verdict recommends a recipe instead: its command names that recipe's backend
+        assert f"--backend {backend}" not in rec.command, rec
+
+
+def assert_auto_shows_the_container_row_plan_builds(facts: dict[str, Any], tf: str) -> None:
+    """--backend auto: the container row the doctor shows (never ranked) is what `plan --backend container`
+    builds: the same image and runtime."""
+    result = doctor_result(facts, KB, tf=tf, tools=tools_for(facts, uv=True))
+    shown = [b for b in result.targets[0].backends if b.backend == "container"]
+    plan = container_plan_or_none(facts, result.targets[0].tf, "container")
+    if not shown or plan is None:
+        return
+    assert shown[0].recipe == plan.recipe_id
+    if shown[0].runtime:
+        assert shown[0].runtime == plan.backend or (shown[0].runtime, plan.backend) == ("singularity", "apptainer")
+
+
+def test_the_runner_table_has_a_row_for_every_backend_value() -> None:
+    from tfgpu.options import BACKENDS, CONTAINER_BACKENDS
+    from tfgpu.runners import RUNNERS, ContainerRunner, first_able
+
+    assert set(RUNNERS) == set(BACKENDS) | set(CONTAINER_BACKENDS)
+    for key, row in RUNNERS.items():
+        assert row
+        assert all(isinstance(r, ContainerRunner) for r in row) == (key in CONTAINER_BACKENDS), key
+        for r in row:  # the one small interface
+            assert callable(r.available)
+            assert callable(r.can_build)
+            assert callable(r.runs)
+    assert [r.name for r in RUNNERS["container"]] == ["docker", "podman", "apptainer"]
+    # a container runner never takes a pip or conda recipe, and a recipe runner never an image
+    facts = with_container_facts(machine("linux", "550.54.15", GPUS[8], ["3.11"], None, None), ["docker-ready"],
+                                 "docker", True)
+    from tfgpu.choose import Preferences, choose
+    from tfgpu.containers import runtime_context
+
+    image = choose(KB, facts, None, Version("2.15.1"), "linux", {}, Preferences(backend="docker"))[0].recipe
+    pip = choose(KB, facts, None, Version("2.15.1"), "linux", {"python3.11": "/usr/bin/python3.11"},
+                 Preferences(backend="pip"))[0].recipe
+    ctx = runtime_context(facts, Version("2.15.1"))
+    assert first_able(RUNNERS["container"], image, ctx)[0] is RUNNERS["docker"][0]
+    assert first_able(RUNNERS["container"], pip, ctx) == (None, [])
+    assert first_able(RUNNERS["auto"], image, ctx) == (None, [])
+
+
+#: (GPU, driver): TensorFlow's own images run; only an NGC image runs (RTX 5090); a driver older than every image.
+CONTAINER_HOSTS = ((GPUS[7], "535.54.03"), (GPUS[10], "570.86.10"), (GPUS[0], "470.82.01"))
+
+
+@pytest.mark.parametrize(("case", "runtimes", "toolkit"), [(i, *c) for i, c in enumerate([
+    ([], "none"), (["docker-no-daemon"], "none"), (["docker-ready"], "docker"), (["docker-refused"], "docker"),
+    (["docker-runc-only", "podman"], "cdi"), (["podman"], "docker"), (["singularity"], "none"),
+    (["docker-no-daemon", "apptainer"], "none"), (["docker-ready"], "docker"),
+])], ids=str)
+def test_doctor_and_plan_agree_on_the_container_backends(case: int, runtimes: list[str], toolkit: str) -> None:
+    gpu, driver = CONTAINER_HOSTS[case % len(CONTAINER_HOSTS)]
+    facts = with_container_facts(machine("linux", driver, gpu, ["3.11"], None, None), runtimes, toolkit, True)
+    for backend in ("container", "docker", "podman", "apptainer"):
+        for tf in ("2.15", "latest"):
+            try:
+                target = resolve_target(KB, facts, tf, backend=backend)[0]
+            except TfgpuError:  # latest: nothing will use a GPU here through this backend
+                continue
+            assert_one_container_decision(facts, target, backend)
+    assert_auto_shows_the_container_row_plan_builds(facts, "2.15.1")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(CONTAINER_MACHINES, CONTAINER_TARGETS, st.sampled_from(("container", "docker", "podman", "apptainer")))
+def test_doctor_and_plan_agree_on_the_container_backends_of_generated_machines(
+        facts: dict[str, Any], tf: str, backend: str) -> None:
+    assert_one_container_decision(facts, tf, backend)
+    assert_auto_shows_the_container_row_plan_builds(facts, tf)
+
+
+@pytest.mark.slow
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(CONTAINER_MACHINES, CONTAINER_TARGETS, st.sampled_from(("container", "docker", "podman", "apptainer")))
+def test_doctor_and_plan_agree_on_the_container_backends_of_a_thousand_machines(
+        facts: dict[str, Any], tf: str, backend: str) -> None:
+    assert_one_container_decision(facts, tf, backend)

@@ -54,7 +54,7 @@ def checks(target: TargetVerdict) -> set[str]:
     ("12.2", "11.8", "2.13.0", False),
 ])
 def test_a_system_cuda_serves_pip_tf_by_soname(have: str, built: str, tf: str, serves: bool) -> None:
-    assert system_cuda_serves(Version(have), Version(built), Version(tf)) is serves
+    assert system_cuda_serves(Version(have), Version(built), Version(tf), KB) is serves
 
 
 def test_tf25_pip_runs_on_a_system_cuda_11_1_and_tf24_does_not() -> None:
@@ -68,8 +68,8 @@ def test_tf25_pip_runs_on_a_system_cuda_11_1_and_tf24_does_not() -> None:
 def test_the_plan_keeps_pip_where_the_doctor_does() -> None:
     """One rule for both: the plan's auto mode leaves pip for conda only when the system CUDA cannot serve."""
     facts = linux_facts(cuda=["11.1"], cudnn=["8.1.0"])
-    assert system_cuda_installed(Machine.from_facts(facts), "11.2", Version("2.5.0"))
-    assert not system_cuda_installed(Machine.from_facts(facts), "11.0", Version("2.4.1"))
+    assert system_cuda_installed(Machine.from_facts(facts, KB), "11.2", Version("2.5.0"), KB)
+    assert not system_cuda_installed(Machine.from_facts(facts, KB), "11.0", Version("2.4.1"), KB)
     facts["python"] = {"current": "3.8.10", "interpreters": [{"version": "3.8.10", "path": "/usr/bin/python3.8"}]}
     plan = plan_environment(KB, facts, tf="2.5.0", tools=TOOLS_ALL, home=HOME)
     assert plan.recipe_id == "pip-system-cuda"
@@ -83,18 +83,18 @@ T4 = {"index": 1, "name": "Tesla T4", "compute_capability": "7.5", "uuid": "GPU-
 
 
 def test_a_mig_device_named_by_its_gpu_uuid_makes_that_gpu_visible() -> None:
-    assert _apply_cvd([T4, A100], "MIG-GPU-6482a92e-d06b-dc68-c272-e3d8f7ecabbf/7/0") == (A100,)
+    assert _apply_cvd([T4, A100], "MIG-GPU-6482a92e-d06b-dc68-c272-e3d8f7ecabbf/7/0", KB) == (A100,)
 
 
 def test_an_r470_mig_uuid_stands_for_the_first_gpu_that_can_be_partitioned() -> None:
-    assert _apply_cvd([T4, A100], "MIG-c9b9e8b4-6e9a-5b7e-9f45-0d1c2b3a4f5e") == (A100,)
-    assert _apply_cvd([T4], "MIG-c9b9e8b4-6e9a-5b7e-9f45-0d1c2b3a4f5e") == ()  # no MIG-capable GPU: hidden
+    assert _apply_cvd([T4, A100], "MIG-c9b9e8b4-6e9a-5b7e-9f45-0d1c2b3a4f5e", KB) == (A100,)
+    assert _apply_cvd([T4], "MIG-c9b9e8b4-6e9a-5b7e-9f45-0d1c2b3a4f5e", KB) == ()  # no MIG-capable GPU: hidden
 
 
 def test_one_mig_device_per_process_and_plain_entries_keep_their_meaning() -> None:
-    assert _apply_cvd([A100, T4], "MIG-GPU-6482a92e-d06b-dc68-c272-e3d8f7ecabbf/7/0,1") == (A100,)
-    assert _apply_cvd([A100, T4], "1,MIG-GPU-6482a92e-d06b-dc68-c272-e3d8f7ecabbf/7/0") == (T4,)
-    assert _apply_cvd([A100, T4], "") == ()
+    assert _apply_cvd([A100, T4], "MIG-GPU-6482a92e-d06b-dc68-c272-e3d8f7ecabbf/7/0,1", KB) == (A100,)
+    assert _apply_cvd([A100, T4], "1,MIG-GPU-6482a92e-d06b-dc68-c272-e3d8f7ecabbf/7/0", KB) == (T4,)
+    assert _apply_cvd([A100, T4], "", KB) == ()
 
 
 def test_a_mig_slice_in_cuda_visible_devices_does_not_block() -> None:

@@ -18,11 +18,11 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
-from tfgpu._record import record, replace
+from tfgpu._record import replace
 from tfgpu.errors import UsageError
 
 if TYPE_CHECKING:
@@ -30,64 +30,32 @@ if TYPE_CHECKING:
     from tfgpu.knowledge import KnowledgeBase, Recipe
     from tfgpu.verdict import DoctorResult, TargetVerdict
 
-# The values --backend takes, and the container runtimes, are defined once in tfgpu.options (a leaf module
-# the verdict imports too); re-exported here, where the runners are.
+# The values --backend takes are defined once in tfgpu.options (a leaf module the verdict imports too); the
+# runners and their table in tfgpu.runners (a leaf module tfgpu.containers uses too); re-exported here.
 from tfgpu.options import BACKENDS as BACKENDS
 from tfgpu.options import CONTAINER_BACKENDS as CONTAINER_BACKENDS
-from tfgpu.options import CONTAINER_RUNTIMES as CONTAINER_RUNTIMES
+from tfgpu.runners import APPTAINER as APPTAINER
+from tfgpu.runners import CONDA as CONDA
+from tfgpu.runners import CONDA_TOOLS as CONDA_TOOLS
+from tfgpu.runners import CONTAINER as CONTAINER
+from tfgpu.runners import DOCKER as DOCKER
+from tfgpu.runners import PIP as PIP
+from tfgpu.runners import PODMAN as PODMAN
+from tfgpu.runners import RATTLER as RATTLER
+from tfgpu.runners import RUNNERS as RUNNERS
+from tfgpu.runners import Choice as Choice
+from tfgpu.runners import CondaRunner as CondaRunner
+from tfgpu.runners import ContainerRunner as ContainerRunner
+from tfgpu.runners import Context as Context
+from tfgpu.runners import PipRunner as PipRunner
+from tfgpu.runners import Preferences as Preferences
+from tfgpu.runners import RattlerRunner as RattlerRunner
+from tfgpu.runners import Runner as Runner
+from tfgpu.runners import conda_tool as conda_tool
+from tfgpu.runners import first_able
+from tfgpu.runners import python_range_text as python_range_text
 
-#: conda executables in the order tfgpu prefers them (issue 7: mamba, micromamba or conda).
-CONDA_TOOLS = ("mamba", "micromamba", "conda")
 _CONDA_FAMILY = frozenset({"conda", "conda+pip"})
-_PIP_FAMILY = frozenset({"pip"})
-
-
-@record
-class Preferences:
-    """What the user asked for: --backend, --python, and the config file's ``[backends] prefer``."""
-
-    backend: str = "auto"
-    python: str | None = None  # X.Y
-    prefer: str | None = None
-    prefer_source: str = "config"
-
-
-@record
-class Choice:
-    """The recipe and the runner: ``backend`` is what Plan.backend says (pip | conda | rattler)."""
-
-    recipe: Recipe
-    backend: str
-    tool: str  # uv | venv | mamba | micromamba | conda | rattler
-    reason: str
-    python: str = ""  # the interpreter X.Y a pip runner uses ("" for conda runners: decided by plan)
-    python_from_conda: bool = False  # a pip recipe run inside a conda-made interpreter
-
-
-@record
-class Context:
-    """What a runner needs to decide whether it can build a recipe."""
-
-    v: Version
-    os: str
-    tools: Mapping[str, str | None]
-    interpreters: Mapping[str, str]  # X.Y -> path
-    wheel_pythons: tuple[str, ...]
-    python: str | None
-
-
-class Runner(Protocol):
-    """One way of building an environment (the small interface every backend has)."""
-
-    name: str  # Plan.backend
-
-    def runs(self, recipe: Recipe) -> bool: ...
-
-    def available(self, ctx: Context) -> str | None:
-        """The tool that would run it, or None when it is not installed."""
-
-    def can_build(self, recipe: Recipe, ctx: Context) -> UsageError | None:
-        """None when it can build ``recipe`` here, else why not (the error an explicit --backend raises)."""
 
 
 def interpreters(facts: Facts, tools: Mapping[str, str | None]) -> dict[str, str]:
@@ -136,100 +104,6 @@ def _xy(text: str) -> str:
     return f"{v.major}.{v.minor}"
 
 
-def conda_tool(tools: Mapping[str, str | None]) -> str | None:
-    return next((t for t in CONDA_TOOLS if tools.get(t)), None)
-
-
-# --------------------------------------------------------------------------- the runners
-
-
-class PipRunner:
-    """A venv (uv, else python -m venv) and pip: needs an interpreter in the release's wheel range."""
-
-    name = "pip"
-
-    def runs(self, recipe: Recipe) -> bool:
-        return recipe.backend in _PIP_FAMILY
-
-    def available(self, ctx: Context) -> str | None:
-        return "uv" if ctx.tools.get("uv") else "venv"
-
-    def python_for(self, ctx: Context) -> str | None:
-        if ctx.python is not None:
-            ok = ctx.python in ctx.interpreters and (ctx.python in ctx.wheel_pythons or not ctx.wheel_pythons)
-            return ctx.python if ok else None
-        cands = [p for p in ctx.wheel_pythons if p in ctx.interpreters]
-        return max(cands, key=Version) if cands else None
-
-    def can_build(self, recipe: Recipe, ctx: Context) -> UsageError | None:
-        if self.python_for(ctx) is not None:
-            return None
-        other = f"--backend {'conda' if conda_tool(ctx.tools) else 'rattler'}"
-        if ctx.python is not None and ctx.wheel_pythons and ctx.python not in ctx.wheel_pythons:
-            # the supported range first: the interpreter may well exist, it is the release that cannot use it
-            msg = f"TensorFlow {ctx.v} supports Python {python_range_text(ctx.wheel_pythons)}; {ctx.python} is outside it"
-            return UsageError(msg, hint=f"use --python {ctx.wheel_pythons[-1]}, or leave --python out")
-        want = ctx.python or python_range_text(ctx.wheel_pythons) or "?"
-        example = ctx.python or (ctx.wheel_pythons[-1] if ctx.wheel_pythons else "3.11")
-        msg = f"TensorFlow {ctx.v} supports Python {want}; no such interpreter was found"
-        return UsageError(msg, hint=f"install one (`uv python install {example}`), or use {other}")
-
-
-def python_range_text(pythons: Sequence[str]) -> str:
-    """3.5, 3.6, 3.7, 3.8 -> "3.5–3.8" (one version: itself)."""
-    if not pythons:
-        return ""
-    ordered = sorted(pythons, key=Version)
-    return ordered[0] if len(ordered) == 1 else f"{ordered[0]}–{ordered[-1]}"
-
-
-class CondaRunner:
-    """mamba, micromamba or conda (the first installed)."""
-
-    name = "conda"
-
-    def runs(self, recipe: Recipe) -> bool:
-        return recipe.backend in _CONDA_FAMILY
-
-    def available(self, ctx: Context) -> str | None:
-        return conda_tool(ctx.tools)
-
-    def can_build(self, recipe: Recipe, ctx: Context) -> UsageError | None:
-        if self.available(ctx) is not None:
-            return None
-        msg = "--backend conda needs mamba, micromamba or conda, and none is installed"
-        return UsageError(msg, hint="install one (e.g. micromamba), or use --backend rattler "
-                                    "(tfgpu's embedded conda engine)")
-
-
-class RattlerRunner:
-    """tfgpu's embedded conda engine (py-rattler)."""
-
-    name = "rattler"
-
-    def runs(self, recipe: Recipe) -> bool:
-        return recipe.backend in _CONDA_FAMILY
-
-    def available(self, ctx: Context) -> str | None:
-        return "rattler" if ctx.tools.get("rattler", "embedded") is not None else None
-
-    def can_build(self, recipe: Recipe, ctx: Context) -> UsageError | None:
-        if self.available(ctx) is not None:
-            return None
-        msg = "no mamba, micromamba or conda, and tfgpu's embedded conda engine needs Python >= 3.10"
-        return UsageError(msg, hint="install micromamba (or mamba/conda), or run tfgpu with Python >= 3.10")
-
-
-PIP, CONDA, RATTLER = PipRunner(), CondaRunner(), RattlerRunner()
-#: --backend -> the runners it may use, in order (auto: a conda tool before the embedded engine).
-RUNNERS: dict[str, tuple[Runner, ...]] = {
-    "auto": (PIP, CONDA, RATTLER),
-    "pip": (PIP,),
-    "conda": (CONDA,),
-    "rattler": (RATTLER,),
-}
-
-
 # --------------------------------------------------------------------------- the order of recipes
 
 
@@ -252,7 +126,7 @@ def kb_order(kb: KnowledgeBase, facts: Facts, v: Version, os_name: str,
     condas = sorted((r for r in recipes if r.backend in _CONDA_FAMILY), key=lambda r: r.conda_preference())
     build = kb.build_for(v, os_name)
     first = [r for r in pips if r.provides_cuda or not condas or build is None
-             or system_cuda_installed(Machine.from_facts(facts), build.cuda, v)]
+             or system_cuda_installed(Machine.from_facts(facts, kb), build.cuda, v, kb)]
     return first + condas + [r for r in pips if r not in first]
 
 
@@ -334,7 +208,8 @@ def _choose_one(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, 
                 if os_name == "windows" else "see `tfgpu compat` for the versions with a recipe")
         raise UsageError(msg, hint=hint)
     ctx = Context(v=v, os=os_name, tools=tools, interpreters=interpreters(facts, tools),
-                  wheel_pythons=tuple(kb.pythons_for(v, os_name)), python=prefs.python)
+                  wheel_pythons=tuple(kb.pythons_for(v, os_name)), python=prefs.python,
+                  newest_python=kb.newest_python(os_name))
     runners = RUNNERS[prefs.backend]
     if prefs.backend == "auto":  # the embedded engine only when no conda tool is installed
         runners = (PIP, CONDA) if conda_tool(tools) else (PIP, RATTLER)
@@ -349,14 +224,11 @@ def _choose_one(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, 
     base_ctx = ctx
     for recipe in usable:
         ctx = _recipe_context(kb, base_ctx, recipe)
-        for runner in runners:
-            if not runner.runs(recipe):
-                continue
-            error = runner.can_build(recipe, ctx)
-            if error is not None:
-                first_error = first_error or error
-                pip_without_python = pip_without_python or runner is PIP
-                continue
+        runner, refused = first_able(runners, recipe, ctx)
+        for r, error in refused:
+            first_error = first_error or error
+            pip_without_python = pip_without_python or r is PIP
+        if runner is not None:
             tool = runner.available(ctx) or runner.name
             python = PIP.python_for(ctx) or "" if runner is PIP else ""
             return Choice(recipe, runner.name, tool,
@@ -390,7 +262,15 @@ def choose(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, v: Ve
            tools: Mapping[str, str | None], prefs: Preferences) -> tuple[Choice, str]:
     """The recipe and runner for TensorFlow ``v``, and a note when the config's preferred backend could not
     be used. ``verdict`` is the target's verdict judged with ``prefs.backend`` (None: the knowledge base's
-    order). Raises UsageError when nothing can build it."""
+    order). Raises UsageError when nothing can build it.
+
+    A container backend (docker, podman, apptainer, container) chooses an image and the runtime of its row
+    of :data:`RUNNERS` (tfgpu.containers.choose_image, which `tfgpu plan|create` use too); a blocked route is
+    still chosen, with ``Choice.blocked`` saying why."""
+    if prefs.backend in CONTAINER_BACKENDS:
+        from tfgpu.containers import choose_image
+
+        return choose_image(kb, facts, v, backend=prefs.backend, image_ref=prefs.image), ""
     if prefs.backend == "auto" and prefs.prefer and prefs.prefer != "auto":
         if prefs.prefer not in BACKENDS:
             msg = f"unknown preferred backend {prefs.prefer!r} ({prefs.prefer_source})"
@@ -429,11 +309,8 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Facts,
 
     tools = tools_from_facts(facts) if tools is None else tools
     prefs = prefs or Preferences()
-    if prefs.backend in CONTAINER_BACKENDS:  # an image, not a recipe: the verdict already chose it
-        if result.recommendation is not None:
-            result.recommendation = replace(result.recommendation,
-                                            command=f"tfgpu create --tf {result.recommendation.tf} --backend {prefs.backend}")
-        return result
+    if prefs.backend in CONTAINER_BACKENDS:
+        return _with_container_choices(result, kb, facts, tools, prefs)
     targets = []
     runner: dict[str, str] = {}
     for tv in result.targets:
@@ -457,4 +334,31 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Facts,
         elif chosen is not None:
             rec = replace(rec, command=create_command(chosen, result.machine))
         result.recommendation = rec
+    return result
+
+
+def _with_container_choices(result: DoctorResult, kb: KnowledgeBase, facts: Facts, tools: Mapping[str, str | None],
+                            prefs: Preferences) -> DoctorResult:
+    """--backend docker|podman|apptainer|container: each judged target names the image :func:`choose` picks
+    (``recipe_id``, as `tfgpu plan` builds it) and the recommendation's command asks for the same backend. A
+    recommendation the verdict makes instead (a pip or conda release where the container route is blocked)
+    is chosen as ``--backend auto`` chooses it, and its command says so."""
+    targets = []
+    for tv in result.targets:
+        c = choose_for_target(kb, facts, tv, tools, prefs)
+        if c is not None:
+            tv = replace(tv, recipe_id=c.recipe.id)
+        targets.append(tv)
+    result.targets = targets
+    rec = result.recommendation
+    if rec is None or rec.backend == "cpu":
+        return result
+    if rec.backend == CONTAINER:
+        chosen = next((t for t in targets if t.tf == rec.tf), None)
+        rec = replace(rec, command=f"tfgpu create --tf {rec.tf} --backend {prefs.backend}")
+        if chosen is not None and chosen.recipe_id:
+            rec = replace(rec, recipe=chosen.recipe_id, recipe_id=chosen.recipe_id)
+    # else: the verdict recommends a pip or conda release instead (the container route is blocked here); its
+    # command is the verdict's, which names that recipe's backend (was: --backend of the request, wrongly)
+    result.recommendation = rec
     return result

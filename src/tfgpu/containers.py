@@ -1,7 +1,7 @@
 """The container route, decided: which GPU image of TensorFlow fits this host, and which runtime runs it.
 
-Pure: facts (``facts["containers"]``, the driver, the GPUs) + compat/containers.toml ->
-a :class:`~tfgpu.findings.BackendVerdict` with backend "container" (ready when the host driver meets the
+Pure: facts (``facts["containers"]``, the driver, the GPUs) + compat/containers.toml -> a
+:class:`~tfgpu.findings.BackendVerdict` with backend "container" (ready when the host driver meets the
 image's floor, or its forward-compatibility branch on a data-center GPU; the GPU's compute capability is in
 the image; and a runtime with GPU support is configured), and the argv that pulls and runs it.
 Fixes install what NVIDIA's documentation says; tfgpu never runs sudo itself.
@@ -19,10 +19,23 @@ from packaging.version import Version
 from tfgpu._record import record
 from tfgpu.findings import BackendVerdict, Finding
 from tfgpu.gpu_rules import gpu_findings
-from tfgpu.knowledge import ContainerImage, KnowledgeBase, container_images, ngc_images, version
-from tfgpu.machine import Machine, resolve_version
-from tfgpu.options import CONTAINER_RUNTIMES  # the one table of backends and runtimes
-from tfgpu.steps import Plan, Step
+from tfgpu.knowledge import (
+    ContainerImage,
+    KnowledgeBase,
+    Recipe,
+    VersionSpec,
+    container_images,
+    ngc_images,
+    version,
+)
+from tfgpu.machine import Machine
+from tfgpu.runners import CONTAINER, RUNNERS, Choice, ContainerRunner, Context, pick_container_runner
+
+# re-exported: where the container code looks for them
+from tfgpu.runners import SMOKE_IN_CONTAINER as SMOKE_IN_CONTAINER
+from tfgpu.runners import WORKDIR as WORKDIR
+from tfgpu.runners import gpu_run_argv as gpu_run_argv
+from tfgpu.runners import sif_path as sif_path
 
 if TYPE_CHECKING:
     from tfgpu.facts import Facts
@@ -127,17 +140,34 @@ def judge_runtime(section: Mapping[str, Any], entry: Mapping[str, Any]) -> Runti
                    blockers=tuple(blockers), caveats=tuple(caveats))
 
 
-def pick_runtime(facts: Mapping[str, Any], wanted: str = "container") -> Runtime | None:
-    """The runtime the container route uses: the first GPU-ready one of ``wanted``'s row of
-    tfgpu.options.CONTAINER_RUNTIMES, else the first installed (to report what blocks it). None: none installed."""
+def runtime_states(facts: Mapping[str, Any]) -> dict[str, Runtime] | None:
+    """Every container runtime the facts show, judged (None: no container facts)."""
     section = facts.get("containers")
     if not isinstance(section, Mapping):
         return None
-    order = CONTAINER_RUNTIMES.get(wanted, CONTAINER_RUNTIMES["container"])
-    entries = [e for e in section.get("runtimes") or [] if isinstance(e, Mapping) and e.get("name") in order]
-    judged = sorted((judge_runtime(section, e) for e in entries),
-                    key=lambda r: (not r.gpu_ready, order.index(r.name)))
-    return judged[0] if judged else None
+    entries = [e for e in section.get("runtimes") or [] if isinstance(e, Mapping) and e.get("name")]
+    states: dict[str, Runtime] = {}
+    for e in entries:
+        states.setdefault(str(e["name"]), judge_runtime(section, e))
+    return states
+
+
+def runtime_context(facts: Mapping[str, Any], v: Version) -> Context:
+    """What the container runners of tfgpu.runners.RUNNERS decide with: the judged runtimes."""
+    return Context(v=v, os="linux", tools={}, interpreters={}, wheel_pythons=(), python=None,
+                   runtimes=runtime_states(facts) or {})
+
+
+def pick_runtime(facts: Mapping[str, Any], wanted: str = "container") -> Runtime | None:
+    """The runtime the container route uses: the first runner of ``wanted``'s row of tfgpu.runners.RUNNERS
+    that can run a GPU container here, else the first installed (to report what blocks it). None: none of
+    the row is installed. tfgpu.choose picks the runtime of a plan with the same row and loop."""
+    states = runtime_states(facts)
+    if not states:
+        return None
+    _runner, program, _why = pick_container_runner(wanted if wanted in RUNNERS else "container",
+                                                   runtime_context(facts, version("0")))
+    return states.get(program) if program else None
 
 
 # --------------------------------------------------------------------------- images
@@ -260,8 +290,6 @@ def container_alternative(kb: KnowledgeBase, m: Machine, v: Version) -> Finding 
 #: values that reach argv, a Dockerfile or a definition file are checked here first.
 _IMAGE_REF = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
                         r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
-SMOKE_IN_CONTAINER = "/tfgpu-smoke.py"
-WORKDIR = "/workspace"
 
 
 def check_image_ref(ref: str) -> str:
@@ -274,43 +302,10 @@ def check_image_ref(ref: str) -> str:
 
 
 def runtime_name(backend: str, facts: Mapping[str, Any]) -> str:
-    """--backend docker|podman|apptainer as is; "container": the runtime the verdict picks (docker if none)."""
-    if backend != "container":
-        return backend
-    rt = pick_runtime(facts)
-    return "apptainer" if rt is not None and rt.name == "singularity" else (rt.name if rt is not None else "docker")
-
-
-def sif_path(image: str, cache_dir: str) -> str:
-    """Where `apptainer pull` writes the image (a name derived from the reference, no path separators)."""
-    return f"{cache_dir.rstrip('/')}/{re.sub(r'[^A-Za-z0-9_.-]+', '_', image)}.sif"
-
-
-def gpu_run_argv(runtime: str, image: str, command: list[str], *, mounts: tuple[tuple[str, str, bool], ...] = (),
-                 workdir: str | None = None, env: tuple[tuple[str, str], ...] = (), tty: bool = False) -> tuple[str, ...]:
-    """One GPU container run, the way each runtime's documentation gives it: ``docker run --gpus all``,
-    ``podman run --device nvidia.com/gpu=all`` (CDI), ``apptainer exec --nv``. ``mounts`` are
-    (host, container, read_only); ``image`` for apptainer is the .sif file or a docker:// URI."""
-    if runtime == "apptainer":
-        argv = ["apptainer", "exec", "--nv"]
-        for host, inside, ro in mounts:
-            argv += ["--bind", f"{host}:{inside}" + (":ro" if ro else "")]
-        if workdir:
-            argv += ["--pwd", workdir]
-        for k, v in env:
-            argv += ["--env", f"{k}={v}"]
-        return (*argv, image, *command)
-    argv = [runtime, "run", "--rm"]
-    if tty:
-        argv.append("-it")
-    argv += ["--gpus", "all"] if runtime == "docker" else ["--device", "nvidia.com/gpu=all", "--security-opt=label=disable"]
-    for host, inside, ro in mounts:
-        argv += ["--volume", f"{host}:{inside}" + (":ro" if ro else "")]
-    if workdir:
-        argv += ["--workdir", workdir]
-    for k, v in env:
-        argv += ["--env", f"{k}={v}"]
-    return (*argv, image, *command)
+    """--backend docker|podman|apptainer as is; "container": the runtime its row of tfgpu.runners.RUNNERS
+    picks here (docker when none is installed)."""
+    runner, _program, _why = pick_container_runner(backend, runtime_context(facts, version("0")))
+    return runner.name
 
 
 def run_in_container(runtime: str, image: str, command: list[str], cwd: str) -> tuple[str, ...]:
@@ -320,49 +315,45 @@ def run_in_container(runtime: str, image: str, command: list[str], cwd: str) -> 
                         env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),))
 
 
-def plan_container(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str, image_ref: str | None,
-                   smoke_script: str, cache_dir: str, name: str | None = None) -> Plan:
-    """The plan of `tfgpu plan|create --backend docker|podman|apptainer|container`: pull the chosen image,
-    run the smoke script in it with the GPU. Pure: ``smoke_script`` and ``cache_dir`` are handed in."""
+def image_recipe(ref: str, row: ContainerImage | None, v: Version) -> Recipe:
+    """A GPU image as a recipe of the container route (backend "container"): what the runners of
+    tfgpu.runners run, and what the doctor's row, the plan and the registry call ``recipe_id``."""
+    return Recipe(id=ref, backend=CONTAINER, os=frozenset({"linux", "wsl2"}), tf=VersionSpec(f"=={row.tf if row else v}"),
+                  channels=(), packages=ref, pins="", python=(row.python if row else "") or "", provides_cuda=True,
+                  activation=(), activation_file="", note=row.note if row else "", source=row.source if row else "",
+                  confidence=row.confidence if row else "sourced")
+
+
+def choose_image(kb: KnowledgeBase, facts: Facts, v: Version, *, backend: str, image_ref: str | None = None) -> Choice:
+    """The container route's choice for --backend docker|podman|apptainer|container (tfgpu.choose.choose
+    calls it): the image the verdict judges best here (:func:`judge_container`: the first that fits, else
+    the first), run by the first runner of ``backend``'s row of tfgpu.runners.RUNNERS that can run a GPU
+    container here, else the first installed, else the row's first. A blocked route is still chosen, so
+    that `tfgpu plan` can show it; ``Choice.blocked`` says why (create refuses it)."""
     from tfgpu.errors import UsageError
 
-    m = Machine.from_facts(facts)
-    v = resolve_version(kb, tf, m)
-    runtime = runtime_name(backend, facts)
+    if backend not in RUNNERS or not all(isinstance(r, ContainerRunner) for r in RUNNERS[backend]):
+        msg = f"{backend!r} is not a container backend"
+        raise UsageError(msg, hint="use docker, podman, apptainer or container")
     if image_ref is not None:
         check_image_ref(image_ref)
-    verdict = judge_container(facts, kb, v, m, wanted=runtime, image_ref=image_ref)
+    runner, _program, why_not = pick_container_runner(backend, runtime_context(facts, v))
+    verdict = judge_container(facts, kb, v, Machine.from_facts(facts, kb), wanted=backend, image_ref=image_ref)
     image = image_ref or verdict.recipe
     if not image:
         msg = f"no GPU image of TensorFlow {v} is known"
         raise UsageError(msg, hint="pass --image REF (e.g. a tensorflow/tensorflow:X-gpu tag)")
     row = next((i for i in container_images(kb, v) if i.ref == image), None)
-    pull: tuple[str, ...]
-    if runtime == "apptainer":
-        target = sif_path(image, cache_dir)
-        pull = ("apptainer", "pull", target, f"docker://{image}")
-    else:
-        target = image
-        pull = (runtime, "pull", image)
-    smoke = gpu_run_argv(runtime, target, ["python3", SMOKE_IN_CONTAINER],
-                         mounts=((smoke_script, SMOKE_IN_CONTAINER, True),),
-                         env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),))
-    why_image = (f"TensorFlow {row.tf} with CUDA {row.cuda}" + (f", cuDNN {row.cudnn}" if row and row.cudnn else "")
+    why_image = (f"TensorFlow {row.tf} with CUDA {row.cuda}" + (f", cuDNN {row.cudnn}" if row.cudnn else "")
                  if row else "the image given with --image")
-    notes = [f"{f.summary} — fix: {f.fix}" if f.fix else f.summary for f in verdict.blockers]
-    notes += [c.summary for c in verdict.caveats]
-    return Plan(
-        tf=str(row.tf if row else v), backend=runtime,
-        backend_reason=f"--backend {backend}: {image} ({why_image}) run by {runtime}"
-        + ("" if verdict.viable else " — the container route is blocked on this machine (see the notes)"),
-        prefix=target, name=name, python=(row.python if row else "") or "", tool=runtime,
-        steps=(Step(pull, f"pull {image} (progress shown)"),
-               Step(smoke, "run tfgpu's GPU smoke test inside the image, with the GPU")),
-        env_vars={"TF_FORCE_GPU_ALLOW_GROWTH": "true"}, notes=tuple(notes), recipe_id=image,
-        sources=tuple(_source_urls(kb, row)), env_python="python3")
+    blocked = "" if verdict.viable else "; ".join(f.summary for f in verdict.blockers) or why_not
+    return Choice(image_recipe(image, row, v), runner.name, runner.name,
+                  f"--backend {backend}: {image} ({why_image}) run by {runner.name}"
+                  + ("" if not blocked else " — the container route is blocked on this machine (see the notes)"),
+                  python=(row.python if row else "") or "", blocked=blocked)
 
 
-def _source_urls(kb: KnowledgeBase, row: ContainerImage | None) -> list[str]:
+def image_source_urls(kb: KnowledgeBase, row: ContainerImage | None) -> list[str]:
     if row is None:
         return []
     sources = kb.sources("containers")

@@ -16,9 +16,6 @@ if TYPE_CHECKING:
     from tfgpu.facts import Facts
     from tfgpu.knowledge import KnowledgeBase
 
-#: MIG partitioning exists on A100 and newer data-centre GPUs (compute capability >= 8.0; NVIDIA MIG user guide).
-_MIG_MIN_CC = Version("8.0")
-
 #: Linux on these CPUs has no TensorFlow build that uses an NVIDIA GPU: PyPI's aarch64 wheels are AWS's
 #: CPU-only builds (tensorflow-cpu-aws; TF docs pip.md, "Starting with TensorFlow 2.10, Linux CPU-builds for
 #: Aarch64/ARM64 processors are built ... by AWS") and conda-forge skips aarch64 CUDA builds
@@ -70,7 +67,8 @@ class Machine:
     driver_source: str = ""  # "override" when --driver / TFGPU_DRIVER_VERSION set it
 
     @classmethod
-    def from_facts(cls, facts: Facts) -> Machine:
+    def from_facts(cls, facts: Facts, kb: KnowledgeBase | None = None) -> Machine:
+        """The machine a facts document describes; ``kb`` answers which GPU a MIG device names (see _apply_cvd)."""
         plat = facts.get("platform") or {}
         raw_os = str(plat.get("os") or "").lower() or None
         wsl = plat.get("wsl")
@@ -93,7 +91,7 @@ class Machine:
         if all_gpus is not None:
             visible = tuple(g for g in all_gpus if g.get("visible", True) is not False)
             if cvd is not None and all(g.get("visible") is None for g in all_gpus):
-                visible = _apply_cvd(all_gpus, str(cvd))
+                visible = _apply_cvd(all_gpus, str(cvd), kb)
         py = facts.get("python") if "python" in facts else None
         pythons: tuple[str, ...] | None = None
         if isinstance(py, dict):
@@ -165,7 +163,7 @@ class Machine:
         return best
 
 
-def _apply_cvd(gpus: Iterable[dict[str, Any]], cvd: str) -> tuple[dict[str, Any], ...]:
+def _apply_cvd(gpus: Iterable[dict[str, Any]], cvd: str, kb: KnowledgeBase | None = None) -> tuple[dict[str, Any], ...]:
     """CUDA_VISIBLE_DEVICES semantics: indices or UUIDs, in order; an empty value hides all;
     parsing stops at the first invalid entry (CUDA C Programming Guide, "CUDA Environment Variables").
 
@@ -173,7 +171,8 @@ def _apply_cvd(gpus: Iterable[dict[str, Any]], cvd: str) -> tuple[dict[str, Any]
     one GPU, and a CUDA process enumerates one MIG device only (NVIDIA MIG user guide, section
     "CUDA_VISIBLE_DEVICES": "only enumeration of a single MIG instance is supported", quoted in
     pytorch/pytorch#130181). Its GPU is the one whose UUID the name embeds; a `MIG-<uuid>` name does not say,
-    so the first GPU that can be partitioned (A100 and newer, compute capability >= 8.0) stands for it."""
+    so the first GPU that can be partitioned (compat/rules.toml `mig`: compute capability >= 8.0) stands for
+    it; without ``kb`` no GPU is known to be one."""
     gpus = list(gpus)
     out: list[dict[str, Any]] = []
     for raw in cvd.split(","):
@@ -184,7 +183,7 @@ def _apply_cvd(gpus: Iterable[dict[str, Any]], cvd: str) -> tuple[dict[str, Any]
         if item.isdigit():
             match = next((g for g in gpus if g.get("index") == int(item)), None)
         elif item.startswith("MIG-"):
-            parent = None if out else _mig_parent(gpus, item)
+            parent = None if out else _mig_parent(gpus, item, kb)
             return tuple(out) if parent is None else (parent,)  # one MIG device per process, nothing after it
         else:
             match = next((g for g in gpus if str(g.get("uuid", "")).startswith(item)), None)
@@ -201,14 +200,15 @@ def gpu_cc_of(kb: KnowledgeBase, gpu: Mapping[str, Any]) -> str:
                or kb.gpu_cc(str(gpu.get("name") or ""), gpu.get("pci_device_id")) or "")
 
 
-def _mig_parent(gpus: list[dict[str, Any]], item: str) -> dict[str, Any] | None:
+def _mig_parent(gpus: list[dict[str, Any]], item: str, kb: KnowledgeBase | None) -> dict[str, Any] | None:
     """The GPU a MIG device name refers to (see _apply_cvd); None when no listed GPU can hold MIG slices."""
     gpu_uuid = item[len("MIG-"):].split("/")[0]
     if gpu_uuid.startswith("GPU-"):
         return next((g for g in gpus if str(g.get("uuid") or "") == gpu_uuid), None)
+    mig = kb.rule("mig") if kb is not None else None
     for g in gpus:
         cc = maybe_version(g.get("compute_capability"))
-        if cc is not None and cc >= _MIG_MIN_CC:
+        if cc is not None and mig is not None and mig.holds(cc):
             return g
     return None
 

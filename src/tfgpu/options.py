@@ -13,17 +13,10 @@ from tfgpu._record import record
 
 #: The values --backend takes, everywhere (doctor, plan, create, lock).
 BACKENDS = ("auto", "pip", "conda", "rattler")
-#: The container route (issue 19): --backend value -> the runtimes that may run its image, in order of
-#: preference. An image is not a recipe, so these do not go through RUNNERS: tfgpu.containers picks the
-#: first runtime of this table that is installed and set up for GPUs (else the first installed, to report
-#: what blocks it). doctor, plan and create accept these values in addition to BACKENDS.
-CONTAINER_RUNTIMES: dict[str, tuple[str, ...]] = {
-    "container": ("docker", "podman", "apptainer", "singularity"),
-    "docker": ("docker",),
-    "podman": ("podman",),
-    "apptainer": ("apptainer", "singularity"),  # Singularity is Apptainer's predecessor: same --nv, same images
-}
-CONTAINER_BACKENDS = tuple(CONTAINER_RUNTIMES)
+#: The container route (issue 19): the --backend values that run a GPU image. doctor, plan and create accept
+#: them in addition to BACKENDS; each has its row of runtimes in tfgpu.runners.RUNNERS, the one table of
+#: runners (a test checks that the rows and these values agree).
+CONTAINER_BACKENDS = ("container", "docker", "podman", "apptainer")
 
 @record
 class OptionSpec:

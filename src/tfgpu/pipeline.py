@@ -298,10 +298,10 @@ def build_plan(
 
 
 def build_container_plan(*, tf: str, backend: str, image: str | None, name: str | None, facts: dict[str, Any]) -> Any:
-    """The container plan (tfgpu.containers.plan_container) with this installation's smoke script and the
+    """The container plan (tfgpu.plan.plan_container) with this installation's smoke script and the
     image cache directory (effects: where they are)."""
-    from tfgpu.containers import plan_container
     from tfgpu.knowledge import load_kb
+    from tfgpu.plan import plan_container
     from tfgpu.registry import home
     from tfgpu.smoke.runner import SCRIPT
 
@@ -317,16 +317,16 @@ def build_lock_plan(
     import os
 
     from tfgpu.backends.detect import detect_tools
-    from tfgpu.backends.lock import read_lock_info
     from tfgpu.errors import UsageError
     from tfgpu.knowledge import load_kb
+    from tfgpu.lockfiles import read_lock
     from tfgpu.plan import plan_from_lock
     from tfgpu.registry import check_prefix, home
 
     if name is not None and prefix is not None:
         msg = "--name and --prefix are exclusive"
         raise UsageError(msg, hint="pass one of them")
-    lock = read_lock_info(from_lock)
+    lock = read_lock(from_lock)
     if prefix is not None:
         prefix = str(check_prefix(prefix))
     if platform is None and lock.kind == "conda":

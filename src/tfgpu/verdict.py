@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import Version
 
 from tfgpu._record import field, record, replace
+from tfgpu.errors import DataError
 from tfgpu.findings import BLOCKED as BLOCKED  # re-exported, with the records below: callers look here
 from tfgpu.findings import CAVEATS as CAVEATS
 from tfgpu.findings import ERROR as ERROR
@@ -49,8 +50,6 @@ if TYPE_CHECKING:
 #: seed 002: CUDNN_STATUS_INTERNAL_ERROR / "Failed to get convolution algorithm" from TF
 #: mapping nearly all GPU memory). tfgpu create sets TF_FORCE_GPU_ALLOW_GROWTH=true for them.
 SMALL_GPU_MIB = 4096
-
-_TF_2_12, _CUDA_11 = Version("2.12"), Version("11.0")
 
 ALLOW_GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH=true"
 
@@ -99,13 +98,15 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
     if m.os is None:
         add(Check("os.supported", SKIP, "operating system unknown", fix="run tfgpu doctor on the machine"))
     elif m.os == "macos":
-        add(Check("os.supported", FAIL, "macOS has no CUDA GPU support in TensorFlow (none since TF 1.1)",
-                  source="tensorflow.toml (macOS GPU table ends at 1.1.0)",
+        mac = kb.series("macos")  # compat/tensorflow.toml's macOS GPU rows: 1.0 and 1.1
+        since = f" (none since TF {mac[0]})" if mac else ""
+        add(Check("os.supported", FAIL, f"macOS has no CUDA GPU support in TensorFlow{since}",
+                  source=f"tensorflow.toml (macOS GPU table ends at {mac[0] if mac else 'none'})",
                   fix="use a Linux machine or WSL2 with an NVIDIA GPU; on Apple silicon see tensorflow-metal"))
     elif m.os == "windows":
         last = last_windows_gpu_series(kb)
         add(Check("os.supported", WARN, f"native Windows: TensorFlow's GPU builds end at {last}",
-                  source="tensorflow.toml (Windows GPU table ends at 2.10.0)",
+                  source=f"tensorflow.toml (Windows GPU table ends at {last})",
                   fix=f"for newer TF run tfgpu inside WSL2 (wsl --install), or use --tf {last}"))
     elif m.os == "wsl2":
         add(Check("os.wsl", PASS, "WSL2: the Windows NVIDIA driver provides CUDA inside Linux",
@@ -120,8 +121,7 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         add(Check("cpu.arch", FAIL, f"{m.arch}: TensorFlow's Linux {m.arch} builds on PyPI and conda-forge are CPU-only",
                   source="platform probe", fix=_arm_fix(m, kb)))
     if m.avx is False:
-        avx = next((r for r in kb.cpu_requirements if r.feature == "avx"), None)  # compat/tensorflow.toml
-        since = str(avx.tf).removeprefix(">=") if avx else "1.6"
+        since = str(kb.cpu_floor("avx").tf).removeprefix(">=")  # compat/tensorflow.toml cpu_requirements
         add(Check("cpu.avx", FAIL, f"this CPU has no AVX: official TensorFlow >= {since} wheels die with 'Illegal "
                   "instruction'", source="cpu flags",
                   fix="use a CPU with AVX, an older TensorFlow, or a TensorFlow built from source without AVX"))
@@ -135,14 +135,16 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
     out.extend(_driver_checks(m, kb))
     out.extend(_gpu_checks(m, kb))
     # -- CUDA and cuDNN on the system (only pip recipes up to 2.13 use them)
+    and_cuda = kb.and_cuda_from()  # compat/releases.toml: the first release with pip's [and-cuda] extra (2.14.0)
+    since = f"{and_cuda.major}.{and_cuda.minor}" if and_cuda else "?"
     if m.toolkits:
         versions = ", ".join(f"{t.get('version')} ({t.get('path')})" for t in m.toolkits)
         add(Check("cuda.toolkit", PASS, f"CUDA toolkit(s): {versions}",
                   source=", ".join(sorted({str(t.get('source')) for t in m.toolkits})),
-                  fix="only pip installs of TF <= 2.13 use a system CUDA; conda and TF >= 2.14 bring their own"))
+                  fix=f"only pip installs of TF < {since} use a system CUDA; conda and TF >= {since} bring their own"))
     else:
         add(Check("cuda.toolkit", PASS if m.driver_known else SKIP, "no system CUDA toolkit (fine: conda recipes and "
-                  "TF >= 2.14 pip wheels bring their own)"))
+                  f"TF >= {since} pip wheels bring their own)"))
     if m.cudnns:
         versions = ", ".join(f"{c.get('version')} ({c.get('path')})" for c in m.cudnns)
         add(Check("cudnn.system", PASS, f"cuDNN: {versions}", source=", ".join(sorted({str(c.get('source')) for c in m.cudnns}))))
@@ -158,7 +160,7 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
     else:
         add(Check("env.conda", PASS, "no conda/mamba/micromamba: tfgpu's embedded conda engine (rattler) will be used",
                   source="conda probe"))
-    out.extend(_tf_checks(m))
+    out.extend(_tf_checks(m, kb))
     out.extend(_cpu_build_checks(m, kb))
     return out
 
@@ -246,7 +248,7 @@ def _env_checks(m: Machine) -> list[Check]:
     return out
 
 
-def _tf_checks(m: Machine) -> list[Check]:
+def _tf_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
     if m.tensorflow is None:
         return []
     dists = {str(t.get("distribution")): str(t.get("version")) for t in m.tensorflow}
@@ -263,7 +265,8 @@ def _tf_checks(m: Machine) -> list[Check]:
             fix="use a fresh environment: tfgpu create --tf VERSION",
         ))
     gpu = _v(dists.get("tensorflow-gpu"))
-    if gpu is not None and gpu >= _TF_2_12:
+    placeholder = kb.placeholder_from("tensorflow-gpu")  # compat/releases.toml: 2.12.0
+    if gpu is not None and placeholder is not None and gpu >= placeholder:
         out.append(Check("tf.placeholder", FAIL, f"tensorflow-gpu {gpu} is an empty placeholder that raises an error",
                          fix="pip uninstall tensorflow-gpu && pip install 'tensorflow[and-cuda]'"))
     return out
@@ -288,32 +291,25 @@ def _cpu_build_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
 # --------------------------------------------------------------------------- per-target verdicts
 
 
-#: From TF 2.5 the pip wheels (built with CUDA 11.2-11.8) load the CUDA libraries by major-version sonames,
-#: which every CUDA 11.x toolkit provides: the runtime's SONAME is libcudart.so.11.0 in CUDA 11.8 too
-#: (readelf -d nvidia/cuda_runtime/lib/libcudart.so.11.0 in nvidia_cuda_runtime_cu11-11.8.89-py3-none-
-#: manylinux1_x86_64.whl, sha256 f587bd72...f64f7c; on Windows cudart64_110.dll). So any 11.x toolkit serves them
-#: (tests/cases: tensorflow#45263 2.5.0 on CUDA 11.1, #56235 on 11.4). TF 2.4 is the exception: it loads
-#: libcusolver.so.10, which only CUDA 11.0 ships (11.1+ ship libcusolver.so.11: tensorflow#45263, #44777, #46471).
-SYSTEM_CUDA_ANY_MINOR_FROM = Version("2.5")
-
-
-def system_cuda_serves(have: Version, built: Version, tf: Version) -> bool:
+def system_cuda_serves(have: Version, built: Version, tf: Version, kb: KnowledgeBase) -> bool:
     """Does a system CUDA toolkit ``have`` provide the libraries pip's TensorFlow ``tf`` (built with CUDA ``built``)
-    loads? The same major.minor always; any minor of the same major from TF 2.5 on (CUDA 11 sonames)."""
+    loads? The same major.minor always; any minor of the same major where both rules of compat/rules.toml hold:
+    `cuda-libraries-per-major` (CUDA 11+ sonames carry the major only) and `system-cuda-any-minor` (TF 2.5+;
+    2.4 loads libcusolver.so.10, which only CUDA 11.0 ships)."""
     if have.major != built.major:
         return False
-    return have.minor == built.minor or _any_minor_serves(built, tf)
+    return have.minor == built.minor or _any_minor_serves(built, tf, kb)
 
 
-def _any_minor_serves(built: Version, tf: Version) -> bool:
-    return built.major >= 11 and tf >= SYSTEM_CUDA_ANY_MINOR_FROM
+def _any_minor_serves(built: Version, tf: Version, kb: KnowledgeBase) -> bool:
+    return kb.rule("cuda-libraries-per-major").holds(built) and kb.rule("system-cuda-any-minor").holds(tf)
 
 
-def system_cuda_installed(m: Machine, cuda: str, tf: Version) -> bool:
+def system_cuda_installed(m: Machine, cuda: str, tf: Version, kb: KnowledgeBase) -> bool:
     """Is a system CUDA toolkit installed that serves pip's TensorFlow ``tf``, built with CUDA ``cuda``?"""
     want = _v(normalize_cuda(cuda))
     return want is not None and any(
-        have is not None and system_cuda_serves(have, want, tf) for have in (_v(t.get("version")) for t in m.toolkits))
+        have is not None and system_cuda_serves(have, want, tf, kb) for have in (_v(t.get("version")) for t in m.toolkits))
 
 
 def system_cudnn_installed(m: Machine, cudnn: str) -> bool:
@@ -352,7 +348,8 @@ def _driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bo
     mc = kb.minor_compat(want.major)
     mc_floor = mc.min_driver(os_key) if mc else None
     upgrade = f"upgrade the NVIDIA driver to >= {floor}" if floor else f"upgrade the NVIDIA driver to one supporting CUDA {want}"
-    if want.major >= 11 and have.major == want.major and mc_floor is not None and m.driver >= mc_floor:
+    # minor-version compatibility exists for the majors compat/cuda.toml has a row for (CUDA 11 onwards)
+    if have.major == want.major and mc_floor is not None and m.driver >= mc_floor:
         if needs_ptx_jit:
             blockers.append(Finding(
                 "driver.cuda",
@@ -458,8 +455,13 @@ def recipe_conda_package(recipe: Recipe) -> tuple[str, str] | None:
 
 
 def last_windows_gpu_series(kb: KnowledgeBase) -> str:
-    """The last series with a native-Windows GPU build (2.10), from the tested build configurations."""
-    return kb.series("windows")[0] if kb.series("windows") else "2.10"
+    """The last series with a native-Windows GPU build (2.10), from the tested build configurations (compat/
+    tensorflow.toml's Windows GPU rows, which the knowledge base must have)."""
+    series = kb.series("windows")
+    if not series:
+        msg = "compat/tensorflow.toml has no Windows GPU build rows"
+        raise DataError(msg, hint="reinstall tfgpu: python3 -m pip install --force-reinstall tfgpu")
+    return series[0]
 
 
 def _after_windows_gpu(kb: KnowledgeBase, v: Version) -> bool:
@@ -483,7 +485,7 @@ def _recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) ->
 def judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str = "auto",
                   machine: Machine | None = None) -> TargetVerdict:
     """The verdict for one exact release on this machine, its fixes naming what runs here."""
-    m = machine or Machine.from_facts(facts)
+    m = machine or Machine.from_facts(facts, kb)
     tv = _judge_release(facts, kb, v, backend=backend, machine=m)
     return runnable_fixes(tv) if m.conda is None else tv
 
@@ -504,7 +506,7 @@ def runnable_fixes(tv: TargetVerdict) -> TargetVerdict:
 
 def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str = "auto",
                    machine: Machine | None = None) -> TargetVerdict:
-    m = machine or Machine.from_facts(facts)
+    m = machine or Machine.from_facts(facts, kb)
     os = m.os or "linux"
     blockers: list[Finding] = []
     caveats: list[Finding] = []
@@ -675,9 +677,9 @@ def _system_library_findings(
     unknown: list[Finding] = []
     cuda_n = normalize_cuda(cuda)
     so = "cudart64_" + cuda_n.replace(".", "") + ".dll" if m.os == "windows" else f"libcudart.so.{cuda_n}"
-    if version(cuda_n) >= _CUDA_11 and m.os != "windows":
-        so = f"libcudart.so.{version(cuda_n).major}.0"  # CUDA 11+ sonames carry the major only
-    wanted = f"{version(cuda_n).major}.x" if _any_minor_serves(version(cuda_n), v) else cuda_n
+    if kb.rule("cuda-libraries-per-major").holds(cuda_n) and m.os != "windows":
+        so = f"libcudart.so.{version(cuda_n).major}.0"  # CUDA 11's sonames carry the major only (compat/rules.toml)
+    wanted = f"{version(cuda_n).major}.x" if _any_minor_serves(version(cuda_n), v, kb) else cuda_n
     if not m.toolkits_known:
         unknown.append(Finding(
             "cuda.system_toolkit",
@@ -685,7 +687,7 @@ def _system_library_findings(
             "toolkits are installed",
             fix=f"check that CUDA {wanted} is installed, or use the conda backend: tfgpu create --tf {v} --backend conda",
         ))
-    elif not system_cuda_installed(m, cuda, v):
+    elif not system_cuda_installed(m, cuda, v, kb):
         have = ", ".join(str(t.get("version")) for t in m.toolkits) or "none"
         out.append(Finding(
             "cuda.system_toolkit",
@@ -712,7 +714,7 @@ def _system_library_findings(
 def judge_requested(facts: Facts, kb: KnowledgeBase, tf: str, *, backend: str = "auto",
                     machine: Machine | None = None) -> TargetVerdict:
     """A release is judged as is; a series ("2.2") by its newest release that can work here."""
-    m = machine or Machine.from_facts(facts)
+    m = machine or Machine.from_facts(facts, kb)
     v = resolve_version(kb, tf, m)
     if len(tf.strip().split(".")) == 2:
         releases = kb.gpu_versions_in(series_of(v), m.tf_os) or kb.gpu_versions_in(series_of(v), "linux")
@@ -724,7 +726,7 @@ def resolve_latest(facts: Facts, kb: KnowledgeBase, *, backend: str = "auto",
                    machine: Machine | None = None) -> tuple[str, Recommendation | None]:
     """What ``latest`` means, everywhere (doctor, plan, create, lock): the release the doctor recommends here,
     and that recommendation; when nothing will use a GPU, the newest GPU series and None (its verdict says why)."""
-    m = machine or Machine.from_facts(facts)
+    m = machine or Machine.from_facts(facts, kb)
     rec = recommend(facts, kb, judge_series(facts, kb, backend=backend, machine=m), m)
     return (rec.tf, rec) if rec else (kb.series(m.tf_os)[0], None)
 
@@ -732,7 +734,7 @@ def resolve_latest(facts: Facts, kb: KnowledgeBase, *, backend: str = "auto",
 def judge_target(facts: Facts, kb: KnowledgeBase, tf: str, *, backend: str = "auto") -> TargetVerdict:
     """A release, a series or ``latest`` -> the target's verdict; ``requested`` is the release or series
     judged (``latest`` resolved)."""
-    m = Machine.from_facts(facts)
+    m = Machine.from_facts(facts, kb)
     if tf == "latest":
         tf, _ = resolve_latest(facts, kb, backend=backend, machine=m)
     return replace(judge_requested(facts, kb, tf, backend=backend, machine=m), requested=tf)
@@ -741,7 +743,7 @@ def judge_target(facts: Facts, kb: KnowledgeBase, tf: str, *, backend: str = "au
 def judge_series(facts: Facts, kb: KnowledgeBase, *, backend: str = "auto",
                  machine: Machine | None = None) -> list[TargetVerdict]:
     """A verdict for the newest release of every 2.x series and the last 1.x, newest first."""
-    m = machine or Machine.from_facts(facts)
+    m = machine or Machine.from_facts(facts, kb)
     out = []
     last_1x_done = False
     for series in kb.series(m.tf_os):
@@ -811,7 +813,7 @@ def recommend(facts: Facts, kb: KnowledgeBase, verdicts: list[TargetVerdict] | N
               machine: Machine | None = None) -> Recommendation | None:
     """The newest release that will use the GPU here: ready first, else the newest with caveats."""
     verdicts = verdicts if verdicts is not None else judge_series(facts, kb)
-    machine = machine or Machine.from_facts(facts)
+    machine = machine or Machine.from_facts(facts, kb)
     for wanted in (READY, CAVEATS):
         for tv in verdicts:
             if tv.verdict == wanted:
@@ -844,7 +846,7 @@ def cpu_recommendation(kb: KnowledgeBase, machine: Machine, reasons: Sequence[st
 def recommend_instead(facts: Facts, kb: KnowledgeBase, blocked_tf: str,
                       machine: Machine | None = None) -> Recommendation | None:
     """For a blocked --tf target: the best release that works here, else (no usable GPU) the CPU route."""
-    machine = machine or Machine.from_facts(facts)
+    machine = machine or Machine.from_facts(facts, kb)
     verdicts = judge_series(facts, kb, machine=machine)
     rec = recommend(facts, kb, verdicts, machine)
     if rec is None:
@@ -884,7 +886,7 @@ class DoctorResult:
 
 def diagnose(facts: Facts, kb: KnowledgeBase, *, tf: str | None = None, backend: str = "auto") -> DoctorResult:
     """Everything `tfgpu doctor` says, as data."""
-    m = Machine.from_facts(facts)
+    m = Machine.from_facts(facts, kb)
     checks = machine_checks(m, kb)
     if tf is None:
         targets = judge_series(facts, kb, backend=backend, machine=m)

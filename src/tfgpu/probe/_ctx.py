@@ -80,8 +80,17 @@ class Ctx:
     def remaining(self) -> float:
         return max(0.05, self.timeout - (time.monotonic() - self.start))
 
+    def expired(self) -> bool:
+        """True once the probe budget is spent (detect_facts has stopped waiting for the probes)."""
+        return time.monotonic() - self.start >= self.timeout
+
     def run(self, argv: Sequence[str]) -> run.Result:
-        """Run a program through tfgpu's one subprocess seam, bounded by what is left of the budget."""
+        """Run a program through tfgpu's one subprocess seam, bounded by what is left of the budget.
+        Past the deadline nothing starts: a probe thread that detect_facts stopped waiting for (a daemon
+        thread, still alive) must not start programs after tfgpu, or a test, has moved on."""
+        if self.expired():
+            return run.Result(tuple(str(a) for a in argv), None, timed_out=True,
+                              error=f"{argv[0]}: not started, the probe budget of {self.timeout:g} s ran out")
         return run.capture(argv, timeout=round(self.remaining(), 2), env=self.env)
 
     def which(self, program: str) -> str | None:

@@ -1,0 +1,321 @@
+"""The runners: every way tfgpu builds or runs an environment, behind one small interface, in one ordered table.
+
+A runner says whether it runs a recipe (``runs``), which tool would run it here (``available``), whether it
+can build the recipe here (``can_build``: None, or the error an explicit ``--backend`` raises) and, for the
+container runtimes, the steps (``steps``: pull the image, run the smoke script in it with the GPU).
+:data:`RUNNERS` maps each ``--backend`` value to the runners it may use, in order, as cibuildwheel's
+platform modules and nox's ``uv|virtualenv`` chain do; :func:`first_able` is the one loop that walks a row.
+
+pip, conda and rattler build a recipe of compat/recipes.toml; docker, podman and apptainer run a GPU image
+of compat/containers.toml (a recipe whose backend is "container"). tfgpu.choose picks recipes and images
+with this table; tfgpu.containers picks the runtime of the doctor's container row with it too. A leaf
+module (no tfgpu module it imports imports it back), so both can.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from packaging.version import Version
+
+from tfgpu._record import field, record
+from tfgpu.errors import UsageError
+from tfgpu.steps import Step
+
+if TYPE_CHECKING:
+    from tfgpu.knowledge import Recipe
+
+#: conda executables in the order tfgpu prefers them (issue 7: mamba, micromamba or conda).
+CONDA_TOOLS = ("mamba", "micromamba", "conda")
+CONDA_FAMILY = frozenset({"conda", "conda+pip"})
+PIP_FAMILY = frozenset({"pip"})
+#: Recipe.backend of a GPU image (tfgpu.choose.image_recipe): what the container runtimes run.
+CONTAINER = "container"
+
+
+@record
+class Preferences:
+    """What the user asked for: --backend, --python, --image, and the config file's ``[backends] prefer``."""
+
+    backend: str = "auto"
+    python: str | None = None  # X.Y
+    prefer: str | None = None
+    prefer_source: str = "config"
+    image: str | None = None  # --image REF (container backends)
+
+
+@record
+class Choice:
+    """The recipe and the runner: ``backend`` is what Plan.backend says (pip | conda | rattler, or the
+    container runtime: docker | podman | apptainer)."""
+
+    recipe: Recipe
+    backend: str
+    tool: str  # uv | venv | mamba | micromamba | conda | rattler | docker | podman | apptainer | singularity
+    reason: str
+    python: str = ""  # the interpreter X.Y a pip runner uses ("" for conda runners: decided by plan)
+    python_from_conda: bool = False  # a pip recipe run inside a conda-made interpreter
+    blocked: str = ""  # a container route chosen to be shown although no runtime here can run it: why not
+
+
+class RuntimeState(Protocol):
+    """A container runtime as the facts show it, judged (tfgpu.containers.Runtime)."""
+
+    name: str
+    gpu_ready: bool
+    blockers: tuple[tuple[str, str, str], ...]  # (check, summary, fix)
+
+
+@record
+class Context:
+    """What a runner needs to decide whether it can build a recipe."""
+
+    v: Version
+    os: str
+    tools: Mapping[str, str | None]
+    interpreters: Mapping[str, str]  # X.Y -> path
+    wheel_pythons: tuple[str, ...]
+    python: str | None
+    runtimes: Mapping[str, Any] = field(default_factory=dict)  # installed container runtime -> RuntimeState
+    newest_python: str = ""  # the newest Python any known release has wheels for (an example in hints)
+
+
+class Runner(Protocol):
+    """One way of building an environment (the small interface every backend has)."""
+
+    name: str  # Plan.backend
+
+    def runs(self, recipe: Recipe) -> bool: ...
+
+    def available(self, ctx: Context) -> str | None:
+        """The tool that would run it, or None when it is not installed."""
+
+    def can_build(self, recipe: Recipe, ctx: Context) -> UsageError | None:
+        """None when it can build ``recipe`` here, else why not (the error an explicit --backend raises)."""
+
+
+def conda_tool(tools: Mapping[str, str | None]) -> str | None:
+    return next((t for t in CONDA_TOOLS if tools.get(t)), None)
+
+
+def python_range_text(pythons: Sequence[str]) -> str:
+    """3.5, 3.6, 3.7, 3.8 -> "3.5–3.8" (one version: itself)."""
+    if not pythons:
+        return ""
+    ordered = sorted(pythons, key=Version)
+    return ordered[0] if len(ordered) == 1 else f"{ordered[0]}–{ordered[-1]}"
+
+
+# --------------------------------------------------------------------------- recipes: pip, conda, rattler
+
+
+class PipRunner:
+    """A venv (uv, else python -m venv) and pip: needs an interpreter in the release's wheel range."""
+
+    name = "pip"
+
+    def runs(self, recipe: Recipe) -> bool:
+        return recipe.backend in PIP_FAMILY
+
+    def available(self, ctx: Context) -> str | None:
+        return "uv" if ctx.tools.get("uv") else "venv"
+
+    def python_for(self, ctx: Context) -> str | None:
+        if ctx.python is not None:
+            ok = ctx.python in ctx.interpreters and (ctx.python in ctx.wheel_pythons or not ctx.wheel_pythons)
+            return ctx.python if ok else None
+        cands = [p for p in ctx.wheel_pythons if p in ctx.interpreters]
+        return max(cands, key=Version) if cands else None
+
+    def can_build(self, recipe: Recipe, ctx: Context) -> UsageError | None:
+        if self.python_for(ctx) is not None:
+            return None
+        other = f"--backend {'conda' if conda_tool(ctx.tools) else 'rattler'}"
+        if ctx.python is not None and ctx.wheel_pythons and ctx.python not in ctx.wheel_pythons:
+            # the supported range first: the interpreter may well exist, it is the release that cannot use it
+            msg = f"TensorFlow {ctx.v} supports Python {python_range_text(ctx.wheel_pythons)}; {ctx.python} is outside it"
+            return UsageError(msg, hint=f"use --python {ctx.wheel_pythons[-1]}, or leave --python out")
+        want = ctx.python or python_range_text(ctx.wheel_pythons) or "?"
+        example = ctx.python or (ctx.wheel_pythons[-1] if ctx.wheel_pythons else ctx.newest_python)
+        msg = f"TensorFlow {ctx.v} supports Python {want}; no such interpreter was found"
+        install = f"install one (`uv python install {example}`)" if example else "install one"
+        return UsageError(msg, hint=f"{install}, or use {other}")
+
+
+class CondaRunner:
+    """mamba, micromamba or conda (the first installed)."""
+
+    name = "conda"
+
+    def runs(self, recipe: Recipe) -> bool:
+        return recipe.backend in CONDA_FAMILY
+
+    def available(self, ctx: Context) -> str | None:
+        return conda_tool(ctx.tools)
+
+    def can_build(self, recipe: Recipe, ctx: Context) -> UsageError | None:
+        if self.available(ctx) is not None:
+            return None
+        msg = "--backend conda needs mamba, micromamba or conda, and none is installed"
+        return UsageError(msg, hint="install one (e.g. micromamba), or use --backend rattler "
+                                    "(tfgpu's embedded conda engine)")
+
+
+class RattlerRunner:
+    """tfgpu's embedded conda engine (py-rattler)."""
+
+    name = "rattler"
+
+    def runs(self, recipe: Recipe) -> bool:
+        return recipe.backend in CONDA_FAMILY
+
+    def available(self, ctx: Context) -> str | None:
+        return "rattler" if ctx.tools.get("rattler", "embedded") is not None else None
+
+    def can_build(self, recipe: Recipe, ctx: Context) -> UsageError | None:
+        if self.available(ctx) is not None:
+            return None
+        msg = "no mamba, micromamba or conda, and tfgpu's embedded conda engine needs Python >= 3.10"
+        return UsageError(msg, hint="install micromamba (or mamba/conda), or run tfgpu with Python >= 3.10")
+
+
+# --------------------------------------------------------------------------- images: docker, podman, apptainer
+
+SMOKE_IN_CONTAINER = "/tfgpu-smoke.py"
+WORKDIR = "/workspace"
+
+
+def sif_path(image: str, cache_dir: str) -> str:
+    """Where `apptainer pull` writes the image (a name derived from the reference, no path separators)."""
+    return f"{cache_dir.rstrip('/')}/{re.sub(r'[^A-Za-z0-9_.-]+', '_', image)}.sif"
+
+
+def gpu_run_argv(runtime: str, image: str, command: list[str], *, mounts: tuple[tuple[str, str, bool], ...] = (),
+                 workdir: str | None = None, env: tuple[tuple[str, str], ...] = (), tty: bool = False) -> tuple[str, ...]:
+    """One GPU container run, the way each runtime's documentation gives it: ``docker run --gpus all``,
+    ``podman run --device nvidia.com/gpu=all`` (CDI), ``apptainer exec --nv``. ``mounts`` are
+    (host, container, read_only); ``image`` for apptainer is the .sif file or a docker:// URI."""
+    if runtime == "apptainer":
+        argv = ["apptainer", "exec", "--nv"]
+        for host, inside, ro in mounts:
+            argv += ["--bind", f"{host}:{inside}" + (":ro" if ro else "")]
+        if workdir:
+            argv += ["--pwd", workdir]
+        for k, v in env:
+            argv += ["--env", f"{k}={v}"]
+        return (*argv, image, *command)
+    argv = [runtime, "run", "--rm"]
+    if tty:
+        argv.append("-it")
+    argv += ["--gpus", "all"] if runtime == "docker" else ["--device", "nvidia.com/gpu=all", "--security-opt=label=disable"]
+    for host, inside, ro in mounts:
+        argv += ["--volume", f"{host}:{inside}" + (":ro" if ro else "")]
+    if workdir:
+        argv += ["--workdir", workdir]
+    for k, v in env:
+        argv += ["--env", f"{k}={v}"]
+    return (*argv, image, *command)
+
+
+class ContainerRunner:
+    """A container runtime: runs a GPU image (a recipe whose backend is "container") when it is installed and
+    set up for GPUs here (tfgpu.containers.judge_runtime: daemon, toolkit, CDI spec)."""
+
+    def __init__(self, name: str, programs: tuple[str, ...]) -> None:
+        self.name = name
+        self.programs = programs  # the installed programs it answers to, in order (Singularity: Apptainer's predecessor)
+
+    def runs(self, recipe: Recipe) -> bool:
+        return recipe.backend == CONTAINER
+
+    def available(self, ctx: Context) -> str | None:
+        """The installed program (one set up for GPUs first), or None."""
+        found = [p for p in self.programs if p in ctx.runtimes]
+        ready = [p for p in found if ctx.runtimes[p].gpu_ready]
+        return next(iter(ready or found), None)
+
+    def can_build(self, recipe: Recipe, ctx: Context) -> UsageError | None:
+        if not self.runs(recipe):
+            msg = f"{self.name} runs GPU images, not recipe {recipe.id}"
+            return UsageError(msg, hint="use --backend auto, pip, conda or rattler")
+        return self.can_run(ctx)
+
+    def can_run(self, ctx: Context) -> UsageError | None:
+        """None when a GPU container runs here (any image: the image is judged on its own), else why not."""
+        tool = self.available(ctx)
+        if tool is None:
+            msg = f"{' or '.join(self.programs)} is not installed"
+            return UsageError(msg, hint=f"tfgpu doctor --backend {self.name} says how to install it")
+        state = ctx.runtimes[tool]
+        if state.gpu_ready:
+            return None
+        msg = f"{tool} cannot run a GPU container here: " + "; ".join(b[1] for b in state.blockers)
+        return UsageError(msg, hint=state.blockers[0][2] if state.blockers and state.blockers[0][2] else "")
+
+    def target(self, image: str, cache_dir: str) -> str:
+        """What the run step names: the image itself, or apptainer's .sif file in ``cache_dir``."""
+        return sif_path(image, cache_dir) if self.name == "apptainer" else image
+
+    def steps(self, image: str, *, smoke_script: str, cache_dir: str) -> tuple[Step, ...]:
+        """Pull ``image`` (progress shown), then run tfgpu's smoke script inside it with the GPU."""
+        target = self.target(image, cache_dir)
+        pull = (("apptainer", "pull", target, f"docker://{image}") if self.name == "apptainer"
+                else (self.name, "pull", image))
+        smoke = gpu_run_argv(self.name, target, ["python3", SMOKE_IN_CONTAINER],
+                             mounts=((smoke_script, SMOKE_IN_CONTAINER, True),),
+                             env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),))
+        return (Step(pull, f"pull {image} (progress shown)"),
+                Step(smoke, "run tfgpu's GPU smoke test inside the image, with the GPU"))
+
+
+# --------------------------------------------------------------------------- the table
+
+PIP, CONDA, RATTLER = PipRunner(), CondaRunner(), RattlerRunner()
+DOCKER, PODMAN = ContainerRunner("docker", ("docker",)), ContainerRunner("podman", ("podman",))
+APPTAINER = ContainerRunner("apptainer", ("apptainer", "singularity"))
+#: --backend -> the runners it may use, in order (auto: a conda tool before the embedded engine; container:
+#: whichever runtime is set up, Docker first). The keys are tfgpu.options' BACKENDS and CONTAINER_BACKENDS.
+RUNNERS: dict[str, tuple[Runner, ...]] = {
+    "auto": (PIP, CONDA, RATTLER),
+    "pip": (PIP,),
+    "conda": (CONDA,),
+    "rattler": (RATTLER,),
+    "container": (DOCKER, PODMAN, APPTAINER),
+    "docker": (DOCKER,),
+    "podman": (PODMAN,),
+    "apptainer": (APPTAINER,),
+}
+CONTAINER_RUNNERS: dict[str, ContainerRunner] = {r.name: r for r in (DOCKER, PODMAN, APPTAINER)}
+
+
+def first_able(runners: Sequence[Runner], recipe: Recipe, ctx: Context) -> tuple[Runner | None, list[tuple[Runner, UsageError]]]:
+    """The first runner of a row that runs ``recipe`` and can build it here (None: none can), and why each
+    one before it could not."""
+    refused: list[tuple[Runner, UsageError]] = []
+    for runner in runners:
+        if not runner.runs(recipe):
+            continue
+        error = runner.can_build(recipe, ctx)
+        if error is None:
+            return runner, refused
+        refused.append((runner, error))
+    return None, refused
+
+
+def pick_container_runner(backend: str, ctx: Context) -> tuple[ContainerRunner, str | None, str]:
+    """The runtime of a container backend's row: the first that can run a GPU container here, else the first
+    installed (so that the doctor and the plan can say what blocks it), else the row's first. Whether it can
+    does not depend on the image (the image is judged on its own), so the doctor's container row, which is
+    judged before an image is picked, and the plan get the same answer. Returns (runner, installed program
+    or None, why it cannot run here: "" when it can)."""
+    row = [r for r in RUNNERS[backend] if isinstance(r, ContainerRunner)]
+    refused: list[tuple[ContainerRunner, UsageError]] = []
+    for runner in row:
+        error = runner.can_run(ctx)
+        if error is None:
+            return runner, runner.available(ctx), ""
+        refused.append((runner, error))
+    chosen, error = next(((r, e) for r, e in refused if r.available(ctx) is not None), refused[0])
+    return chosen, chosen.available(ctx), error.message
