@@ -28,6 +28,7 @@ from tfgpu.steps import Step as Step
 
 if TYPE_CHECKING:
     from tfgpu.facts import Facts
+    from tfgpu.findings import Finding
     from tfgpu.knowledge import KnowledgeBase
     from tfgpu.lockfiles import Lock, LockedPackage
     from tfgpu.verdict import TargetVerdict
@@ -324,8 +325,7 @@ def plan_container(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str, im
         env_vars={"TF_FORCE_GPU_ALLOW_GROWTH": "true"}, notes=tuple(notes), recipe_id=image,
         sources=tuple(image_source_urls(kb, row)), env_python="python3",
         verdict=tv.verdict if judged and tv is not None else "",
-        blockers=tuple(f.to_json() for f in verdict.blockers) if judged else (),
-        caveats=tuple(f.to_json() for f in verdict.caveats) if judged else ())
+        blockers=verdict.blockers if judged else (), caveats=verdict.caveats if judged else ())
 
 
 def plan_environment(
@@ -569,17 +569,17 @@ def plan_environment(
     )
 
 
-def _judged(verdict: Any, tfs: str, kind: str, backend: str, recipe_id: str) -> tuple[dict[str, Any], ...]:
+def _judged(verdict: TargetVerdict | None, tfs: str, kind: str, backend: str, recipe_id: str) -> tuple[Finding, ...]:
     """The blockers or caveats of the chosen recipe (else backend: pip, or conda for conda and rattler)."""
     if verdict is None or verdict.tf != tfs:
         return ()
     family = "pip" if backend == "pip" else "conda"
     mine = [b for b in verdict.backends if b.recipe == recipe_id] or [b for b in verdict.backends if b.backend == family]
-    found = list(getattr(mine[0], kind)) if mine else []
+    found: list[Finding] = list(getattr(mine[0], kind)) if mine else []
     # the target's own findings (no driver, a small GPU) are no backend's; "[pip: recipe] ..." ones are
     found += [f for f in getattr(verdict, kind) if f.summary not in {g.summary for g in found}
               and (not mine or not f.summary.startswith("["))]
-    return tuple(f.to_json() for f in found)
+    return tuple(found)
 
 
 # --------------------------------------------------------------------------- the CPU route

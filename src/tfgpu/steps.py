@@ -5,9 +5,12 @@ step runner (tfgpu.execute) do not import each other."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfgpu._record import field, record
+
+if TYPE_CHECKING:
+    from tfgpu.findings import Finding
 
 PLAN_SCHEMA = "tfgpu.plan/1"
 
@@ -57,8 +60,8 @@ class Plan:
     env_python: str = ""  # the new environment's interpreter
     conda_named: bool = False  # created with `-n NAME` in conda's envs directory
     verdict: str = ""  # the target's verdict here, as the doctor judges it ("" = not judged: from a lock)
-    blockers: tuple[dict[str, Any], ...] = ()  # the chosen backend's blockers (Finding.to_json())
-    caveats: tuple[dict[str, Any], ...] = ()
+    blockers: tuple[Finding, ...] = ()  # the chosen backend's blockers, as the doctor judges them
+    caveats: tuple[Finding, ...] = ()
     cpu: bool = False  # the CPU route (--cpu): no CUDA, no nvidia-* wheels
 
     def to_json(self) -> dict[str, Any]:
@@ -75,8 +78,8 @@ class Plan:
             "env_python": self.env_python,
             "recipe_id": self.recipe_id,
             "verdict": self.verdict,
-            "blockers": [dict(b) for b in self.blockers],
-            "caveats": [dict(c) for c in self.caveats],
+            "blockers": [b.to_json() for b in self.blockers],
+            "caveats": [c.to_json() for c in self.caveats],
             "cpu": self.cpu,
             "channels": list(self.channels),
             "conda_specs": list(self.conda_specs),
