@@ -320,7 +320,7 @@ def system_cudnn_installed(m: Machine, cudnn: str) -> bool:
         for have in (_v(c.get("version")) for c in m.cudnns))
 
 
-def _driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bool) -> tuple[list[Finding], list[Finding]]:
+def driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bool) -> tuple[list[Finding], list[Finding]]:
     """Can this driver run a CUDA ``cuda`` runtime? Returns (blockers, caveats)."""
     blockers: list[Finding] = []
     caveats: list[Finding] = []
@@ -469,7 +469,7 @@ def _after_windows_gpu(kb: KnowledgeBase, v: Version) -> bool:
     return v.release[:2] > last.release[:2]
 
 
-def _recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) -> bool:
+def recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) -> bool:
     """Conda metapackages exist only for the versions the channel has."""
     if recipe.backend != "conda":
         return True
@@ -566,7 +566,7 @@ def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str 
         name = _backend_name(recipe)
         if backend not in ("auto", name) and not (backend == "rattler" and name == "conda"):
             continue
-        if not _recipe_available(kb, recipe, v, os):
+        if not recipe_available(kb, recipe, v, os):
             continue
         b_block: list[Finding] = []
         b_cav: list[Finding] = []
@@ -574,7 +574,7 @@ def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str 
         judged = (cuda, _arch_build(recipe))
         if judged not in per_cuda:  # recipes of one release mostly share their CUDA: judge the GPUs once
             g_block, g_cav, jit = gpu_findings(m, kb, v, cuda, judged[1])
-            per_cuda[judged] = (g_block, g_cav, jit, *_driver_findings(m, kb, cuda, jit))
+            per_cuda[judged] = (g_block, g_cav, jit, *driver_findings(m, kb, cuda, jit))
         g_block, g_cav, jit, d_block, d_cav = per_cuda[judged]
         b_block += g_block + d_block
         b_cav += g_cav + d_cav
