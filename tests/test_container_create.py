@@ -185,6 +185,70 @@ def test_create_pulls_smokes_and_records(cli, fake_docker: Path, monkeypatch: py
 
 
 @pytest.mark.real_subprocess
+def test_smoke_name_runs_the_smoke_test_inside_a_recorded_image(cli, fake_docker: Path,
+                                                                monkeypatch: pytest.MonkeyPatch):
+    facts = ready_facts(fake_docker)
+    code, out, err = cli("create", "--tf", "2.15", "--backend", "docker", "--yes", "--facts", str(facts),
+                         "--name", "tf215", "--no-smoke")
+    assert code == 0, out + err
+    code, out, _ = cli("envs", "--json")
+    assert next(e for e in json.loads(out)["envs"] if e["name"] == "tf215")["smoke"] is None
+    code, out, err = cli("smoke", "--name", "tf215", "--facts", str(facts))
+    assert code == 0, out + err
+    assert "GPU OK: TensorFlow 2.15.1" in out
+    calls = (fake_docker / "docker.log").read_text().splitlines()
+    assert calls[-1].startswith("run --rm --gpus all --volume ")  # the same runner as create's smoke step
+    assert ":/tfgpu-smoke.py:ro " in calls[-1]
+    assert calls[-1].endswith("tensorflow/tensorflow:2.15.1-gpu python3 /tfgpu-smoke.py")
+    code, out, _ = cli("envs", "--json")
+    entry = next(e for e in json.loads(out)["envs"] if e["name"] == "tf215")
+    assert entry["smoke"]["passed"] is True
+    assert "GPU OK" in entry["smoke"]["summary"]
+    # the image loses its GPU (the recorded "could not select device driver" run): the registry says so
+    monkeypatch.setenv("FAKE_DOCKER_MODE", "no-gpu-driver")
+    code, out, err = cli("smoke", "--name", "tf215", "--json", "--facts", str(facts))
+    assert code == 1, out + err
+    doc = json.loads(out)
+    assert doc["python"]["executable"] == "python3 in tensorflow/tensorflow:2.15.1-gpu"
+    assert "could not select device driver" in json.dumps(doc)
+    code, out, _ = cli("envs", "--json")
+    assert next(e for e in json.loads(out)["envs"] if e["name"] == "tf215")["smoke"]["passed"] is False
+    code, out, _ = cli("envs")
+    assert "✗" in next(line for line in out.splitlines() if "tf215" in line)
+
+
+def test_smoke_name_uses_the_runner_that_made_the_image():
+    from tfgpu.runners import CONTAINER_RUNNERS
+
+    for runtime in ("docker", "podman", "apptainer"):
+        facts = with_containers(base_facts(), DOCKER_OK)
+        plan = plan_container(KB, facts, "2.15", backend=runtime, image_ref=None, smoke_script="/s", cache_dir="/c")
+        # what `tfgpu smoke --name NAME` runs for the entry create recorded == create's own smoke step
+        assert CONTAINER_RUNNERS[plan.backend].smoke_argv(plan.prefix, "/s") == plan.steps[1].argv
+    assert CONTAINER_RUNNERS["apptainer"].smoke_argv("/c/x.sif", "/s", "--benchmark")[:3] == ("apptainer", "exec", "--nv")
+    assert CONTAINER_RUNNERS["apptainer"].smoke_argv("/c/x.sif", "/s", "--benchmark")[-4:] == (
+        "/c/x.sif", "python3", "/tfgpu-smoke.py", "--benchmark")
+
+
+def test_smoke_name_of_a_conda_or_venv_name_is_not_taken_for_an_image(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch):
+    from tfgpu import registry
+    from tfgpu.commands.smoke import _container_entry
+
+    monkeypatch.setenv("TFGPU_HOME", str(tmp_path / "home"))
+    registry.record(name="venv1", prefix=str(tmp_path / "v"), backend="pip", tool="uv", tf="2.15.1", python="3.11",
+                    recipe="pip-and-cuda", env_python=str(tmp_path / "v/bin/python"))
+    registry.record(name="img", prefix="tensorflow/tensorflow:2.15.1-gpu", backend="podman", tool="podman",
+                    tf="2.15.1", python="", recipe="tensorflow/tensorflow:2.15.1-gpu", env_python="python3")
+    assert _container_entry("venv1") is None
+    assert _container_entry("nothing") is None
+    assert _container_entry("tensorflow/tensorflow:2.15.1-gpu") is None  # a name, not an image reference
+    entry = _container_entry("img")
+    assert entry is not None
+    assert entry["backend"] == "podman"
+
+
+@pytest.mark.real_subprocess
 def test_create_reports_the_missing_toolkit_from_the_run(cli, fake_docker: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("FAKE_DOCKER_MODE", "no-gpu-driver")
     facts = ready_facts(fake_docker)

@@ -256,16 +256,20 @@ class ContainerRunner:
         """What the run step names: the image itself, or apptainer's .sif file in ``cache_dir``."""
         return sif_path(image, cache_dir) if self.name == "apptainer" else image
 
+    def smoke_argv(self, target: str, smoke_script: str, *args: str) -> tuple[str, ...]:
+        """tfgpu's smoke script (mounted read-only) run by the image's python3 with the GPU: the smoke step of
+        :meth:`steps`, and `tfgpu smoke --name NAME` for an image tfgpu recorded."""
+        return gpu_run_argv(self.name, target, ["python3", SMOKE_IN_CONTAINER, *args],
+                            mounts=((smoke_script, SMOKE_IN_CONTAINER, True),),
+                            env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),))
+
     def steps(self, image: str, *, smoke_script: str, cache_dir: str) -> tuple[Step, ...]:
         """Pull ``image`` (progress shown), then run tfgpu's smoke script inside it with the GPU."""
         target = self.target(image, cache_dir)
         pull = (("apptainer", "pull", target, f"docker://{image}") if self.name == "apptainer"
                 else (self.name, "pull", image))
-        smoke = gpu_run_argv(self.name, target, ["python3", SMOKE_IN_CONTAINER],
-                             mounts=((smoke_script, SMOKE_IN_CONTAINER, True),),
-                             env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),))
         return (Step(pull, f"pull {image} (progress shown)"),
-                Step(smoke, "run tfgpu's GPU smoke test inside the image, with the GPU"))
+                Step(self.smoke_argv(target, smoke_script), "run tfgpu's GPU smoke test inside the image, with the GPU"))
 
 
 # --------------------------------------------------------------------------- the table

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 def smoke(
     prefix: Optional[str] = typer.Option(None, "--prefix", metavar="PATH", help="The environment's root directory."),
-    name: Optional[str] = typer.Option(None, "--name", metavar="NAME", help="A conda environment or tfgpu venv by name."),
+    name: Optional[str] = typer.Option(None, "--name", metavar="NAME", help="A conda environment, tfgpu venv or container image tfgpu recorded, by name."),
     python: Optional[str] = typer_option(
         "python", metavar="X.Y|EXE", help="The Python to test: X.Y (pythonX.Y on PATH) or an interpreter's path."),
     json_out: bool = typer.Option(False, "--json", help="Print a versioned JSON document (tfgpu.smoke/1)."),
@@ -57,6 +57,21 @@ def run_smoke_command(
     from tfgpu.smoke.runner import resolve_python, run_smoke
 
     timeout = check_timeout(timeout) or 600.0
+    image = _container_entry(name) if name is not None and prefix is None and python is None else None
+    if image is not None:  # an image tfgpu recorded (create --backend docker|podman|apptainer): smoke it inside
+        from tfgpu.backends.container import smoke_entry
+
+        if not json_out:
+            typer.echo(f"tfgpu smoke: running the smoke test in {image.get('recipe')} with {image.get('backend')} "
+                       f"(timeout {timeout:g} s) ...", err=True)
+        facts, _ = machine_facts(facts_file, probe=probe, overrides=overrides)
+        report = smoke_entry(image, facts=facts, timeout=timeout, allow_cpu=allow_cpu, benchmark=benchmark,
+                             echo=None if json_out else (lambda line: typer.echo(line, err=True)))
+        if json_out:
+            typer.echo(json.dumps(report.to_json(allow_cpu=allow_cpu), indent=2))
+        else:
+            render_report(report, allow_cpu=allow_cpu)
+        return 0 if report.passed(allow_cpu) else 1
     if prefix is None and name is None and python is None:  # the environment tfgpu made last, and say which
         prefix, allow_cpu = _most_recent(allow_cpu, quiet=json_out)
     exe = resolve_python(prefix=prefix, name=name, python=python)
@@ -69,6 +84,17 @@ def run_smoke_command(
     else:
         render_report(report, allow_cpu=allow_cpu)
     return 0 if report.passed(allow_cpu) else 1
+
+
+def _container_entry(name: str) -> dict[str, Any] | None:
+    """The registry entry called ``name`` when it is a container image tfgpu recorded (None: anything else,
+    which --name resolves among conda environments and tfgpu's venvs as before)."""
+    from tfgpu import registry
+    from tfgpu.userenv import CONTAINER_BACKENDS
+
+    entry = registry.find(name)
+    return entry if entry is not None and entry.get("name") == name and entry.get("backend") in CONTAINER_BACKENDS \
+        else None
 
 
 def _most_recent(allow_cpu: bool, *, quiet: bool) -> tuple[str, bool]:
