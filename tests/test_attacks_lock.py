@@ -9,7 +9,8 @@ import pytest
 
 from tests.test_from_lock_plan import FACTS, HOME, KB
 from tfgpu.errors import InputError
-from tfgpu.plan import LockedPkg, LockInfo, plan_from_lock
+from tfgpu.lockfiles import Lock, LockedPackage
+from tfgpu.plan import plan_from_lock
 
 pytestmark = pytest.mark.safety
 
@@ -18,21 +19,21 @@ OTHER = "b" * 64
 WHL = "https://files.pythonhosted.org/packages/x/requests-2.31.0-py3-none-any.whl"
 
 
-def _info(*pip: LockedPkg) -> LockInfo:
-    conda = (LockedPkg("linux-64", "conda", "python", "3.11.9", "h955ad1f_0",
-                       "https://conda.anaconda.org/conda-forge/linux-64/python-3.11.9-h955ad1f_0.conda", "1" * 64),)
-    return LockInfo(path="/l.yml", kind="conda", platforms=("linux-64",), packages=conda + pip,
+def _info(*pip: LockedPackage) -> Lock:
+    conda = (LockedPackage("python", "3.11.9", "conda", "linux-64", build="h955ad1f_0", sha256="1" * 64,
+                           url="https://conda.anaconda.org/conda-forge/linux-64/python-3.11.9-h955ad1f_0.conda"),)
+    return Lock(path="/l.yml", kind="conda", platforms=("linux-64",), packages=conda + pip,
                     channels=("https://conda.anaconda.org/conda-forge",))
 
 
-def _pip_args(info: LockInfo) -> list[str]:
+def _pip_args(info: Lock) -> list[str]:
     plan = plan_from_lock(KB, FACTS, info, platform="linux-64", home=HOME)
     step = next(s for s in plan.steps if "pip" in s.argv and "install" in s.argv)
     return [a for a in step.argv if " @ " in a or "==" in a]
 
 
-def _pip(url: str, sha: str = GOOD, name: str = "requests") -> LockedPkg:
-    return LockedPkg("linux-64", "pip", name, "2.31.0", "", url, sha)
+def _pip(url: str, sha: str = GOOD, name: str = "requests") -> LockedPackage:
+    return LockedPackage(name, "2.31.0", "pip", "linux-64", url=url, sha256=sha)
 
 
 def test_attack_pip_package_without_a_hash_is_refused() -> None:

@@ -93,3 +93,76 @@ def test_forward_compatibility_never_helps_a_consumer_gpu(major: int, minor: int
         datacenter = image.driver_ok(driver, datacenter=True)
         assert consumer <= datacenter  # data-center GPUs can only gain
         assert consumer == (image.driver is None or driver >= image.driver)
+
+
+# --------------------------------------------------------------------------- how each NGC row is cited
+
+NVIDIA_HOSTS = ("https://docs.nvidia.com/", "https://github.com/NVIDIA/", "https://www.github.com/NVIDIA/")
+
+
+def _raw() -> dict:
+    return knowledge.load_toml("containers")
+
+
+def test_a_verified_ngc_row_cites_only_nvidia():
+    data = _raw()
+    sources = data["sources"]
+    verified = [r for r in data["ngc"] if "confidence" not in r]
+    assert len(verified) >= 3  # 22.06, 22.10 and 23.01 tf1: every value read on NVIDIA's pages or repository
+    for row in verified:
+        for key in ("source", "source2", "compat_source"):
+            if key in row:
+                assert sources[row[key]]["url"].startswith(NVIDIA_HOSTS), (row["release"], row["flavor"], key)
+
+
+def test_an_inferred_or_secondary_row_says_what_is_inferred():
+    for row in _raw()["ngc"]:
+        if row.get("confidence") in ("inferred", "secondary"):
+            assert "nferred" in row["note"], (row["release"], row["flavor"])
+        assert row.get("confidence", "verified") in ("verified", "inferred", "secondary")
+
+
+def test_every_source_is_a_url_a_user_can_open():
+    for key, src in _raw()["sources"].items():
+        assert src["url"].startswith("https://"), key
+        assert " " not in src["url"], key
+        assert "/work/" not in src["url"], key
+        assert src["title"], key
+        assert src["retrieved"], key
+
+
+def test_tf1_rows_agree_with_nvidias_tensorflow_fork():
+    # NVIDIA/tensorflow's release branches are TF 1.15.x; its last release (23.03) ends the TF1 series
+    tf1 = [i for i in ngc_images() if i.ref.endswith(("-tf1-py3", "-py3")) and i.tf.major == 1]
+    assert all(i.tf.minor == 15 for i in tf1 if not i.ref.endswith(":19.03-py3"))
+    newest = max(tf1, key=lambda i: _yymm(i.ref.rsplit(":", 1)[1].split("-")[0]))
+    assert newest.ref == "nvcr.io/nvidia/tensorflow:23.03-tf1-py3"
+
+
+def test_every_cited_source_key_is_in_the_sources_table():
+    # the loader checks source/source2/compat_source; tf_source (the TensorFlow version's own citation) here
+    data = _raw()
+    for table in ("ngc", "series", "tf_images"):
+        for row in data[table]:
+            for key, value in row.items():
+                if key == "source" or key.endswith("_source") or key.startswith("source"):
+                    assert value in data["sources"], (table, row.get("release") or row.get("id"), key, value)
+
+
+#: NVIDIA/framework-reproducibility doc/d9m/tensorflow.md: the TensorFlow minor version of each NGC release
+NGC_TF_TABLE = [("19.06", "19.06", "1.13"), ("19.07", "19.10", "1.14"), ("19.11", "20.01", "2.0"),
+                ("20.02", "20.03", "2.1"), ("20.06", "20.08", "2.2"), ("20.09", "20.12", "2.3"),
+                ("21.02", "21.05", "2.4"), ("21.06", "21.08", "2.5"), ("21.09", "21.12", "2.6"),
+                ("22.01", "22.02", "2.7"), ("22.03", "22.05", "2.8"), ("22.06", "22.09", "2.9"),
+                ("22.10", "22.12", "2.10"), ("23.01", "23.01", "2.11")]
+
+
+def test_tf2_rows_carry_the_minor_version_nvidias_table_gives():
+    checked = 0
+    for row in _raw()["ngc"]:
+        if row["flavor"] != "tf2-py3" or "tf_source" not in row:
+            continue
+        (minor,) = [m for lo, hi, m in NGC_TF_TABLE if _yymm(lo) <= _yymm(row["release"]) <= _yymm(hi)]
+        assert row["tf"].startswith(minor + "."), (row["release"], row["tf"], minor)
+        checked += 1
+    assert checked == 9

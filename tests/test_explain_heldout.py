@@ -39,17 +39,17 @@ def load_heldout() -> list[dict[str, Any]]:
     return excerpts
 
 
-def top_finding(findings: Sequence[ex.Finding]) -> ex.Finding | None:
+def top_finding(findings: Sequence[ex.LogFinding]) -> ex.LogFinding | None:
     """The finding a user reads first: the engine's summary choice."""
     pick = getattr(ex, "top_finding", None)
     if pick is not None:
-        found: ex.Finding | None = pick(findings)
+        found: ex.LogFinding | None = pick(findings)
         return found
     serious = [f for f in findings if not f.harmless]  # before issue 15: the first row of the table
     return (serious or list(findings) or [None])[0]
 
 
-def right_cause(excerpt: dict[str, Any], findings: Sequence[ex.Finding]) -> bool:
+def right_cause(excerpt: dict[str, Any], findings: Sequence[ex.LogFinding]) -> bool:
     """The summary finding names the cause the thread established (all `expect` regexes match its id,
     meaning and cause). A generic unrecognised.* finding never counts; neither does a problem finding
     on an excerpt whose thread established that the lines are harmless."""
@@ -121,7 +121,7 @@ def test_explain_heldout_score(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_generic_findings_never_count_as_right() -> None:
     excerpt = {"id": "x", "expect": ["."], "log": ""}
-    generic = ex.Finding(id="unrecognised.error", severity="error", rank=200, line=1, text="E x",
+    generic = ex.LogFinding(id="unrecognised.error", severity="error", rank=200, line=1, text="E x",
                          meaning="m", cause="c", fix="f", source="s")
     assert not right_cause(excerpt, [generic])
     assert not right_cause(excerpt, [])

@@ -109,9 +109,9 @@ def test_good_sign_is_never_the_summary_when_an_error_exists() -> None:
     assert ex.explain_file(io.BytesIO("\n".join(log).encode())).to_json()["summary"] == top.id
 
 
-def _findings(ids: list[str], severities: tuple[str, ...]) -> st.SearchStrategy[ex.Finding]:
+def _findings(ids: list[str], severities: tuple[str, ...]) -> st.SearchStrategy[ex.LogFinding]:
     return st.builds(
-        ex.Finding, id=st.sampled_from(ids), severity=st.sampled_from(severities),
+        ex.LogFinding, id=st.sampled_from(ids), severity=st.sampled_from(severities),
         rank=st.integers(1, 210), line=st.integers(1, 9), text=st.just("t"), meaning=st.just("m"),
         cause=st.just("c"), fix=st.just("f"), source=st.just("s"),
     )
@@ -124,7 +124,7 @@ finding_strategy = st.one_of(
 
 
 @given(st.lists(finding_strategy, max_size=8))
-def test_top_finding_prefers_problems(findings: list[ex.Finding]) -> None:
+def test_top_finding_prefers_problems(findings: list[ex.LogFinding]) -> None:
     top = ex.top_finding(findings)
     if not findings:
         assert top is None

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import DATA, needs_engine
-from tfgpu import explain, lockfile
+from tfgpu import explain, lockfiles
 from tfgpu.errors import InputError
 
 Cli = Callable[..., "tuple[int, str, str]"]
@@ -140,7 +140,7 @@ def test_bad_lockfiles_are_one_line_input_errors_in_bounded_time(tmp_path: Path,
     path.write_bytes(content)
     t0 = time.monotonic()
     with pytest.raises(InputError, match=problem) as info:
-        lockfile.read_lockfile(path)
+        lockfiles.read_conda_lock(path)
     assert time.monotonic() - t0 < 5.0
     line = info.value.one_line()
     assert "\n" not in line
@@ -155,7 +155,7 @@ def test_truncated_real_lockfile_is_an_input_error(tmp_path: Path) -> None:
         path = tmp_path / f"cut-{cut}.yml"
         path.write_bytes(text[:cut])
         try:
-            lock = lockfile.read_lockfile(path)
+            lock = lockfiles.read_conda_lock(path)
         except InputError as exc:
             problem: str | None = exc.one_line()
         else:
@@ -164,7 +164,7 @@ def test_truncated_real_lockfile_is_an_input_error(tmp_path: Path) -> None:
             assert "\n" not in problem
             assert str(path) in problem
         else:  # a cut between fields can still parse: then only whole packages of the full file come back
-            full = {p.key: p for p in lockfile.read_lockfile(RECORDED_LOCK).packages}
+            full = {p.key: p for p in lockfiles.read_conda_lock(RECORDED_LOCK).packages}
             for pkg in lock.packages:
                 assert pkg.key in full
                 assert (pkg.url, pkg.sha256 or pkg.md5) == (full[pkg.key].url, full[pkg.key].sha256 or full[pkg.key].md5)
@@ -174,14 +174,14 @@ def test_huge_sparse_lockfile_is_refused_without_parsing(tmp_path: Path) -> None
     path = _sparse(tmp_path / "conda-lock.yml", 200 * 1024 * 1024, b"version: 1\nmetadata:\n")
     t0 = time.monotonic()
     with pytest.raises(InputError, match="larger than any lockfile") as info:
-        lockfile.read_lockfile(path)
+        lockfiles.read_conda_lock(path)
     assert time.monotonic() - t0 < 2.0
     assert "\n" not in info.value.one_line()
 
 
 def test_lockfile_that_is_a_directory(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="is not a file"):
-        lockfile.read_lockfile(tmp_path)
+        lockfiles.read_conda_lock(tmp_path)
 
 
 @needs_engine

@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import LOCK_FACTS, needs_engine
-from tfgpu import lockfile, registry, run
+from tfgpu import lockfiles, registry, run
 from tfgpu._record import replace
-from tfgpu.backends.lock import read_lock_info
 from tfgpu.engine import PARTIAL_MARK
 from tfgpu.errors import Interrupted, StepFailed
 from tfgpu.execute import run_plan
@@ -80,7 +79,7 @@ def test_lock_then_create_from_lock_reproduces_the_package_set_offline(
     local = tmp_path / "ch"
     shutil.copytree(channel, local)
     lock = make_lock(cli, local, tmp_path / "conda-lock.yml")
-    locked = {(p.name, p.version, p.build, p.sha256) for p in lockfile.read_lockfile(lock).packages}
+    locked = {(p.name, p.version, p.build, p.sha256) for p in lockfiles.read_conda_lock(lock).packages}
     assert len(locked) == 6
 
     # `plan --from-lock` prints the step `create` runs
@@ -165,7 +164,7 @@ def test_interrupted_from_lock_create_leaves_nothing_behind(cli: Cli, channel: P
                                                             monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
     lock = make_lock(cli, channel, tmp_path / "conda-lock.yml")
     prefix = (tmp_path / "envs" / "tf").resolve()
-    plan = plan_from_lock(KB, NO_GPU_FACTS, read_lock_info(lock), platform="linux-64", prefix=str(prefix))
+    plan = plan_from_lock(KB, NO_GPU_FACTS, lockfiles.read_lock(lock), platform="linux-64", prefix=str(prefix))
     monkeypatch.setattr(run, "INTERRUPT_GRACE", 0.5)  # "ignore": killed after 0.5 s, not 10
     seen: list[list[str]] = []
 
@@ -194,7 +193,7 @@ def test_failed_from_lock_install_leaves_nothing_behind(cli: Cli, channel: Path,
     victim = next((local / "linux-64").glob("cudnn-7.6.5-*.tar.bz2"))
     victim.write_bytes(b"BZh91AY&SY" + b"\0" * 64)
     prefix = (tmp_path / "envs" / "broken").resolve()
-    plan = plan_from_lock(KB, NO_GPU_FACTS, read_lock_info(lock), platform="linux-64", prefix=str(prefix))
+    plan = plan_from_lock(KB, NO_GPU_FACTS, lockfiles.read_lock(lock), platform="linux-64", prefix=str(prefix))
     with pytest.raises(StepFailed):
         run_plan(plan)
     assert leftovers(prefix) == []
@@ -268,7 +267,7 @@ def test_pip_lock_from_uv_compile_builds_a_venv_with_require_hashes(
     req_in = tmp_path / "req.in"
     req_in.write_text("tensorflow==2.20.0\n")
     lock = tmp_path / "requirements.lock.txt"
-    # the same command tfgpu.locking.lock_pip runs, against the local wheel directory
+    # the same command tfgpu.lock.plan_pip_lock plans, against the local wheel directory
     subprocess.run([UV, "pip", "compile", "--generate-hashes", "--no-index", "--find-links", str(wheels),
                     "--no-header", "--quiet", str(req_in), "-o", str(lock)], check=True, timeout=120)
     assert "--hash=sha256:" in lock.read_text()

@@ -8,12 +8,13 @@ from typing import Any
 import pytest
 
 from tests.conftest import needs_engine
-from tfgpu import lockfile
+from tfgpu import lockfiles
+from tfgpu._record import replace
 from tfgpu.backends.config import Config, load_config, parse_config
-from tfgpu.backends.lock import detect_lock_kind, read_custom_metadata, read_lock_info
 from tfgpu.errors import InputError, UsageError
 from tfgpu.knowledge import load_kb
-from tfgpu.plan import LockedPkg, LockInfo, is_anaconda_channel, plan_environment, plan_from_lock
+from tfgpu.lockfiles import Lock, LockedPackage, detect_lock_kind, read_custom_metadata, read_lock
+from tfgpu.plan import is_anaconda_channel, plan_environment, plan_from_lock
 
 KB = load_kb()
 DATA = Path(__file__).resolve().parent / "data" / "lock"
@@ -30,7 +31,7 @@ TOOLS: dict[str, str | None] = {"uv": "/usr/bin/uv", "mamba": None, "micromamba"
 
 @needs_engine
 def test_a_real_conda_lock_with_pip_packages_plans_hashed_no_deps_installs() -> None:
-    info = read_lock_info(RECORDED)
+    info = read_lock(RECORDED)
     assert info.kind == "conda"
     assert info.platforms == ("linux-64", "linux-aarch64")
     plan = plan_from_lock(KB, FACTS, info, platform="linux-64", prefix="/envs/x", engine_python="/py")
@@ -48,14 +49,13 @@ def test_a_real_conda_lock_with_pip_packages_plans_hashed_no_deps_installs() -> 
 
 @needs_engine
 def test_custom_metadata_round_trips_through_our_writer_and_unlocked_pip_part_is_planned(tmp_path: Path) -> None:
-    lock = lockfile.read_lockfile(RECORDED)
-    lock.content_hash = {"linux-64": "a" * 64, "linux-aarch64": "b" * 64}
-    lock.custom_metadata = {"tfgpu_tf": "2.11.1", "tfgpu_recipe_linux-64": "conda-forge-cudatoolkit-pip-2.11",
-                            "tfgpu_pip_linux-64": "tensorflow==2.11.*", "odd": "it's: 'quoted'"}
-    path = lockfile.write_lockfile(lock, tmp_path / "conda-lock.yml")
+    lock = replace(lockfiles.read_conda_lock(RECORDED), content_hash={"linux-64": "a" * 64, "linux-aarch64": "b" * 64},
+                   custom_metadata={"tfgpu_tf": "2.11.1", "tfgpu_recipe_linux-64": "conda-forge-cudatoolkit-pip-2.11",
+                                    "tfgpu_pip_linux-64": "tensorflow==2.11.*", "odd": "it's: 'quoted'"})
+    path = lockfiles.write_lockfile(lock, tmp_path / "conda-lock.yml")
     text = path.read_text()
     assert read_custom_metadata(text) == lock.custom_metadata
-    info = read_lock_info(path)
+    info = read_lock(path)
     plan = plan_from_lock(KB, FACTS, info, platform="linux-64", prefix="/envs/x")
     assert plan.tf == "2.11.1"
     assert plan.recipe_id == "conda-forge-cudatoolkit-pip-2.11"
@@ -87,7 +87,7 @@ def test_pip_lock_plans_a_venv_and_require_hashes(tmp_path: Path) -> None:
     path.write_text("# Locked by tfgpu (recipe pip-and-cuda) for linux-64, Python 3.11.\n"
                     "tensorflow[and-cuda]==2.16.1 \\\n    --hash=sha256:" + "a" * 64 + "\n    # via -r req.in\n"
                     "nvidia-cudnn-cu12==8.9.7.29 ; sys_platform == 'linux' \\\n    --hash=sha256:" + "b" * 64 + "\n")
-    info = read_lock_info(path)
+    info = read_lock(path)
     assert (info.kind, info.python) == ("pip", "3.11")
     assert [(p.name, p.version) for p in info.packages] == [("tensorflow", "2.16.1"), ("nvidia-cudnn-cu12", "8.9.7.29")]
     plan = plan_from_lock(KB, FACTS, info, platform="", tools=TOOLS, home=HOME)
@@ -185,11 +185,11 @@ def test_defaults_recipe_plan_notes_the_terms_and_the_conda_forge_alternative() 
 
 
 def test_lock_from_anaconda_urls_gets_the_note() -> None:
-    pkgs = (LockedPkg("linux-64", "conda", "tensorflow-gpu", "2.2.0", "h0d30ee6_0",
-                      "https://repo.anaconda.com/pkgs/main/linux-64/tensorflow-gpu-2.2.0-h0d30ee6_0.conda", "0" * 64),
-            LockedPkg("linux-64", "conda", "python", "3.8.10", "h12debd9_8",
-                      "https://repo.anaconda.com/pkgs/main/linux-64/python-3.8.10-h12debd9_8.conda", "1" * 64))
-    info = LockInfo(path="/l.yml", kind="conda", platforms=("linux-64",), packages=pkgs,
+    pkgs = (LockedPackage("tensorflow-gpu", "2.2.0", "conda", "linux-64", build="h0d30ee6_0", sha256="0" * 64,
+                          url="https://repo.anaconda.com/pkgs/main/linux-64/tensorflow-gpu-2.2.0-h0d30ee6_0.conda"),
+            LockedPackage("python", "3.8.10", "conda", "linux-64", build="h12debd9_8", sha256="1" * 64,
+                          url="https://repo.anaconda.com/pkgs/main/linux-64/python-3.8.10-h12debd9_8.conda"))
+    info = Lock(path="/l.yml", kind="conda", platforms=("linux-64",), packages=pkgs,
                     channels=("https://repo.anaconda.com/pkgs/main",))
     plan = plan_from_lock(KB, FACTS, info, platform="linux-64", home=HOME)
     assert (plan.tf, plan.python, plan.prefix) == ("2.2.0", "3.8", f"{HOME}/envs/tf2.2.0")
@@ -205,8 +205,8 @@ def test_from_lock_plans_match_the_plan_schema(tmp_path: Path) -> None:
     schema = json.loads(resources.files("tfgpu").joinpath("schemas/plan.schema.json").read_text(encoding="utf-8"))
     pip_lock = tmp_path / "r.txt"
     pip_lock.write_text("tensorflow==2.20.0 --hash=sha256:" + "a" * 64 + "\n")
-    plans = [plan_from_lock(KB, FACTS, read_lock_info(RECORDED), platform="linux-aarch64", home=HOME),
-             plan_from_lock(KB, FACTS, read_lock_info(pip_lock), platform="", tools=TOOLS, home=HOME)]
+    plans = [plan_from_lock(KB, FACTS, read_lock(RECORDED), platform="linux-aarch64", home=HOME),
+             plan_from_lock(KB, FACTS, read_lock(pip_lock), platform="", tools=TOOLS, home=HOME)]
     for plan in plans:
         jsonschema.Draft202012Validator(schema).validate(plan.to_json())
     assert plans[0].name == "conda-lock-4912053-install-with-pip-deps"  # no TensorFlow in it: named after the file

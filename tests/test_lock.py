@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import LOCK_FACTS, needs_engine
-from tfgpu import engine, lockfile, locking
+from tfgpu import engine, lockfiles
+from tfgpu import lock as locking
+from tfgpu._record import replace
 from tfgpu.errors import InputError, UsageError
 
 DATA = Path(__file__).resolve().parent / "data" / "lock"
@@ -80,7 +82,7 @@ def test_lock_then_install_from_lock_reproduces_the_package_set(locked: Path, ch
     assert len(solved.records) == 6
     engine.install_lockfile(locked, tmp_path / "from-lock", platform="linux-64", cache_dir=cache)
     assert installed(tmp_path / "from-lock") == installed(tmp_path / "solved")
-    lock = lockfile.read_lockfile(locked)
+    lock = lockfiles.read_conda_lock(locked)
     assert {(p.name, p.version, p.build, p.sha256) for p in lock.packages} == installed(tmp_path / "solved")
 
 
@@ -119,7 +121,7 @@ def test_lock_cuda_build_assumes_the_builds_cuda_and_honours_override(cli: Cli, 
                             channel.as_uri(), "--cache-dir", str(tmp_path / "c"), "-o", str(out))
     assert code == 0, err
     assert "__cuda=12" in stdout
-    lock = lockfile.read_lockfile(out)
+    lock = lockfiles.read_conda_lock(out)
     assert {p.name: p.build for p in lock.packages}["tensorflow"] == "cuda120py311h0e7b9a7_0"
     monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "")
     code, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.16.1", "--backend", "rattler", "--python", "3.11", "-c",
@@ -186,10 +188,10 @@ def test_conda_lock_parses_and_renders_our_lockfile(locked: Path) -> None:
 ])
 def test_every_scalar_reads_back_as_the_same_string(text: str) -> None:
     yaml = pytest.importorskip("yaml")
-    lock = lockfile.Lock(platforms=["linux-64"], channels=[text], packages=[lockfile.LockedPackage(
+    lock = lockfiles.Lock(platforms=("linux-64",), channels=(text,), packages=(lockfiles.LockedPackage(
         name="pkg", version=text, manager="conda", platform="linux-64", url=f"https://x/{text}", md5="00",
-        dependencies=((text or "x", text),))], custom_metadata={"k": text})
-    doc = yaml.safe_load(lockfile.dumps(lock))
+        dependencies=((text or "x", text),)),), custom_metadata={"k": text})
+    doc = yaml.safe_load(lockfiles.dumps(lock))
     pkg = doc["package"][0]
     assert pkg["version"] == text
     assert doc["metadata"]["channels"][0]["url"] == text
@@ -199,9 +201,10 @@ def test_every_scalar_reads_back_as_the_same_string(text: str) -> None:
 
 
 def test_reads_a_real_conda_lock_file() -> None:
-    lock = lockfile.read_lockfile(RECORDED)
-    assert lock.platforms == ["linux-64", "linux-aarch64"]
-    assert lock.channels == ["conda-forge"]
+    lock = lockfiles.read_conda_lock(RECORDED)
+    assert lock.platforms == ("linux-64", "linux-aarch64")
+    assert lock.channels == ("conda-forge",)
+    assert (lock.kind, lock.path, lock.custom_metadata) == ("conda", str(RECORDED), {})
     conda64 = lock.for_platform("linux-64", "conda")
     assert len(conda64) == 24
     py = next(p for p in conda64 if p.name == "python")
@@ -215,10 +218,9 @@ def test_reads_a_real_conda_lock_file() -> None:
 
 
 def test_our_writer_round_trips_a_real_lockfile(tmp_path: Path) -> None:
-    lock = lockfile.read_lockfile(RECORDED)
-    lock.content_hash = {"linux-64": "a" * 64, "linux-aarch64": "b" * 64}
-    out = lockfile.write_lockfile(lock, tmp_path / "copy.yml")
-    again = lockfile.read_lockfile(out)
+    lock = replace(lockfiles.read_conda_lock(RECORDED), content_hash={"linux-64": "a" * 64, "linux-aarch64": "b" * 64})
+    out = lockfiles.write_lockfile(lock, tmp_path / "copy.yml")
+    again = lockfiles.read_conda_lock(out)
     assert sorted(p.key for p in again.packages) == sorted(p.key for p in lock.packages)
     assert {p.key: p.sha256 for p in again.packages} == {p.key: p.sha256 for p in lock.packages}
 
@@ -234,7 +236,7 @@ def test_bad_lockfiles_are_one_line_input_errors(tmp_path: Path, content: str, e
     path = tmp_path / "conda-lock.yml"
     path.write_text(content)
     with pytest.raises(InputError, match=expected) as info:
-        lockfile.read_lockfile(path)
+        lockfiles.read_conda_lock(path)
     assert "\n" not in info.value.one_line()
 
 
@@ -242,12 +244,12 @@ def test_wrong_type_in_a_real_lockfile_is_an_input_error(tmp_path: Path) -> None
     bad = tmp_path / "bad.yml"
     bad.write_text(RECORDED.read_text().replace("  manager: conda\n", "  manager: [conda]\n", 1))
     with pytest.raises(InputError, match="not a valid conda-lock file"):
-        lockfile.read_lockfile(bad)
+        lockfiles.read_conda_lock(bad)
 
 
 def test_missing_lockfile_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="does not exist"):
-        lockfile.read_lockfile(tmp_path / "nope.yml")
+        lockfiles.read_conda_lock(tmp_path / "nope.yml")
 
 
 def test_unknown_backend_and_platform_are_usage_errors(cli: Cli, tmp_path: Path) -> None:

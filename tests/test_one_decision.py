@@ -22,7 +22,7 @@ from packaging.version import Version
 from tfgpu.doctor import doctor_result
 from tfgpu.errors import TfgpuError, UsageError
 from tfgpu.knowledge import load_kb, series_of
-from tfgpu.locking import lock_target
+from tfgpu.lock import lock_target
 from tfgpu.plan import Plan, plan_cpu_environment, plan_environment, resolve_target
 
 KB = load_kb()
@@ -80,7 +80,7 @@ def assert_one_decision(facts: dict[str, Any], tf: str, tools: dict[str, str | N
         target, _ = resolve_target(KB, facts, tf)
     except TfgpuError:  # `latest` with nothing that will use a GPU here: the doctor recommends no GPU build
         rec = doctor_result(facts, KB, tools=tools).recommendation
-        assert rec is None or rec["backend"] == "cpu"
+        assert rec is None or rec.backend == "cpu"
         return
     try:
         result = doctor_result(facts, KB, tf=target, tools=tools, backend=backend)
@@ -107,11 +107,11 @@ def assert_recommendation_builds(facts: dict[str, Any], tools: dict[str, str | N
     rec = doctor_result(facts, KB, tools=tools).recommendation
     if rec is None:
         return
-    if rec["backend"] == "cpu":  # no usable GPU: the CPU route, which `plan --cpu` builds
-        assert rec["command"] == f"tfgpu create --tf {rec['tf']} --cpu"
+    if rec.backend == "cpu":  # no usable GPU: the CPU route, which `plan --cpu` builds
+        assert rec.command == f"tfgpu create --tf {rec.tf} --cpu"
         refused = ""
         try:
-            cpu = plan_cpu_environment(KB, facts, tf=rec["tf"], tools=tools, home="/h")
+            cpu = plan_cpu_environment(KB, facts, tf=rec.tf, tools=tools, home="/h")
         except UsageError as exc:
             refused = str(exc)
         if refused:  # no interpreter in the release's range: the refusal names the range
@@ -120,11 +120,11 @@ def assert_recommendation_builds(facts: dict[str, Any], tools: dict[str, str | N
         assert cpu.cpu
         assert not any("and-cuda" in r or r.startswith("nvidia-") for r in cpu.pip_requirements)
         return
-    plan = plan_environment(KB, facts, tf=rec["tf"], tools=tools, home="/h", engine_python="/usr/bin/python3")
-    assert plan.recipe_id == rec["recipe_id"] == rec["recipe"]
-    assert plan.tf == rec["tf"]
-    assert plan.verdict == rec["verdict"]
-    assert rec["command"] == f"tfgpu create --tf {plan.tf} --backend {plan.backend}"
+    plan = plan_environment(KB, facts, tf=rec.tf, tools=tools, home="/h", engine_python="/usr/bin/python3")
+    assert plan.recipe_id == rec.recipe_id == rec.recipe
+    assert plan.tf == rec.tf
+    assert plan.verdict == rec.verdict
+    assert rec.command == f"tfgpu create --tf {plan.tf} --backend {plan.backend}"
 
 
 # --------------------------------------------------------------------------- the two known disagreements
@@ -165,10 +165,10 @@ def test_lock_takes_latest_as_the_doctors_recommendation() -> None:
     rec = doctor_result(facts, KB, tools=tools).recommendation
     assert rec is not None
     target, notes = resolve_target(KB, facts, "latest")
-    assert target == rec["tf"]
+    assert target == rec.tf
     assert notes
     lock = lock_target(KB, facts, target, "linux-64", tools=tools)
-    assert (lock.tf, lock.recipe) == (rec["tf"], rec["recipe_id"])
+    assert (lock.tf, lock.recipe) == (rec.tf, rec.recipe_id)
 
 
 # --------------------------------------------------------------------------- generated machines
@@ -224,7 +224,7 @@ def test_a_driver_that_runs_2_9_1_but_not_2_9_3_gets_2_9_1_with_the_reason() -> 
 def _recommended(os_name: str, driver: str, gpu: tuple[str, str, int], pythons: list[str]) -> Version | None:
     facts = machine(os_name, driver, gpu, pythons, None, None)
     rec = doctor_result(facts, KB, tools=tools_for(facts, True)).recommendation
-    return Version(rec["tf"]) if rec else None
+    return Version(rec.tf) if rec else None
 
 
 # Every architecture, Kepler and Maxwell (K80, M60) included. conda's solver takes the newest CUDA variant
@@ -363,14 +363,14 @@ def assert_one_container_decision(facts: dict[str, Any], tf: str, backend: str) 
     # TensorFlow's own image carries the judged release; an NGC image its own patch of the same series
     assert row.tf == plan.tf or (plan.recipe_id.startswith("nvcr.io/") and series_of(Version(row.tf)) == series_of(Version(plan.tf)))
     rec = result.recommendation
-    if rec is not None and rec["backend"] == "container":
-        assert rec["command"] == f"tfgpu create --tf {rec['tf']} --backend {backend}"
-        rec_plan = container_plan_or_none(facts, rec["tf"], backend)
+    if rec is not None and rec.backend == "container":
+        assert rec.command == f"tfgpu create --tf {rec.tf} --backend {backend}"
+        rec_plan = container_plan_or_none(facts, rec.tf, backend)
         assert rec_plan is not None
-        assert rec_plan.recipe_id == rec["recipe_id"] == rec["recipe"]
-        assert rec_plan.verdict == rec["verdict"]
+        assert rec_plan.recipe_id == rec.recipe_id == rec.recipe
+        assert rec_plan.verdict == rec.verdict
     elif rec is not None:  # the verdict recommends a recipe instead: its command names that recipe's backend
-        assert f"--backend {backend}" not in rec["command"], rec
+        assert f"--backend {backend}" not in rec.command, rec
 
 
 def assert_auto_shows_the_container_row_plan_builds(facts: dict[str, Any], tf: str) -> None:

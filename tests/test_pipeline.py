@@ -285,7 +285,7 @@ def test_a_driver_override_does_not_keep_the_probed_drivers_cuda() -> None:
 
 def test_a_pip_lock_is_for_the_python_this_machine_would_build_with() -> None:
     from tfgpu.knowledge import load_kb
-    from tfgpu.locking import lock_target
+    from tfgpu.lock import lock_target
 
     facts = {"platform": {"os": "linux", "arch": "x86_64", "glibc": "2.35"},
              "python": {"current": "3.11.4", "interpreters": [{"version": "3.11.4", "path": "/usr/bin/python3.11"}]}}

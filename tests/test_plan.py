@@ -14,9 +14,9 @@ from tfgpu.choose import candidate_recipes
 from tfgpu.errors import UsageError
 from tfgpu.knowledge import load_kb, load_pins
 from tfgpu.plan import (
-    NVIDIA_LIBPATH_TF,
     Plan,
     check_name,
+    nvidia_libpath_needed,
     plan_environment,
     render_environment_yml,
     render_sh,
@@ -104,7 +104,7 @@ def _check_consistent(plan: Plan, os_name: str) -> None:
         assert act, plan.recipe_id
         for line in recipe.activation:
             assert f"export {line}" in (act[0].content or "")
-    nvidia = plan.backend == "pip" and recipe.provides_cuda and v in NVIDIA_LIBPATH_TF and os_name != "windows"
+    nvidia = plan.backend == "pip" and recipe.provides_cuda and nvidia_libpath_needed(KB, v) and os_name != "windows"
     assert any("tensorflow/tensorflow/issues/63362" in (s.content or "") for s in writes) == nvidia
     assert plan.prefix.startswith(HOME)
 

@@ -51,6 +51,43 @@ def test_docker_info_without_a_daemon_is_unreachable_with_the_clis_reason():
     assert info["runtimes"] == []
 
 
+def test_engine_info_from_a_daemon_with_the_nvidia_runtime():
+    # GET /info as Docker Desktop 28.2.2 answered it: the object `docker info --format '{{json .}}'` prints,
+    # without the CLI's ClientInfo
+    info = parse_docker_info(_read("docker_api_info_nvidia_runtime.json"))
+    assert info["reachable"] is True
+    assert info["server_version"] == "28.2.2"
+    assert info["client_version"] is None  # the probe then asks `docker --version`
+    assert info["runtimes"] == ["io.containerd.runc.v2", "nvidia", "runc"]
+    assert info["default_runtime"] == "runc"
+    assert info["rootless"] is False
+    assert info["cdi_spec_dirs"] == ["/etc/cdi", "/var/run/cdi"]
+    assert info["cdi_devices"] == []
+    assert info["error"] is None
+
+
+def test_docker_info_json_lists_the_cdi_devices_the_daemon_discovered():
+    info = parse_docker_info(_read("docker_info_with_devices.json.golden"))
+    assert info["reachable"] is True
+    assert info["server_version"] == "17.06.1-ce"
+    assert info["runtimes"] == ["runc"]
+    assert info["cdi_devices"] == ["com.example.device1", "nvidia.com/gpu=gpu0"]
+
+
+def test_docker_info_text_from_a_daemon_with_the_nvidia_runtime():
+    assert parse_docker_info_text(_read("docker_info_nvidia_runtime.txt")) == {
+        "runtimes": ["io.containerd.runc.v2", "nvidia", "runc"], "default_runtime": "runc"}
+
+
+@pytest.mark.parametrize("cut", [10, 500, 1200, 2376])
+def test_a_truncated_docker_info_is_an_answer_not_an_exception(cut: int):
+    text = _read("docker_api_info_nvidia_runtime.json")[:cut]
+    info = parse_docker_info(text)
+    assert info["reachable"] is False
+    assert info["runtimes"] == []
+    assert parse_docker_info_text(text)["runtimes"] == []
+
+
 def test_docker_info_text_lines_name_the_runtimes():
     assert parse_docker_info_text(_read("docker_info_runtimes_runc_only.txt")) == {
         "runtimes": ["io.containerd.runc.v2", "runc"], "default_runtime": "runc"}
@@ -174,3 +211,53 @@ def test_apptainer_needs_no_daemon_and_is_rootless_for_a_user(tmp_path: Path):
     assert found["singularity"]["version"] == "3.0.0-alpha.1-117-gc297513f"
     assert found["apptainer"]["daemon"]["reachable"] is None
     assert found["apptainer"]["rootless"] is True
+
+
+def _docker_with_nvidia_runtime(tmp_path: Path) -> Profile:
+    prof = _profile(tmp_path)
+    prof.program("docker", {"info*": (CT / "docker_api_info_nvidia_runtime.json", 0),
+                            "--version": (CT / "docker_version.stdout", 0)})
+    prof.program("nvidia-ctk", default=(CT / "nvidia_ctk_version.stdout", 0))
+    prof.file("/etc/group", "root:x:0:\ndocker:x:998:alice\n")
+    prof.file("/var/run/docker.sock", "")
+    return prof
+
+
+@pytest.mark.real_subprocess
+def test_probe_reports_the_nvidia_runtime_of_a_recorded_daemon(tmp_path: Path):
+    prof = _docker_with_nvidia_runtime(tmp_path)
+    facts = probe_containers(Ctx(root=tmp_path, env=prof.env, timeout=5), uid=1000)
+    (docker,) = facts["runtimes"]
+    assert docker["daemon"] == {"reachable": True, "server_version": "28.2.2", "error": None}
+    assert docker["version"] == "28.2.2"  # from `docker --version`: the recording has no ClientInfo
+    assert docker["runtimes"] == ["io.containerd.runc.v2", "nvidia", "runc"]
+    assert docker["default_runtime"] == "runc"
+    assert docker["rootless"] is False
+    assert facts["toolkit"]["runtime"] is True  # registered with the running daemon (no daemon.json here)
+    assert facts["toolkit"]["daemon_json"]["present"] is False
+    assert facts["docker_group"]["member"] is True
+    json.dumps(facts)
+
+
+@pytest.mark.real_subprocess
+def test_the_doctor_judges_the_container_route_from_the_recorded_daemon(tmp_path: Path):
+    from tests.test_verdict import gpu_facts
+    from tfgpu.knowledge import load_kb, version
+    from tfgpu.verdict import BLOCKED, READY, judge_release
+
+    prof = _docker_with_nvidia_runtime(tmp_path)
+    section = probe_containers(Ctx(root=tmp_path, env=prof.env, timeout=5), uid=1000)
+    kb = load_kb()
+    facts = {**gpu_facts("NVIDIA GeForce RTX 3090", "8.6", driver="550.54.15"), "containers": section}
+    tv = judge_release(facts, kb, version("2.15.1"), backend="docker")
+    assert tv.verdict == READY, tv.blockers
+    route = next(b for b in tv.backends if b.backend == "container")
+    assert route.runtime == "docker"
+    assert tv.recipe == "tensorflow/tensorflow:2.15.1-gpu"
+    # the same daemon, a host driver below the 2.15 image's CUDA 12.2 floor: blocked on the driver, not the runtime
+    old = {**gpu_facts("NVIDIA GeForce RTX 3090", "8.6", driver="525.60.13"), "containers": section}
+    tv = judge_release(old, kb, version("2.15.1"), backend="docker")
+    assert tv.verdict == BLOCKED
+    checks = {f.check for f in tv.blockers}
+    assert "container.driver" in checks
+    assert not checks & {"container.toolkit", "container.daemon"}

@@ -305,4 +305,4 @@ def test_jetson_nano_is_read_as_a_jetson_with_its_l4t_release(tmp_path: Path) ->
     assert "L4T 32.7.6" in check.fix
     assert "developer.download.nvidia.com/compute/redist/jp" in check.fix
     assert result.recommendation is not None
-    assert result.recommendation["backend"] == "cpu"
+    assert result.recommendation.backend == "cpu"

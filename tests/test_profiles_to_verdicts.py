@@ -45,8 +45,8 @@ def test_r740_profile_tf114_by_pip_wants_libcudart_10_0_and_conda_is_the_way(tmp
     assert doc["targets"][0]["verdict"] == READY
     assert doc["targets"][0]["backend"] == "conda"
     pip = judge_target(facts, KB, "1.14.0", backend="pip")
-    assert pip["verdict"] == BLOCKED
-    assert any("libcudart.so.10.0" in b["summary"] and "10.1" in b["summary"] for b in pip["blockers"])
+    assert pip.verdict == BLOCKED
+    assert any("libcudart.so.10.0" in b.summary and "10.1" in b.summary for b in pip.blockers)
     checks = {c["id"]: c for c in doc["checks"]}
     assert checks["env.ld_library_path"]["status"] == "warn"
 

@@ -132,7 +132,7 @@ def test_lock_output_into_a_missing_directory_is_rc_2(cli: Cli, tmp_path: Path) 
 
 
 def test_lock_output_into_a_read_only_directory_is_rc_1(tmp_path: Path) -> None:
-    from tfgpu.lockfile import check_output
+    from tfgpu.lockfiles import check_output
 
     ro = Path("/proc/self")  # read-only to everyone, root included
     with pytest.raises(NotReady, match="not writable"):
@@ -153,12 +153,12 @@ def test_lock_output_into_a_read_only_directory_is_rc_1(tmp_path: Path) -> None:
     "numpy==1.26.4 --hash=sha256:" + "a" * 64 + " --config-settings=x=y",
 ])
 def test_pip_lock_refuses_option_lines(tmp_path: Path, line: str) -> None:
-    from tfgpu.backends.lock import read_lock_info
+    from tfgpu.lockfiles import read_lock
 
     lock = tmp_path / "requirements.lock.txt"
     lock.write_text(f"{line}\nnumpy==1.26.4 \\\n    --hash=sha256:{'b' * 64}\n")
     with pytest.raises(InputError, match="not a pinned requirement with hashes"):
-        read_lock_info(lock)
+        read_lock(lock)
 
 
 # --------------------------------------------------------------------------- workflow commands and the terminal

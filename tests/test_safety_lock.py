@@ -90,16 +90,16 @@ def test_a_tampered_package_in_rattlers_cache_is_not_linked(cli: Cli, tmp_path: 
 
 
 def test_verified_archives_are_hashed_again_before_each_use(tmp_path: Path) -> None:
-    from tfgpu.lockfile import read_lockfile
+    from tfgpu.lockfiles import read_conda_lock
 
     channel = tf_channel(tmp_path / "ch")
     from tfgpu.cli import main
 
     assert main(["lock", "--tf", "2.2.0", "--channel", channel.as_uri(), "-o", str(tmp_path / "l.yml")]) == 0
-    records = read_lockfile(tmp_path / "l.yml").conda_records("linux-64")
+    records = read_conda_lock(tmp_path / "l.yml").conda_records("linux-64")
     store = tmp_path / "store"
     first = engine.verify_archives(records, store)
     kept = Path(first[0].url.removeprefix("file://"))
     kept.write_bytes(b"tampered in the store")
-    again = engine.verify_archives(read_lockfile(tmp_path / "l.yml").conda_records("linux-64"), store)
+    again = engine.verify_archives(read_conda_lock(tmp_path / "l.yml").conda_records("linux-64"), store)
     assert Path(again[0].url.removeprefix("file://")).read_bytes() != b"tampered in the store"

@@ -86,11 +86,11 @@ def test_cpu_plan_never_installs_cuda(series: str) -> None:
 
 def test_cpu_dist_follows_pypi() -> None:
     # https://pypi.org/simple/tensorflow-cpu/: x86_64 Linux and Windows wheels from 2.1.0; aarch64 and macOS: none
-    assert cpu_dist(Version("2.21.0"), "linux") == "tensorflow-cpu"
-    assert cpu_dist(Version("2.21.0"), "windows", "AMD64") == "tensorflow-cpu"
-    assert cpu_dist(Version("2.0.4"), "linux") == "tensorflow"  # up to 2.0 `tensorflow` is the CPU build
-    assert cpu_dist(Version("2.21.0"), "linux", "aarch64") == "tensorflow"
-    assert cpu_dist(Version("2.21.0"), "macos", "arm64") == "tensorflow"
+    assert cpu_dist(KB, Version("2.21.0"), "linux") == "tensorflow-cpu"
+    assert cpu_dist(KB, Version("2.21.0"), "windows", "AMD64") == "tensorflow-cpu"
+    assert cpu_dist(KB, Version("2.0.4"), "linux") == "tensorflow"  # up to 2.0 `tensorflow` is the CPU build
+    assert cpu_dist(KB, Version("2.21.0"), "linux", "aarch64") == "tensorflow"
+    assert cpu_dist(KB, Version("2.21.0"), "macos", "arm64") == "tensorflow"
 
 
 def test_plan_and_create_cpu_on_a_machine_without_a_gpu(tmp_path: Path, cli: Cli) -> None:
@@ -288,7 +288,7 @@ def test_this_machine_has_no_conda_tool_and_the_doctor_recommends_what_runs() ->
     facts, _ = gather_facts()
     rec = doctor_result(facts, KB).recommendation
     assert rec is not None
-    assert "--backend conda" not in rec["command"]
+    assert "--backend conda" not in rec.command
 
 
 # --------------------------------------------------------------------------- 5. environments you can use
@@ -543,7 +543,7 @@ def test_run_puts_the_nvidia_wheels_libraries_on_ld_library_path_where_the_relea
     lib = prefix / "lib" / f"python{xy}" / "site-packages" / "nvidia" / "cudnn" / "lib"
     lib.mkdir(parents=True)
     with (prefix / "bin" / "activate").open("a") as fh:  # what create appends for TF 2.16/2.17 (tensorflow#63362)
-        fh.write(_venv_nvidia_snippet(xy))
+        fh.write(_venv_nvidia_snippet(xy, KB))
     registry.record(name="tf217", prefix=str(prefix), backend="pip", tool="venv", tf="2.17.1", python=xy,
                 recipe="pip-and-cuda", env_python=str(prefix / "bin" / "python"))
     env = activated_environ(find_entry("tf217"), {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/opt/x"})

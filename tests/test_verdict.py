@@ -103,8 +103,8 @@ def test_seed_r740_has_the_ld_library_path_hazard_and_the_doctor_recommends_cond
     assert by_tf[Version("2.2.3")].verdict != BLOCKED
     # Anaconda built tensorflow-gpu 2.4.1 with cudatoolkit 10.1 (compat/conda.toml), which driver 418 runs
     assert result.recommendation is not None
-    assert result.recommendation["tf"] == "2.4.1"
-    assert result.recommendation["backend"] == "conda"
+    assert result.recommendation.tf == "2.4.1"
+    assert result.recommendation.backend == "conda"
 
 
 def test_seed_mx150_tf22_through_conda_is_ready_with_the_memory_growth_caveat():
@@ -121,15 +121,15 @@ def test_seed_windows_gtx1080_native_up_to_210_wsl2_beyond():
     facts = seed("windows-gtx1080.json")
     result = diagnose(facts, KB)
     assert result.recommendation is not None
-    assert result.recommendation["tf"].startswith("2.10")
+    assert result.recommendation.tf.startswith("2.10")
     for tf in ("2.11", "2.15", "2.20"):
         tv = judge_target(facts, KB, tf)
-        assert tv["verdict"] == BLOCKED
-        assert any("WSL2" in b["fix"] for b in tv["blockers"])
+        assert tv.verdict == BLOCKED
+        assert any("WSL2" in b.fix for b in tv.blockers)
     wsl = copy.deepcopy(facts)
     wsl["platform"].update(os="linux", wsl=2, glibc="2.35")
     wsl["python"]["interpreters"].append({"version": "3.11.4", "path": "/usr/bin/python3.11"})
-    assert judge_target(wsl, KB, "2.15")["verdict"] in (READY, CAVEATS)
+    assert judge_target(wsl, KB, "2.15").verdict in (READY, CAVEATS)
     checks = {c.id: c for c in machine_checks(Machine.from_facts(wsl), KB)}
     assert "never install a Linux NVIDIA driver" in checks["os.wsl"].fix
 
@@ -261,8 +261,8 @@ def test_rtx_50_series_is_recommended_conda_forges_build_with_sm_120():
     # conda-forge/tensorflow-feedstock 13015ae: 2.19.1 builds carry sm_120 (the official wheels do not)
     result = diagnose(gpu_facts("NVIDIA GeForce RTX 5090", "12.0", driver="581.29"), KB)
     assert result.recommendation is not None
-    assert result.recommendation["backend"] == "conda"
-    assert Version(result.recommendation["tf"]) >= Version("2.19.1")
+    assert result.recommendation.backend == "conda"
+    assert Version(result.recommendation.tf) >= Version("2.19.1")
     pip_2_20 = judge_release(gpu_facts("NVIDIA GeForce RTX 5090", "12.0"), KB, KB.resolve_tf("2.20"), backend="pip")
     fix = " ".join(b.fix for b in pip_2_20.blockers)
     # no conda tool in these facts: the fix names the embedded engine, which runs here (issue 18)
@@ -412,7 +412,7 @@ def test_macos_has_no_cuda_gpu():
     checks = {c.id: c for c in result.checks}
     assert checks["os.supported"].status == "fail"
     assert result.recommendation is not None
-    assert result.recommendation["backend"] == "cpu"
+    assert result.recommendation.backend == "cpu"
     assert all(t.verdict == BLOCKED for t in result.targets)
 
 
@@ -421,10 +421,10 @@ def test_native_windows_gpu_ends_at_210(series):
     facts = base_facts(platform={"os": "windows", "arch": "AMD64"})
     tv = judge_target(facts, KB, series)
     if Version(series) >= Version("2.11"):
-        assert tv["verdict"] == BLOCKED
-        assert any(b["check"] == "os.windows_gpu" for b in tv["blockers"])
+        assert tv.verdict == BLOCKED
+        assert any(b.check == "os.windows_gpu" for b in tv.blockers)
     else:
-        assert not any(b["check"] == "os.windows_gpu" for b in tv["blockers"])
+        assert not any(b.check == "os.windows_gpu" for b in tv.blockers)
 
 
 def test_cpu_without_avx_blocks_official_wheels():
@@ -530,13 +530,13 @@ def test_partial_facts_mean_unknown_not_absent():
 def test_every_series_gets_a_consistent_verdict(series, os_name):
     facts = base_facts(platform={"os": os_name, "glibc": "2.35" if os_name == "linux" else None})
     tv = judge_target(facts, KB, series)
-    assert tv["verdict"] in (READY, CAVEATS, BLOCKED)
-    if tv["verdict"] == BLOCKED:
-        assert tv["blockers"]
-        assert all(b["fix"] for b in tv["blockers"])
+    assert tv.verdict in (READY, CAVEATS, BLOCKED)
+    if tv.verdict == BLOCKED:
+        assert tv.blockers
+        assert all(b.fix for b in tv.blockers)
     else:
-        assert tv["backend"] in ("pip", "conda")
-        assert not tv["blockers"]
+        assert tv.backend in ("pip", "conda")
+        assert not tv.blockers
 
 
 def test_recommendation_is_the_newest_ready_release():
@@ -545,8 +545,8 @@ def test_recommendation_is_the_newest_ready_release():
     rec = recommend(facts, KB, result.targets)
     assert rec is not None
     ready = [Version(t.tf) for t in result.targets if t.verdict == READY]
-    assert Version(rec["tf"]) == max(ready)
-    assert rec["command"] == f"tfgpu create --tf {rec['tf']} --backend {rec['backend']}"
+    assert Version(rec.tf) == max(ready)
+    assert rec.command == f"tfgpu create --tf {rec.tf} --backend {rec.backend}"
 
 
 def test_doctor_exit_codes_for_gating_flags():
@@ -574,8 +574,8 @@ def test_wsl2_uses_the_windows_driver_floors_and_linux_recipes():
     pascal = copy.deepcopy(facts)
     pascal["gpus"] = [{"index": 0, "name": "NVIDIA GeForce GTX 1080", "compute_capability": "6.1", "memory_mib": 8192}]
     old = judge_target(pascal, KB, "2.2")
-    assert old["verdict"] == READY
-    assert old["recipe"].startswith("conda-anaconda")
+    assert old.verdict == READY
+    assert old.recipe.startswith("conda-anaconda")
 
 
 def test_driver_older_than_every_floor_is_blocked():
@@ -592,8 +592,8 @@ def test_a_conda_recommendation_runs_with_the_embedded_engine_when_no_conda_tool
     facts["conda"] = conda
     rec = diagnose(facts, KB).recommendation
     assert rec is not None
-    assert rec["backend"] == "conda"  # the JSON field keeps naming the ecosystem
-    assert rec["command"] == f"tfgpu create --tf {rec['tf']} {flag}"
+    assert rec.backend == "conda"  # the JSON field keeps naming the ecosystem
+    assert rec.command == f"tfgpu create --tf {rec.tf} {flag}"
 
 
 def _arm(driver: str, name: str, cc: str) -> dict[str, Any]:
@@ -611,7 +611,7 @@ def test_arm_linux_has_no_official_gpu_build(driver, name, cc, jetson):
     facts = _arm(driver, name, cc)
     result = diagnose(facts, KB)
     assert result.recommendation is not None
-    assert result.recommendation["backend"] == "cpu"
+    assert result.recommendation.backend == "cpu"
     check = next(c for c in result.checks if c.id == "cpu.arch")
     assert check.status == "fail"
     assert ("developer.download.nvidia.com/compute/redist/jp" in check.fix) is jetson

@@ -9,10 +9,16 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from tfgpu.choose import _system_cuda_matches
 from tfgpu.knowledge import load_kb
 from tfgpu.plan import plan_environment
-from tfgpu.verdict import _apply_cvd, judge_target, system_cuda_serves
+from tfgpu.verdict import (
+    Machine,
+    TargetVerdict,
+    _apply_cvd,
+    judge_target,
+    system_cuda_installed,
+    system_cuda_serves,
+)
 
 KB = load_kb()
 HOME = "/home/u/.local/share/tfgpu"
@@ -35,8 +41,8 @@ def linux_facts(*, gpu: tuple[str, str] = ("GeForce GTX 1070", "6.1"), driver: s
     return facts
 
 
-def checks(target: dict[str, Any]) -> set[str]:
-    return {b["check"] for b in target["blockers"]}
+def checks(target: TargetVerdict) -> set[str]:
+    return {b.check for b in target.blockers}
 
 
 # --------------------------------------------------------------------------- system CUDA 11.x for TF >= 2.5
@@ -54,22 +60,22 @@ def checks(target: dict[str, Any]) -> set[str]:
     ("12.2", "11.8", "2.13.0", False),
 ])
 def test_a_system_cuda_serves_pip_tf_by_soname(have: str, built: str, tf: str, serves: bool) -> None:
-    assert system_cuda_serves(Version(have), Version(built), Version(tf)) is serves
+    assert system_cuda_serves(Version(have), Version(built), Version(tf), KB) is serves
 
 
 def test_tf25_pip_runs_on_a_system_cuda_11_1_and_tf24_does_not() -> None:
     ok = judge_target(linux_facts(cuda=["11.1"], cudnn=["8.1.0"]), KB, "2.5.0", backend="pip")
-    assert ok["verdict"] in ("ready", "caveats"), ok["blockers"]
+    assert ok.verdict in ("ready", "caveats"), ok.blockers
     bad = judge_target(linux_facts(cuda=["11.1"], cudnn=["8.0.4"]), KB, "2.4.1", backend="pip")
-    assert bad["verdict"] == "blocked"
+    assert bad.verdict == "blocked"
     assert "cuda.system_toolkit" in checks(bad)
 
 
 def test_the_plan_keeps_pip_where_the_doctor_does() -> None:
     """One rule for both: the plan's auto mode leaves pip for conda only when the system CUDA cannot serve."""
     facts = linux_facts(cuda=["11.1"], cudnn=["8.1.0"])
-    assert _system_cuda_matches(facts, "11.2", Version("2.5.0"))
-    assert not _system_cuda_matches(facts, "11.0", Version("2.4.1"))
+    assert system_cuda_installed(Machine.from_facts(facts, KB), "11.2", Version("2.5.0"), KB)
+    assert not system_cuda_installed(Machine.from_facts(facts, KB), "11.0", Version("2.4.1"), KB)
     facts["python"] = {"current": "3.8.10", "interpreters": [{"version": "3.8.10", "path": "/usr/bin/python3.8"}]}
     plan = plan_environment(KB, facts, tf="2.5.0", tools=TOOLS_ALL, home=HOME)
     assert plan.recipe_id == "pip-system-cuda"
@@ -83,18 +89,18 @@ T4 = {"index": 1, "name": "Tesla T4", "compute_capability": "7.5", "uuid": "GPU-
 
 
 def test_a_mig_device_named_by_its_gpu_uuid_makes_that_gpu_visible() -> None:
-    assert _apply_cvd([T4, A100], "MIG-GPU-6482a92e-d06b-dc68-c272-e3d8f7ecabbf/7/0") == (A100,)
+    assert _apply_cvd([T4, A100], "MIG-GPU-6482a92e-d06b-dc68-c272-e3d8f7ecabbf/7/0", KB) == (A100,)
 
 
 def test_an_r470_mig_uuid_stands_for_the_first_gpu_that_can_be_partitioned() -> None:
-    assert _apply_cvd([T4, A100], "MIG-c9b9e8b4-6e9a-5b7e-9f45-0d1c2b3a4f5e") == (A100,)
-    assert _apply_cvd([T4], "MIG-c9b9e8b4-6e9a-5b7e-9f45-0d1c2b3a4f5e") == ()  # no MIG-capable GPU: hidden
+    assert _apply_cvd([T4, A100], "MIG-c9b9e8b4-6e9a-5b7e-9f45-0d1c2b3a4f5e", KB) == (A100,)
+    assert _apply_cvd([T4], "MIG-c9b9e8b4-6e9a-5b7e-9f45-0d1c2b3a4f5e", KB) == ()  # no MIG-capable GPU: hidden
 
 
 def test_one_mig_device_per_process_and_plain_entries_keep_their_meaning() -> None:
-    assert _apply_cvd([A100, T4], "MIG-GPU-6482a92e-d06b-dc68-c272-e3d8f7ecabbf/7/0,1") == (A100,)
-    assert _apply_cvd([A100, T4], "1,MIG-GPU-6482a92e-d06b-dc68-c272-e3d8f7ecabbf/7/0") == (T4,)
-    assert _apply_cvd([A100, T4], "") == ()
+    assert _apply_cvd([A100, T4], "MIG-GPU-6482a92e-d06b-dc68-c272-e3d8f7ecabbf/7/0,1", KB) == (A100,)
+    assert _apply_cvd([A100, T4], "1,MIG-GPU-6482a92e-d06b-dc68-c272-e3d8f7ecabbf/7/0", KB) == (T4,)
+    assert _apply_cvd([A100, T4], "", KB) == ()
 
 
 def test_a_mig_slice_in_cuda_visible_devices_does_not_block() -> None:
@@ -103,7 +109,7 @@ def test_a_mig_slice_in_cuda_visible_devices_does_not_block() -> None:
     facts["gpus"][0]["uuid"] = A100["uuid"]
     target = judge_target(facts, KB, "2.11", backend="auto")
     assert "env.cuda_visible_devices" not in checks(target)
-    assert target["verdict"] in ("ready", "caveats"), target["blockers"]
+    assert target.verdict in ("ready", "caveats"), target.blockers
 
 
 # --------------------------------------------------------------------------- PTX of every listed arch (TF <= 2.2)
@@ -119,18 +125,18 @@ def test_a_row_may_list_several_ptx_targets() -> None:
 def test_maxwell_5_0_jit_compiles_from_older_ptx_on_tf_2_0_but_not_on_2_3() -> None:
     facts = linux_facts(gpu=("GeForce MX110", "5.0"), driver="435.21", python="3.6", cuda=["10.0"], cudnn=["7.6.5"])
     old = judge_target(facts, KB, "2.0.1", backend="pip")
-    assert old["verdict"] == "caveats", old["blockers"]
-    assert any(c["check"] == "gpu.ptx_jit" and "compute_37" in c["summary"] for c in old["caveats"])
+    assert old.verdict == "caveats", old.blockers
+    assert any(c.check == "gpu.ptx_jit" and "compute_37" in c.summary for c in old.caveats)
     facts["cuda_toolkits"] = [{"version": "10.1", "path": "/usr/local/cuda-10.1"}]
     new = judge_target(facts, KB, "2.3.0", backend="pip")  # 2.3 keeps PTX for 7.0 only (RELEASE.md 2.3)
-    assert new["verdict"] == "blocked"
+    assert new.verdict == "blocked"
     assert "gpu.arch" in checks(new)
 
 
 def test_a_gpu_below_every_ptx_target_is_still_blocked() -> None:
     facts = linux_facts(gpu=("Quadro K4200", "3.0"), driver="418.87.00", python="3.6", cuda=["10.0"], cudnn=["7.6.5"])
     target = judge_target(facts, KB, "2.0.0", backend="pip")
-    assert target["verdict"] == "blocked"
+    assert target.verdict == "blocked"
     assert "gpu.arch" in checks(target)
 
 
@@ -141,7 +147,7 @@ def test_a_gpu_below_every_ptx_target_is_still_blocked() -> None:
 def test_pip_tf_2_13_names_the_missing_cuda_11_instead_of_lacking_a_recipe() -> None:
     target = judge_target(linux_facts(gpu=("NVIDIA GeForce RTX 2080 SUPER", "7.5"), driver="525.60.13",
                                       cuda=["12.0"], cudnn=["8.9.4"]), KB, "2.13.0", backend="pip")
-    assert target["verdict"] == "blocked"
+    assert target.verdict == "blocked"
     assert "cuda.system_toolkit" in checks(target)
     assert "tf.recipe" not in checks(target)
 
@@ -149,7 +155,7 @@ def test_pip_tf_2_13_names_the_missing_cuda_11_instead_of_lacking_a_recipe() -> 
 def test_pip_tf_2_13_with_cuda_11_8_and_cudnn_8_6_is_ready() -> None:
     target = judge_target(linux_facts(gpu=("NVIDIA GeForce RTX 2080 SUPER", "7.5"), driver="525.60.13",
                                       cuda=["11.8"], cudnn=["8.6.0"]), KB, "2.13.0", backend="pip")
-    assert target["verdict"] in ("ready", "caveats"), target["blockers"]
+    assert target.verdict in ("ready", "caveats"), target.blockers
 
 
 def test_pip_tf_2_12_on_python_3_7_names_python() -> None:
@@ -168,14 +174,14 @@ def test_a_cudnn_section_left_out_is_a_caveat_to_check_not_a_missing_library() -
     facts = linux_facts(gpu=("NVIDIA GeForce RTX 2080 SUPER", "7.5"), driver="525.60.13", cuda=["11.7"])
     del facts["cudnn"]
     target = judge_target(facts, KB, "2.13.0", backend="pip")
-    assert target["verdict"] == "caveats", target["blockers"]
-    assert "cudnn.system" in {c["check"] for c in target["caveats"]}
+    assert target.verdict == "caveats", target.blockers
+    assert "cudnn.system" in {c.check for c in target.caveats}
 
 
 def test_an_empty_cudnn_section_still_says_none_is_installed() -> None:
     target = judge_target(linux_facts(gpu=("NVIDIA GeForce RTX 2080 SUPER", "7.5"), driver="525.60.13",
                                       cuda=["11.7"], cudnn=[]), KB, "2.13.0", backend="pip")
-    assert target["verdict"] == "blocked"
+    assert target.verdict == "blocked"
     assert "cudnn.system" in checks(target)
 
 
@@ -184,7 +190,7 @@ def test_a_toolkit_section_left_out_is_a_caveat_and_a_wrong_toolkit_still_blocks
     del unknown["cuda_toolkits"]
     target = judge_target(unknown, KB, "1.15.2", backend="pip")
     assert "cuda.system_toolkit" not in checks(target)
-    assert "cuda.system_toolkit" in {c["check"] for c in target["caveats"]}
+    assert "cuda.system_toolkit" in {c.check for c in target.caveats}
     wrong = judge_target(linux_facts(driver="410.48", python="3.7", cuda=["10.1"], cudnn=["7.4.2"]), KB, "1.15.2",
                          backend="pip")
     assert "cuda.system_toolkit" in checks(wrong)

@@ -115,22 +115,18 @@ def candidate_recipes(kb: KnowledgeBase, v: Version, os_name: str) -> list[Recip
     return recipes
 
 
-def _system_cuda_matches(facts: Facts, cuda: str, v: Version) -> bool:
-    from tfgpu.verdict import Machine, _system_cuda_matches
-
-    return _system_cuda_matches(Machine.from_facts(facts), cuda, v) is not None
-
-
 def kb_order(kb: KnowledgeBase, facts: Facts, v: Version, os_name: str,
              recipes: Sequence[Recipe]) -> list[Recipe]:
     """The order without a verdict to go by: the pip recipe that brings its own CUDA (one that needs the
     system's CUDA only when that CUDA is installed, or when no conda recipe exists), then the conda
     recipes (the official docs' conda+pip first, then conda-forge's builds, then Anaconda's)."""
+    from tfgpu.verdict import Machine, system_cuda_installed
+
     pips = sorted((r for r in recipes if r.backend == "pip"), key=lambda r: not r.provides_cuda)
     condas = sorted((r for r in recipes if r.backend in _CONDA_FAMILY), key=lambda r: r.conda_preference())
     build = kb.build_for(v, os_name)
     first = [r for r in pips if r.provides_cuda or not condas or build is None
-             or _system_cuda_matches(facts, build.cuda, v)]
+             or system_cuda_installed(Machine.from_facts(facts, kb), build.cuda, v, kb)]
     return first + condas + [r for r in pips if r not in first]
 
 
@@ -212,7 +208,8 @@ def _choose_one(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, 
                 if os_name == "windows" else "see `tfgpu compat` for the versions with a recipe")
         raise UsageError(msg, hint=hint)
     ctx = Context(v=v, os=os_name, tools=tools, interpreters=interpreters(facts, tools),
-                  wheel_pythons=tuple(kb.pythons_for(v, os_name)), python=prefs.python)
+                  wheel_pythons=tuple(kb.pythons_for(v, os_name)), python=prefs.python,
+                  newest_python=kb.newest_python(os_name))
     runners = RUNNERS[prefs.backend]
     if prefs.backend == "auto":  # the embedded engine only when no conda tool is installed
         runners = (PIP, CONDA) if conda_tool(tools) else (PIP, RATTLER)
@@ -329,13 +326,13 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Facts,
         runner[tv.tf] = c.backend
     result.targets = targets
     rec = result.recommendation
-    if rec is not None and rec.get("backend") != "cpu":
-        chosen = next((t for t in targets if t.tf == rec.get("tf")), None)
+    if rec is not None and rec.backend != "cpu":
+        chosen = next((t for t in targets if t.tf == rec.tf), None)
         if chosen is not None and chosen.tf in runner:
-            rec = {**rec, "backend": chosen.backend, "recipe": chosen.recipe, "recipe_id": chosen.recipe_id,
-                   "command": f"tfgpu create --tf {chosen.tf} --backend {runner[chosen.tf]}"}
+            rec = replace(rec, backend=chosen.backend, recipe=chosen.recipe, recipe_id=chosen.recipe_id,
+                          command=f"tfgpu create --tf {chosen.tf} --backend {runner[chosen.tf]}")
         elif chosen is not None:
-            rec = {**rec, "command": create_command(chosen, result.machine)}
+            rec = replace(rec, command=create_command(chosen, result.machine))
         result.recommendation = rec
     return result
 
@@ -354,13 +351,13 @@ def _with_container_choices(result: DoctorResult, kb: KnowledgeBase, facts: Fact
         targets.append(tv)
     result.targets = targets
     rec = result.recommendation
-    if rec is None or rec.get("backend") == "cpu":
+    if rec is None or rec.backend == "cpu":
         return result
-    if rec.get("backend") == CONTAINER:
-        chosen = next((t for t in targets if t.tf == rec.get("tf")), None)
-        rec = {**rec, "command": f"tfgpu create --tf {rec['tf']} --backend {prefs.backend}"}
+    if rec.backend == CONTAINER:
+        chosen = next((t for t in targets if t.tf == rec.tf), None)
+        rec = replace(rec, command=f"tfgpu create --tf {rec.tf} --backend {prefs.backend}")
         if chosen is not None and chosen.recipe_id:
-            rec = {**rec, "recipe": chosen.recipe_id, "recipe_id": chosen.recipe_id}
+            rec = replace(rec, recipe=chosen.recipe_id, recipe_id=chosen.recipe_id)
     # else: the verdict recommends a pip or conda release instead (the container route is blocked here); its
     # command is the verdict's, which names that recipe's backend (was: --backend of the request, wrongly)
     result.recommendation = rec

@@ -28,9 +28,10 @@ app = typer.Typer(
 
 def _version_callback(value: bool) -> None:
     if value:
+        from tfgpu import output
         from tfgpu.knowledge import data_version
 
-        typer.echo(f"tfgpu {__version__} (knowledge base {data_version()})")
+        output.say(f"tfgpu {__version__} (knowledge base {data_version()})")
         raise typer.Exit(0)
 
 
@@ -93,7 +94,9 @@ def _invoke(args: list[str]) -> int:
         rv = app(args=args, prog_name="tfgpu", standalone_mode=False)
         return rv if isinstance(rv, int) else ExitCode.OK
     except getattr(cx, "NoArgsIsHelpError", ()) as exc:  # `tfgpu` alone (click >= 8.2): help, exit 0
-        typer.echo(exc.ctx.get_help() if exc.ctx else "")
+        from tfgpu import output
+
+        output.write_document((exc.ctx.get_help() if exc.ctx else "") + "\n")
         return ExitCode.OK
     except cx.UsageError as exc:
         hint = f" (see 'tfgpu {exc.ctx.info_name if exc.ctx and exc.ctx.parent else ''} --help')"

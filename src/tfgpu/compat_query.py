@@ -598,10 +598,11 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
     from rich.table import Table
     from rich.text import Text
 
-    from tfgpu.safety import safe_console
+    from tfgpu import output
 
-    console = safe_console(file=out, force_terminal=color, no_color=color is False, highlight=False,
-                      width=max(100, Console(file=out).width if color else 120), soft_wrap=False)
+    styled = output.use_style(out) if color is None else color
+    console = output.console(file=out, style=styled, soft_wrap=False,
+                             width=max(100, Console(file=out).width if styled else 120))
     console.print(Text(f"tfgpu knowledge base {doc['data_version']} ({doc['date']})", style="bold"))
     query = {k: v for k, v in doc["query"].items() if v}
     if query:

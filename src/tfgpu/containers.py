@@ -343,7 +343,7 @@ def choose_image(kb: KnowledgeBase, facts: Facts, v: Version, *, backend: str, i
     if image_ref is not None:
         check_image_ref(image_ref)
     runner, _program, why_not = pick_container_runner(backend, runtime_context(facts, v))
-    verdict = judge_container(facts, kb, v, Machine.from_facts(facts), wanted=backend, image_ref=image_ref)
+    verdict = judge_container(facts, kb, v, Machine.from_facts(facts, kb), wanted=backend, image_ref=image_ref)
     image = image_ref or verdict.recipe
     if not image:
         msg = f"no GPU image of TensorFlow {v} is known"
@@ -367,7 +367,7 @@ def plan_container(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str, im
     from tfgpu.plan import Plan, judge_for_plan
     from tfgpu.verdict import BLOCKED, Machine, resolve_version
 
-    m = Machine.from_facts(facts)
+    m = Machine.from_facts(facts, kb)
     v = resolve_version(kb, tf, m)
     tv = judge_for_plan(kb, facts, tf, backend=backend)
     if tv is not None and tv.verdict != BLOCKED and len(tf.strip().split(".")) == 2:

@@ -195,7 +195,9 @@ def run_doctor(
                 sys.stderr.write(terminal_safe(line, keep_newlines=False) + "\n")
         report.write_step_summary(doc, os.environ)
     elif json_out:
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        from tfgpu import output
+
+        output.write_json(doc)
     else:
-        report.render_human(doc, sys.stdout, color=None if sys.stdout.isatty() else False)
+        report.render_human(doc, sys.stdout)
     return int(code)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tfgpu import registry, run
@@ -78,6 +78,68 @@ def _step_env(step: Step) -> dict[str, str]:
     return env
 
 
+def run_steps(
+    steps: Sequence[Step],
+    *,
+    log: run.StepLog,
+    timeout: float | None = None,
+    on_step: Callable[[int, int, Step], None] | None = None,
+    on_line: Callable[[str], None] | None = None,
+) -> None:
+    """The step runner: each step in order, a program (``run.run_step``: echo, resolve, timeout, full log,
+    its process group stopped on a signal) or a file to write. Raises on the first failure; the caller
+    decides what a failure undoes (``run_plan``: the environment; ``run_plan_steps``: nothing)."""
+    total = len(steps)
+    for i, step in enumerate(steps, 1):
+        if on_step:
+            on_step(i, total, step)
+        if step.kind == "run":
+            run.run_step(step.argv, log=log, timeout=timeout, env=_step_env(step), on_line=on_line)
+        else:
+            _write(step, log)
+
+
+def run_plan_steps(
+    plan: Plan,
+    *,
+    log_name: str,
+    timeout: float | None = None,
+    echo: Callable[[str], None] | None = None,
+    on_step: Callable[[int, int, Step], None] | None = None,
+    on_line: Callable[[str], None] | None = None,
+) -> Path:
+    """Run a plan that builds no environment (``tfgpu lock --backend pip``: ``uv pip compile``) with the
+    step runner, under the signal model of ``run_plan``; returns the log's path.
+
+    The full output goes to ``log_dir()/LOG_NAME-STAMP-PID.log``; a directory that cannot be made costs the
+    log file, not the run (StepLog keeps the tail for the error). A failure or a signal raises StepFailed or
+    Interrupted naming the log; what the steps wrote is the caller's to clean up.
+    """
+    logs = log_dir()
+    try:
+        logs.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass  # StepLog records why the log cannot be written; the step still runs
+    log_path = logs / f"{log_name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    log = run.StepLog(log_path, echo=echo)
+    log.write(f"# tfgpu: TensorFlow {plan.tf}, {plan.tool} ({plan.backend}), recipe {plan.recipe_id}")
+    with run.signal_guard() as guard:
+        try:
+            run_steps(plan.steps, log=log, timeout=timeout, on_step=on_step, on_line=on_line)
+        except (KeyboardInterrupt, Interrupted):
+            guard.disarm()
+            msg = f"{run.signal_name(guard.signum)} while running {plan.tool}"
+            raise Interrupted(msg, hint=f"full log: {log_path}") from None
+        except TfgpuError as exc:
+            guard.disarm()
+            if str(log_path) not in (exc.hint or ""):
+                exc.hint = f"full log: {log_path}" + (f"; {exc.hint}" if exc.hint else "")
+            exc.log_tail = interesting_lines(list(log.tail))  # type: ignore[attr-defined]
+            raise
+        guard.disarm()
+    return log_path
+
+
 def run_plan(
     plan: Plan,
     *,
@@ -132,14 +194,7 @@ def run_plan(
                     prefix.rename(moved)
                     aside = moved
                 log.write(f"# moved the old environment ({replaced}) aside to {aside}")
-            total = len(plan.steps)
-            for i, step in enumerate(plan.steps, 1):
-                if on_step:
-                    on_step(i, total, step)
-                if step.kind == "run":
-                    run.run_step(step.argv, log=log, timeout=timeout, env=_step_env(step), on_line=on_line)
-                else:
-                    _write(step, log)
+            run_steps(plan.steps, log=log, timeout=timeout, on_step=on_step, on_line=on_line)
             if not plan.conda_named and not registry.is_environment(prefix):
                 msg = f"the steps finished but {prefix} is not an environment"
                 raise StepFailed(msg, hint=f"full log: {log_path}")

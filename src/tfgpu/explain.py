@@ -76,8 +76,9 @@ class Catalog:
 
 
 @record
-class Finding:
-    """A known problem found on one line of a log."""
+class LogFinding:
+    """A known problem found on one line of a log (its ``findings`` in the explain JSON). Not to be confused
+    with :class:`tfgpu.verdict.Finding`, a blocker or caveat of one release on one machine."""
 
     id: str
     severity: str
@@ -127,7 +128,7 @@ class Finding:
 class ExplainReport:
     """What :func:`explain_file` found, plus how much of the input it read."""
 
-    findings: tuple[Finding, ...]
+    findings: tuple[LogFinding, ...]
     lines: int
     bytes_read: int
     notes: tuple[str, ...] = ()
@@ -492,9 +493,9 @@ def classify_unrecognised(line: str) -> tuple[str, str, str] | None:
     return None
 
 
-def _unrecognised_finding(lineno: int, text: str, kind: str, severity: str, key: str) -> Finding:
+def _unrecognised_finding(lineno: int, text: str, kind: str, severity: str, key: str) -> LogFinding:
     label = _KINDS[kind].format(level=severity)
-    return Finding(
+    return LogFinding(
         id=f"unrecognised.{kind}", severity=severity, rank=UNRECOGNISED_RANK + _KIND_ORDER[kind], line=lineno,
         text=text,
         meaning=f"tfgpu does not know this {label}: \"{key}\".",
@@ -595,7 +596,7 @@ def consistent_with_line(text: str, line: str) -> str:
 # ------------------------------------------------------------------------------------- collecting
 
 
-def order_key(f: Finding) -> tuple[int, int, int, str]:
+def order_key(f: LogFinding) -> tuple[int, int, int, str]:
     """Known problems by rank (root causes before consequences), then unrecognised error lines,
     then information, then harmless lines."""
     if f.unrecognised:
@@ -607,7 +608,7 @@ def order_key(f: Finding) -> tuple[int, int, int, str]:
     return (group, f.rank, f.line, f.id)
 
 
-def top_finding(findings: Iterable[Finding]) -> Finding | None:
+def top_finding(findings: Iterable[LogFinding]) -> LogFinding | None:
     """The finding a summary names: the first known problem, else an unrecognised error line, else
     information, else a harmless line. A "good sign" (info) never wins over an error."""
     return min(findings, key=order_key, default=None)
@@ -617,11 +618,11 @@ def top_finding(findings: Iterable[Finding]) -> Finding | None:
 class _Collector:
     catalog: Catalog
     facts: Mapping[str, Any] | None
-    found: dict[tuple[str, tuple[tuple[str, str], ...]], Finding] = field(default_factory=dict)
+    found: dict[tuple[str, tuple[tuple[str, str], ...]], LogFinding] = field(default_factory=dict)
     #: repeats of a finding after its first line (applied once in result(): replace() is not cheap)
     repeats: dict[tuple[str, tuple[tuple[str, str], ...]], int] = field(default_factory=dict)
     #: context kind -> (line number, groups, the generic finding its line would get when nothing uses it)
-    context: dict[str, tuple[int, dict[str, str], Finding | None]] = field(default_factory=dict)
+    context: dict[str, tuple[int, dict[str, str], LogFinding | None]] = field(default_factory=dict)
     unrecognised_dropped: int = 0
 
     def feed(self, lineno: int, line: str) -> None:
@@ -646,7 +647,7 @@ class _Collector:
             specific = refine_cause(e, groups, self.facts)
             if specific:
                 cause = f"{specific} {cause}"
-            self.found[key] = Finding(
+            self.found[key] = LogFinding(
                 id=e.id, severity=e.severity, rank=e.rank, line=lineno, text=_cut(line),
                 meaning=consistent_with_line(_format(e.meaning, groups), line),
                 cause=consistent_with_line(cause, line),
@@ -672,7 +673,7 @@ class _Collector:
             return
         self._add_generic(generic)
 
-    def _add_generic(self, f: Finding) -> None:
+    def _add_generic(self, f: LogFinding) -> None:
         key = (f.id, (("key", f.key),))
         if key in self.found:
             self.repeats[key] = self.repeats.get(key, 0) + 1
@@ -681,7 +682,7 @@ class _Collector:
         else:
             self.found[key] = f
 
-    def result(self) -> list[Finding]:
+    def result(self) -> list[LogFinding]:
         counted = [_replace_count(f, f.count + self.repeats[k]) if k in self.repeats else f
                    for k, f in self.found.items()]
         findings, used = _apply_log_context(counted, self.context, self.facts)
@@ -703,10 +704,10 @@ def _cut(line: str) -> str:
 
 
 def _apply_log_context(
-    findings: list[Finding],
-    context: Mapping[str, tuple[int, Mapping[str, str], Finding | None]],
+    findings: list[LogFinding],
+    context: Mapping[str, tuple[int, Mapping[str, str], LogFinding | None]],
     facts: Mapping[str, Any] | None,
-) -> tuple[list[Finding], set[str]]:
+) -> tuple[list[LogFinding], set[str]]:
     """Causes that use the other lines of the same log; returns the findings and the context used."""
     from tfgpu._record import replace
 
@@ -739,7 +740,7 @@ def _apply_log_context(
     return out, used
 
 
-def _replace_count(f: Finding, count: int) -> Finding:
+def _replace_count(f: LogFinding, count: int) -> LogFinding:
     from tfgpu._record import replace
 
     return replace(f, count=count)
@@ -750,7 +751,7 @@ def explain_lines(
     *,
     facts: Mapping[str, Any] | None = None,
     catalog: Catalog | None = None,
-) -> list[Finding]:
+) -> list[LogFinding]:
     """Known problems in ``lines``, most important first (:func:`order_key`), one per id and groups;
     error-level lines no entry knows as unrecognised.* findings."""
     col = _Collector(catalog or load_catalog(), facts)
@@ -995,7 +996,7 @@ def explain_file(
             raise InputError(msg, hint="check the file's permissions") from exc
 
 
-def summarize_harmless(findings: Iterable[Finding]) -> str | None:
+def summarize_harmless(findings: Iterable[LogFinding]) -> str | None:
     """One line for the harmless findings (people worry about them; they need nothing)."""
     harmless = [f for f in findings if f.harmless]
     if not harmless:

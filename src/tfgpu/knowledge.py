@@ -39,6 +39,7 @@ SCHEMAS = {
     "pins": "tfgpu.compat.pins/1",
     "verified": "tfgpu.compat.verified/1",
     "containers": "tfgpu.compat.containers/1",
+    "rules": "tfgpu.compat.rules/1",
 }
 
 OSES = ("linux", "windows", "macos")
@@ -644,6 +645,62 @@ class PythonLimit:
     source: str
 
 
+#: What a compat/rules.toml row's `applies` ranges over.
+RULE_SUBJECTS = ("tf", "cuda", "cc")
+#: The rules tfgpu's code asks for by id: compat/rules.toml must have each (a missing one is a DataError when
+#: the table is loaded, not a silent default in code).
+RULE_IDS = ("cuda-libraries-per-major", "system-cuda-any-minor", "mig", "tensorflow-cpu-package",
+            "gpu-in-tensorflow-package", "nvidia-wheels-need-library-path")
+
+
+@record
+class Rule:
+    """One decision rule of compat/rules.toml: it holds for the versions of ``subject`` (a TensorFlow release,
+    a CUDA toolkit, a compute capability) in ``applies``, on ``os`` and ``arch`` (empty: every one)."""
+
+    id: str
+    subject: str
+    applies: VersionSpec
+    os: tuple[str, ...]
+    arch: tuple[str, ...]
+    text: str
+    source: str
+    source2: str = ""
+
+    def holds(self, v: Version | str, os: str | None = None, arch: str | None = None) -> bool:
+        """Does the rule hold for version ``v`` on ``os``/``arch``? An OS or architecture that is None or ""
+        (not known) is not checked."""
+        if os and self.os and os not in self.os:
+            return False
+        if arch and self.arch and arch not in self.arch:
+            return False
+        return (v if isinstance(v, Version) else version(str(v))) in self.applies
+
+    @property
+    def since(self) -> str:
+        """The lower bound of ``applies`` as written (">=2.5" -> "2.5"), for messages; "" when it has none."""
+        return next((part[2:] for part in str(self.applies).split(",") if part.startswith(">=")), "")
+
+
+def _parse_rules() -> tuple[Rule, ...]:
+    data = load_toml("rules")
+    out = []
+    for row in _rows("rules", data, "rules"):
+        if row.get("subject") not in RULE_SUBJECTS:
+            raise _bad("rules", row, f"subject {row.get('subject')!r} is not one of {RULE_SUBJECTS}")  # noqa: EM101
+        if not str(row.get("text", "")).strip():
+            raise _bad("rules", row, "rule has no text")  # noqa: EM101
+        out.append(Rule(id=str(row.get("id", "")), subject=str(row["subject"]), applies=_spec("rules", row, "applies"),
+                        os=_split(row.get("os", "")), arch=_split(row.get("arch", "")), text=str(row["text"]),
+                        source=str(row["source"]), source2=str(row.get("source2", ""))))
+    ids = [r.id for r in out]
+    for rid in RULE_IDS:
+        if ids.count(rid) != 1:
+            msg = f"{compat_dir() / 'rules.toml'}: rule {rid!r} appears {ids.count(rid)} times (tfgpu needs it exactly once)"
+            raise DataError(msg)
+    return tuple(out)
+
+
 @record
 class KnowledgeBase:
     data_version: str
@@ -670,6 +727,7 @@ class KnowledgeBase:
     container_images: tuple[ContainerImage, ...] = ()
     container_series: tuple[ContainerSeries, ...] = ()
     container_rules: tuple[dict[str, Any], ...] = ()
+    rules: tuple[Rule, ...] = ()  # compat/rules.toml
     #: The Python tags of each release's macOS wheels, by (dist, version) (compat/releases.toml `macos`).
     macos_tags: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
     #: Every data file's `[sources]` table, by file name (e.g. "cuda").
@@ -683,6 +741,38 @@ class KnowledgeBase:
         """The Pythons pip recipe ``recipe_id`` can install release ``v`` with, where narrower than the
         release's wheels (compat/pins.toml `pythons`); None when the wheels' range holds."""
         return next((lim for lim in self.python_limits if lim.recipe == recipe_id and v in lim.tf), None)
+
+    def rule(self, rule_id: str) -> Rule:
+        """The rule ``rule_id`` of compat/rules.toml (one of RULE_IDS, which loading checks are all there)."""
+        found = next((r for r in self.rules if r.id == rule_id), None)
+        if found is None:
+            msg = f"compat/rules.toml has no rule {rule_id!r}"
+            raise DataError(msg, hint="reinstall tfgpu: python3 -m pip install --force-reinstall tfgpu")
+        return found
+
+    def cpu_floor(self, feature: str) -> CpuRequirement:
+        """The requirement of CPU ``feature`` (e.g. "avx") from compat/tensorflow.toml `cpu_requirements`, which
+        must have it (no default in code)."""
+        found = next((r for r in self.cpu_requirements if r.feature == feature), None)
+        if found is None:
+            msg = f"compat/tensorflow.toml `cpu_requirements` has no {feature!r} row"
+            raise DataError(msg, hint="reinstall tfgpu: python3 -m pip install --force-reinstall tfgpu")
+        return found
+
+    def newest_python(self, os: str = "linux") -> str:
+        """The newest Python any GPU release has wheels for on ``os`` (compat/releases.toml), "" when none."""
+        found = {p for r in self.gpu_releases(os) for p in r.pythons("windows" if os == "windows" else "linux")}
+        return max(found, key=version, default="")
+
+    def and_cuda_from(self) -> Version | None:
+        """The first GPU release whose wheels have pip's [and-cuda] extra, which brings CUDA and cuDNN as
+        nvidia-* wheels (compat/releases.toml `and_cuda`: 2.14.0); None when no release has it."""
+        return min((r.version for r in self.gpu_releases("linux") if r.and_cuda), default=None)
+
+    def placeholder_from(self, dist: str) -> Version | None:
+        """The first release of ``dist`` that PyPI holds only as an empty placeholder raising an error on install
+        (compat/releases.toml `placeholder`: tensorflow-gpu 2.12.0); None when ``dist`` has none."""
+        return min((r.version for r in self.releases if r.dist == dist and r.placeholder), default=None)
 
     def cpu_requirement(self, feature: str, v: Version) -> CpuRequirement | None:
         """The requirement of CPU ``feature`` (e.g. "avx") that release ``v``'s official binaries have, if any."""
@@ -732,7 +822,7 @@ class KnowledgeBase:
     def gpu_dist(self, v: Version | str) -> str:
         """The PyPI distribution that carries GPU support for a release."""
         vv = v if isinstance(v, Version) else version(str(v))
-        return "tensorflow-gpu" if vv < _TF_2_1 else "tensorflow"
+        return "tensorflow" if self.rule("gpu-in-tensorflow-package").holds(vv) else "tensorflow-gpu"
 
     def release(self, dist: str, v: Version | str) -> Release | None:
         vv = v if isinstance(v, Version) else version(str(v))
@@ -962,9 +1052,6 @@ class KnowledgeBase:
         return dict(self.source_tables.get(file, {}))
 
 
-_TF_2_1 = Version("2.1")
-
-
 def _nearest(wanted: Version, candidates: Iterable[Version]) -> list[str]:
     def distance(v: Version) -> tuple[int, int, int]:
         return (abs(v.major - wanted.major), abs(v.minor - wanted.minor), abs(v.micro - wanted.micro))
@@ -1098,14 +1185,14 @@ def _parse_kb() -> KnowledgeBase:
         devices=tuple(_parse_gpu_devices(gpus)),
         cpu_requirements=tuple(
             CpuRequirement(feature=str(r["feature"]), tf=_spec("tensorflow", r), text=str(r["text"]), source=r["source"])
-            for r in _rows("tensorflow", tf, "cpu_requirements", required=False)
+            for r in _rows("tensorflow", tf, "cpu_requirements")
         ),
         platform_builds=tuple(
             PlatformBuild(platform=str(r["platform"]), text=str(r["text"]), source=str(r["source"]))
             for r in _rows("tensorflow", tf, "platform_builds", required=False)
         ),
         notes=_parse_notes(), pins=_parse_pins(), python_limits=_parse_python_limits(), verified=_parse_verified(),
-        container_images=images, container_series=series, container_rules=rules,
+        container_images=images, container_series=series, container_rules=rules, rules=_parse_rules(),
         macos_tags=_parse_macos_tags(rel), source_tables=_source_tables(),
     )
 
@@ -1145,7 +1232,7 @@ def _parse_gpu_devices(gpus: dict[str, Any]) -> list[GpuDevice]:
 
 
 KB_FILES = ("meta", "tensorflow", "releases", "tf_archs", "cuda", "gpus", "recipes", "conda", "wheels", "pins",
-            "verified", "containers")
+            "verified", "containers", "rules")
 #: Data files cached in a section of their own (the explain catalog: the doctor never reads it). These
 #: and KB_FILES are every data file whose parsed form is cached; their identity is the cache's key.
 SECTION_FILES = ("explain",)
@@ -1191,7 +1278,7 @@ def _cache_classes() -> dict[str, type]:
     """The record classes a cache file may hold (an allow-list: nothing else is ever rebuilt)."""
     return {c.__name__: c for c in (KnowledgeBase, Build, Release, PyRange, Toolkit, MinorCompat, ArchTargets,
                                     Recipe, CondaPackage, GpuModel, WheelFacts, GpuDevice, CpuRequirement, PlatformBuild, Note,
-                                    Pin, PythonLimit, Verified, ContainerImage, ContainerSeries)}
+                                    Pin, PythonLimit, Verified, ContainerImage, ContainerSeries, Rule)}
 
 
 def _read_cache(cache: Path, classes: dict[str, type]) -> tuple[Any, bool]:

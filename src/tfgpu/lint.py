@@ -241,7 +241,10 @@ def classify_image(ref: str, kb: KnowledgeBase) -> BaseImage:
 
 
 _PIP = re.compile(r"(?:^|[\s;&|(])(?:python[\d.]*\s+-m\s+)?pip[\d.]*\s+install\b([^;&|]*)")
-_TF_REQ = re.compile(r"^(tensorflow(?:-gpu|-cpu)?)(\[[^\]]*\])?\s*(?:(==|~=|>=)\s*([\w.*]+))?", re.IGNORECASE)
+_OP = r"(?:~=|==|>=|<=|!=|<|>)"
+#: name, extras, then the whole specifier set (its first clause's operator and version apart, for the messages)
+_TF_REQ = re.compile(rf"^(tensorflow(?:-gpu|-cpu)?)(\[[^\]]*\])?\s*(({_OP})\s*([\w.*]+)(?:\s*,\s*{_OP}\s*[\w.*]+)*)?",
+                     re.IGNORECASE)
 
 
 @record
@@ -251,6 +254,7 @@ class TfInstall:
     op: str
     version: str
     line: int
+    spec: str = ""  # the whole specifier set as written, e.g. "~=2.4" or ">=2.4,<2.6"
 
 
 def tf_installs(run_args: str, line: int) -> list[TfInstall]:
@@ -263,8 +267,8 @@ def tf_installs(run_args: str, line: int) -> list[TfInstall]:
                 continue
             req = _TF_REQ.match(w)
             if req and (len(w) == req.end() or w[req.end()] in ",;<>!="):
-                out.append(TfInstall(req.group(1).lower(), (req.group(2) or "").lower(), req.group(3) or "",
-                                     req.group(4) or "", line))
+                out.append(TfInstall(req.group(1).lower(), (req.group(2) or "").lower(), req.group(4) or "",
+                                     req.group(5) or "", line, re.sub(r"\s+", "", req.group(3) or "")))
     return out
 
 
@@ -314,7 +318,7 @@ def _driver_check(base: BaseImage, m: Machine | None, where: str) -> Check:
 def _tf_checks(base: BaseImage, inst: TfInstall, kb: KnowledgeBase, where: str) -> list[Check]:
     """A pip-installed TensorFlow against the CUDA/cuDNN its base image carries."""
     out: list[Check] = []
-    label = f"{where}: RUN pip install {inst.dist}{inst.extras}{inst.op}{inst.version}"
+    label = f"{where}: RUN pip install {inst.dist}{inst.extras}{inst.spec}"
     and_cuda = "and-cuda" in inst.extras
     if and_cuda and base.kind in ("cuda", "tensorflow", "ngc"):
         out.append(_check("pip.and_cuda", WARN, f"{label} on {base.ref}: two CUDAs — the nvidia-* wheels of "
@@ -323,6 +327,8 @@ def _tf_checks(base: BaseImage, inst: TfInstall, kb: KnowledgeBase, where: str) 
                           "end in 'Could not load dynamic library' or cuDNN version mismatches",
                           fix="base the image on python:3.X-slim or ubuntu (the wheels bring CUDA), or drop [and-cuda] "
                           "and match TensorFlow to the image's CUDA"))
+    if inst.spec and inst.op != "==" and not and_cuda:
+        return out + _range_checks(base, inst, kb, label)
     if inst.op != "==" or not inst.version:
         return out
     wanted = inst.version if inst.version.count(".") >= 2 or "*" in inst.version else f"{inst.version}.0"
@@ -342,8 +348,9 @@ def _tf_checks(base: BaseImage, inst: TfInstall, kb: KnowledgeBase, where: str) 
     if and_cuda:  # the nvidia-* wheels bring CUDA and cuDNN (judged above against the image's own)
         return out
     if base.kind == "other":
-        if v >= Version("2.14"):
-            out.append(_check("pip.tensorflow", WARN, f"{label}: from 2.14 the GPU libraries come with "
+        release = kb.gpu_release(v, "linux")
+        if release is not None and release.and_cuda:  # compat/releases.toml: the [and-cuda] extra (2.14+)
+            out.append(_check("pip.tensorflow", WARN, f"{label}: from {_and_cuda_since(kb)} the GPU libraries come with "
                               f"tensorflow[and-cuda]; plain '{inst.dist}' on {base.ref} finds no CUDA",
                               fix=f"pip install 'tensorflow[and-cuda]=={v}'"))
         else:
@@ -354,26 +361,73 @@ def _tf_checks(base: BaseImage, inst: TfInstall, kb: KnowledgeBase, where: str) 
         return out
     if base.kind != "cuda" or not base.cuda:
         return out
-    from tfgpu.verdict import system_cuda_serves
-
-    have = version(".".join(base.cuda.split(".")[:2]))
-    built = version(".".join(str(build.cuda).split(".")[:2])) if "." in str(build.cuda) else version(f"{build.cuda}.0")
-    problems = []
-    if not system_cuda_serves(have, built, v):
-        problems.append(f"it loads CUDA {build.cuda}, the image has CUDA {base.cuda}")
+    problems = _image_problems(base, build, v, kb)
     want_cudnn = str(build.cudnn).split(".")[0]
-    if not base.cudnn:
-        problems.append(f"it loads cuDNN {build.cudnn}, and {base.ref} has no cuDNN (no 'cudnn' in its tag)")
-    elif base.cudnn.isdigit() and base.cudnn != want_cudnn:
-        problems.append(f"it loads cuDNN {build.cudnn}, the image has cuDNN {base.cudnn}")
     if problems:
-        out.append(_check("pip.tensorflow", FAIL, f"{label}: " + "; ".join(problems) + " — TensorFlow will print "
-                          "'Could not load dynamic library' and run on the CPU",
+        out.append(_check("pip.tensorflow", FAIL, f"{label}: " + "; ".join(problems.values()) + " — TensorFlow will "
+                          "print 'Could not load dynamic library' and run on the CPU",
                           fix=f"FROM nvidia/cuda:{build.cuda}-cudnn{want_cudnn}-runtime-<os> (TensorFlow {v}'s tested "
                           f"build), or FROM tensorflow/tensorflow:{v}-gpu"))
     else:
         out.append(_check("pip.tensorflow", PASS, f"{label}: its CUDA {build.cuda} / cuDNN {build.cudnn} match {base.ref}"))
     return out
+
+
+def _image_problems(base: BaseImage, build: Any, v: Version, kb: KnowledgeBase) -> dict[str, str]:
+    """What TensorFlow ``v`` (its tested ``build``) misses in a CUDA image, by kind: "cuda", "cudnn"."""
+    from tfgpu.verdict import system_cuda_serves
+
+    have = version(".".join(base.cuda.split(".")[:2]))
+    built = version(".".join(str(build.cuda).split(".")[:2])) if "." in str(build.cuda) else version(f"{build.cuda}.0")
+    problems = {}
+    if not system_cuda_serves(have, built, v, kb):
+        problems["cuda"] = f"it loads CUDA {build.cuda}, the image has CUDA {base.cuda}"
+    want_cudnn = str(build.cudnn).split(".")[0]
+    if not base.cudnn:
+        problems["cudnn"] = f"it loads cuDNN {build.cudnn}, and {base.ref} has no cuDNN (no 'cudnn' in its tag)"
+    elif base.cudnn.isdigit() and base.cudnn != want_cudnn:
+        problems["cudnn"] = f"it loads cuDNN {build.cudnn}, the image has cuDNN {base.cudnn}"
+    return problems
+
+
+def _range_checks(base: BaseImage, inst: TfInstall, kb: KnowledgeBase, label: str) -> list[Check]:
+    """A version range (``tensorflow~=2.4``, ``tensorflow-gpu>=2.1.*``) on a CUDA image: pip may pick any GPU
+    release the range allows, so a problem is reported only when every one of them has it (the same kind
+    for all: the image's CUDA, or its cuDNN). ``>=X.*`` (accepted by pip before 20.3) reads as ``>=X``."""
+    from tfgpu.knowledge import InvalidSpecifier, VersionSpec
+
+    if base.kind != "cuda" or not base.cuda:
+        return []
+    text = re.sub(r"(>=|<=|>|<|~=)\s*([\w.]+?)\.\*", r"\1\2", inst.spec)
+    try:
+        spec = VersionSpec(text)
+    except InvalidSpecifier:
+        return [_check("pip.tensorflow", WARN, f"{label}: '{inst.spec}' is not a version range pip accepts")]
+    found: list[tuple[Version, dict[str, str]]] = []
+    for r in sorted(kb.gpu_releases("linux"), key=lambda r: r.version):
+        build = kb.build_for(r.version, "linux")
+        if r.version in spec and build is not None:
+            found.append((r.version, _image_problems(base, build, r.version, kb)))
+    if not found:
+        return [_check("pip.tensorflow", WARN, f"{label}: tfgpu knows no TensorFlow GPU release in '{inst.spec}'")]
+    common = set(found[0][1]).intersection(*(set(p) for _v, p in found[1:]))
+    first, first_problems = found[0]
+    if not any(problems for _v, problems in found):
+        return [_check("pip.tensorflow", PASS, f"{label}: every GPU release it allows ({first}..{found[-1][0]}) matches "
+                       f"{base.ref}'s CUDA and cuDNN")]
+    if not common:
+        return [_check("pip.tensorflow", SKIP, f"{label}: pip picks one of {first}..{found[-1][0]}; some of them match "
+                       f"{base.ref}, some do not", fix=f"pin one: pip install '{inst.dist}=={found[-1][0]}'")]
+    what = "; ".join(first_problems[k] for k in sorted(common))
+    later = f" (and every later release the range allows, up to {found[-1][0]})" if len(found) > 1 else ""
+    build = kb.build_for(first, "linux")
+    tested = (f"FROM nvidia/cuda:{build.cuda}-cudnn{str(build.cudnn).split('.')[0]}-runtime-<os> (its tested build), or "
+              if build is not None else "")
+    return [_check("pip.tensorflow", FAIL, f"{label}: the oldest TensorFlow it allows, {first}: {what}{later} — "
+                   "TensorFlow will print 'Could not load dynamic library' and run on the CPU",
+                   evidence=f"{len(found)} GPU releases match '{inst.spec}'",
+                   fix=f"pin TensorFlow ({inst.dist}=={first}) and base the image on it: {tested}"
+                   f"FROM tensorflow/tensorflow:{first}-gpu")]
 
 
 def lint_dockerfile(text: str, kb: KnowledgeBase, m: Machine | None) -> list[Check]:
@@ -499,13 +553,16 @@ def lint_compose(text: str, kb: KnowledgeBase, m: Machine | None) -> list[Check]
         if not isinstance(svc, Mapping):
             continue
         access = _gpu_access(svc)
+        if str(svc.get("runtime") or "") == "nvidia":  # with a reservation too: the daemon refuses an unknown runtime
+            checks.append(_check("compose.gpu_runtime", WARN, f"service {name}: `runtime: nvidia` needs the nvidia "
+                                 "runtime registered in the daemon's daemon.json ('unknown or invalid runtime name: "
+                                 "nvidia' otherwise)",
+                                 fix=f"remove `runtime: nvidia`: the service's {'gpus: attribute' if access == 'gpus' else 'reservation'}"
+                                 " already gives it the GPU" if access in ("reservation", "gpus") else
+                                 f"reserve the GPU instead ({COMPOSE_DOCS}): deploy.resources."
+                                 "reservations.devices: [{driver: nvidia, count: all, capabilities: [gpu]}]"))
         if access:
             with_gpu.append(str(name))
-            if access == "runtime":
-                checks.append(_check("compose.gpu_runtime", WARN, f"service {name}: `runtime: nvidia` needs the nvidia "
-                                     "runtime registered in the daemon's daemon.json ('unknown or invalid runtime name: "
-                                     "nvidia' otherwise)", fix=f"reserve the GPU instead ({COMPOSE_DOCS}): deploy.resources."
-                                     "reservations.devices: [{driver: nvidia, count: all, capabilities: [gpu]}]"))
         else:
             why = _looks_gpu(svc, kb)
             if why:
@@ -581,9 +638,15 @@ def read_input(path: str) -> str:
     return data.decode("utf-8", "replace")
 
 
+def _and_cuda_since(kb: KnowledgeBase) -> str:
+    """The first series whose wheels have the [and-cuda] extra (compat/releases.toml: 2.14)."""
+    first = kb.and_cuda_from()
+    return f"{first.major}.{first.minor}" if first is not None else "?"
+
+
 def lint_paths(paths: Sequence[str], kb: KnowledgeBase, facts: Mapping[str, Any] | None) -> dict[str, Any]:
     """The lint document (tfgpu.lint/1) for ``paths``; raises InputError (exit 2) on unreadable input."""
-    m = Machine.from_facts(as_facts(facts)) if facts else None
+    m = Machine.from_facts(as_facts(facts), kb) if facts else None
     files = []
     for path in paths:
         text = read_input(path)

@@ -12,10 +12,13 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tfgpu._record import field, record
 from tfgpu.facts import as_facts
+
+if TYPE_CHECKING:
+    from tfgpu.verdict import Recommendation, TargetVerdict
 
 
 @record
@@ -49,7 +52,7 @@ class Outcome:
 
     exit_code: int
     plan: Any = None  # tfgpu.plan.Plan
-    verdict: dict[str, Any] | None = None
+    verdict: TargetVerdict | None = None
     built: Any = None  # tfgpu.execute.CreateResult
     smoke: dict[str, Any] | None = None  # the smoke report's JSON document
     notes: list[str] = field(default_factory=list)
@@ -118,7 +121,7 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
     from tfgpu.knowledge import load_kb
     from tfgpu.verdict import judge_target
 
-    verdict: dict[str, Any] | None = None
+    verdict: TargetVerdict | None = None
     if req.cpu:
         return _create_cpu(req, events, build_facts, tf)
     try:
@@ -128,17 +131,17 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
         if lock_plan is None:
             raise
         events.note(f"tfgpu: note: TensorFlow {tf} from the lock is not in the knowledge base; no pre-check")
-    if verdict is not None and verdict.get("verdict") == "blocked":
-        reasons = "; ".join(str(b.get("summary")) for b in verdict.get("blockers") or [])
+    if verdict is not None and verdict.verdict == "blocked":
+        reasons = "; ".join(b.summary for b in verdict.blockers)
         if not (req.force or req.allow_cpu):
             raise blocked_error(facts, verdict, tf)
         why = "--force" if req.force else "--allow-cpu: the smoke test will accept a CPU-only result"
         events.note(f"tfgpu: warning: TensorFlow will not use a GPU here ({reasons}); building anyway ({why})")
         if req.allow_cpu:
-            events.note(f"tfgpu: note: `tfgpu create --tf {verdict.get('tf', tf)} --cpu` builds a CPU-only environment "
+            events.note(f"tfgpu: note: `tfgpu create --tf {verdict.tf} --cpu` builds a CPU-only environment "
                         "without the CUDA libraries this one installs")
-    if verdict is not None and verdict.get("tf") and tf == "latest":
-        tf = str(verdict["tf"])
+    if verdict is not None and tf == "latest":
+        tf = verdict.tf
     # 2. choose and plan
     if lock_plan is not None:
         plan = lock_plan
@@ -147,8 +150,8 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
                           channels=list(req.channels), facts=build_facts, find_links=list(req.find_links),
                           index_url=req.index_url, offline=req.offline)
     events.planned(plan)
-    for c in (verdict or {}).get("caveats") or []:
-        events.note(f"tfgpu: caveat: {c.get('summary') if isinstance(c, dict) else c}")
+    for c in verdict.caveats if verdict is not None else ():
+        events.note(f"tfgpu: caveat: {c.summary}")
     return _build_and_verify(req, events, facts, plan, verdict)
 
 
@@ -162,7 +165,7 @@ def _create_cpu(req: CreateRequest, events: CreateEvents, facts: dict[str, Any],
 
 
 def _build_and_verify(req: CreateRequest, events: CreateEvents, facts: dict[str, Any], plan: Any,
-                      verdict: dict[str, Any] | None) -> Outcome:
+                      verdict: TargetVerdict | None) -> Outcome:
     from tfgpu.errors import TfgpuError
 
     outcome = Outcome(0, plan, verdict)
@@ -314,16 +317,16 @@ def build_lock_plan(
     import os
 
     from tfgpu.backends.detect import detect_tools
-    from tfgpu.backends.lock import read_lock_info
     from tfgpu.errors import UsageError
     from tfgpu.knowledge import load_kb
+    from tfgpu.lockfiles import read_lock
     from tfgpu.plan import plan_from_lock
     from tfgpu.registry import check_prefix, home
 
     if name is not None and prefix is not None:
         msg = "--name and --prefix are exclusive"
         raise UsageError(msg, hint="pass one of them")
-    lock = read_lock_info(from_lock)
+    lock = read_lock(from_lock)
     if prefix is not None:
         prefix = str(check_prefix(prefix))
     if platform is None and lock.kind == "conda":
@@ -379,25 +382,25 @@ def refuse_existing(prefix: str, force: bool) -> None:
 _TAG = re.compile(r"^\[[^\]]*\] ")  # "[pip: pip-and-cuda] " before a backend's blocker
 
 
-def blocked_error(facts: Mapping[str, Any], verdict: Mapping[str, Any], tf: str) -> Exception:
+def blocked_error(facts: Mapping[str, Any], verdict: TargetVerdict, tf: str) -> Exception:
     """A blocked target in a few short lines: what; why (the blockers of the backend auto takes, the other
     backends in one line); what works here instead. Every blocker is in `tfgpu doctor --tf X --json`."""
     from tfgpu.errors import NotReady, clip_words
     from tfgpu.report import chosen_blockers
 
-    shown, others = chosen_blockers(verdict)
-    lines = [f"TensorFlow {verdict.get('tf', tf)} is blocked on this machine:"]
+    shown, others = chosen_blockers(verdict.to_json())  # as the doctor's report shows them
+    lines = [f"TensorFlow {verdict.tf or tf} is blocked on this machine:"]
     lines += [f"- {clip_words(_TAG.sub('', str(b.get('summary'))), 160)}" for b in shown[:3]]
     if len(shown) > 3:
-        lines.append(f"- and {len(shown) - 3} more: tfgpu doctor --tf {verdict.get('tf', tf)}")
+        lines.append(f"- and {len(shown) - 3} more: tfgpu doctor --tf {verdict.tf or tf}")
     if others:
         lines.append(others)
-    alt = alternative(facts, str(verdict.get("tf", tf)))
-    hint = (f"instead: {alt['command']}; " if alt else "") + "--force builds it anyway, --cpu a CPU-only environment"
+    alt = alternative(facts, verdict.tf or tf)
+    hint = (f"instead: {alt.command}; " if alt else "") + "--force builds it anyway, --cpu a CPU-only environment"
     return NotReady("\n".join(lines), hint=hint)
 
 
-def alternative(facts: Mapping[str, Any], blocked_tf: str) -> dict[str, Any] | None:
+def alternative(facts: Mapping[str, Any], blocked_tf: str) -> Recommendation | None:
     """What works here instead of a blocked target: the doctor's recommendation (a release that uses the GPU,
     else the CPU route)."""
     from tfgpu.knowledge import load_kb

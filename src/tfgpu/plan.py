@@ -20,12 +20,13 @@ from tfgpu.choose import BACKENDS as BACKENDS  # re-exported: the values --backe
 from tfgpu.choose import CONDA_TOOLS as CONDA_TOOLS
 from tfgpu.choose import target_os as target_os
 from tfgpu.errors import InputError, UsageError
-from tfgpu.knowledge import Pin, VersionSpec, load_pins, pin_source_urls
+from tfgpu.knowledge import Pin, load_pins, pin_source_urls
 from tfgpu.steps import Step as Step  # re-exported: plans are made of steps
 
 if TYPE_CHECKING:
     from tfgpu.facts import Facts
     from tfgpu.knowledge import KnowledgeBase
+    from tfgpu.lockfiles import Lock, LockedPackage
     from tfgpu.verdict import TargetVerdict
 
 PLAN_SCHEMA = "tfgpu.plan/1"
@@ -41,11 +42,16 @@ SMALL_GPU_MIB = 4096
 #: each with its evidence; ``nox -s recipes`` proves them by a real install (compat/verified.toml).
 
 
-#: TF 2.16/2.17 wheels do not find the CUDA libraries of their own nvidia-* wheels unless their lib
-#: directories are on LD_LIBRARY_PATH (tensorflow/tensorflow#63362, "TF 2.17.0 RC0 fails to work with
-#: GPUs (and TF 2.16 too)"; the workaround there is an activation script).
-NVIDIA_LIBPATH_TF = VersionSpec(">=2.16,<2.18")
-NVIDIA_LIBPATH_SOURCE = "https://github.com/tensorflow/tensorflow/issues/63362"
+def nvidia_libpath_needed(kb: KnowledgeBase, v: Version) -> bool:
+    """Do release ``v``'s wheels miss the CUDA libraries of their own nvidia-* wheels unless their lib directories
+    are on LD_LIBRARY_PATH (compat/rules.toml `nvidia-wheels-need-library-path`: 2.16-2.17)?"""
+    return kb.rule("nvidia-wheels-need-library-path").holds(v)
+
+
+def nvidia_libpath_source(kb: KnowledgeBase) -> str:
+    """Where that rule comes from (tensorflow/tensorflow#63362)."""
+    rule = kb.rule("nvidia-wheels-need-library-path")
+    return str(kb.sources("rules").get(rule.source, {}).get("url", ""))
 
 #: Anaconda's Terms of Service cover its own channels (repo.anaconda.com's `defaults` = pkgs/main + pkgs/r,
 #: and the `anaconda` channel on anaconda.org); community channels such as conda-forge are free to use.
@@ -206,10 +212,11 @@ def _posix_deactivation(lines: Sequence[str]) -> str:
     return "\n".join(body) + "\n"
 
 
-def _venv_nvidia_snippet(python: str) -> str:
+def _venv_nvidia_snippet(python: str, kb: KnowledgeBase) -> str:
+    releases = kb.rule("nvidia-wheels-need-library-path").applies
     return (
-        "\n# added by tfgpu: TensorFlow 2.16/2.17 does not find the CUDA libraries of its nvidia-* wheels\n"
-        f"# unless they are on LD_LIBRARY_PATH ({NVIDIA_LIBPATH_SOURCE})\n"
+        f"\n# added by tfgpu: TensorFlow {releases} does not find the CUDA libraries of its nvidia-* wheels\n"
+        f"# unless they are on LD_LIBRARY_PATH ({nvidia_libpath_source(kb)})\n"
         f"for _tfgpu_d in \"$VIRTUAL_ENV\"/lib/python{python}/site-packages/nvidia/*/lib; do\n"
         "  [ -d \"$_tfgpu_d\" ] && LD_LIBRARY_PATH=\"$_tfgpu_d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\"\n"
         "done\n"
@@ -316,8 +323,7 @@ def resolve_target(kb: KnowledgeBase, facts: Facts, spec: str, *, backend: str =
 
         msg = "no TensorFlow release is ready to use a GPU on this machine"
         raise NotReady(msg, hint="run `tfgpu doctor` to see why; `--cpu` builds a CPU-only environment")
-    return str(rec["tf"]), [f"latest: TensorFlow {rec['tf']} is the newest release the verdict engine calls "
-                            f"{rec.get('verdict', 'ready')}"]
+    return rec.tf, [f"latest: TensorFlow {rec.tf} is the newest release the verdict engine calls {rec.verdict}"]
 
 
 def judge_for_plan(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str) -> TargetVerdict | None:
@@ -326,7 +332,7 @@ def judge_for_plan(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str) ->
     from tfgpu.verdict import Machine, judge_requested
 
     try:
-        return judge_requested(facts, kb, tf, backend=backend, machine=Machine.from_facts(facts))
+        return judge_requested(facts, kb, tf, backend=backend, machine=Machine.from_facts(facts, kb))
     except (UsageError, InvalidVersion):
         return None
 
@@ -529,7 +535,8 @@ def plan_environment(
     for line in act_lines:
         k, _, val = line.partition("=")
         env_vars[k] = val
-    nvidia_fix = (not conda_like and recipe.backend == "pip" and recipe.provides_cuda and v in NVIDIA_LIBPATH_TF)
+    nvidia_fix = (not conda_like and recipe.backend == "pip" and recipe.provides_cuda
+                  and nvidia_libpath_needed(kb, v))
     if conda_like:
         steps.extend(conda_activation_steps(act_lines, prefix, os_name))
     if not conda_like and (act_lines or nvidia_fix) and os_name != "windows":
@@ -537,12 +544,12 @@ def plan_environment(
         if act_lines:
             content += "\n# added by tfgpu\n" + "".join(f"export {line}\n" for line in act_lines)
         if nvidia_fix:
-            content += _venv_nvidia_snippet(py_ver)
+            content += _venv_nvidia_snippet(py_ver, kb)
             env_vars["LD_LIBRARY_PATH"] = (f"{prefix}/lib/python{py_ver}/site-packages/nvidia/*/lib "
                                            "(each directory, prepended)")
             notes.append(f"TensorFlow {tfs} needs its nvidia/*/lib directories on LD_LIBRARY_PATH "
-                         f"({NVIDIA_LIBPATH_SOURCE}); bin/activate sets it")
-            sources.append(NVIDIA_LIBPATH_SOURCE)
+                         f"({nvidia_libpath_source(kb)}); bin/activate sets it")
+            sources.append(nvidia_libpath_source(kb))
         steps.append(Step((), "venvs have no activate.d: tfgpu appends the variables to bin/activate",
                           kind="append-file", path=_join(os_name, prefix, "bin", "activate"), content=content))
     if not conda_like and act_lines and os_name == "windows":
@@ -586,17 +593,17 @@ def _judged(verdict: Any, tfs: str, kind: str, backend: str, recipe_id: str) -> 
 
 # --------------------------------------------------------------------------- the CPU route
 
-#: tensorflow-cpu is on PyPI from 2.1.0 for x86_64 Linux and Windows (https://pypi.org/simple/tensorflow-cpu/);
-#: up to 2.0 the `tensorflow` package itself is CPU-only (GPU builds were `tensorflow-gpu`), and on other
-#: machines (aarch64, macOS) `tensorflow` is the only name. Neither pulls nvidia-* wheels without [and-cuda].
-CPU_DIST_SOURCE = "https://pypi.org/simple/tensorflow-cpu/"
+def cpu_dist(kb: KnowledgeBase, v: Version, os_name: str, arch: str = "x86_64") -> str:
+    """The PyPI project that installs TensorFlow ``v`` for the CPU only: tensorflow-cpu where compat/rules.toml
+    `tensorflow-cpu-package` holds (x86_64 Linux and Windows from 2.1), else tensorflow (CPU-only up to 2.0; the
+    only name on aarch64 and macOS). Neither pulls nvidia-* wheels without [and-cuda]."""
+    return "tensorflow-cpu" if kb.rule("tensorflow-cpu-package").holds(v, os_name, arch) else "tensorflow"
 
 
-def cpu_dist(v: Version, os_name: str, arch: str = "x86_64") -> str:
-    """The PyPI project that installs TensorFlow ``v`` for the CPU only."""
-    if v >= Version("2.1") and os_name in ("linux", "wsl2", "windows") and arch in ("x86_64", "amd64", "AMD64", ""):
-        return "tensorflow-cpu"
-    return "tensorflow"
+def cpu_dist_source(kb: KnowledgeBase) -> str:
+    """Where the tensorflow-cpu rule comes from (a URL)."""
+    rule = kb.rule("tensorflow-cpu-package")
+    return str(kb.sources("rules").get(rule.source, {}).get("url", ""))
 
 
 def plan_cpu_environment(
@@ -624,17 +631,17 @@ def plan_cpu_environment(
         name = name or f"tf{tfs}-cpu"
         prefix = _join(os_name, home, "envs", name)
     ctx = Context(v=v, os=os_name, tools=tools, interpreters=interpreters(facts, tools),
-                  wheel_pythons=tuple(kb.pythons_for(v, os_kb)), python=python)
+                  wheel_pythons=tuple(kb.pythons_for(v, os_kb)), python=python, newest_python=kb.newest_python(os_kb))
     err = PIP.can_build(None, ctx)  # type: ignore[arg-type]  # the pip runner does not look at the recipe
     if err is not None:
         raise err
     py_ver = PIP.python_for(ctx)
     assert py_ver is not None
     arch = str((facts.get("platform") or {}).get("arch") or "x86_64")
-    dist = cpu_dist(v, os_name, arch)
+    dist = cpu_dist(kb, v, os_name, arch)
     reqs = [f"{dist}=={tfs}"]
     notes: list[str] = []
-    sources = [CPU_DIST_SOURCE]
+    sources = [cpu_dist_source(kb)]
     for p in pins_for(v):
         reqs.append(p.requirement)
         notes.append(f"pin {p.requirement}: {p.why}" + (" (inferred)" if p.confidence != "sourced" else ""))
@@ -663,42 +670,7 @@ def plan_cpu_environment(
 _TF_PACKAGES = ("tensorflow", "tensorflow-gpu", "tensorflow-base", "tensorflow-cpu")
 
 
-@record
-class LockedPkg:
-    """One package of a lockfile, as planning needs it."""
-
-    platform: str
-    manager: str  # conda | pip
-    name: str
-    version: str
-    build: str = ""
-    url: str = ""
-    sha256: str = ""
-
-
-@record
-class LockInfo:
-    """What a lockfile says, read by ``tfgpu.backends.lock.read_lock_info`` (planning stays pure).
-
-    ``kind`` is "conda" (conda-lock's format / pixi.lock) or "pip" (a ``--require-hashes`` requirements
-    file); ``custom`` is conda-lock's ``metadata.custom_metadata`` (tfgpu writes tfgpu_tf,
-    tfgpu_recipe_PLATFORM and tfgpu_pip_PLATFORM there); ``python`` is the Python a pip lock was
-    resolved for (its header), if known.
-    """
-
-    path: str
-    kind: str
-    platforms: tuple[str, ...]
-    packages: tuple[LockedPkg, ...]
-    channels: tuple[str, ...] = ()
-    custom: tuple[tuple[str, str], ...] = ()
-    python: str = ""
-
-    def meta(self, key: str) -> str:
-        return dict(self.custom).get(key, "")
-
-
-def _lock_tf(lock: LockInfo, pkgs: Sequence[LockedPkg]) -> str:
+def _lock_tf(lock: Lock, pkgs: Sequence[LockedPackage]) -> str:
     if lock.meta("tfgpu_tf"):
         return lock.meta("tfgpu_tf")
     by_name = {p.name.lower().replace("_", "-"): p.version for p in pkgs}
@@ -727,14 +699,15 @@ def _lock_env_name(tfs: str, path: str) -> str:
 _PIP_URL = re.compile(r"(?:https?|file)://[^\s#]+")
 
 
-def _pip_hash_req(p: LockedPkg, lock_path: str) -> str:
+def _pip_hash_req(p: LockedPackage, lock_path: str) -> str:
     """A direct-URL requirement carrying the lock's sha256 as its ``#sha256=`` fragment, which pip checks
     against the download. A pip package without a sha256, without a URL (pip would take it from any
     index, unverified) or with a URL that is not a plain http(s)/file archive (a VCS URL builds code) is
     refused: every package of a lock is verified. A fragment already in the URL (``#egg=``, or a
     ``#sha256=`` of its own) is dropped, so only the lock's hash counts."""
     where = f"lockfile {lock_path}: pip package {p.name} {p.version}"
-    if not re.fullmatch(r"[0-9a-fA-F]{64}", p.sha256 or ""):
+    sha256 = p.sha256 or ""
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
         msg = f"{where} has no sha256: tfgpu installs only verified packages"
         raise InputError(msg, hint="regenerate the lock (conda-lock records a sha256 for every pip package)")
     url = (p.url or "").split("#", 1)[0]
@@ -744,13 +717,13 @@ def _pip_hash_req(p: LockedPkg, lock_path: str) -> str:
     if not _PIP_URL.fullmatch(url):
         msg = f"{where}: {url[:80]!r} is not an http(s) or file URL of a package archive"
         raise InputError(msg, hint="regenerate the lock from an index you trust")
-    return f"{p.name} @ {url}#sha256={p.sha256.lower()}"
+    return f"{p.name} @ {url}#sha256={sha256.lower()}"
 
 
 def plan_from_lock(
     kb: KnowledgeBase,
     facts: Facts,
-    lock: LockInfo,
+    lock: Lock,
     *,
     platform: str,
     name: str | None = None,
@@ -762,7 +735,7 @@ def plan_from_lock(
     find_links: Sequence[str] = (),
     offline: bool = False,
 ) -> Plan:
-    """Plan exactly the environment a lockfile describes, without solving.
+    """Plan exactly the environment a lockfile describes (read by ``tfgpu.lockfiles.read_lock``), without solving.
 
     conda locks: ``python -m tfgpu.engine install-lock`` (the locked URLs and hashes for ``platform``),
     then the lock's pip packages (``--no-deps``, each checked against its recorded sha256), then the
@@ -779,7 +752,7 @@ def plan_from_lock(
     if platform not in lock.platforms:
         msg = f"the lockfile {lock.path} has no packages for {platform} (it locks {', '.join(lock.platforms) or 'nothing'})"
         raise UsageError(msg, hint=f"lock for it: tfgpu lock ... --platform {platform}, or pass --platform")
-    from tfgpu.lockfile import PLATFORM_OS
+    from tfgpu.lockfiles import PLATFORM_OS
 
     os_name = PLATFORM_OS.get(platform, target_os(facts))
     pkgs = [p for p in lock.packages if p.platform == platform]
@@ -860,7 +833,7 @@ def plan_from_lock(
 
 
 def _plan_pip_lock(
-    kb: KnowledgeBase, facts: Facts, lock: LockInfo, *, name: str | None, prefix: str | None,
+    kb: KnowledgeBase, facts: Facts, lock: Lock, *, name: str | None, prefix: str | None,
     tools: Mapping[str, str | None], home: str, index_url: str | None, find_links: Sequence[str], offline: bool,
 ) -> Plan:
     os_name = target_os(facts)
@@ -896,14 +869,14 @@ def _plan_pip_lock(
     sources: list[str] = [lock.path]
     env_vars: dict[str, str] = {}
     has_nvidia = any(p.name.lower().startswith("nvidia-") for p in lock.packages)
-    if v is not None and v in NVIDIA_LIBPATH_TF and has_nvidia and os_name != "windows":
+    if v is not None and nvidia_libpath_needed(kb, v) and has_nvidia and os_name != "windows":
         steps.append(Step((), "venvs have no activate.d: tfgpu appends the variables to bin/activate",
                           kind="append-file", path=_join(os_name, prefix, "bin", "activate"),
-                          content=_venv_nvidia_snippet(py_ver)))
+                          content=_venv_nvidia_snippet(py_ver, kb)))
         env_vars["LD_LIBRARY_PATH"] = f"{prefix}/lib/python{py_ver}/site-packages/nvidia/*/lib (each directory, prepended)"
         notes.append(f"TensorFlow {tfs} needs its nvidia/*/lib directories on LD_LIBRARY_PATH "
-                     f"({NVIDIA_LIBPATH_SOURCE}); bin/activate sets it")
-        sources.append(NVIDIA_LIBPATH_SOURCE)
+                     f"({nvidia_libpath_source(kb)}); bin/activate sets it")
+        sources.append(nvidia_libpath_source(kb))
     if not tfs:
         notes.append("the lock names no TensorFlow package; the environment is recorded without a version")
     return Plan(

@@ -39,7 +39,7 @@ def doctor_document(facts: Mapping[str, Any], result: DoctorResult, *, data_vers
         "checks": [c.to_json() for c in result.checks],
         "targets": [_target_json(t, verified=result.target_requested is not None) for t in result.targets],
         "no_gpu": list(result.no_gpu),
-        "recommendation": result.recommendation,
+        "recommendation": result.recommendation.to_json() if result.recommendation is not None else None,
     }
 
 
@@ -167,17 +167,21 @@ def _group(check_id: str) -> str:
 
 
 def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = None) -> None:
+    """The doctor's report for a person (tfgpu.output: styles only on a terminal without NO_COLOR;
+    ``color`` forces the answer)."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    from tfgpu.safety import safe_console, terminal_safe_doc
+    from tfgpu import output
+    from tfgpu.safety import terminal_safe_doc
 
     # facts come from this machine's tools or from a file: no escape sequence (CSI, OSC 8 links, a
     # window title) and no lone surrogate reaches the terminal raw
     doc = cast("Mapping[str, Any]", terminal_safe_doc(doc))
-    console = safe_console(file=out, force_terminal=color, no_color=color is False, highlight=False,
-                      width=max(100, Console(file=out).width if color else 100), soft_wrap=False)
+    styled = output.use_style(out) if color is None else color
+    console = output.console(file=out, style=styled, soft_wrap=False,
+                             width=max(100, Console(file=out).width if styled else 100))
     facts = doc.get("facts", {})
     plat = facts.get("platform") or {}
     console.print(Text(f"tfgpu {doc['tfgpu_version']} doctor · knowledge base {doc['data_version']}", style="bold"))

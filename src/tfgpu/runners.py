@@ -78,6 +78,7 @@ class Context:
     interpreters: Mapping[str, str]  # X.Y -> path
     wheel_pythons: tuple[str, ...]
     python: str | None
+    newest_python: str = ""  # the newest Python any known release has wheels for (an example in hints)
     runtimes: Mapping[str, Any] = field(default_factory=dict)  # installed container runtime -> RuntimeState
 
 
@@ -137,9 +138,10 @@ class PipRunner:
             msg = f"TensorFlow {ctx.v} supports Python {python_range_text(ctx.wheel_pythons)}; {ctx.python} is outside it"
             return UsageError(msg, hint=f"use --python {ctx.wheel_pythons[-1]}, or leave --python out")
         want = ctx.python or python_range_text(ctx.wheel_pythons) or "?"
-        example = ctx.python or (ctx.wheel_pythons[-1] if ctx.wheel_pythons else "3.11")
+        example = ctx.python or (ctx.wheel_pythons[-1] if ctx.wheel_pythons else ctx.newest_python)
         msg = f"TensorFlow {ctx.v} supports Python {want}; no such interpreter was found"
-        return UsageError(msg, hint=f"install one (`uv python install {example}`), or use {other}")
+        install = f"install one (`uv python install {example}`)" if example else "install one"
+        return UsageError(msg, hint=f"{install}, or use {other}")
 
 
 class CondaRunner:

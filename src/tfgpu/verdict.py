@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import InvalidVersion, Version
 
 from tfgpu._record import field, record, replace
+from tfgpu.errors import DataError
 from tfgpu.versions import normalize_cuda, series_of, version
 
 if TYPE_CHECKING:
@@ -32,10 +33,6 @@ READY, CAVEATS, BLOCKED = "ready", "caveats", "blocked"
 #: seed 002: CUDNN_STATUS_INTERNAL_ERROR / "Failed to get convolution algorithm" from TF
 #: mapping nearly all GPU memory). tfgpu create sets TF_FORCE_GPU_ALLOW_GROWTH=true for them.
 SMALL_GPU_MIB = 4096
-
-_TF_2_12, _CUDA_11 = Version("2.12"), Version("11.0")
-#: MIG partitioning exists on A100 and newer data-centre GPUs (compute capability >= 8.0; NVIDIA MIG user guide).
-_MIG_MIN_CC = Version("8.0")
 
 ALLOW_GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH=true"
 
@@ -122,6 +119,32 @@ class TargetVerdict:
                 "backends": [b.to_json() for b in self.backends]}
 
 
+@record
+class Recommendation:
+    """What the doctor recommends here: a release and the command that builds it, or the CPU route
+    (``backend`` "cpu"). ``instead_of`` and ``why_not`` are set when it replaces a blocked ``--tf`` target."""
+
+    tf: str
+    backend: str | None
+    recipe: str | None
+    recipe_id: str | None
+    verdict: str  # ready | caveats, or "cpu" for the CPU route
+    command: str
+    why: str | None = None  # the CPU route: why no release can use a GPU here ("; "-joined, may be empty)
+    instead_of: str | None = None  # the blocked --tf target this recommendation replaces
+    why_not: str | None = None  # one line on why that target does not work here
+
+    def to_json(self) -> dict[str, Any]:
+        """The doctor JSON's ``recommendation`` (schema tfgpu.doctor/1; the optional fields only when set)."""
+        out: dict[str, Any] = {"tf": self.tf, "backend": self.backend, "recipe": self.recipe,
+                               "recipe_id": self.recipe_id, "verdict": self.verdict, "command": self.command}
+        for key in ("why", "instead_of", "why_not"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+
 # --------------------------------------------------------------------------- facts accessors
 
 
@@ -168,7 +191,8 @@ class Machine:
     driver_source: str = ""  # "override" when --driver / TFGPU_DRIVER_VERSION set it
 
     @classmethod
-    def from_facts(cls, facts: Facts) -> Machine:
+    def from_facts(cls, facts: Facts, kb: KnowledgeBase | None = None) -> Machine:
+        """The machine a facts document describes; ``kb`` answers which GPU a MIG device names (see _apply_cvd)."""
         plat = facts.get("platform") or {}
         raw_os = str(plat.get("os") or "").lower() or None
         wsl = plat.get("wsl")
@@ -191,7 +215,7 @@ class Machine:
         if all_gpus is not None:
             visible = tuple(g for g in all_gpus if g.get("visible", True) is not False)
             if cvd is not None and all(g.get("visible") is None for g in all_gpus):
-                visible = _apply_cvd(all_gpus, str(cvd))
+                visible = _apply_cvd(all_gpus, str(cvd), kb)
         py = facts.get("python") if "python" in facts else None
         pythons: tuple[str, ...] | None = None
         if isinstance(py, dict):
@@ -263,7 +287,7 @@ class Machine:
         return best
 
 
-def _apply_cvd(gpus: Iterable[dict[str, Any]], cvd: str) -> tuple[dict[str, Any], ...]:
+def _apply_cvd(gpus: Iterable[dict[str, Any]], cvd: str, kb: KnowledgeBase | None = None) -> tuple[dict[str, Any], ...]:
     """CUDA_VISIBLE_DEVICES semantics: indices or UUIDs, in order; an empty value hides all;
     parsing stops at the first invalid entry (CUDA C Programming Guide, "CUDA Environment Variables").
 
@@ -271,7 +295,8 @@ def _apply_cvd(gpus: Iterable[dict[str, Any]], cvd: str) -> tuple[dict[str, Any]
     one GPU, and a CUDA process enumerates one MIG device only (NVIDIA MIG user guide, section
     "CUDA_VISIBLE_DEVICES": "only enumeration of a single MIG instance is supported", quoted in
     pytorch/pytorch#130181). Its GPU is the one whose UUID the name embeds; a `MIG-<uuid>` name does not say,
-    so the first GPU that can be partitioned (A100 and newer, compute capability >= 8.0) stands for it."""
+    so the first GPU that can be partitioned (compat/rules.toml `mig`: compute capability >= 8.0) stands for
+    it; without ``kb`` no GPU is known to be one."""
     gpus = list(gpus)
     out: list[dict[str, Any]] = []
     for raw in cvd.split(","):
@@ -282,7 +307,7 @@ def _apply_cvd(gpus: Iterable[dict[str, Any]], cvd: str) -> tuple[dict[str, Any]
         if item.isdigit():
             match = next((g for g in gpus if g.get("index") == int(item)), None)
         elif item.startswith("MIG-"):
-            parent = None if out else _mig_parent(gpus, item)
+            parent = None if out else _mig_parent(gpus, item, kb)
             return tuple(out) if parent is None else (parent,)  # one MIG device per process, nothing after it
         else:
             match = next((g for g in gpus if str(g.get("uuid", "")).startswith(item)), None)
@@ -299,14 +324,15 @@ def gpu_cc_of(kb: KnowledgeBase, gpu: Mapping[str, Any]) -> str:
                or kb.gpu_cc(str(gpu.get("name") or ""), gpu.get("pci_device_id")) or "")
 
 
-def _mig_parent(gpus: list[dict[str, Any]], item: str) -> dict[str, Any] | None:
+def _mig_parent(gpus: list[dict[str, Any]], item: str, kb: KnowledgeBase | None) -> dict[str, Any] | None:
     """The GPU a MIG device name refers to (see _apply_cvd); None when no listed GPU can hold MIG slices."""
     gpu_uuid = item[len("MIG-"):].split("/")[0]
     if gpu_uuid.startswith("GPU-"):
         return next((g for g in gpus if str(g.get("uuid") or "") == gpu_uuid), None)
+    mig = kb.rule("mig") if kb is not None else None
     for g in gpus:
         cc = _v(g.get("compute_capability"))
-        if cc is not None and cc >= _MIG_MIN_CC:
+        if cc is not None and mig is not None and mig.holds(cc):
             return g
     return None
 
@@ -326,13 +352,15 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
     if m.os is None:
         add(Check("os.supported", SKIP, "operating system unknown", fix="run tfgpu doctor on the machine"))
     elif m.os == "macos":
-        add(Check("os.supported", FAIL, "macOS has no CUDA GPU support in TensorFlow (none since TF 1.1)",
-                  source="tensorflow.toml (macOS GPU table ends at 1.1.0)",
+        mac = kb.series("macos")  # compat/tensorflow.toml's macOS GPU rows: 1.0 and 1.1
+        since = f" (none since TF {mac[0]})" if mac else ""
+        add(Check("os.supported", FAIL, f"macOS has no CUDA GPU support in TensorFlow{since}",
+                  source=f"tensorflow.toml (macOS GPU table ends at {mac[0] if mac else 'none'})",
                   fix="use a Linux machine or WSL2 with an NVIDIA GPU; on Apple silicon see tensorflow-metal"))
     elif m.os == "windows":
         last = last_windows_gpu_series(kb)
         add(Check("os.supported", WARN, f"native Windows: TensorFlow's GPU builds end at {last}",
-                  source="tensorflow.toml (Windows GPU table ends at 2.10.0)",
+                  source=f"tensorflow.toml (Windows GPU table ends at {last})",
                   fix=f"for newer TF run tfgpu inside WSL2 (wsl --install), or use --tf {last}"))
     elif m.os == "wsl2":
         add(Check("os.wsl", PASS, "WSL2: the Windows NVIDIA driver provides CUDA inside Linux",
@@ -347,8 +375,7 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         add(Check("cpu.arch", FAIL, f"{m.arch}: TensorFlow's Linux {m.arch} builds on PyPI and conda-forge are CPU-only",
                   source="platform probe", fix=_arm_fix(m, kb)))
     if m.avx is False:
-        avx = next((r for r in kb.cpu_requirements if r.feature == "avx"), None)  # compat/tensorflow.toml
-        since = str(avx.tf).removeprefix(">=") if avx else "1.6"
+        since = str(kb.cpu_floor("avx").tf).removeprefix(">=")  # compat/tensorflow.toml cpu_requirements
         add(Check("cpu.avx", FAIL, f"this CPU has no AVX: official TensorFlow >= {since} wheels die with 'Illegal "
                   "instruction'", source="cpu flags",
                   fix="use a CPU with AVX, an older TensorFlow, or a TensorFlow built from source without AVX"))
@@ -362,14 +389,16 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
     out.extend(_driver_checks(m, kb))
     out.extend(_gpu_checks(m, kb))
     # -- CUDA and cuDNN on the system (only pip recipes up to 2.13 use them)
+    and_cuda = kb.and_cuda_from()  # compat/releases.toml: the first release with pip's [and-cuda] extra (2.14.0)
+    since = f"{and_cuda.major}.{and_cuda.minor}" if and_cuda else "?"
     if m.toolkits:
         versions = ", ".join(f"{t.get('version')} ({t.get('path')})" for t in m.toolkits)
         add(Check("cuda.toolkit", PASS, f"CUDA toolkit(s): {versions}",
                   source=", ".join(sorted({str(t.get('source')) for t in m.toolkits})),
-                  fix="only pip installs of TF <= 2.13 use a system CUDA; conda and TF >= 2.14 bring their own"))
+                  fix=f"only pip installs of TF < {since} use a system CUDA; conda and TF >= {since} bring their own"))
     else:
         add(Check("cuda.toolkit", PASS if m.driver_known else SKIP, "no system CUDA toolkit (fine: conda recipes and "
-                  "TF >= 2.14 pip wheels bring their own)"))
+                  f"TF >= {since} pip wheels bring their own)"))
     if m.cudnns:
         versions = ", ".join(f"{c.get('version')} ({c.get('path')})" for c in m.cudnns)
         add(Check("cudnn.system", PASS, f"cuDNN: {versions}", source=", ".join(sorted({str(c.get('source')) for c in m.cudnns}))))
@@ -385,7 +414,7 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
     else:
         add(Check("env.conda", PASS, "no conda/mamba/micromamba: tfgpu's embedded conda engine (rattler) will be used",
                   source="conda probe"))
-    out.extend(_tf_checks(m))
+    out.extend(_tf_checks(m, kb))
     out.extend(_cpu_build_checks(m, kb))
     return out
 
@@ -473,7 +502,7 @@ def _env_checks(m: Machine) -> list[Check]:
     return out
 
 
-def _tf_checks(m: Machine) -> list[Check]:
+def _tf_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
     if m.tensorflow is None:
         return []
     dists = {str(t.get("distribution")): str(t.get("version")) for t in m.tensorflow}
@@ -490,7 +519,8 @@ def _tf_checks(m: Machine) -> list[Check]:
             fix="use a fresh environment: tfgpu create --tf VERSION",
         ))
     gpu = _v(dists.get("tensorflow-gpu"))
-    if gpu is not None and gpu >= _TF_2_12:
+    placeholder = kb.placeholder_from("tensorflow-gpu")  # compat/releases.toml: 2.12.0
+    if gpu is not None and placeholder is not None and gpu >= placeholder:
         out.append(Check("tf.placeholder", FAIL, f"tensorflow-gpu {gpu} is an empty placeholder that raises an error",
                          fix="pip uninstall tensorflow-gpu && pip install 'tensorflow[and-cuda]'"))
     return out
@@ -515,43 +545,33 @@ def _cpu_build_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
 # --------------------------------------------------------------------------- per-target verdicts
 
 
-#: From TF 2.5 the pip wheels (built with CUDA 11.2-11.8) load the CUDA libraries by major-version sonames,
-#: which every CUDA 11.x toolkit provides: the runtime's SONAME is libcudart.so.11.0 in CUDA 11.8 too
-#: (readelf -d nvidia/cuda_runtime/lib/libcudart.so.11.0 in nvidia_cuda_runtime_cu11-11.8.89-py3-none-
-#: manylinux1_x86_64.whl, sha256 f587bd72...f64f7c; on Windows cudart64_110.dll). So any 11.x toolkit serves them
-#: (tests/cases: tensorflow#45263 2.5.0 on CUDA 11.1, #56235 on 11.4). TF 2.4 is the exception: it loads
-#: libcusolver.so.10, which only CUDA 11.0 ships (11.1+ ship libcusolver.so.11: tensorflow#45263, #44777, #46471).
-SYSTEM_CUDA_ANY_MINOR_FROM = Version("2.5")
-
-
-def system_cuda_serves(have: Version, built: Version, tf: Version) -> bool:
+def system_cuda_serves(have: Version, built: Version, tf: Version, kb: KnowledgeBase) -> bool:
     """Does a system CUDA toolkit ``have`` provide the libraries pip's TensorFlow ``tf`` (built with CUDA ``built``)
-    loads? The same major.minor always; any minor of the same major from TF 2.5 on (CUDA 11 sonames)."""
+    loads? The same major.minor always; any minor of the same major where both rules of compat/rules.toml hold:
+    `cuda-libraries-per-major` (CUDA 11+ sonames carry the major only) and `system-cuda-any-minor` (TF 2.5+;
+    2.4 loads libcusolver.so.10, which only CUDA 11.0 ships)."""
     if have.major != built.major:
         return False
-    return have.minor == built.minor or _any_minor_serves(built, tf)
+    return have.minor == built.minor or _any_minor_serves(built, tf, kb)
 
 
-def _any_minor_serves(built: Version, tf: Version) -> bool:
-    return built.major >= 11 and tf >= SYSTEM_CUDA_ANY_MINOR_FROM
+def _any_minor_serves(built: Version, tf: Version, kb: KnowledgeBase) -> bool:
+    return kb.rule("cuda-libraries-per-major").holds(built) and kb.rule("system-cuda-any-minor").holds(tf)
 
 
-def _system_cuda_matches(m: Machine, cuda: str, tf: Version) -> dict[str, Any] | None:
+def system_cuda_installed(m: Machine, cuda: str, tf: Version, kb: KnowledgeBase) -> bool:
+    """Is a system CUDA toolkit installed that serves pip's TensorFlow ``tf``, built with CUDA ``cuda``?"""
     want = _v(normalize_cuda(cuda))
-    for t in m.toolkits:
-        have = _v(t.get("version"))
-        if have is not None and want is not None and system_cuda_serves(have, want, tf):
-            return t
-    return None
+    return want is not None and any(
+        have is not None and system_cuda_serves(have, want, tf, kb) for have in (_v(t.get("version")) for t in m.toolkits))
 
 
-def _system_cudnn_matches(m: Machine, cudnn: str) -> dict[str, Any] | None:
+def system_cudnn_installed(m: Machine, cudnn: str) -> bool:
+    """Is a system cuDNN installed of ``cudnn``'s major version with at least its minor?"""
     want = _v(cudnn)
-    for c in m.cudnns:
-        have = _v(c.get("version"))
-        if have is not None and want is not None and have.major == want.major and have.release >= want.release[:2]:
-            return c
-    return None
+    return want is not None and any(
+        have is not None and have.major == want.major and have.release >= want.release[:2]
+        for have in (_v(c.get("version")) for c in m.cudnns))
 
 
 def _driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bool) -> tuple[list[Finding], list[Finding]]:
@@ -582,7 +602,8 @@ def _driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bo
     mc = kb.minor_compat(want.major)
     mc_floor = mc.min_driver(os_key) if mc else None
     upgrade = f"upgrade the NVIDIA driver to >= {floor}" if floor else f"upgrade the NVIDIA driver to one supporting CUDA {want}"
-    if want.major >= 11 and have.major == want.major and mc_floor is not None and m.driver >= mc_floor:
+    # minor-version compatibility exists for the majors compat/cuda.toml has a row for (CUDA 11 onwards)
+    if have.major == want.major and mc_floor is not None and m.driver >= mc_floor:
         if needs_ptx_jit:
             blockers.append(Finding(
                 "driver.cuda",
@@ -844,8 +865,13 @@ def recipe_conda_package(recipe: Recipe) -> tuple[str, str] | None:
 
 
 def last_windows_gpu_series(kb: KnowledgeBase) -> str:
-    """The last series with a native-Windows GPU build (2.10), from the tested build configurations."""
-    return kb.series("windows")[0] if kb.series("windows") else "2.10"
+    """The last series with a native-Windows GPU build (2.10), from the tested build configurations (compat/
+    tensorflow.toml's Windows GPU rows, which the knowledge base must have)."""
+    series = kb.series("windows")
+    if not series:
+        msg = "compat/tensorflow.toml has no Windows GPU build rows"
+        raise DataError(msg, hint="reinstall tfgpu: python3 -m pip install --force-reinstall tfgpu")
+    return series[0]
 
 
 def _after_windows_gpu(kb: KnowledgeBase, v: Version) -> bool:
@@ -869,7 +895,7 @@ def _recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) ->
 def judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str = "auto",
                   machine: Machine | None = None) -> TargetVerdict:
     """The verdict for one exact release on this machine, its fixes naming what runs here."""
-    m = machine or Machine.from_facts(facts)
+    m = machine or Machine.from_facts(facts, kb)
     tv = _judge_release(facts, kb, v, backend=backend, machine=m)
     return runnable_fixes(tv) if m.conda is None else tv
 
@@ -890,7 +916,7 @@ def runnable_fixes(tv: TargetVerdict) -> TargetVerdict:
 
 def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str = "auto",
                    machine: Machine | None = None) -> TargetVerdict:
-    m = machine or Machine.from_facts(facts)
+    m = machine or Machine.from_facts(facts, kb)
     os = m.os or "linux"
     blockers: list[Finding] = []
     caveats: list[Finding] = []
@@ -1061,9 +1087,9 @@ def _system_library_findings(
     unknown: list[Finding] = []
     cuda_n = normalize_cuda(cuda)
     so = "cudart64_" + cuda_n.replace(".", "") + ".dll" if m.os == "windows" else f"libcudart.so.{cuda_n}"
-    if version(cuda_n) >= _CUDA_11 and m.os != "windows":
-        so = f"libcudart.so.{version(cuda_n).major}.0"  # CUDA 11+ sonames carry the major only
-    wanted = f"{version(cuda_n).major}.x" if _any_minor_serves(version(cuda_n), v) else cuda_n
+    if kb.rule("cuda-libraries-per-major").holds(cuda_n) and m.os != "windows":
+        so = f"libcudart.so.{version(cuda_n).major}.0"  # CUDA 11's sonames carry the major only (compat/rules.toml)
+    wanted = f"{version(cuda_n).major}.x" if _any_minor_serves(version(cuda_n), v, kb) else cuda_n
     if not m.toolkits_known:
         unknown.append(Finding(
             "cuda.system_toolkit",
@@ -1071,7 +1097,7 @@ def _system_library_findings(
             "toolkits are installed",
             fix=f"check that CUDA {wanted} is installed, or use the conda backend: tfgpu create --tf {v} --backend conda",
         ))
-    elif _system_cuda_matches(m, cuda, v) is None:
+    elif not system_cuda_installed(m, cuda, v, kb):
         have = ", ".join(str(t.get("version")) for t in m.toolkits) or "none"
         out.append(Finding(
             "cuda.system_toolkit",
@@ -1085,7 +1111,7 @@ def _system_library_findings(
             f"pip's {kb.gpu_dist(v)} {v} loads the system cuDNN {cudnn}; the facts do not say which cuDNN is installed",
             fix=f"check that cuDNN {cudnn} is installed, or use the conda backend: tfgpu create --tf {v} --backend conda",
         ))
-    elif _system_cudnn_matches(m, cudnn) is None:
+    elif not system_cudnn_installed(m, cudnn):
         have = ", ".join(str(c.get("version")) for c in m.cudnns) or "none"
         out.append(Finding(
             "cudnn.system",
@@ -1111,7 +1137,7 @@ def resolve_version(kb: KnowledgeBase, tf: str, m: Machine) -> Version:
 def judge_requested(facts: Facts, kb: KnowledgeBase, tf: str, *, backend: str = "auto",
                     machine: Machine | None = None) -> TargetVerdict:
     """A release is judged as is; a series ("2.2") by its newest release that can work here."""
-    m = machine or Machine.from_facts(facts)
+    m = machine or Machine.from_facts(facts, kb)
     v = resolve_version(kb, tf, m)
     if len(tf.strip().split(".")) == 2:
         releases = kb.gpu_versions_in(series_of(v), m.tf_os) or kb.gpu_versions_in(series_of(v), "linux")
@@ -1120,28 +1146,27 @@ def judge_requested(facts: Facts, kb: KnowledgeBase, tf: str, *, backend: str = 
 
 
 def resolve_latest(facts: Facts, kb: KnowledgeBase, *, backend: str = "auto",
-                   machine: Machine | None = None) -> tuple[str, dict[str, Any] | None]:
+                   machine: Machine | None = None) -> tuple[str, Recommendation | None]:
     """What ``latest`` means, everywhere (doctor, plan, create, lock): the release the doctor recommends here,
     and that recommendation; when nothing will use a GPU, the newest GPU series and None (its verdict says why)."""
-    m = machine or Machine.from_facts(facts)
+    m = machine or Machine.from_facts(facts, kb)
     rec = recommend(facts, kb, judge_series(facts, kb, backend=backend, machine=m), m)
-    return (str(rec["tf"]), rec) if rec else (kb.series(m.tf_os)[0], None)
+    return (rec.tf, rec) if rec else (kb.series(m.tf_os)[0], None)
 
 
-def judge_target(facts: Facts, kb: KnowledgeBase, tf: str, *, backend: str = "auto") -> dict[str, Any]:
-    """A release, a series or ``latest`` -> the target's verdict as a JSON-ready dict."""
-    m = Machine.from_facts(facts)
+def judge_target(facts: Facts, kb: KnowledgeBase, tf: str, *, backend: str = "auto") -> TargetVerdict:
+    """A release, a series or ``latest`` -> the target's verdict; ``requested`` is the release or series
+    judged (``latest`` resolved)."""
+    m = Machine.from_facts(facts, kb)
     if tf == "latest":
         tf, _ = resolve_latest(facts, kb, backend=backend, machine=m)
-    out = judge_requested(facts, kb, tf, backend=backend, machine=m).to_json()
-    out["requested"] = tf
-    return out
+    return replace(judge_requested(facts, kb, tf, backend=backend, machine=m), requested=tf)
 
 
 def judge_series(facts: Facts, kb: KnowledgeBase, *, backend: str = "auto",
                  machine: Machine | None = None) -> list[TargetVerdict]:
     """A verdict for the newest release of every 2.x series and the last 1.x, newest first."""
-    m = machine or Machine.from_facts(facts)
+    m = machine or Machine.from_facts(facts, kb)
     out = []
     last_1x_done = False
     for series in kb.series(m.tf_os):
@@ -1200,10 +1225,10 @@ def create_command(tv: TargetVerdict, machine: Machine | None = None) -> str:
 
 
 def recommend(facts: Facts, kb: KnowledgeBase, verdicts: list[TargetVerdict] | None = None,
-              machine: Machine | None = None) -> dict[str, Any] | None:
+              machine: Machine | None = None) -> Recommendation | None:
     """The newest release that will use the GPU here: ready first, else the newest with caveats."""
     verdicts = verdicts if verdicts is not None else judge_series(facts, kb)
-    machine = machine or Machine.from_facts(facts)
+    machine = machine or Machine.from_facts(facts, kb)
     for wanted in (READY, CAVEATS):
         for tv in verdicts:
             if tv.verdict == wanted:
@@ -1223,39 +1248,37 @@ def no_gpu_reasons(verdicts: Iterable[TargetVerdict]) -> list[str]:
     return list(dict.fromkeys(b.summary for t in items for b in t.blockers if b.check in MACHINE_BLOCKERS))
 
 
-def cpu_recommendation(kb: KnowledgeBase, machine: Machine, reasons: Sequence[str] = ()) -> dict[str, Any] | None:
+def cpu_recommendation(kb: KnowledgeBase, machine: Machine, reasons: Sequence[str] = ()) -> Recommendation | None:
     """The CPU route: the newest release as a CPU-only environment (`tfgpu create --tf X --cpu`)."""
     series = kb.series("linux")  # the CPU builds follow the releases, not any OS's GPU builds
     if not series:
         return None
     tf = series[0]
-    return {"tf": tf, "backend": "cpu", "recipe": "cpu", "recipe_id": "cpu", "verdict": "cpu",
-            "command": f"tfgpu create --tf {tf} --cpu", "why": "; ".join(reasons)}
+    return Recommendation(tf=tf, backend="cpu", recipe="cpu", recipe_id="cpu", verdict="cpu",
+                          command=f"tfgpu create --tf {tf} --cpu", why="; ".join(reasons))
 
 
 def recommend_instead(facts: Facts, kb: KnowledgeBase, blocked_tf: str,
-                      machine: Machine | None = None) -> dict[str, Any] | None:
+                      machine: Machine | None = None) -> Recommendation | None:
     """For a blocked --tf target: the best release that works here, else (no usable GPU) the CPU route."""
-    machine = machine or Machine.from_facts(facts)
+    machine = machine or Machine.from_facts(facts, kb)
     verdicts = judge_series(facts, kb, machine=machine)
     rec = recommend(facts, kb, verdicts, machine)
     if rec is None:
         rec = cpu_recommendation(kb, machine, no_gpu_reasons(verdicts))
-    if rec is not None:
-        rec = {**rec, "instead_of": blocked_tf}
-    return rec
+    return None if rec is None else replace(rec, instead_of=blocked_tf)
 
 
-def _recommendation(tv: TargetVerdict, machine: Machine | None = None) -> dict[str, Any]:
-    return {"tf": tv.tf, "backend": tv.backend, "recipe": tv.recipe, "recipe_id": tv.recipe_id or tv.recipe,
-            "verdict": tv.verdict, "command": create_command(tv, machine)}
+def _recommendation(tv: TargetVerdict, machine: Machine | None = None) -> Recommendation:
+    return Recommendation(tf=tv.tf, backend=tv.backend, recipe=tv.recipe, recipe_id=tv.recipe_id or tv.recipe,
+                          verdict=tv.verdict, command=create_command(tv, machine))
 
 
 @record(frozen=False)
 class DoctorResult:
     checks: list[Check]
     targets: list[TargetVerdict]
-    recommendation: dict[str, Any] | None
+    recommendation: Recommendation | None
     target_requested: str | None = None
     notes: list[str] = field(default_factory=list)
     machine: Machine | None = None  # what the verdicts were judged on
@@ -1278,7 +1301,7 @@ class DoctorResult:
 
 def diagnose(facts: Facts, kb: KnowledgeBase, *, tf: str | None = None, backend: str = "auto") -> DoctorResult:
     """Everything `tfgpu doctor` says, as data."""
-    m = Machine.from_facts(facts)
+    m = Machine.from_facts(facts, kb)
     checks = machine_checks(m, kb)
     if tf is None:
         targets = judge_series(facts, kb, backend=backend, machine=m)
@@ -1297,6 +1320,6 @@ def diagnose(facts: Facts, kb: KnowledgeBase, *, tf: str | None = None, backend:
     # blocked: the best release that works here instead, with one line on why this one does not
     rec = recommend_instead(facts, kb, target.tf, m)
     if rec is not None and target.blockers:
-        rec["why_not"] = re.sub(r"^\[[^\]]*\] ", "", target.blockers[0].summary)  # without the "[pip: recipe]" tag
+        rec = replace(rec, why_not=re.sub(r"^\[[^\]]*\] ", "", target.blockers[0].summary))  # without the "[pip: recipe]" tag
     no_gpu = no_gpu_reasons([target])
     return DoctorResult(checks, [target], rec, target_requested=tf, machine=m, no_gpu=no_gpu)

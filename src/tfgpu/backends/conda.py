@@ -94,7 +94,7 @@ def rattler_create_steps(
     if "driver" in facts:  # the facts know the driver: the engine child does not probe the machine again
         from tfgpu.verdict import Machine
 
-        m = Machine.from_facts(as_facts(facts))
+        m = Machine.from_facts(as_facts(facts), kb)
         known = m.driver_cuda_version(kb) if m.driver is not None else None
         argv += ["--driver-cuda", str(known) if known else "none"]
     if cuda:

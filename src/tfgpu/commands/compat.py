@@ -22,17 +22,16 @@ def compat(
 
     Exit 0 with an answer; 1 when nothing matches (or --driver runs none of the rows); 2 on a bad value.
     """
-    import json
 
-    from tfgpu import compat_query
+    from tfgpu import compat_query, output
     from tfgpu.knowledge import load_kb
 
     query = compat_query.Query(os=os_name, tf=tf, cuda=cuda, driver=driver, python=python)
     doc = compat_query.compat_document(load_kb(), query)
     if json_out:
-        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        output.write_json(doc, ensure_ascii=False)
     else:
-        compat_query.render_human(doc, sys.stdout, color=None if sys.stdout.isatty() else False)
+        compat_query.render_human(doc, sys.stdout)
     return compat_query.exit_code(doc)
 
 

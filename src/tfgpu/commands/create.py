@@ -72,17 +72,25 @@ def _create_container(*, tf: str | None, from_lock: str | None, backend: str, im
         if not sys.stdin.isatty():
             msg = "create needs confirmation and there is no terminal to ask on"
             raise UsageError(msg, hint="pass --yes")
-        return bool(typer.confirm(question, default=True))
+        from tfgpu import output
+
+        return output.confirm(question, default=True)
 
     return run_container_create(tf=tf, backend=backend, image=image, name=name, facts=facts,
                                 dry_run=dry_run, yes=yes, no_smoke=no_smoke, allow_cpu=allow_cpu,
-                                timeout=check_timeout(timeout), out=typer.echo, err=_err, confirm=confirm)
+                                timeout=check_timeout(timeout), out=_say, err=_err, confirm=confirm)
+
+
+def _say(text: str) -> None:
+    from tfgpu import output
+
+    output.say(text)
 
 
 def _err(text: str) -> None:
-    from tfgpu.errors import stderr_line
+    from tfgpu import output
 
-    stderr_line(text)
+    output.note(text)
 
 
 def run_create(
@@ -101,9 +109,9 @@ def run_create(
 
     timeout = check_timeout(timeout)
     if from_lock is not None:  # a bad lockfile is exit 2 before the machine is probed
-        from tfgpu.backends.lock import read_lock_info
+        from tfgpu.lockfiles import read_lock
 
-        read_lock_info(from_lock)
+        read_lock(from_lock)
     refuse_foreign_prefix(prefix, force)  # a directory tfgpu did not make is refused before anything else
     request = CreateRequest(
         tf=tf, facts=_facts(facts_file, driver, gpu_cc, os_name), backend=backend, name=name, prefix=prefix,
@@ -126,7 +134,7 @@ class _CreateRenderer:
         _err(text)
 
     def say(self, text: str) -> None:
-        typer.echo(text)
+        _say(text)
 
     def planned(self, plan: Any) -> None:
         _print_plan(plan)
@@ -140,18 +148,20 @@ class _CreateRenderer:
             msg = "create needs confirmation and there is no terminal to ask on"
             raise UsageError(msg, hint="pass --yes")
         question = f"Replace {plan.prefix} ({replacing})?" if replacing else f"Create {plan.prefix}?"
-        if not typer.confirm(question, default=not replacing):
-            typer.echo("cancelled")
+        from tfgpu import output
+
+        if not output.confirm(question, default=not replacing):
+            output.say("cancelled")
             return False
         return True
 
     def building(self, plan: Any) -> Any:
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-        from tfgpu.safety import safe_console
+        from tfgpu import output
 
-        self.console = safe_console(stderr=True, highlight=False)
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+        self.console = output.console(err=True)
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(),
                                  console=self.console, transient=False, disable=not self.console.is_terminal)
         self.task = self.progress.add_task("starting", total=len(plan.steps))
         return self.progress

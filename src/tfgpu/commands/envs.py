@@ -9,37 +9,33 @@ import typer
 
 
 def _err(text: str) -> None:
-    from tfgpu.errors import stderr_line
+    from tfgpu import output
 
-    stderr_line(text)
+    output.note(text)
 
 
 def envs_cmd(json_out: bool = typer.Option(False, "--json", help="A JSON document.")) -> int:
     """List the environments tfgpu made, with their TensorFlow and last smoke result, and any directory a
     killed `tfgpu create` left behind (with the command that puts it right)."""
-    import json
-
-    from tfgpu import registry
+    from tfgpu import output, registry
     from tfgpu.userenv import CONTAINER_BACKENDS
 
     items = [dict(e, missing=e.get("backend") not in CONTAINER_BACKENDS and not Path(str(e.get("prefix"))).is_dir())
              for e in registry.load()]
     stranded = registry.stranded()
     if json_out:
-        typer.echo(json.dumps({"schema": registry.REGISTRY_SCHEMA, "envs": items, "stranded": [
+        output.write_json({"schema": registry.REGISTRY_SCHEMA, "envs": items, "stranded": [
             {"path": str(s.path), "prefix": str(s.prefix), "kind": s.kind, "pid": s.pid, "command": s.command()}
-            for s in stranded]}, indent=2))
+            for s in stranded]})
         return 0
     for s in stranded:
         what = "the previous environment of" if s.kind == "old" else "a half-made or half-deleted copy of"
         _err(f"tfgpu: warning: {s.path} is {what} {s.prefix}, left by a killed create (pid {s.pid}); "
              f"`tfgpu create --force` or `tfgpu remove` on it puts it right, or by hand: {s.command()}")
     if not items:
-        typer.echo("no environments yet: `tfgpu doctor` recommends one to create")
+        output.say("no environments yet: `tfgpu doctor` recommends one to create")
         return 0
     from rich.table import Table
-
-    from tfgpu.safety import safe_console
 
     table = Table("name", "TensorFlow", "backend", "python", "smoke", "prefix")
     for e in items:
@@ -48,7 +44,7 @@ def envs_cmd(json_out: bool = typer.Option(False, "--json", help="A JSON documen
         table.add_row(str(e.get("name") or ""), str(e.get("tf")), f"{e.get('tool')} ({e.get('backend')})",
                       str(e.get("python")), mark, str(e.get("prefix")) + ("  (missing: the directory is gone)"
                                                                            if e["missing"] else ""))
-    safe_console(highlight=False, soft_wrap=True).print(table)
+    output.console().print(table)
     gone = [str(e.get("name") or e.get("prefix")) for e in items if e["missing"]]
     if gone:
         _err(f"tfgpu: {len(gone)} environment(s) whose directory is gone; `tfgpu remove {gone[0]}` forgets "
@@ -61,7 +57,7 @@ def remove_cmd(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
 ) -> int:
     """Delete an environment tfgpu made (only those in its registry)."""
-    from tfgpu import registry
+    from tfgpu import output, registry
     from tfgpu.errors import UsageError
 
     entry = registry.find(name)
@@ -72,18 +68,18 @@ def remove_cmd(
 
     if entry.get("backend") not in CONTAINER_BACKENDS and not Path(str(entry["prefix"])).exists():
         registry.remove(name)  # nothing on disk to lose: no confirmation needed
-        typer.echo(f"forgot the registry entry of {entry.get('name') or entry['prefix']}; nothing was on disk "
+        output.say(f"forgot the registry entry of {entry.get('name') or entry['prefix']}; nothing was on disk "
                    f"({entry['prefix']} was already gone)")
         return 0
     if not yes:
         if not sys.stdin.isatty():
             msg = "remove needs confirmation and there is no terminal to ask on"
             raise UsageError(msg, hint="pass --yes")
-        if not typer.confirm(f"Delete {entry['prefix']} (TensorFlow {entry.get('tf')})?", default=False):
-            typer.echo("cancelled")
+        if not output.confirm(f"Delete {entry['prefix']} (TensorFlow {entry.get('tf')})?", default=False):
+            output.say("cancelled")
             return 1
     registry.remove(name)
-    typer.echo(f"removed {entry['prefix']}")
+    output.say(f"removed {entry['prefix']}")
     return 0
 
 

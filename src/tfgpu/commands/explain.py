@@ -10,7 +10,7 @@ import typer
 from tfgpu.options import overrides, typer_option
 
 if TYPE_CHECKING:
-    from tfgpu.explain import Finding
+    from tfgpu.explain import LogFinding
 
 
 def explain(
@@ -50,7 +50,6 @@ def machine_facts(facts_file: str | None, *, probe: bool, overrides: dict[str, s
 
 def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, probe: bool = True,
                 redact_out: bool = False, overrides: dict[str, str | None] | None = None) -> int:
-    import json
     import sys
 
     from tfgpu._record import replace
@@ -79,50 +78,51 @@ def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, 
                                           meaning=clean(f.meaning), key=clean(f.key)) for f in report.findings),
         )
     if json_out:
-        typer.echo(json.dumps(report.to_json(), indent=2))
+        from tfgpu import output
+
+        output.write_json(report.to_json())
         return 0
     render_findings(report.findings, notes=report.notes, title=f"tfgpu explain: {report.name}")
     return 0
 
 
-def render_findings(findings: Iterable[Finding], *, notes: Iterable[str] = (), title: str | None = None) -> None:
+def render_findings(findings: Iterable[LogFinding], *, notes: Iterable[str] = (), title: str | None = None) -> None:
     """A rich table of findings, most important first; harmless ones summarised in one line."""
-    from rich.markup import escape
     from rich.table import Table
 
+    from tfgpu import output
     from tfgpu.explain import summarize_harmless
-    from tfgpu.safety import safe_console
 
     items = list(findings)
-    console = safe_console(soft_wrap=False)
+    console = output.console(soft_wrap=False)
     serious = [f for f in items if not f.harmless]
     if title:
-        console.print(f"[bold]{title}[/bold]")
+        console.print(output.line((title, "bold")))
     if not serious:
-        console.print("No known problem found in this log." if not items else "No problem: only harmless lines.")
+        console.print(output.line("No known problem found in this log." if not items
+                                  else "No problem: only harmless lines."))
     else:
         table = Table(expand=False)
         table.add_column("#", justify="right", no_wrap=True)
         table.add_column("", no_wrap=True)
         table.add_column("line", justify="right", no_wrap=True)
         table.add_column("problem")
-        marks = {"fatal": "[red]✗[/red]", "error": "[red]✗[/red]", "warning": "[yellow]![/yellow]",
-                 "info": "[blue]i[/blue]"}
+        marks = {"fatal": ("✗", "red"), "error": ("✗", "red"), "warning": ("!", "yellow"), "info": ("i", "blue")}
         for n, f in enumerate(serious, 1):
             times = f" (×{f.count})" if f.count > 1 else ""
-            table.add_row(str(n), marks.get(f.severity, "?"), str(f.line),
-                          f"[bold]{f.id}[/bold]{times}: {f.meaning}")
+            table.add_row(str(n), output.line(marks.get(f.severity, "?")), str(f.line),
+                          output.line((f.id, "bold"), f"{times}: {f.meaning}"))
         console.print(table)
         for n, f in enumerate(serious, 1):
-            console.print(f"[bold]{n}. {f.id}[/bold] (line {f.line}: [dim]{escape(f.text[:160])}[/dim])")
-            console.print(f"   cause: {escape(f.cause)}")
-            console.print(f"   [green]fix:[/green] {escape(f.fix)}")
-            console.print(f"   [dim]source: {escape(f.source)}[/dim]")
+            console.print(output.line((f"{n}. {f.id}", "bold"), f" (line {f.line}: ", (f.text[:160], "dim"), ")"))
+            console.print(output.line(f"   cause: {f.cause}"))
+            console.print(output.line("   ", ("fix:", "green"), f" {f.fix}"))
+            console.print(output.line((f"   source: {f.source}", "dim")))
     harmless = summarize_harmless(items)
     if harmless:
-        console.print(f"[dim]{harmless}[/dim]")
+        console.print(output.line((harmless, "dim")))
     for note in notes:
-        console.print(f"[dim]note: {escape(note)}[/dim]")
+        console.print(output.line((f"note: {note}", "dim")))
 
 
 def register(app: typer.Typer) -> None:

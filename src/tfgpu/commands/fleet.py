@@ -31,8 +31,8 @@ def merge(
 
     Exit 0 report produced; 1 with --tf when X is not usable on every node; 2 on bad input (the other
     reports are still merged)."""
-    import json
 
+    from tfgpu import output
     from tfgpu.fleet import merge as fleet_merge
     from tfgpu.fleet import render
     from tfgpu.knowledge import load_kb
@@ -42,9 +42,9 @@ def merge(
     if html_path is not None:
         _write_text(html_path, render.render_html(doc))
     if json_out:
-        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        output.write_json(doc, ensure_ascii=False)
     else:
-        render.render_human(doc, sys.stdout, color=None if sys.stdout.isatty() else False)
+        render.render_human(doc, sys.stdout)
     if doc["problems"] and json_out:
         from tfgpu.errors import error_line
 
@@ -70,7 +70,7 @@ def _html_target(path: str) -> Path:
 def _write_text(p: Path, text: str) -> None:
     """Write a new file under an unpredictable name beside the target and rename it over (never through
     a link planted there); the lockfile writer's mechanism."""
-    from tfgpu.lockfile import write_atomic
+    from tfgpu.lockfiles import write_atomic
 
     write_atomic(p, text)
 
@@ -88,9 +88,10 @@ def slurm(
 ) -> int:
     """Print an sbatch script: `tfgpu doctor --json --redact` once per node (srun --ntasks-per-node=1),
     one report per node in a directory, then `tfgpu fleet merge` over it."""
+    from tfgpu import output
     from tfgpu.fleet.engines import slurm_script
 
-    sys.stdout.write(slurm_script(nodes=nodes, nodelist=nodelist, partition=partition, tf=tf, gres=gres, time=time))
+    output.write_document(slurm_script(nodes=nodes, nodelist=nodelist, partition=partition, tf=tf, gres=gres, time=time))
     return 0
 
 
@@ -103,9 +104,10 @@ def k8s(
 ) -> int:
     """Print a Kubernetes manifest: a DaemonSet on every GPU node that prints its doctor report, and the
     kubectl commands that collect the reports into `tfgpu fleet merge`."""
+    from tfgpu import output
     from tfgpu.fleet.engines import k8s_manifest
 
-    sys.stdout.write(k8s_manifest(namespace=namespace, image=image, tf=tf))
+    output.write_document(k8s_manifest(namespace=namespace, image=image, tf=tf))
     return 0
 
 
@@ -115,9 +117,10 @@ def ansible(
     tf: Optional[str] = typer.Option(None, "--tf", help=TF_HELP + " The play fails unless usable on every host."),
 ) -> int:
     """Print an Ansible playbook: the doctor on every host over SSH, the reports merged on the controller."""
+    from tfgpu import output
     from tfgpu.fleet.engines import ansible_playbook
 
-    sys.stdout.write(ansible_playbook(hosts=hosts, tf=tf))
+    output.write_document(ansible_playbook(hosts=hosts, tf=tf))
     return 0
 
 

@@ -22,8 +22,6 @@ def lint(
 
 
 def run_lint(files: list[str], *, json_out: bool = False, facts_file: str | None = None, strict: bool = False) -> int:
-    import json
-    import sys
 
     from tfgpu.knowledge import load_kb
     from tfgpu.lint import exit_code, lint_paths
@@ -41,21 +39,22 @@ def run_lint(files: list[str], *, json_out: bool = False, facts_file: str | None
     code = exit_code(doc, strict=strict)
     doc["exit_code"] = code
     if json_out:
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        from tfgpu import output
+
+        output.write_json(doc)
     else:
         render(doc)
     return code
 
 
 def render(doc: dict[str, Any]) -> None:
-    import sys
 
     from rich.text import Text
 
+    from tfgpu import output
     from tfgpu.report import MARKS, STYLES
-    from tfgpu.safety import safe_console
 
-    console = safe_console(file=sys.stdout, highlight=False, no_color=not sys.stdout.isatty(), soft_wrap=False, width=100)
+    console = output.console(soft_wrap=False, width=100)
     host = doc.get("host") or {}
     console.print(Text(f"host driver: {host.get('driver') or 'none known'}", style="dim"))
     for f in doc["files"]:

@@ -64,7 +64,9 @@ def run_lock(
     if backend not in ("auto", "rattler", "conda", "pip"):
         msg = f"unknown --backend {backend!r}"
         raise UsageError(msg, hint="use auto, rattler, conda or pip")
-    from tfgpu import lockfile, locking
+    from tfgpu import lock as locking
+    from tfgpu import lockfiles
+    from tfgpu import output as ui  # `output` is the lockfile option here
     from tfgpu.backends.config import load_config
     from tfgpu.backends.detect import detect_tools
     from tfgpu.knowledge import load_kb
@@ -82,39 +84,39 @@ def run_lock(
         backend = "pip" if first.kind == "pip" else "rattler"
         pip_target = first if first.kind == "pip" else None
         kind_text = "hashed pip requirements" if first.kind == "pip" else "conda-lock's format"
-        typer.echo(f"# --backend auto: recipe {first.recipe} ({kind_text})", err=True)
+        ui.note(f"# --backend auto: recipe {first.recipe} ({kind_text})")
     out = output or Path("requirements.lock.txt" if backend == "pip" else "conda-lock.yml")
     if (out.exists() or out.is_symlink()) and not force:
         msg = f"{out} already exists"
         raise UsageError(msg, hint="pass --force to overwrite it, or choose another file with -o")
     for n in resolve_notes:
-        typer.echo(f"# {n}", err=True)
-    lockfile.check_output(out)  # before solving: a device node, a missing or read-only directory
+        ui.note(f"# {n}")
+    lockfiles.check_output(out)  # before solving: a device node, a missing or read-only directory
     if backend == "pip":
         if len(platforms) != 1:
             msg = "--backend pip locks one platform per requirements file"
             raise UsageError(msg, hint="run tfgpu lock once per --platform with its own -o")
         notes = locking.lock_pip(kb, tf, platforms[0], out, python=python, facts=facts, tools=tools,
-                                  target=pip_target)
+                                  target=pip_target, echo=ui.note)
     else:
         if backend == "conda":
             # Handing the solve to an installed conda-lock is not implemented yet: the embedded engine
             # solves and writes the same format.
-            typer.echo("# --backend conda: a conda recipe, solved with tfgpu's embedded engine (rattler) and "
-                       "written in conda-lock's format; no conda, mamba or conda-lock is run", err=True)
+            ui.note("# --backend conda: a conda recipe, solved with tfgpu's embedded engine (rattler) and "
+                        "written in conda-lock's format; no conda, mamba or conda-lock is run")
         if not channels and config.channels:  # --channel beats the config file, which beats the recipe's channels
             channels = tuple(config.channels)
-            typer.echo(f"# channels from {config.path}: {', '.join(channels)}", err=True)
+            ui.note(f"# channels from {config.path}: {', '.join(channels)}")
         req = locking.LockRequest(tf=tf, platforms=platforms, channels=channels, python=python,
                                    virtual_packages=virtual_packages, facts=facts, tools=tools,
                                    prefer=config.prefer)
         lock_, notes = locking.lock_conda(kb, req, cache_dir=cache_dir)
-        lockfile.write_lockfile(lock_, out, force=force)
+        lockfiles.write_lockfile(lock_, out, force=force)
         counts = ", ".join(f"{p}: {len(lock_.for_platform(p))}" for p in lock_.platforms)
         notes.append(f"packages per platform: {counts}")
     for n in notes:
-        typer.echo(f"# {n}")
-    typer.echo(f"wrote {out}")
+        ui.say(f"# {n}")
+    ui.say(f"wrote {out}")
     return 0
 
 

@@ -4,7 +4,6 @@ The helpers every environment-building command shares (the facts, the plan's tex
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Optional  # typer needs Optional at runtime on 3.9
 
 import typer
@@ -42,44 +41,33 @@ def _facts(facts_file: str | None, driver: str | None = None, gpu_cc: str | None
 
 
 def _print_plan(plan: Any) -> None:
-    """The plan as text. Plain writes with a few ANSI styles on a terminal (NO_COLOR honoured) rather
-    than rich: importing rich for ten lines was ~45 ms of `tfgpu plan`."""
-    import os
-
-    from tfgpu._termtext import terminal_safe
+    """The plan as human text (tfgpu.output: styles on a terminal only, every value terminal-safe)."""
+    from tfgpu import output
     from tfgpu.run import quote
 
-    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-
-    def style(text: str, code: str) -> str:
-        return f"\x1b[{code}m{text}\x1b[0m" if color else text
-
-    def t(value: object) -> str:  # every value may come from a facts file, a lock or an option
-        return terminal_safe(str(value), keep_newlines=False)
-
-    bold, dim, yellow = "1", "2", "33"
-    lines = [f"{style(f'TensorFlow {t(plan.tf)}', bold)} with {style(t(plan.tool), bold)} ({t(plan.backend)}), "
-             f"recipe {t(plan.recipe_id)}",
-             f"  why this backend: {t(plan.backend_reason)}",
-             f"  environment: {t(plan.prefix)}  (Python {t(plan.python)})"]
+    lines: list[tuple[output.Piece, ...]] = [
+        ((f"TensorFlow {plan.tf}", "bold"), " with ", (str(plan.tool), "bold"),
+         f" ({plan.backend}), recipe {plan.recipe_id}"),
+        (f"  why this backend: {plan.backend_reason}",),
+        (f"  environment: {plan.prefix}  (Python {plan.python})",)]
     for i, step in enumerate(plan.steps, 1):
-        lines.append(f"  {i}. {t(step.why)}")
+        lines.append((f"  {i}. {step.why}",))
         if step.kind == "run":
             env = " ".join(f"{k}={v}" for k, v in step.env)
-            lines.append(f"     {style('$', dim)} {t(env + ' ') if env else ''}{t(quote(step.argv))}")
+            lines.append(("     ", ("$", "dim"), f" {env + ' ' if env else ''}{quote(step.argv)}"))
         else:
-            lines.append(f"     {style('append to' if step.kind == 'append-file' else 'write', dim)} {t(step.path or '')}")
-    lines += [f"  activation sets {t(k)}={t(v)}" for k, v in plan.env_vars.items()]
-    lines += [f"  {style('note', yellow)}: {t(n)}" for n in plan.notes]
+            lines.append(("     ", ("append to" if step.kind == "append-file" else "write", "dim"),
+                          f" {step.path or ''}"))
+    lines += [(f"  activation sets {k}={v}",) for k, v in plan.env_vars.items()]
+    lines += [("  ", ("note", "yellow"), f": {n}") for n in plan.notes]
     if getattr(plan, "verdict", ""):
-        red, green = "31", "32"
-        colour = {"ready": green, "caveats": yellow, "blocked": red}.get(plan.verdict, bold)
-        lines.append(f"  verdict here: {style(plan.verdict.upper(), colour)}" + (" (CPU only)" if plan.cpu else ""))
-        lines += [f"  {style('✗', red)} {t(b.get('summary'))}" + (f" (fix: {t(b['fix'])})" if b.get("fix") else "")
+        colour = {"ready": "green", "caveats": "yellow", "blocked": "red"}.get(plan.verdict, "bold")
+        lines.append(("  verdict here: ", (plan.verdict.upper(), colour), " (CPU only)" if plan.cpu else ""))
+        lines += [("  ", ("✗", "red"), f" {b.get('summary')}" + (f" (fix: {b['fix']})" if b.get("fix") else ""))
                   for b in plan.blockers]
-        lines += [f"  {style('!', yellow)} {t(c.get('summary'))}" + (f" (handled: {t(c['mitigated_by'])})" if c.get("mitigated_by") else "")
-                  for c in plan.caveats]
-    sys.stdout.write("\n".join(lines) + "\n")
+        lines += [("  ", ("!", "yellow"), f" {c.get('summary')}"
+                   + (f" (handled: {c['mitigated_by']})" if c.get("mitigated_by") else "")) for c in plan.caveats]
+    output.lines(lines, one_line=True)  # one value per line: a newline in a value is shown escaped, not obeyed
 
 
 def plan_cmd(
@@ -110,8 +98,7 @@ def plan_cmd(
 ) -> int:
     """Print exactly what `tfgpu create` would run: argv, environment variables and why. Changes nothing.
     Exit 1 when the target is blocked here (unless --force or --cpu), as `tfgpu create` would refuse it."""
-    import json
-
+    from tfgpu import output
     from tfgpu.errors import UsageError
     from tfgpu.plan import render_environment_yml, render_sh
 
@@ -138,7 +125,7 @@ def plan_cmd(
             from tfgpu.containers import render_apptainer, render_dockerfile
 
             render = render_dockerfile if fmt == "dockerfile" else render_apptainer
-            typer.echo(render(plan.recipe_id, tf=plan.tf, requirements=requirements), nl=False)
+            output.write_document(render(plan.recipe_id, tf=plan.tf, requirements=requirements))
             return 0
         if fmt == "environment.yml":
             msg = "--format environment.yml is for conda environments"
@@ -147,9 +134,9 @@ def plan_cmd(
     if container:
         pass
     elif from_lock is not None:
-        from tfgpu.backends.lock import read_lock_info
+        from tfgpu.lockfiles import read_lock
 
-        read_lock_info(from_lock)  # a bad lockfile is exit 2 before the machine is probed
+        read_lock(from_lock)  # a bad lockfile is exit 2 before the machine is probed
         facts = _facts(facts_file, driver, gpu_cc, os_name)
         plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform,
                                facts=facts, find_links=find_links or [], index_url=index_url, offline=offline)
@@ -166,20 +153,20 @@ def plan_cmd(
         doc = plan.to_json()
         doc["tfgpu_version"] = __version__
         doc["data_version"] = data_version()
-        typer.echo(json.dumps(doc, indent=2))
+        output.write_json(doc)
     elif fmt == "sh":
         from tfgpu import __version__
 
-        typer.echo(render_sh(plan, header=f"generated by tfgpu {__version__}"), nl=False)
+        output.write_document(render_sh(plan, header=f"generated by tfgpu {__version__}"))
     elif fmt == "environment.yml":
-        typer.echo(render_environment_yml(plan), nl=False)
+        output.write_document(render_environment_yml(plan))
     else:
         _print_plan(plan)
     if plan.verdict == "blocked" and not (force or cpu):
         alt = _alternative(facts, plan)
-        sys.stderr.write(f"tfgpu: TensorFlow {plan.tf} is blocked here (see ✗ above); `tfgpu create` would refuse it"
-                         + (f"\n  instead: {alt}" if alt else "")
-                         + "\n  --force builds it anyway; --cpu plans a CPU-only environment\n")
+        output.note(f"tfgpu: TensorFlow {plan.tf} is blocked here (see ✗ above); `tfgpu create` would refuse it"
+                    + (f"\n  instead: {alt}" if alt else "")
+                    + "\n  --force builds it anyway; --cpu plans a CPU-only environment")
         return 1
     return 0
 
@@ -189,7 +176,7 @@ def _alternative(facts: dict[str, Any], plan: Any) -> str:
     from tfgpu.pipeline import alternative
 
     rec = alternative(facts, plan.tf)
-    return str(rec["command"]) if rec else ""
+    return rec.command if rec else ""
 
 
 def register(app: typer.Typer) -> None:

@@ -50,8 +50,7 @@ def run_smoke_command(
     facts_file: str | None = None,
     overrides: dict[str, str | None] | None = None,
 ) -> int:
-    import json
-
+    from tfgpu import output
     from tfgpu.commands.explain import machine_facts
     from tfgpu.safety import check_timeout
     from tfgpu.smoke.runner import resolve_python, run_smoke
@@ -62,25 +61,21 @@ def run_smoke_command(
         from tfgpu.backends.container import smoke_entry
 
         if not json_out:
-            typer.echo(f"tfgpu smoke: running the smoke test in {image.get('recipe')} with {image.get('backend')} "
-                       f"(timeout {timeout:g} s) ...", err=True)
+            output.note(f"tfgpu smoke: running the smoke test in {image.get('recipe')} with {image.get('backend')} "
+                        f"(timeout {timeout:g} s) ...")
         facts, _ = machine_facts(facts_file, probe=probe, overrides=overrides)
         report = smoke_entry(image, facts=facts, timeout=timeout, allow_cpu=allow_cpu, benchmark=benchmark,
-                             echo=None if json_out else (lambda line: typer.echo(line, err=True)))
-        if json_out:
-            typer.echo(json.dumps(report.to_json(allow_cpu=allow_cpu), indent=2))
-        else:
-            render_report(report, allow_cpu=allow_cpu)
-        return 0 if report.passed(allow_cpu) else 1
-    if prefix is None and name is None and python is None:  # the environment tfgpu made last, and say which
-        prefix, allow_cpu = _most_recent(allow_cpu, quiet=json_out)
-    exe = resolve_python(prefix=prefix, name=name, python=python)
-    if not json_out:
-        typer.echo(f"tfgpu smoke: running the smoke test with {exe} (timeout {timeout:g} s) ...", err=True)
-    facts, _ = machine_facts(facts_file, probe=probe, overrides=overrides)
-    report = run_smoke(exe, timeout=timeout, benchmark=benchmark, facts=facts)
+                             echo=None if json_out else output.note)
+    else:
+        if prefix is None and name is None and python is None:  # the environment tfgpu made last, and say which
+            prefix, allow_cpu = _most_recent(allow_cpu, quiet=json_out)
+        exe = resolve_python(prefix=prefix, name=name, python=python)
+        if not json_out:
+            output.note(f"tfgpu smoke: running the smoke test with {exe} (timeout {timeout:g} s) ...")
+        facts, _ = machine_facts(facts_file, probe=probe, overrides=overrides)
+        report = run_smoke(exe, timeout=timeout, benchmark=benchmark, facts=facts)
     if json_out:
-        typer.echo(json.dumps(report.to_json(allow_cpu=allow_cpu), indent=2))
+        output.write_json(report.to_json(allow_cpu=allow_cpu))
     else:
         render_report(report, allow_cpu=allow_cpu)
     return 0 if report.passed(allow_cpu) else 1
@@ -108,8 +103,10 @@ def _most_recent(allow_cpu: bool, *, quiet: bool) -> tuple[str, bool]:
         raise UsageError(msg, hint="pick one with --name NAME, --prefix DIR or --python EXE, "
                                    "or make one: tfgpu create --tf 2.21 --cpu")
     if not quiet:
-        typer.echo(f"tfgpu smoke: testing {entry.get('name') or entry['prefix']} ({entry['prefix']}), the environment "
-                   "tfgpu created last; --name, --prefix or --python picks another", err=True)
+        from tfgpu import output
+
+        output.note(f"tfgpu smoke: testing {entry.get('name') or entry['prefix']} ({entry['prefix']}), the environment "
+                    "tfgpu created last; --name, --prefix or --python picks another")
     return str(entry["prefix"]), allow_cpu or entry.get("recipe") == "cpu"
 
 
@@ -118,57 +115,56 @@ def _fmt_s(value: object) -> str:
 
 
 def render_report(report: SmokeReport, *, allow_cpu: bool = False) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
+    from tfgpu import output
     from tfgpu.commands.explain import render_findings
-    from tfgpu.safety import safe_console
 
-    console = safe_console(soft_wrap=False)
+    console = output.console(soft_wrap=False)
     bi = report.build_info
-    console.print(f"[bold]TensorFlow[/bold] {escape(str(report.tf_version or '-'))}"
-                  f"  python {escape(str(report.python_version or '?'))} ({escape(report.python)})")
+    console.print(output.line(("TensorFlow", "bold"), f" {report.tf_version or '-'}"
+                              f"  python {report.python_version or '?'} ({report.python})"))
     if bi:
         built = ", ".join(f"{k}={bi[k]}" for k in ("is_cuda_build", "cuda_version", "cudnn_version",
                                                      "cuda_compute_capabilities") if k in bi)
-        console.print(f"  build: {escape(built) or '-'}")
+        console.print(output.line(f"  build: {built or '-'}"))
     if report.tf_ok:
         gpus = ", ".join(str(g.get("name")) + (f" {g['details']}" if g.get("details") else "")
                          for g in report.gpus) or "none"
-        console.print(f"  GPUs TensorFlow sees: {escape(gpus)}")
+        console.print(output.line(f"  GPUs TensorFlow sees: {gpus}"))
     if report.ops:
         table = Table(expand=False)
         for col in ("op", "result", "device", "time", "error / reason"):
             table.add_column(col)
         for op in report.ops:
-            mark = {"pass": "[green]✓ pass[/green]" if op.on_gpu else "[yellow]! cpu[/yellow]",
-                    "fail": "[red]✗ fail[/red]", "skip": "[dim]- skip[/dim]"}.get(op.status, op.status)
+            mark = {"pass": ("✓ pass", "green") if op.on_gpu else ("! cpu", "yellow"),
+                    "fail": ("✗ fail", "red"), "skip": ("- skip", "dim")}.get(op.status, (op.status, ""))
             detail = op.error or op.reason or ""
-            table.add_row(op.name, mark, escape(op.device or "-"), _fmt_s(op.seconds),
-                          escape(detail.splitlines()[0][:160] if detail else ""))
+            table.add_row(output.line(op.name), output.line(mark), output.line(op.device or "-"),
+                          _fmt_s(op.seconds), output.line(detail.splitlines()[0][:160] if detail else ""))
         console.print(table)
     libs = report.libraries.get("loaded") or []
     if libs:
         names = ", ".join(str(lib.get("name")) for lib in libs if isinstance(lib, dict))
-        console.print(f"  CUDA libraries loaded: {escape(names)}")
+        console.print(output.line(f"  CUDA libraries loaded: {names}"))
     if report.benchmark:
         for key, val in report.benchmark.items():
             if isinstance(val, dict) and val.get("speedup"):
-                console.print(f"  benchmark {key}: CPU {_fmt_s(val['cpu_seconds'])}, GPU "
-                              f"{_fmt_s(val['gpu_seconds'])}: GPU is {val['speedup']:.1f}x faster")
+                console.print(output.line(f"  benchmark {key}: CPU {_fmt_s(val['cpu_seconds'])}, GPU "
+                                          f"{_fmt_s(val['gpu_seconds'])}: GPU is {val['speedup']:.1f}x faster"))
             elif isinstance(val, dict):
-                console.print(f"  benchmark {key}: {escape(str(val.get('error') or val))}")
+                console.print(output.line(f"  benchmark {key}: {val.get('error') or val}"))
             else:
-                console.print(f"  benchmark: {escape(str(val))}")
+                console.print(output.line(f"  benchmark: {val}"))
     serious = [f for f in report.findings if not f.harmless]
     if serious or report.notes:
         render_findings(report.findings, notes=report.notes, title="What TensorFlow's log says:")
     if report.error and report.log_tail:
-        console.print("[dim]last lines of the log:[/dim]")
-        for line in report.log_tail[-10:]:
-            console.print(f"[dim]  {escape(line)}[/dim]")
+        console.print(output.line(("last lines of the log:", "dim")))
+        for text in report.log_tail[-10:]:
+            console.print(output.line((f"  {text}", "dim")))
     colour = "green" if report.passed(allow_cpu) else "red"
-    console.print(f"[bold {colour}]{escape(report.summary(allow_cpu))}[/bold {colour}]")
+    console.print(output.line((report.summary(allow_cpu), f"bold {colour}")))
 
 
 def register(app: typer.Typer) -> None:

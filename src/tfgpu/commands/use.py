@@ -40,14 +40,14 @@ def shell_cmd(
     prefix: Optional[str] = typer.Option(None, "--prefix", "-p", metavar="DIR", help="The environment by its directory."),
 ) -> int:
     """Open an interactive shell ($SHELL, else sh) inside an environment tfgpu made; `exit` leaves it."""
-    from tfgpu import run
+    from tfgpu import output, run
     from tfgpu.userenv import command_for, find_entry
 
     entry = find_entry(name, prefix)
     shell = os.environ.get("SHELL") or "sh"
     argv, env = command_for(entry, [shell])
     env["TFGPU_ENV"] = str(entry.get("name") or entry["prefix"])
-    typer.echo(f"tfgpu: a shell in {entry['prefix']}; `exit` leaves it", err=True)
+    output.note(f"tfgpu: a shell in {entry['prefix']}; `exit` leaves it")
     return run.run_foreground(argv, env=env)
 
 

@@ -573,9 +573,9 @@ def install_lockfile(
 ) -> tuple[Any, ...]:
     """Install exactly the conda packages a lockfile pins for ``platform`` (no solving)."""
     require()
-    from tfgpu.lockfile import read_lockfile
+    from tfgpu.lockfiles import read_conda_lock
 
-    lock = read_lockfile(lockfile)
+    lock = read_conda_lock(lockfile)
     platform = platform or current_platform()
     records = lock.conda_records(platform)
     cache = cache_dir or default_cache_dir()

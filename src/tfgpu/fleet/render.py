@@ -45,10 +45,10 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
     from rich.table import Table
     from rich.text import Text
 
-    from tfgpu.safety import safe_console
+    from tfgpu import output
 
-    console = safe_console(file=out, force_terminal=color, no_color=color is False, highlight=False, width=120,
-                      soft_wrap=False)
+    console = output.console(file=out, style=output.use_style(out) if color is None else color, width=120,
+                             soft_wrap=False)
     console.print(Text(f"tfgpu {doc['tfgpu_version']} fleet · knowledge base {doc['data_version']} · "
                        f"{doc['nodes']} nodes, {len(doc['groups'])} machine groups", style="bold"))
     rj = doc["rejudged"]

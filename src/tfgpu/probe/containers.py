@@ -52,9 +52,13 @@ def parse_docker_info(stdout: str, stderr: str = "", returncode: int = 0) -> dic
 
     Without a daemon the CLI still prints its JSON (empty server fields, ``ServerVersion`` "") on stdout,
     exits 1 and says why on stderr ("Cannot connect to the Docker daemon at unix:///var/run/docker.sock.
-    Is the docker daemon running?"); newer CLIs also put it in ``ServerErrors``."""
+    Is the docker daemon running?"); newer CLIs also put it in ``ServerErrors``. The Engine API's ``GET
+    /info`` body is the same object without ``ClientInfo`` (client_version None then). Daemons with CDI
+    support list the devices they found in ``DiscoveredDevices`` ({"Source": "cdi", "ID":
+    "nvidia.com/gpu=0"}): ``cdi_devices``."""
     out: dict[str, Any] = {"reachable": False, "server_version": None, "client_version": None, "runtimes": [],
-                           "default_runtime": None, "rootless": None, "cdi_spec_dirs": [], "error": None}
+                           "default_runtime": None, "rootless": None, "cdi_spec_dirs": [], "cdi_devices": [],
+                           "error": None}
     try:
         doc = json.loads(stdout) if stdout.strip() else {}
     except ValueError:
@@ -76,6 +80,9 @@ def parse_docker_info(stdout: str, stderr: str = "", returncode: int = 0) -> dic
     security = [str(s) for s in (doc.get("SecurityOptions") or [])]
     out["rootless"] = any("name=rootless" in s for s in security) if out["reachable"] else None
     out["cdi_spec_dirs"] = [str(d) for d in (doc.get("CDISpecDirs") or [])]
+    devices = doc.get("DiscoveredDevices")
+    out["cdi_devices"] = sorted({str(d["ID"]) for d in devices if isinstance(d, dict) and d.get("ID")
+                                 and str(d.get("Source") or "cdi") == "cdi"}) if isinstance(devices, list) else []
     if not out["reachable"]:
         out["error"] = err_text or (f"docker info exited {returncode}" if returncode else "no server version")
     return out
@@ -210,7 +217,7 @@ def _docker(ctx: Ctx) -> dict[str, Any] | None:
         return {"name": "docker", "path": ctx.unroot(path), "version": None,
                 "version_note": "not read: no daemon to use it with (docker --version prints it)", "daemon": {
             "reachable": False, "server_version": None, "error": f"no Docker daemon socket at {socket}"},
-            "rootless": None, "runtimes": [], "default_runtime": None, "cdi_spec_dirs": []}
+            "rootless": None, "runtimes": [], "default_runtime": None, "cdi_spec_dirs": [], "cdi_devices": []}
     res = ctx.run([path, "info", "--format", "{{json .}}"])
     info = parse_docker_info(res.stdout, res.stderr, res.returncode if res.returncode is not None else 1)
     if res.timed_out:
@@ -221,7 +228,7 @@ def _docker(ctx: Ctx) -> dict[str, Any] | None:
     return {"name": "docker", "path": ctx.unroot(path), "version": version, "daemon": {
         "reachable": info["reachable"], "server_version": info["server_version"], "error": info["error"]},
         "rootless": info["rootless"], "runtimes": info["runtimes"], "default_runtime": info["default_runtime"],
-        "cdi_spec_dirs": info["cdi_spec_dirs"]}
+        "cdi_spec_dirs": info["cdi_spec_dirs"], "cdi_devices": info["cdi_devices"]}
 
 
 def _daemonless(ctx: Ctx, name: str, uid: int | None) -> dict[str, Any] | None:

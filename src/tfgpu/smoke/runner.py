@@ -17,7 +17,7 @@ from typing import Any
 
 from tfgpu._record import field, record
 from tfgpu.errors import InputError, UsageError, clip_words
-from tfgpu.explain import Finding, explain_lines, top_finding
+from tfgpu.explain import LogFinding, explain_lines, top_finding
 from tfgpu.run import Result, capture
 
 SCHEMA = "tfgpu.smoke/1"
@@ -69,7 +69,7 @@ class SmokeReport:
     ops: tuple[OpResult, ...] = ()
     libraries: Mapping[str, Any] = field(default_factory=dict)
     benchmark: Mapping[str, Any] | None = None
-    findings: tuple[Finding, ...] = ()
+    findings: tuple[LogFinding, ...] = ()
     notes: tuple[str, ...] = ()
     log_tail: tuple[str, ...] = ()
     python_version: str | None = None
@@ -113,7 +113,7 @@ class SmokeReport:
     def passed(self, allow_cpu: bool = False) -> bool:
         return self.gpu_ok or (allow_cpu and self.cpu_ok)
 
-    def problems(self) -> list[Finding]:
+    def problems(self) -> list[LogFinding]:
         return [f for f in self.findings if f.severity in ("fatal", "error", "warning")]
 
     def summary(self, allow_cpu: bool = False) -> str:

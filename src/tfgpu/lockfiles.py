@@ -1,10 +1,22 @@
-"""Lockfiles in conda-lock's format: write them from solved records, read them back for installing.
+"""Lockfiles: the one model of a lock (``Lock``, ``LockedPackage``) and the two file formats tfgpu writes and
+reads. ``tfgpu lock`` (tfgpu.lock) writes them; ``create --from-lock`` (tfgpu.plan.plan_from_lock) and the
+engine's ``install-lock`` read them here.
 
-Format: conda-lock's "unified" lockfile, version 1 (https://conda.github.io/conda-lock/output/ and
-conda_lock/lockfile/v1/models.py): ``version: 1``; ``metadata`` with ``content_hash`` per platform,
+conda-lock's format: conda-lock's "unified" lockfile, version 1 (https://conda.github.io/conda-lock/output/
+and conda_lock/lockfile/v1/models.py): ``version: 1``; ``metadata`` with ``content_hash`` per platform,
 ``channels`` ({url, used_env_vars}), ``platforms``, ``sources`` and optional ``custom_metadata``;
 ``package``: name, version, manager (conda|pip), platform, dependencies, url, hash (md5 + sha256),
-category main, optional false. conda-lock >= 2.5 (and 4.x) still writes version 1.
+category main, optional false. conda-lock >= 2.5 (and 4.x) still writes version 1. The model is
+conda-lock's: one entry per package and platform, its manager conda or pip.
+
+Hashed pip requirements: what ``uv pip compile --generate-hashes`` writes for ``tfgpu lock --backend
+pip``, every requirement ``name==version --hash=sha256:...``; read as a Lock of kind "pip" whose
+packages have no platform (such a file is for one platform, named in its header).
+
+Which kind a file is comes from its content, not its name: conda-lock files and pixi.lock are YAML
+mappings starting with ``version:`` (after comments); a pip lock is a requirements file in which
+every requirement carries ``--hash=``. Anything else goes to the conda-lock reader, which refuses it
+in one line.
 
 Why no PyYAML: it is not a dependency of tfgpu or py-rattler, and adding it to the core for one file
 format is avoidable. Reading uses **rattler's lockfile reader** (``rattler.LockFile``, a core
@@ -60,13 +72,13 @@ HEADER = """\
 
 @record
 class LockedPackage:
-    """One ``package`` entry."""
+    """One locked package: a conda-lock ``package`` entry (in a pip lock: a requirement, platform "")."""
 
     name: str
     version: str
     manager: str  # "conda" | "pip"
-    platform: str
-    url: str
+    platform: str  # a conda platform; "" in a pip lock (one platform per file)
+    url: str = ""
     md5: str | None = None
     sha256: str | None = None
     dependencies: tuple[tuple[str, str], ...] = ()
@@ -79,21 +91,34 @@ class LockedPackage:
         return (self.platform, self.manager, self.name, self.version, self.build or "")
 
 
-@record(frozen=False)
+@record
 class Lock:
-    """A lockfile: what ``read_lockfile`` returns and ``write_lockfile`` writes."""
+    """A lock: what ``tfgpu lock`` writes (``write_lockfile``), what ``read_lock`` reads back and what
+    ``plan_from_lock`` plans from.
 
-    platforms: list[str]
-    channels: list[str]
-    packages: list[LockedPackage]
+    ``kind`` is "conda" (conda-lock's format / pixi.lock) or "pip" (a ``--require-hashes`` requirements
+    file); ``custom_metadata`` is conda-lock's ``metadata.custom_metadata`` (tfgpu writes tfgpu_tf,
+    tfgpu_recipe_PLATFORM and tfgpu_pip_PLATFORM there); ``python`` is the Python a pip lock was
+    resolved for (its header), if known; ``path`` is the file it was read from ("" if it was not).
+    """
+
+    platforms: tuple[str, ...]
+    channels: tuple[str, ...]
+    packages: tuple[LockedPackage, ...]
     content_hash: dict[str, str] = field(default_factory=dict)
-    sources: list[str] = field(default_factory=list)
+    sources: tuple[str, ...] = ()
     custom_metadata: dict[str, str] = field(default_factory=dict)
-    path: Path | None = None
+    path: str = ""
+    kind: str = "conda"  # conda | pip
+    python: str = ""
     _rattler: Any = field(default=None, repr=False, compare=False)
 
     def for_platform(self, platform: str, manager: str | None = None) -> list[LockedPackage]:
         return [p for p in self.packages if p.platform == platform and (manager is None or p.manager == manager)]
+
+    def meta(self, key: str) -> str:
+        """One value of ``custom_metadata`` ("" when absent)."""
+        return self.custom_metadata.get(key, "")
 
     def conda_records(self, platform: str) -> list[Any]:
         """rattler ``RepoDataRecord``s of the conda packages locked for ``platform`` (for installing)."""
@@ -271,14 +296,25 @@ def write_atomic(path: Path, text: str) -> None:
 
 # --------------------------------------------------------------------------- reading
 
+_YAML_START = re.compile(r"^(version|metadata|package|environments|packages)\s*:")
+_REQ_NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*==\s*([^\s;\\]+)")
+_HASH_TOKEN = re.compile(r"--hash=(sha256|sha384|sha512):[0-9a-fA-F]+")
+_PY_HEADER = re.compile(r"^#.*\bPython (\d+\.\d+)\b")
 
-def read_lockfile(path: Path) -> Lock:
-    """Read and validate a conda-lock v1 file (or a pixi.lock) with rattler's reader.
 
-    Raises InputError with one line for a missing file, malformed YAML, an unknown version or
-    wrong types.
-    """
-    path = Path(path)
+def read_lock(path: str | Path) -> Lock:
+    """Read and validate a lockfile of either kind (conda-lock's format, pixi.lock, or hashed pip
+    requirements). InputError (exit 2, one line) when it is unusable."""
+    path = Path(path).expanduser().absolute()
+    text = _read_text(path)
+    if detect_lock_kind(text) == "pip":
+        return read_pip_lock(path, text)
+    return read_conda_lock(path, text=text)
+
+
+def _read_text(path: Path) -> str:
+    """The file's text: InputError for a missing file, a directory, anything over MAX_LOCKFILE_BYTES (not
+    read at all) or bytes that are not UTF-8."""
     if not path.is_file():
         msg = f"lockfile {path} does not exist" if not path.exists() else f"lockfile {path} is not a file"
         raise InputError(msg, hint="make one with: tfgpu lock --tf VERSION -o conda-lock.yml")
@@ -288,12 +324,22 @@ def read_lockfile(path: Path) -> Lock:
             msg = (f"lockfile {path} is {size // (1024 * 1024)} MB, larger than any lockfile "
                    f"({MAX_LOCKFILE_BYTES // (1024 * 1024)} MB at most)")
             raise InputError(msg, hint="give the conda-lock.yml that `tfgpu lock` wrote")
-        with path.open("rb") as fh:
-            head = fh.read(1 << 16)
-        head.decode("utf-8")
+        return path.read_bytes()[:MAX_LOCKFILE_BYTES].decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         msg = f"lockfile {path} cannot be read as UTF-8 text: {exc}"
         raise InputError(msg) from None
+
+
+def read_conda_lock(path: str | Path, *, text: str | None = None) -> Lock:
+    """Read and validate a conda-lock v1 file (or a pixi.lock) with rattler's reader; ``text`` is the
+    file's content if the caller has read it already (custom_metadata comes from it).
+
+    Raises InputError with one line for a missing file, malformed YAML, an unknown version or
+    wrong types.
+    """
+    path = Path(path)
+    if text is None:
+        text = _read_text(path)
     from tfgpu.engine.requirement import require
 
     require()  # rattler's reader (py-rattler >= 0.26, Python >= 3.10)
@@ -302,13 +348,13 @@ def read_lockfile(path: Path) -> Lock:
     try:
         rl = LockFile.from_path(path)
     except Exception as exc:
-        text = " ".join(str(exc).split())
-        m = re.search(r"newer lockfile format version (\d+)", text)
+        detail = " ".join(str(exc).split())
+        m = re.search(r"newer lockfile format version (\d+)", detail)
         if m:
             msg = (f"lockfile {path} has unknown version {m.group(1)} (tfgpu reads conda-lock version 1 "
                    "and pixi.lock files)")
         else:
-            msg = f"lockfile {path} is not a valid conda-lock file: {clip_words(text, 300)}"
+            msg = f"lockfile {path} is not a valid conda-lock file: {clip_words(detail, 300)}"
         raise InputError(msg, hint="regenerate it with: tfgpu lock --tf VERSION --force") from None
     env = rl.default_environment()
     if env is None:
@@ -335,8 +381,112 @@ def read_lockfile(path: Path) -> Lock:
     if not platforms:
         msg = f"lockfile {path} locks no platform"
         raise InputError(msg)
-    channels = [str(c) for c in env.channels()]
-    return Lock(platforms=sorted(platforms), channels=channels, packages=packages, path=path, _rattler=rl)
+    channels = tuple(str(c) for c in env.channels())
+    return Lock(platforms=tuple(sorted(platforms)), channels=channels, packages=tuple(packages),
+                custom_metadata=read_custom_metadata(text), path=str(path), kind="conda", _rattler=rl)
 
 
-# --------------------------------------------------------------------------- what to lock
+def _logical_lines(text: str) -> list[str]:
+    """Requirement lines with backslash continuations joined (pip's requirements-file syntax)."""
+    out: list[str] = []
+    cur = ""
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if line.endswith("\\"):
+            cur += line[:-1] + " "
+            continue
+        cur += line
+        out.append(cur.strip())
+        cur = ""
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def detect_lock_kind(text: str) -> str:
+    """"pip" for a hashed requirements file, else "conda" (the conda-lock reader judges the rest)."""
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        if _YAML_START.match(s):
+            return "conda"
+        break
+    return "pip" if "--hash=" in text else "conda"
+
+
+def read_pip_lock(path: Path, text: str) -> Lock:
+    """A ``--require-hashes`` requirements file: every requirement ``name==version`` with a hash."""
+    packages: list[LockedPackage] = []
+    python = ""
+    for line in text.splitlines():
+        m = _PY_HEADER.match(line.strip())
+        if m:
+            python = m.group(1)
+            break
+    for line in _logical_lines(text):
+        body = line.split(" #", 1)[0].strip() if not line.startswith("#") else ""
+        if not body:
+            continue
+        # pip reads options from the file too (-r /etc/shadow, --index-url, -e, --trusted-host): a lock
+        # holds pinned requirements with hashes and nothing else
+        option = next((t for t in body.split() if t.startswith("-") and not _HASH_TOKEN.fullmatch(t)), None)
+        if option is not None:
+            msg = f"pip lock {path}: {option.split('=', 1)[0]!r} is not a pinned requirement with hashes; refusing it"
+            raise InputError(msg, hint="a lock holds only `name==version --hash=sha256:...` lines; regenerate it "
+                                       "with tfgpu lock --backend pip")
+        m = _REQ_NAME.match(body)
+        if not m:
+            msg = f"pip lock {path}: requirement {body.split()[0]!r} is not pinned with =="
+            raise InputError(msg, hint="a lock pins every package; regenerate it with tfgpu lock --backend pip")
+        hashes = re.findall(r"--hash=sha256:([0-9a-fA-F]{64})", body)
+        if not hashes:
+            msg = f"pip lock {path}: {m.group(1)}=={m.group(3)} has no --hash=sha256 (pip's --require-hashes refuses it)"
+            raise InputError(msg, hint="regenerate it with tfgpu lock --backend pip")
+        packages.append(LockedPackage(name=m.group(1), version=m.group(3), manager="pip", platform="",
+                                      sha256=hashes[0].lower()))
+    if not packages:
+        msg = f"pip lock {path} has no requirements"
+        raise InputError(msg, hint="make one with: tfgpu lock --tf VERSION --backend pip")
+    return Lock(platforms=(), channels=(), packages=tuple(packages), path=str(path), kind="pip", python=python)
+
+
+def read_custom_metadata(text: str) -> dict[str, str]:
+    """conda-lock's ``metadata.custom_metadata`` (string -> string) from a block-style YAML file.
+
+    rattler's lock reader does not expose it; this reads the block tfgpu's writer emits (and
+    conda-lock's, which has the same shape): scalars plain or single/double quoted.
+    """
+    out: dict[str, str] = {}
+    in_meta = False
+    indent = -1
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        lead = len(line) - len(line.lstrip(" "))
+        s = line.strip()
+        if lead == 0:
+            in_meta = s.startswith("metadata:")
+            indent = -1
+            continue
+        if not in_meta:
+            continue
+        if indent < 0:
+            if s.startswith("custom_metadata:") and s[len("custom_metadata:"):].strip() in ("", "{}"):
+                indent = lead
+            continue
+        if lead <= indent:
+            break
+        key, sep, value = s.partition(": ")
+        if not sep:
+            key, value = s.rstrip(":"), ""
+        out[_unquote(key)] = _unquote(value.strip())
+    return out
+
+
+def _unquote(text: str) -> str:
+    if len(text) >= 2 and text[0] == text[-1] == "'":
+        return text[1:-1].replace("''", "'")
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        return text[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    return text

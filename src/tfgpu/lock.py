@@ -1,18 +1,19 @@
-"""Locking: what `tfgpu lock` locks (the recipe the planner chooses for this machine, tfgpu.plan) and the
-locking itself: conda recipes solved by the embedded engine into conda-lock's format (tfgpu.lockfile),
-pip recipes resolved with hashes by ``uv pip compile``."""
+"""The lock stage (`tfgpu lock`): what to lock -- the recipe the planner chooses for this machine
+(tfgpu.plan), for each platform -- and how: a conda recipe is solved by the embedded engine into
+conda-lock's format (tfgpu.lockfiles); a pip recipe becomes a Plan whose steps run ``uv pip compile
+--generate-hashes``, executed by the step runner (tfgpu.execute) like the steps of `tfgpu create`."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfgpu._record import field, record
 from tfgpu.errors import StepFailed, UsageError
 from tfgpu.facts import as_facts
-from tfgpu.lockfile import (
+from tfgpu.lockfiles import (
     LOCK_PLATFORMS,
     PLATFORM_OS,
     Lock,
@@ -21,9 +22,11 @@ from tfgpu.lockfile import (
     package_from_record,
     write_atomic,
 )
+from tfgpu.steps import Step
 
 if TYPE_CHECKING:
     from tfgpu.knowledge import KnowledgeBase
+    from tfgpu.plan import Plan
 
 
 @record
@@ -42,8 +45,13 @@ class LockTarget:
     notes: tuple[str, ...] = ()
 
 
-#: Interpreters a pip lock may name: uv resolves for --python-version without running one.
-_ANY_PYTHON = {f"python{x}": f"python{x}" for x in ("2.7", *(f"3.{m}" for m in range(5, 15)))}
+def _any_python(kb: KnowledgeBase) -> dict[str, str]:
+    """Interpreters a pip lock may name: every Python some release has wheels for (compat/releases.toml); uv
+    resolves for --python-version without running one."""
+    from packaging.version import Version
+
+    found = {p for r in kb.releases for p in (*r.linux_pythons, *r.windows_pythons)}
+    return {f"python{x}": f"python{x}" for x in sorted(found, key=Version)}
 
 
 def facts_for_platform(facts: Mapping[str, Any], platform: str) -> dict[str, Any]:
@@ -87,7 +95,7 @@ def lock_target(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, platform: 
     except UsageError:
         if backend != "pip":
             raise
-        plan = planned({**_ANY_PYTHON, **tools})  # ... else any the wheels support: uv needs no interpreter
+        plan = planned({**_any_python(kb), **tools})  # ... else any the wheels support: uv needs no interpreter
     v = Version(plan.tf)
     os_name = PLATFORM_OS[platform]
     kind = "pip" if plan.backend == "pip" else "conda"
@@ -177,8 +185,8 @@ def lock_conda(kb: KnowledgeBase, req: LockRequest, *, cache_dir: Path | None = 
             custom[f"tfgpu_pip_{platform}"] = " ".join(target.pip)
             notes.append(f"{platform}: the recipe's pip part ({' '.join(target.pip)}) is not in this lock; "
                          "lock it with --backend pip")
-    lock = Lock(platforms=list(req.platforms), channels=channels_used, packages=packages,
-                content_hash=hashes, sources=[], custom_metadata=custom)
+    lock = Lock(platforms=tuple(req.platforms), channels=tuple(channels_used), packages=tuple(packages),
+                content_hash=hashes, sources=(), custom_metadata=custom)
     return lock, notes
 
 
@@ -187,50 +195,89 @@ UV_PLATFORMS = {"linux-64": "x86_64-manylinux_2_28", "linux-aarch64": "aarch64-m
                 "win-64": "x86_64-pc-windows-msvc"}
 
 
+#: The files of a pip lock plan, in its private working directory.
+PIP_LOCK_INPUT = "requirements.in"
+PIP_LOCK_OUTPUT = "requirements.lock.txt"
+
+
+def plan_pip_lock(target: LockTarget, platform: str, *, uv: str, workdir: str,
+                  index_url: str | None = None) -> Plan:
+    """Pure: the Plan that locks a pip recipe for ``platform``: write its requirements into ``workdir``,
+    then ``uv pip compile --generate-hashes`` them to ``workdir/requirements.lock.txt`` for the target's
+    Python and platform (uv needs no interpreter of that version)."""
+    from tfgpu.plan import Plan
+
+    if platform not in UV_PLATFORMS:
+        msg = f"tfgpu does not lock for platform {platform}"
+        raise UsageError(msg, hint=f"use one of: {', '.join(UV_PLATFORMS)}")
+    req_in, out = str(Path(workdir) / PIP_LOCK_INPUT), str(Path(workdir) / PIP_LOCK_OUTPUT)
+    argv = [uv, "pip", "compile", "--generate-hashes", "--python-version", target.python,
+            "--python-platform", UV_PLATFORMS[platform], "--no-header", "--quiet", req_in, "-o", out]
+    if index_url:
+        argv += ["--index-url", index_url]
+    steps = (
+        Step((), f"the recipe's requirements ({' '.join(target.pip)}), for uv", kind="write-file", path=req_in,
+             content="".join(r + "\n" for r in target.pip)),
+        Step(tuple(argv), f"resolve them for {platform}, Python {target.python}, pinning every package with the "
+                          "sha256 of each of its files (--generate-hashes)"),
+    )
+    # a lock plan builds no environment: its "prefix" is the directory its files are written in
+    return Plan(tf=target.tf, backend="pip", backend_reason=f"--backend pip: recipe {target.recipe}, locked with uv",
+                prefix=workdir, name=None, python=target.python, steps=steps, notes=target.notes,
+                recipe_id=target.recipe, tool="uv", os=PLATFORM_OS[platform], pip_requirements=target.pip)
+
+
+def find_uv(tools: Mapping[str, str | None] | None = None) -> str | None:
+    """The uv to lock with: the detected one, else on PATH, else beside tfgpu's interpreter (pip install uv
+    into tfgpu's own environment without that environment on PATH)."""
+    import sys
+
+    from tfgpu import run
+
+    uv = (tools or {}).get("uv") or run.which("uv")
+    if uv is None:
+        beside = Path(sys.executable).parent / ("uv.exe" if os.name == "nt" else "uv")
+        uv = str(beside) if beside.is_file() else None
+    return uv
+
+
 def lock_pip(kb: KnowledgeBase, tf: str, platform: str, out: Path, *, python: str | None = None,
              index_url: str | None = None, timeout: float = 900, facts: Mapping[str, Any] | None = None,
-             tools: Mapping[str, str | None] | None = None, target: LockTarget | None = None) -> list[str]:
-    """Lock a pip recipe to a ``--require-hashes`` requirements file with ``uv pip compile``."""
-    from tfgpu import run
+             tools: Mapping[str, str | None] | None = None, target: LockTarget | None = None,
+             echo: Callable[[str], None] | None = None) -> list[str]:
+    """Lock a pip recipe to a ``--require-hashes`` requirements file: ``plan_pip_lock``'s steps run by the
+    step runner (tfgpu.execute.run_plan_steps: ``+ cmd`` to ``echo``, a timeout, the full output in
+    tfgpu's logs, a signal stops uv's process group) in a private temporary directory; the result is then
+    written to ``out`` atomically with a header, so a failed or interrupted lock leaves ``out`` as it was."""
+    import tempfile
+
+    from tfgpu.execute import run_plan_steps
 
     if platform not in UV_PLATFORMS:
         msg = f"tfgpu does not lock for platform {platform}"
         raise UsageError(msg, hint=f"use one of: {', '.join(UV_PLATFORMS)}")
     if target is None:
         target = lock_target(kb, facts or {}, tf, platform, backend="pip", python=python, tools=tools)
-    recipe, reqs, python = target.recipe, list(target.pip), target.python
-    uv = run.which("uv")
-    if uv is None:  # installed into tfgpu's own environment (pip install uv) but that is not on PATH
-        import sys
-
-        beside = Path(sys.executable).parent / ("uv.exe" if os.name == "nt" else "uv")
-        uv = str(beside) if beside.is_file() else None
+    uv = find_uv(tools)
     if uv is None:
         msg = "uv is not installed; it resolves pip locks with hashes"
         raise StepFailed(msg, hint="pip install uv, or use --backend rattler")
-    import uuid
-
-    # unpredictable names, created exclusively: a planted symlink must not redirect either write
-    tmp = out.with_name(f".{out.name}.tfgpu-tmp-{uuid.uuid4().hex}")
-    req_in = out.with_name(f".{out.name}.in-{uuid.uuid4().hex}")
-    write_atomic(req_in, "".join(r + "\n" for r in reqs))
-    argv = [uv, "pip", "compile", "--generate-hashes", "--python-version", python,
-            "--python-platform", UV_PLATFORMS[platform], "--no-header", "--quiet", str(req_in), "-o", str(tmp)]
-    if index_url:
-        argv += ["--index-url", index_url]
-    try:
-        res = run.capture(argv, timeout=timeout)
-        if not res.ok:
-            msg = f"uv pip compile failed for {' '.join(reqs)}: {res.describe()}"
-            raise StepFailed(msg, hint="locking needs the network to the package index")
-        body = tmp.read_text(encoding="utf-8")
-        header = (f"# Locked by tfgpu (recipe {recipe}) for {platform}, Python {python}.\n"
-                  f"# Install with: pip install --require-hashes --no-deps -r {out.name}\n")
-        write_atomic(out, header + body)
-    finally:
-        for p in (tmp, req_in):
-            try:
-                p.unlink()
-            except FileNotFoundError:
-                pass
-    return [f"{platform}: recipe {recipe}: {' '.join(reqs)} for Python {python}"]
+    reqs = " ".join(target.pip)
+    # a directory only this user can enter (mkdtemp: mode 0700): nothing planted there redirects a write
+    with tempfile.TemporaryDirectory(prefix="tfgpu-lock-") as work:
+        plan = plan_pip_lock(target, platform, uv=uv, workdir=work, index_url=index_url)
+        try:
+            run_plan_steps(plan, log_name=f"lock-{platform}", timeout=timeout, echo=echo)
+        except StepFailed as exc:
+            exc.message = f"uv pip compile failed for {reqs}: {exc.message}"
+            exc.args = (exc.message,)
+            exc.hint = f"locking needs the network to the package index; {exc.hint}" if exc.hint else \
+                "locking needs the network to the package index"
+            raise
+        # uv names the input in "# via -r FILE" lines: the file's name, not the temporary directory's
+        body = (Path(work) / PIP_LOCK_OUTPUT).read_text(encoding="utf-8")
+        body = body.replace(plan.steps[0].path or PIP_LOCK_INPUT, PIP_LOCK_INPUT)
+    header = (f"# Locked by tfgpu (recipe {target.recipe}) for {platform}, Python {target.python}.\n"
+              f"# Install with: pip install --require-hashes --no-deps -r {out.name}\n")
+    write_atomic(out, header + body)
+    return [f"{platform}: recipe {target.recipe}: {reqs} for Python {target.python}"]
