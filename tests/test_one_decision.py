@@ -398,6 +398,7 @@ def test_the_runner_table_has_a_row_for_every_backend_value() -> None:
             assert callable(r.available)
             assert callable(r.can_build)
             assert callable(r.runs)
+            assert callable(getattr(r, "steps", None))
     assert [r.name for r in RUNNERS["container"]] == ["docker", "podman", "apptainer"]
     # a container runner never takes a pip or conda recipe, and a recipe runner never an image
     facts = with_container_facts(machine("linux", "550.54.15", GPUS[8], ["3.11"], None, None), ["docker-ready"],
