@@ -156,6 +156,25 @@ def test_plan_cli_formats(cli, tmp_path: Path):
     assert cli("plan", "--tf", "2.15", "--backend", "docker", "--image", "bad image", "--facts", str(facts))[0] == 2
 
 
+def test_plan_of_a_blocked_container_route_exits_1_as_create_would_refuse_it(cli, tmp_path: Path):
+    # the container plan carries the doctor's verdict now (it was empty, so `plan` exited 0 where `create`
+    # refuses): exit 1 unless --force, as for pip and conda plans; the commands are printed either way
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(with_containers(base_facts(), THIS_MACHINE)))
+    code, out, err = cli("plan", "--tf", "2.15", "--backend", "docker", "--format", "sh", "--facts", str(path))
+    assert code == 1, err
+    assert "docker run --rm --gpus all --volume " in out
+    assert "create` would refuse it" in err
+    assert cli("plan", "--tf", "2.15", "--backend", "docker", "--format", "sh", "--force", "--facts", str(path))[0] == 0
+    code, out, _ = cli("plan", "--tf", "2.15", "--backend", "docker", "--json", "--force", "--facts", str(path))
+    plan = json.loads(out)
+    code, out, _ = cli("doctor", "--tf", "2.15", "--backend", "docker", "--json", "--facts", str(path))
+    row = json.loads(out)["targets"][0]
+    assert (plan["verdict"], plan["recipe_id"], plan["tf"]) == (row["verdict"], row["recipe_id"], row["tf"]) == (
+        "blocked", "tensorflow/tensorflow:2.15.1-gpu", "2.15.1")
+    assert {b["check"] for b in plan["blockers"]} >= {"container.daemon", "container.toolkit"}
+
+
 # --------------------------------------------------------------------------- create against the fake CLI
 
 
