@@ -128,11 +128,11 @@ def test_cuda_libraries_per_major_follows_the_row() -> None:
     have, built, tf = Version("11.1"), Version("11.2"), Version("2.5.0")
     assert not system_cuda_serves(have, built, tf, with_rule(KB, "cuda-libraries-per-major", ">=12"))
     facts = linux_facts()  # no system CUDA: the finding names the soname pip's TF would load
-    msg = " ".join(b["summary"] for b in judge_target(facts, KB, "2.5.0", backend="pip")["blockers"])
+    msg = " ".join(b.summary for b in judge_target(facts, KB, "2.5.0", backend="pip").blockers)
     assert "libcudart.so.11.0" in msg
     assert "CUDA 11.x" in msg
     changed = with_rule(KB, "cuda-libraries-per-major", ">=12")
-    msg = " ".join(b["summary"] for b in judge_target(facts, changed, "2.5.0", backend="pip")["blockers"])
+    msg = " ".join(b.summary for b in judge_target(facts, changed, "2.5.0", backend="pip").blockers)
     assert "libcudart.so.11.2" in msg
     assert "CUDA 11.x" not in msg
 
@@ -146,7 +146,7 @@ def test_mig_follows_the_row() -> None:
 def test_an_r470_mig_uuid_reaches_the_verdict_through_the_knowledge_base() -> None:
     facts = linux_facts(gpus=[dict(T4), dict(A100)], env={"CUDA_VISIBLE_DEVICES": R470_MIG})
     assert [g["name"] for g in Machine.from_facts(facts, KB).gpus or ()] == ["A100-SXM4-40GB"]
-    assert "env.cuda_visible_devices" not in {b["check"] for b in judge_target(facts, KB, "2.11")["blockers"]}
+    assert "env.cuda_visible_devices" not in {b.check for b in judge_target(facts, KB, "2.11").blockers}
 
 
 def test_tensorflow_cpu_package_follows_the_row() -> None:
@@ -209,9 +209,9 @@ def test_minor_version_compatibility_exists_for_the_majors_the_cuda_table_has() 
     facts = linux_facts(driver={"version": "450.80.02", "cuda": "11.0"})
     v = "2.11.0"
     base = judge_target(facts, KB, v, backend="conda")
-    assert "driver.cuda" not in {b["check"] for b in base["blockers"]}
+    assert "driver.cuda" not in {b.check for b in base.blockers}
     no_row = replace(KB, minor_compats=tuple(mc for mc in KB.minor_compats if mc.major != 11))
-    assert "driver.cuda" in {b["check"] for b in judge_target(facts, no_row, v, backend="conda")["blockers"]}
+    assert "driver.cuda" in {b.check for b in judge_target(facts, no_row, v, backend="conda").blockers}
 
 
 def test_the_hint_for_a_missing_interpreter_names_a_python_from_the_data() -> None:
@@ -239,7 +239,7 @@ def test_nvidia_library_path_follows_the_row() -> None:
 
 
 def test_a_pip_lock_may_name_every_python_the_releases_table_has() -> None:
-    from tfgpu.locking import _any_python
+    from tfgpu.lock import _any_python
 
     assert "python3.13" in _any_python(KB)
     newer = tuple(replace(r, linux_pythons=(*r.linux_pythons, "3.15")) if r.version == Version("2.21.0") else r
