@@ -384,18 +384,27 @@ def plan_container(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str, im
     notes += [c.summary for c in verdict.caveats]
     tfs = str(row.tf if row else v)
     # the target's verdict is this plan's when the doctor judged this image for it (an NGC image carries its
-    # own patch of the series: 2.17.0 in 25.02 for a 2.17.1 target)
+    # own patch of the series: 2.17.0 in 25.02 for a 2.17.1 target), or when the doctor blocks the target
+    # before any container route (native Windows, macOS, Linux on ARM): then its blockers are the plan's
     judged = tv is not None and not image_ref and any(b.backend == CONTAINER and b.recipe == image
                                                       for b in tv.backends)
+    machine_blocked = (tv is not None and tv.verdict == BLOCKED and not image_ref
+                       and not any(b.backend == CONTAINER for b in tv.backends))
+    blockers, caveats, reason = list(verdict.blockers), list(verdict.caveats), choice.reason
+    if machine_blocked and tv is not None:
+        blockers, caveats = list(tv.blockers), list(tv.caveats)
+        notes = [f"{f.summary} — fix: {f.fix}" if f.fix else f.summary for f in blockers] + notes
+        if not choice.blocked:
+            reason += " — the container route is blocked on this machine (see the notes)"
     return Plan(
-        tf=tfs, backend=choice.backend, backend_reason=choice.reason,
+        tf=tfs, backend=choice.backend, backend_reason=reason,
         prefix=runner.target(image, cache_dir), name=name, python=choice.python, tool=choice.tool,
         steps=runner.steps(image, smoke_script=smoke_script, cache_dir=cache_dir),
-        env_vars={"TF_FORCE_GPU_ALLOW_GROWTH": "true"}, notes=tuple(notes), recipe_id=image,
+        env_vars={"TF_FORCE_GPU_ALLOW_GROWTH": "true"}, notes=tuple(dict.fromkeys(notes)), recipe_id=image,
         sources=tuple(_source_urls(kb, row)), env_python="python3",
-        verdict=tv.verdict if judged and tv is not None else "",
-        blockers=tuple(f.to_json() for f in verdict.blockers) if judged else (),
-        caveats=tuple(f.to_json() for f in verdict.caveats) if judged else ())
+        verdict=tv.verdict if (judged or machine_blocked) and tv is not None else "",
+        blockers=tuple(f.to_json() for f in blockers) if judged or machine_blocked else (),
+        caveats=tuple(f.to_json() for f in caveats) if judged or machine_blocked else ())
 
 
 def _source_urls(kb: KnowledgeBase, row: ContainerImage | None) -> list[str]:
