@@ -168,6 +168,11 @@ def test_plan_of_a_blocked_container_route_exits_1_as_create_would_refuse_it(cli
     assert cli("plan", "--tf", "2.15", "--backend", "docker", "--format", "sh", "--force", "--facts", str(path))[0] == 0
     code, out, _ = cli("plan", "--tf", "2.15", "--backend", "docker", "--json", "--force", "--facts", str(path))
     plan = json.loads(out)
+    import jsonschema
+
+    # the container plan is a tfgpu.plan/1 document (its Python was "", which the schema refused)
+    jsonschema.validate(plan, json.loads((Path(__file__).resolve().parent.parent / "src/tfgpu/schemas/plan.schema.json")
+                                         .read_text(encoding="utf-8")))
     code, out, _ = cli("doctor", "--tf", "2.15", "--backend", "docker", "--json", "--facts", str(path))
     row = json.loads(out)["targets"][0]
     assert (plan["verdict"], plan["recipe_id"], plan["tf"]) == (row["verdict"], row["recipe_id"], row["tf"]) == (
