@@ -117,6 +117,12 @@ def test_run_mounts_the_current_directory():
                     "--workdir", "/workspace", "--env", "TF_FORCE_GPU_ALLOW_GROWTH=true", "img:1", "python3", "train.py")
     assert gpu_run_argv("apptainer", "x.sif", ["nvidia-smi"], workdir="/w")[:5] == ("apptainer", "exec", "--nv",
                                                                                      "--pwd", "/w")
+    # an interactive run: docker and podman take -it; apptainer inherits the terminal
+    assert gpu_run_argv("podman", "img:1", ["bash"], mounts=(("/h", "/c", True),), tty=True) == (
+        "podman", "run", "--rm", "-it", "--device", "nvidia.com/gpu=all", "--security-opt=label=disable",
+        "--volume", "/h:/c:ro", "img:1", "bash")
+    assert gpu_run_argv("apptainer", "x.sif", ["bash"], mounts=(("/h", "/c", True),), env=(("A", "1"),),
+                        tty=True) == ("apptainer", "exec", "--nv", "--bind", "/h:/c:ro", "--env", "A=1", "x.sif", "bash")
 
 
 @pytest.mark.parametrize("bad", ["evil;rm -rf /", "a b", "UPPER/case:1", "img:tag\nRUN x", "-v:1"])

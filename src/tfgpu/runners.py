@@ -273,23 +273,18 @@ def gpu_run_argv(runtime: str, image: str, command: list[str], *, mounts: tuple[
     """One GPU container run, the way each runtime's documentation gives it: ``docker run --gpus all``,
     ``podman run --device nvidia.com/gpu=all`` (CDI), ``apptainer exec --nv``. ``mounts`` are
     (host, container, read_only); ``image`` for apptainer is the .sif file or a docker:// URI."""
-    if runtime == "apptainer":
+    if runtime == "apptainer":  # --nv binds the host driver's libraries; no TTY flag (it inherits the terminal)
         argv = ["apptainer", "exec", "--nv"]
-        for host, inside, ro in mounts:
-            argv += ["--bind", f"{host}:{inside}" + (":ro" if ro else "")]
-        if workdir:
-            argv += ["--pwd", workdir]
-        for k, v in env:
-            argv += ["--env", f"{k}={v}"]
-        return (*argv, image, *command)
-    argv = [runtime, "run", "--rm"]
-    if tty:
-        argv.append("-it")
-    argv += ["--gpus", "all"] if runtime == "docker" else ["--device", "nvidia.com/gpu=all", "--security-opt=label=disable"]
+        mount_flag, workdir_flag = "--bind", "--pwd"
+    else:
+        argv = [runtime, "run", "--rm", *(["-it"] if tty else []),
+                *(["--gpus", "all"] if runtime == "docker" else ["--device", "nvidia.com/gpu=all",
+                                                                  "--security-opt=label=disable"])]
+        mount_flag, workdir_flag = "--volume", "--workdir"
     for host, inside, ro in mounts:
-        argv += ["--volume", f"{host}:{inside}" + (":ro" if ro else "")]
+        argv += [mount_flag, f"{host}:{inside}" + (":ro" if ro else "")]
     if workdir:
-        argv += ["--workdir", workdir]
+        argv += [workdir_flag, workdir]
     for k, v in env:
         argv += ["--env", f"{k}={v}"]
     return (*argv, image, *command)
