@@ -279,6 +279,26 @@ def test_smoke_name_of_a_conda_or_venv_name_is_not_taken_for_an_image(tmp_path: 
 
 
 @pytest.mark.real_subprocess
+def test_run_name_runs_the_command_in_the_recorded_image_with_the_current_directory(
+        cli, fake_docker: Path, monkeypatch: pytest.MonkeyPatch):
+    facts = ready_facts(fake_docker)
+    code, out, err = cli("create", "--tf", "2.15", "--backend", "docker", "--yes", "--facts", str(facts),
+                         "--name", "tf215", "--no-smoke")
+    assert code == 0, out + err
+    project = fake_docker / "project"
+    project.mkdir()
+    # the fake runs what is mounted with its Python: a directory with a __main__.py stands in for the image's
+    # command, and its exit code comes back through `tfgpu run`
+    (project / "__main__.py").write_text("import sys; sys.exit(3)\n")
+    monkeypatch.chdir(project)
+    code, out, err = cli("run", "tf215", "--", "python3", "train.py")
+    assert code == 3, out + err
+    last = (fake_docker / "docker.log").read_text().splitlines()[-1]
+    assert last == (f"run --rm --gpus all --volume {project}:/workspace --workdir /workspace "
+                    "--env TF_FORCE_GPU_ALLOW_GROWTH=true tensorflow/tensorflow:2.15.1-gpu python3 train.py")
+
+
+@pytest.mark.real_subprocess
 def test_create_reports_the_missing_toolkit_from_the_run(cli, fake_docker: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("FAKE_DOCKER_MODE", "no-gpu-driver")
     facts = ready_facts(fake_docker)
