@@ -324,12 +324,14 @@ def image_recipe(ref: str, row: ContainerImage | None, v: Version) -> Recipe:
                   confidence=row.confidence if row else "sourced")
 
 
-def choose_image(kb: KnowledgeBase, facts: Facts, v: Version, *, backend: str, image_ref: str | None = None) -> Choice:
+def choose_image(kb: KnowledgeBase, facts: Facts, v: Version, *, backend: str, image_ref: str | None = None,
+                 judged: BackendVerdict | None = None) -> Choice:
     """The container route's choice for --backend docker|podman|apptainer|container (tfgpu.choose.choose
     calls it): the image the verdict judges best here (:func:`judge_container`: the first that fits, else
     the first), run by the first runner of ``backend``'s row of tfgpu.runners.RUNNERS that can run a GPU
     container here, else the first installed, else the row's first. A blocked route is still chosen, so
-    that `tfgpu plan` can show it; ``Choice.blocked`` says why (create refuses it)."""
+    that `tfgpu plan` can show it; ``Choice.blocked`` says why (create refuses it). ``judged``: the target's
+    container row as the verdict judged it with the same backend (the doctor's; not judged again)."""
     from tfgpu.errors import UsageError
 
     if backend not in RUNNERS or not all(isinstance(r, ContainerRunner) for r in RUNNERS[backend]):
@@ -338,7 +340,8 @@ def choose_image(kb: KnowledgeBase, facts: Facts, v: Version, *, backend: str, i
     if image_ref is not None:
         check_image_ref(image_ref)
     runner, _program, why_not = pick_container_runner(backend, runtime_context(facts, v))
-    verdict = judge_container(facts, kb, v, Machine.from_facts(facts, kb), wanted=backend, image_ref=image_ref)
+    verdict = (judged if judged is not None and image_ref is None
+               else judge_container(facts, kb, v, Machine.from_facts(facts, kb), wanted=backend, image_ref=image_ref))
     image = image_ref or verdict.recipe
     if not image:
         msg = f"no GPU image of TensorFlow {v} is known"
