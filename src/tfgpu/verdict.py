@@ -914,6 +914,20 @@ def runnable_fixes(tv: TargetVerdict) -> TargetVerdict:
                    backends=tuple(replace(b, blockers=fixed(b.blockers), caveats=fixed(b.caveats)) for b in tv.backends))
 
 
+def _no_wheel_for_python(m: Machine, kb: KnowledgeBase, v: Version) -> Finding | None:
+    """A release without a GPU build for this OS (native Windows after 2.10) still has CPU wheels on PyPI.
+    When none of them fits the machine's Pythons, pip cannot install that release at all: a blocker of its
+    own, which the missing GPU build hides (casebook: tensorflow#86879, Python 3.13 on Windows)."""
+    if m.pythons is None or m.tf_os not in ("linux", "windows"):
+        return None
+    wheels = kb.pythons_for(v, m.tf_os)
+    if not wheels or set(wheels) & set(m.pythons):
+        return None
+    return Finding("python.range", f"PyPI has no TensorFlow {v} wheel for Python {', '.join(m.pythons) or 'none'} "
+                   f"on {m.tf_os} (wheels: Python {wheels[0]}-{wheels[-1]})",
+                   fix=f"install Python {wheels[-1]} (e.g. uv python install {wheels[-1]})")
+
+
 def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str = "auto",
                    machine: Machine | None = None) -> TargetVerdict:
     m = machine or Machine.from_facts(facts, kb)
@@ -957,6 +971,9 @@ def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str 
     if build is None:
         blockers.append(Finding("tf.gpu_build", f"TensorFlow {v} has no GPU build for {m.tf_os}",
                                 fix="choose another release: tfgpu compat"))
+        no_wheel = _no_wheel_for_python(m, kb, v)
+        if no_wheel is not None:
+            blockers.append(no_wheel)
         return TargetVerdict(str(v), BLOCKED, None, None, tuple(blockers), tuple(caveats), (), str(v))
     # -- per backend
     from tfgpu.containers import container_alternative, judge_container
