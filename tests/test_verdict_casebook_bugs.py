@@ -223,3 +223,22 @@ def test_a_machine_whose_pythons_are_unknown_gets_no_python_blocker_without_a_gp
     facts = windows_facts("3.13")
     del facts["python"]
     assert "python.range" not in checks(judge_target(facts, KB, "2.18.0"))
+
+
+# --------------------------------------------------------------------------- a cuDNN given by its major only
+# tensorflow#23726 (Windows, "CUDA 10.0 and cuDNN 7"): tfgpu read "7" as 7.0 and reported it older than the
+# 7.2 that 1.12 loads. A facts document written from a report often names only the major: the minor is
+# unknown, a caveat to check, while a different major or a stated minor that is too old still blocks.
+
+
+@pytest.mark.parametrize(("cudnn", "blocks", "warns"), [
+    (["8"], False, True),       # minor not stated: maybe 8.1 or newer
+    (["7"], True, False),       # the wrong major
+    (["8.0.5"], True, False),   # a stated minor below 8.1
+    (["8.1.1"], False, False),  # enough
+    (["7", "8"], False, True),  # the 8 might be enough
+])
+def test_a_cudnn_given_by_its_major_alone_is_checked_not_blocked(cudnn: list[str], blocks: bool, warns: bool) -> None:
+    target = judge_target(linux_facts(cuda=["11.2"], cudnn=cudnn), KB, "2.5.0", backend="pip")
+    assert ("cudnn.system" in checks(target)) is blocks
+    assert ("cudnn.system" in {c.check for c in target.caveats}) is warns

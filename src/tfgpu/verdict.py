@@ -574,6 +574,15 @@ def system_cudnn_installed(m: Machine, cudnn: str) -> bool:
         for have in (_v(c.get("version")) for c in m.cudnns))
 
 
+def system_cudnn_minor_unstated(m: Machine, cudnn: str) -> bool:
+    """Is a system cuDNN of ``cudnn``'s major given without its minor ("7", "8": a facts document written from
+    a report)? Then whether it is new enough is unknown, not known to be too old."""
+    want = _v(cudnn)
+    return want is not None and any(
+        "." not in str(c.get("version") or "") and have is not None and have.major == want.major
+        for c, have in ((c, _v(c.get("version"))) for c in m.cudnns))
+
+
 def _driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bool) -> tuple[list[Finding], list[Finding]]:
     """Can this driver run a CUDA ``cuda`` runtime? Returns (blockers, caveats)."""
     blockers: list[Finding] = []
@@ -1131,11 +1140,19 @@ def _system_library_findings(
         ))
     elif not system_cudnn_installed(m, cudnn):
         have = ", ".join(str(c.get("version")) for c in m.cudnns) or "none"
-        out.append(Finding(
-            "cudnn.system",
-            f"pip's {kb.gpu_dist(v)} {v} loads the system cuDNN {cudnn}; installed here: {have}",
-            fix=f"use the conda backend: tfgpu create --tf {v} --backend conda",
-        ))
+        if system_cudnn_minor_unstated(m, cudnn):  # "cuDNN 8" in a report: the minor may well be enough
+            unknown.append(Finding(
+                "cudnn.system",
+                f"pip's {kb.gpu_dist(v)} {v} loads the system cuDNN {cudnn}; installed here: {have} (minor not stated)",
+                fix=f"check that the installed cuDNN is {cudnn} or newer, or use the conda backend: "
+                f"tfgpu create --tf {v} --backend conda",
+            ))
+        else:
+            out.append(Finding(
+                "cudnn.system",
+                f"pip's {kb.gpu_dist(v)} {v} loads the system cuDNN {cudnn}; installed here: {have}",
+                fix=f"use the conda backend: tfgpu create --tf {v} --backend conda",
+            ))
     return out, unknown
 
 
