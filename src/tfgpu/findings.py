@@ -17,6 +17,8 @@ READY, CAVEATS, BLOCKED = "ready", "caveats", "blocked"
 
 @record
 class Check:
+    """One line of the doctor's machine report: its status, what was found, the evidence and the fix."""
+
     id: str
     status: str
     summary: str
@@ -47,6 +49,8 @@ class Finding:
 
 @record
 class BackendVerdict:
+    """One recipe (or the container route's image) judged for one release here: viable or not, and why."""
+
     backend: str  # "pip" | "conda"
     recipe: str
     viable: bool
@@ -71,6 +75,8 @@ class BackendVerdict:
 
 @record
 class TargetVerdict:
+    """One release judged here: its verdict, the recipe tfgpu would build it with, and every recipe's judgement."""
+
     tf: str
     verdict: str
     backend: str | None
