@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import functools
+import html
 import re
 import sys
 from collections import deque
@@ -614,6 +615,27 @@ def top_finding(findings: Iterable[LogFinding]) -> LogFinding | None:
     return min(findings, key=order_key, default=None)
 
 
+#: Typographic quotes that copy-paste (word processors, blogs, some IMEs) puts into posted logs.
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201c": '"', "\u201d": '"', "\u201e": '"',
+                         "\u00a0": " ", "\u2009": " ", "\u202f": " "})
+#: ANSI colour / cursor escape sequences of coloured consoles (CSI ... final byte).
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_ENTITY = re.compile(r"&(?:#\d+|#x[0-9a-fA-F]+|[a-zA-Z]+);")
+
+
+def normalize_line(line: str) -> str:
+    """A posted log line as the program printed it: HTML entities of scraped pages (``&#39;``, ``&gt;``) decoded,
+    typographic quotes and non-breaking spaces made plain, ANSI colour codes removed. Lines without ``&``,
+    ESC or non-ASCII characters are returned unchanged (the caller only asks for the others)."""
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    if "&" in line and _ENTITY.search(line):
+        line = html.unescape(line)
+    if not line.isascii():
+        line = line.translate(_QUOTES)
+    return line
+
+
 @record(frozen=False)
 class _Collector:
     catalog: Catalog
@@ -636,6 +658,8 @@ class _Collector:
     def _feed(self, lineno: int, line: str) -> None:
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS]
+        if not line.isascii() or "&" in line or "\x1b" in line:
+            line = normalize_line(line)
         known = False
         for e, groups in _match_line(self.catalog, line):
             known = True
