@@ -26,6 +26,12 @@ DATA = Path(__file__).resolve().parent / "data"
 #: The machine `tfgpu lock` tests lock for (lock chooses its recipe for a machine, as plan does; unit tests
 #: cannot probe this one).
 LOCK_FACTS = str(DATA / "facts" / "mx150-laptop-ubuntu1804.json")
+#: A desktop with an RTX 3080 on driver 550 and Python 3.11 (the doctor recommends a pip recipe there).
+RTX3080_FACTS = {"schema": "tfgpu.facts/1", "platform": {"os": "linux", "arch": "x86_64", "glibc": "2.35"},
+                 "python": {"current": "3.11.4", "interpreters": [{"version": "3.11.4", "path": "/usr/bin/python3.11"}]},
+                 "gpus": [{"index": 0, "name": "NVIDIA GeForce RTX 3080", "compute_capability": "8.6",
+                           "memory_mib": 10240}],
+                 "driver": {"version": "550.54.15", "cuda": None}}
 
 
 class RealSubprocessBlocked(BaseException):

@@ -133,8 +133,9 @@ def test_every_source_is_a_url_a_user_can_open():
 
 def test_tf1_rows_agree_with_nvidias_tensorflow_fork():
     # NVIDIA/tensorflow's release branches are TF 1.15.x; its last release (23.03) ends the TF1 series
-    tf1 = [i for i in ngc_images() if i.ref.endswith(("-tf1-py3", "-py3")) and i.tf.major == 1]
-    assert all(i.tf.minor == 15 for i in tf1 if not i.ref.endswith(":19.03-py3"))
+    tf1 = [i for i in ngc_images() if i.ref.endswith("-tf1-py3")]
+    assert tf1
+    assert all((i.tf.major, i.tf.minor) == (1, 15) for i in tf1)
     newest = max(tf1, key=lambda i: _yymm(i.ref.rsplit(":", 1)[1].split("-")[0]))
     assert newest.ref == "nvcr.io/nvidia/tensorflow:23.03-tf1-py3"
 
@@ -157,12 +158,14 @@ NGC_TF_TABLE = [("19.06", "19.06", "1.13"), ("19.07", "19.10", "1.14"), ("19.11"
                 ("22.10", "22.12", "2.10"), ("23.01", "23.01", "2.11")]
 
 
-def test_tf2_rows_carry_the_minor_version_nvidias_table_gives():
+def test_rows_carry_the_minor_version_nvidias_table_gives():
     checked = 0
     for row in _raw()["ngc"]:
-        if row["flavor"] != "tf2-py3" or "tf_source" not in row:
+        if "tf_source" not in row:
             continue
         (minor,) = [m for lo, hi, m in NGC_TF_TABLE if _yymm(lo) <= _yymm(row["release"]) <= _yymm(hi)]
+        if row["flavor"] == "tf1-py3":
+            minor = "1.15"
         assert row["tf"].startswith(minor + "."), (row["release"], row["tf"], minor)
         checked += 1
-    assert checked == 9
+    assert checked == 10

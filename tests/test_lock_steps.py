@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LOCK_FACTS, isolate_installers
+from tests.conftest import LOCK_FACTS, RTX3080_FACTS, isolate_installers
 from tfgpu import lockfiles
 from tfgpu.errors import ExitCode, StepFailed, UsageError
 from tfgpu.knowledge import load_kb
@@ -223,3 +223,41 @@ def test_real_uv_locks_through_the_step_runner_and_create_from_lock_plans_it(
              "python": {"interpreters": [{"version": "3.13.0", "path": "/usr/bin/python3.13"}]}}
     plan = plan_from_lock(KB, facts, lock, platform="", tools={"uv": "/usr/bin/uv"}, home="/h")
     assert plan.steps[1].argv[-4:] == ("--require-hashes", "--no-deps", "-r", str(out))
+
+
+@pytest.mark.real_subprocess
+def test_lock_latest_with_the_default_backend_locks_the_doctors_recommendation(
+        cli: Cli, home: Path, tmp_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`tfgpu lock --tf latest` without --backend: the release and recipe the doctor recommends on this
+    machine (a pip recipe here), locked by uv through the step runner."""
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(RTX3080_FACTS))
+    code, out, err = cli("doctor", "--facts", str(path), "--json")
+    rec = json.loads(out)["recommendation"]
+    assert rec["recipe_id"].startswith("pip-")
+    uv, log = fake_uv(tmp_path, monkeypatch)
+    lock = tmp_path / "requirements.lock.txt"
+    code, out, err = cli("lock", "--tf", "latest", "--facts", str(path), "-o", str(lock))
+    assert code == 0, err
+    assert f"# --backend auto: recipe {rec['recipe_id']} (hashed pip requirements)" in err
+    assert f"+ {uv} pip compile" in err
+    assert f"# linux-64: recipe {rec['recipe_id']}: tensorflow[and-cuda]=={rec['tf']} " in out
+    assert lock.read_text().startswith(f"# Locked by tfgpu (recipe {rec['recipe_id']}) for linux-64, Python 3.11.")
+    (call,) = calls(log)
+    argv = call["argv"]
+    assert isinstance(argv, list)
+    assert argv[argv.index("--python-version") + 1] == "3.11"
+
+
+@pytest.mark.real_subprocess
+def test_a_uv_that_succeeds_without_writing_the_lock_is_a_failed_step(
+        home: Path, tmp_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A uv that exits 0 without writing its -o file: a failed step (exit 1, one line), not a traceback."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "uv").write_text("#!/bin/sh\nexit 0\n")
+    (bindir / "uv").chmod(0o755)
+    with pytest.raises(StepFailed, match="uv pip compile wrote no lock for tensorflow"):
+        lock_pip(KB, "2.20.0", "linux-64", tmp_path / "r.txt", target=TARGET, tools={"uv": str(bindir / "uv")})
+    assert not (tmp_path / "r.txt").exists()
+    assert list(tmp_dir.iterdir()) == []

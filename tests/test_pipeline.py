@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import RTX3080_FACTS
 from tfgpu.options import FACTS_OPTIONS, SHARED
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "tfgpu"
@@ -45,12 +46,8 @@ def test_backend_means_the_same_and_defaults_to_auto_everywhere() -> None:
 
 def test_plan_takes_the_driver_and_gpu_overrides(cli: Any, tmp_path: Path) -> None:
     # RTX 3080 on driver 470: plan judges the overridden driver exactly as the doctor does
-    facts = {"schema": "tfgpu.facts/1", "platform": {"os": "linux", "arch": "x86_64", "glibc": "2.35"},
-             "python": {"current": "3.11.4", "interpreters": [{"version": "3.11.4", "path": "/usr/bin/python3.11"}]},
-             "gpus": [{"index": 0, "name": "NVIDIA GeForce RTX 3080", "compute_capability": "8.6", "memory_mib": 10240}],
-             "driver": {"version": "550.54.15", "cuda": None}}
     path = tmp_path / "facts.json"
-    path.write_text(json.dumps(facts))
+    path.write_text(json.dumps(RTX3080_FACTS))
     # --force: the plan is printed either way; without it a blocked target exits 1 (issue 18)
     code, out, err = cli("plan", "--tf", "2.15", "--facts", str(path), "--driver", "470.82.01", "--json", "--force")
     assert code == 0, err

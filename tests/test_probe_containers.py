@@ -213,11 +213,12 @@ def test_apptainer_needs_no_daemon_and_is_rootless_for_a_user(tmp_path: Path):
     assert found["apptainer"]["rootless"] is True
 
 
-def _docker_with_nvidia_runtime(tmp_path: Path) -> Profile:
+def _docker_with_nvidia_runtime(tmp_path: Path, *, ctk: bool = True) -> Profile:
     prof = _profile(tmp_path)
     prof.program("docker", {"info*": (CT / "docker_api_info_nvidia_runtime.json", 0),
                             "--version": (CT / "docker_version.stdout", 0)})
-    prof.program("nvidia-ctk", default=(CT / "nvidia_ctk_version.stdout", 0))
+    if ctk:
+        prof.program("nvidia-ctk", default=(CT / "nvidia_ctk_version.stdout", 0))
     prof.file("/etc/group", "root:x:0:\ndocker:x:998:alice\n")
     prof.file("/var/run/docker.sock", "")
     return prof
@@ -240,13 +241,17 @@ def test_probe_reports_the_nvidia_runtime_of_a_recorded_daemon(tmp_path: Path):
 
 
 @pytest.mark.real_subprocess
-def test_the_doctor_judges_the_container_route_from_the_recorded_daemon(tmp_path: Path):
+@pytest.mark.parametrize("ctk", [True, False], ids=["toolkit-cli-on-path", "runtime-only"])
+def test_the_doctor_judges_the_container_route_from_the_recorded_daemon(tmp_path: Path, ctk: bool):
+    # runtime-only: the recording is Docker Desktop's (WSL2), whose daemon lists the nvidia runtime while the
+    # distribution's PATH may hold no nvidia-ctk; the runtime the daemon lists is what `docker run` uses
     from tests.test_verdict import gpu_facts
     from tfgpu.knowledge import load_kb, version
     from tfgpu.verdict import BLOCKED, READY, judge_release
 
-    prof = _docker_with_nvidia_runtime(tmp_path)
+    prof = _docker_with_nvidia_runtime(tmp_path, ctk=ctk)
     section = probe_containers(Ctx(root=tmp_path, env=prof.env, timeout=5), uid=1000)
+    assert section["toolkit"]["present"] is ctk
     kb = load_kb()
     facts = {**gpu_facts("NVIDIA GeForce RTX 3090", "8.6", driver="550.54.15"), "containers": section}
     tv = judge_release(facts, kb, version("2.15.1"), backend="docker")
@@ -261,3 +266,30 @@ def test_the_doctor_judges_the_container_route_from_the_recorded_daemon(tmp_path
     checks = {f.check for f in tv.blockers}
     assert "container.driver" in checks
     assert not checks & {"container.toolkit", "container.daemon"}
+
+
+@pytest.mark.real_subprocess
+def test_the_doctor_blocks_a_daemon_without_the_nvidia_runtime_and_names_the_fix(tmp_path: Path):
+    # docker/cli's own rendering of `docker info --format '{{json .}}'`: a reachable daemon with runc only
+    from tests.test_verdict import gpu_facts
+    from tfgpu.knowledge import load_kb, version
+    from tfgpu.verdict import BLOCKED, judge_release
+
+    prof = _profile(tmp_path)
+    prof.program("docker", {"info*": (CT / "docker_info_with_devices.json.golden", 0),
+                            "--version": (CT / "docker_version.stdout", 0)})
+    prof.file("/etc/group", "root:x:0:\ndocker:x:998:alice\n")
+    prof.file("/var/run/docker.sock", "")
+    section = probe_containers(Ctx(root=tmp_path, env=prof.env, timeout=5), uid=1000)
+    (docker,) = section["runtimes"]
+    assert docker["daemon"]["reachable"] is True
+    assert docker["runtimes"] == ["runc"]
+    assert docker["cdi_devices"] == ["com.example.device1", "nvidia.com/gpu=gpu0"]
+    assert section["toolkit"]["runtime"] is False
+    # `--gpus all` needs the nvidia runtime or the toolkit's hook, neither of which is here; the CDI devices
+    # the daemon lists are reported (cdi_devices) for `docker run --device nvidia.com/gpu=...`
+    facts = {**gpu_facts("NVIDIA GeForce RTX 3090", "8.6", driver="550.54.15"), "containers": section}
+    tv = judge_release(facts, load_kb(), version("2.15.1"), backend="docker")
+    assert tv.verdict == BLOCKED
+    (toolkit,) = [f for f in tv.blockers if f.check == "container.toolkit"]
+    assert "nvidia-ctk runtime configure --runtime=docker" in toolkit.fix

@@ -110,7 +110,6 @@ def test_a_rule_checks_os_and_arch_only_when_they_are_known() -> None:
     assert rule.holds("2.15.0", "linux", "")  # an unknown architecture is not checked
     assert not rule.holds("2.15.0", "macos", "x86_64")
     assert not rule.holds("2.15.0", "linux", "aarch64")
-    assert rule.since == "2.1"
 
 
 # --------------------------------------------------------------------------- each rule is read from the data
@@ -257,3 +256,18 @@ def test_the_machine_checks_name_the_series_the_tables_give() -> None:
     later = tuple(replace(r, and_cuda=()) if r.version < Version("2.15") else r for r in KB.releases)
     toolkit = {c.id: c for c in machine_checks(Machine.from_facts(facts, KB), replace(KB, releases=later))}["cuda.toolkit"]
     assert "TF < 2.15 use a system CUDA" in toolkit.fix
+
+
+def test_native_windows_names_the_cuda_11_runtime_dll_by_its_major() -> None:
+    """CUDA 11's runtime is cudart64_110.dll whichever 11.x (tensorflow/tensorflow#44381's log: TF 2.5 nightly
+    'Successfully opened dynamic library cudart64_110.dll'), not cudart64_112.dll; CUDA 10.1's is cudart64_101.dll."""
+    facts = linux_facts(platform={"os": "windows"}, driver={"version": "472.12", "cuda": "11.4"})
+    facts.pop("cuda_toolkits")
+
+    def summary(tf: str) -> str:
+        target = judge_target(facts, KB, tf, backend="pip")
+        return " ".join(f.summary for b in target.backends for f in (*b.caveats, *b.blockers)
+                        if f.check == "cuda.system_toolkit")
+
+    assert "cudart64_110.dll" in summary("2.10.1")
+    assert "cudart64_101.dll" in summary("2.3.0")

@@ -367,7 +367,7 @@ def plan_container(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str, im
     from tfgpu.plan import Plan, judge_for_plan
     from tfgpu.verdict import BLOCKED, Machine, resolve_version
 
-    m = Machine.from_facts(facts)
+    m = Machine.from_facts(facts, kb)
     v = resolve_version(kb, tf, m)
     tv = judge_for_plan(kb, facts, tf, backend=backend)
     if tv is not None and tv.verdict != BLOCKED and len(tf.strip().split(".")) == 2:

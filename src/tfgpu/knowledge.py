@@ -676,11 +676,6 @@ class Rule:
             return False
         return (v if isinstance(v, Version) else version(str(v))) in self.applies
 
-    @property
-    def since(self) -> str:
-        """The lower bound of ``applies`` as written (">=2.5" -> "2.5"), for messages; "" when it has none."""
-        return next((part[2:] for part in str(self.applies).split(",") if part.startswith(">=")), "")
-
 
 def _parse_rules() -> tuple[Rule, ...]:
     data = load_toml("rules")

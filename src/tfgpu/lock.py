@@ -275,9 +275,98 @@ def lock_pip(kb: KnowledgeBase, tf: str, platform: str, out: Path, *, python: st
                 "locking needs the network to the package index"
             raise
         # uv names the input in "# via -r FILE" lines: the file's name, not the temporary directory's
-        body = (Path(work) / PIP_LOCK_OUTPUT).read_text(encoding="utf-8")
+        try:
+            body = (Path(work) / PIP_LOCK_OUTPUT).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:  # uv said it succeeded but wrote no readable file
+            msg = f"uv pip compile wrote no lock for {reqs}: {exc}"
+            raise StepFailed(msg, hint="run it again; if it persists, report uv's version (uv --version)") from None
         body = body.replace(plan.steps[0].path or PIP_LOCK_INPUT, PIP_LOCK_INPUT)
     header = (f"# Locked by tfgpu (recipe {target.recipe}) for {platform}, Python {target.python}.\n"
               f"# Install with: pip install --require-hashes --no-deps -r {out.name}\n")
     write_atomic(out, header + body)
     return [f"{platform}: recipe {target.recipe}: {reqs} for Python {target.python}"]
+
+
+# --------------------------------------------------------------------------- the stage as a library call
+
+#: What --backend takes for `tfgpu lock`.
+LOCK_BACKENDS = ("auto", "rattler", "conda", "pip")
+
+
+@record
+class LockOutcome:
+    """What ``lock_environment`` did: the file written, the kind of lock and the notes to show."""
+
+    path: Path
+    backend: str  # pip | rattler | conda (auto resolved)
+    notes: tuple[str, ...] = ()
+
+
+def check_lock_backend(backend: str) -> None:
+    if backend not in LOCK_BACKENDS:
+        msg = f"unknown --backend {backend!r}"
+        raise UsageError(msg, hint="use auto, rattler, conda or pip")
+
+
+def lock_environment(
+    *, tf: str, platforms: tuple[str, ...], output: Path | None, channels: tuple[str, ...], backend: str,
+    python: str | None, virtual_packages: tuple[str, ...], cache_dir: Path | None, force: bool,
+    facts: Mapping[str, Any] | None = None, say: Callable[[str], None] | None = None,
+) -> LockOutcome:
+    """`tfgpu lock` as a library call: resolve the target (``latest`` included, as plan and create do), choose
+    what to lock (the recipe ``tfgpu plan`` chooses here, for --backend auto), lock it, write the file.
+    ``say`` gets the progress lines (the backend auto took, channels from the config file, the step
+    runner's ``+ cmd``)."""
+    from tfgpu.backends.config import load_config
+    from tfgpu.backends.detect import detect_tools
+    from tfgpu.knowledge import load_kb
+    from tfgpu.lockfiles import check_output, write_lockfile
+    from tfgpu.plan import resolve_target
+
+    def note(line: str) -> None:
+        if say is not None:
+            say(line)
+
+    check_lock_backend(backend)
+    kb = load_kb()
+    facts = dict(facts or {})
+    config = load_config()
+    tools = detect_tools(facts)
+    tf, resolve_notes = resolve_target(kb, as_facts(facts), tf, backend=backend)
+    pip_target = None
+    if backend == "auto":  # the planner's choice for the first platform decides the kind of lock
+        first = lock_target(kb, facts, tf, platforms[0], python=python, channels=channels, tools=tools,
+                            prefer=config.prefer)
+        backend = "pip" if first.kind == "pip" else "rattler"
+        pip_target = first if first.kind == "pip" else None
+        kind_text = "hashed pip requirements" if first.kind == "pip" else "conda-lock's format"
+        note(f"# --backend auto: recipe {first.recipe} ({kind_text})")
+    out = output or Path("requirements.lock.txt" if backend == "pip" else "conda-lock.yml")
+    if (out.exists() or out.is_symlink()) and not force:
+        msg = f"{out} already exists"
+        raise UsageError(msg, hint="pass --force to overwrite it, or choose another file with -o")
+    for n in resolve_notes:
+        note(f"# {n}")
+    check_output(out)  # before solving: a device node, a missing or read-only directory
+    if backend == "pip":
+        if len(platforms) != 1:
+            msg = "--backend pip locks one platform per requirements file"
+            raise UsageError(msg, hint="run tfgpu lock once per --platform with its own -o")
+        notes = lock_pip(kb, tf, platforms[0], out, python=python, facts=facts, tools=tools, target=pip_target,
+                         echo=say)
+    else:
+        if backend == "conda":
+            # Handing the solve to an installed conda-lock is not implemented yet: the embedded engine
+            # solves and writes the same format.
+            note("# --backend conda: a conda recipe, solved with tfgpu's embedded engine (rattler) and "
+                 "written in conda-lock's format; no conda, mamba or conda-lock is run")
+        if not channels and config.channels:  # --channel beats the config file, which beats the recipe's channels
+            channels = tuple(config.channels)
+            note(f"# channels from {config.path}: {', '.join(channels)}")
+        req = LockRequest(tf=tf, platforms=platforms, channels=channels, python=python,
+                          virtual_packages=virtual_packages, facts=facts, tools=tools, prefer=config.prefer)
+        lock, notes = lock_conda(kb, req, cache_dir=cache_dir)
+        write_lockfile(lock, out, force=force)
+        counts = ", ".join(f"{p}: {len(lock.for_platform(p))}" for p in lock.platforms)
+        notes.append(f"packages per platform: {counts}")
+    return LockOutcome(path=out, backend=backend, notes=tuple(notes))

@@ -3,7 +3,7 @@ execute → verify → register. ``create_environment(request, events) -> Outcom
 the command only parses the arguments, calls it and renders (``events`` is how it shows progress and asks
 for confirmation), so another interface (fleet, CI) can run the same pipeline.
 
-``build_plan`` and ``build_lock_plan`` read the config file and detect the installed tools (effects), then
+``build_plan`` and ``build_from_lock_plan`` read the config file and detect the installed tools (effects), then
 plan (pure): `tfgpu plan` and `tfgpu create` share them.
 """
 
@@ -112,7 +112,7 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
     tf = req.tf
     lock_plan: Any = None
     if req.from_lock is not None:  # validate the lockfile first: a bad one is exit 2 before anything else
-        lock_plan = build_lock_plan(from_lock=req.from_lock, name=req.name, prefix=req.prefix, platform=req.platform,
+        lock_plan = build_from_lock_plan(from_lock=req.from_lock, name=req.name, prefix=req.prefix, platform=req.platform,
                                     facts=build_facts, find_links=list(req.find_links), index_url=req.index_url,
                                     offline=req.offline)
         tf = lock_plan.tf
@@ -309,7 +309,7 @@ def build_container_plan(*, tf: str, backend: str, image: str | None, name: str 
                           cache_dir=str(home() / "images"), name=name)
 
 
-def build_lock_plan(
+def build_from_lock_plan(
     *, from_lock: str, name: str | None, prefix: str | None, platform: str | None, facts: dict[str, Any],
     find_links: list[str], index_url: str | None, offline: bool,
 ) -> Any:

@@ -1086,9 +1086,10 @@ def _system_library_findings(
     out: list[Finding] = []
     unknown: list[Finding] = []
     cuda_n = normalize_cuda(cuda)
-    so = "cudart64_" + cuda_n.replace(".", "") + ".dll" if m.os == "windows" else f"libcudart.so.{cuda_n}"
-    if kb.rule("cuda-libraries-per-major").holds(cuda_n) and m.os != "windows":
-        so = f"libcudart.so.{version(cuda_n).major}.0"  # CUDA 11's sonames carry the major only (compat/rules.toml)
+    # CUDA 11's runtime is named by its major only (compat/rules.toml): libcudart.so.11.0 / cudart64_110.dll for
+    # every 11.x (CUDA 12 dropped the ".0", but no pip TensorFlow loads a system CUDA 12)
+    xy = f"{version(cuda_n).major}.0" if kb.rule("cuda-libraries-per-major").holds(cuda_n) else cuda_n
+    so = f"cudart64_{xy.replace('.', '')}.dll" if m.os == "windows" else f"libcudart.so.{xy}"
     wanted = f"{version(cuda_n).major}.x" if _any_minor_serves(version(cuda_n), v, kb) else cuda_n
     if not m.toolkits_known:
         unknown.append(Finding(

@@ -7,7 +7,6 @@ from typing import Any, List, Optional  # noqa: UP035 - typer needs typing.List 
 
 import typer
 
-from tfgpu.facts import as_facts
 from tfgpu.options import overrides, typer_option
 
 
@@ -41,11 +40,9 @@ def lock(
     The recipe is the one `tfgpu plan` and `tfgpu doctor` choose for this machine (or the --facts file)."""
     from tfgpu.doctor import gather_facts
     from tfgpu.engine import parse_virtual_package
-    from tfgpu.errors import UsageError
+    from tfgpu.lock import check_lock_backend
 
-    if backend not in ("auto", "rattler", "conda", "pip"):  # bad input is exit 2 before the machine is probed
-        msg = f"unknown --backend {backend!r}"
-        raise UsageError(msg, hint="use auto, rattler, conda or pip")
+    check_lock_backend(backend)  # bad input is exit 2 before the machine is probed
     for vp in virtual_package or ():
         parse_virtual_package(vp)
     facts, _ = gather_facts(facts_file=facts_file, overrides=overrides(driver, gpu_cc, os_name))
@@ -59,64 +56,15 @@ def run_lock(
     python: str | None, virtual_packages: tuple[str, ...], cache_dir: Path | None, force: bool,
     facts: dict[str, Any] | None = None,
 ) -> int:
-    from tfgpu.errors import UsageError
-
-    if backend not in ("auto", "rattler", "conda", "pip"):
-        msg = f"unknown --backend {backend!r}"
-        raise UsageError(msg, hint="use auto, rattler, conda or pip")
-    from tfgpu import lock as locking
-    from tfgpu import lockfiles
     from tfgpu import output as ui  # `output` is the lockfile option here
-    from tfgpu.backends.config import load_config
-    from tfgpu.backends.detect import detect_tools
-    from tfgpu.knowledge import load_kb
-    from tfgpu.plan import resolve_target
+    from tfgpu.lock import lock_environment
 
-    kb = load_kb()
-    facts = facts or {}
-    config = load_config()
-    tools = detect_tools(facts)
-    tf, resolve_notes = resolve_target(kb, as_facts(facts), tf, backend=backend)
-    pip_target = None
-    if backend == "auto":  # the planner's choice for the first platform decides the kind of lock
-        first = locking.lock_target(kb, facts, tf, platforms[0], python=python, channels=channels, tools=tools,
-                                     prefer=config.prefer)
-        backend = "pip" if first.kind == "pip" else "rattler"
-        pip_target = first if first.kind == "pip" else None
-        kind_text = "hashed pip requirements" if first.kind == "pip" else "conda-lock's format"
-        ui.note(f"# --backend auto: recipe {first.recipe} ({kind_text})")
-    out = output or Path("requirements.lock.txt" if backend == "pip" else "conda-lock.yml")
-    if (out.exists() or out.is_symlink()) and not force:
-        msg = f"{out} already exists"
-        raise UsageError(msg, hint="pass --force to overwrite it, or choose another file with -o")
-    for n in resolve_notes:
-        ui.note(f"# {n}")
-    lockfiles.check_output(out)  # before solving: a device node, a missing or read-only directory
-    if backend == "pip":
-        if len(platforms) != 1:
-            msg = "--backend pip locks one platform per requirements file"
-            raise UsageError(msg, hint="run tfgpu lock once per --platform with its own -o")
-        notes = locking.lock_pip(kb, tf, platforms[0], out, python=python, facts=facts, tools=tools,
-                                  target=pip_target, echo=ui.note)
-    else:
-        if backend == "conda":
-            # Handing the solve to an installed conda-lock is not implemented yet: the embedded engine
-            # solves and writes the same format.
-            ui.note("# --backend conda: a conda recipe, solved with tfgpu's embedded engine (rattler) and "
-                        "written in conda-lock's format; no conda, mamba or conda-lock is run")
-        if not channels and config.channels:  # --channel beats the config file, which beats the recipe's channels
-            channels = tuple(config.channels)
-            ui.note(f"# channels from {config.path}: {', '.join(channels)}")
-        req = locking.LockRequest(tf=tf, platforms=platforms, channels=channels, python=python,
-                                   virtual_packages=virtual_packages, facts=facts, tools=tools,
-                                   prefer=config.prefer)
-        lock_, notes = locking.lock_conda(kb, req, cache_dir=cache_dir)
-        lockfiles.write_lockfile(lock_, out, force=force)
-        counts = ", ".join(f"{p}: {len(lock_.for_platform(p))}" for p in lock_.platforms)
-        notes.append(f"packages per platform: {counts}")
-    for n in notes:
+    outcome = lock_environment(tf=tf, platforms=platforms, output=output, channels=channels, backend=backend,
+                               python=python, virtual_packages=virtual_packages, cache_dir=cache_dir, force=force,
+                               facts=facts, say=ui.note)
+    for n in outcome.notes:
         ui.say(f"# {n}")
-    ui.say(f"wrote {out}")
+    ui.say(f"wrote {outcome.path}")
     return 0
 
 

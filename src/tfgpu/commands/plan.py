@@ -12,7 +12,7 @@ from tfgpu.options import CONTAINER_BACKENDS as CONTAINER_BACKENDS
 from tfgpu.options import typer_option
 from tfgpu.pipeline import (  # shared with scripts/verify_recipes.py
     build_container_plan,
-    build_lock_plan,
+    build_from_lock_plan,
     build_plan,
     check_target,
 )
@@ -138,7 +138,7 @@ def plan_cmd(
 
         read_lock(from_lock)  # a bad lockfile is exit 2 before the machine is probed
         facts = _facts(facts_file, driver, gpu_cc, os_name)
-        plan = build_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform,
+        plan = build_from_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform,
                                facts=facts, find_links=find_links or [], index_url=index_url, offline=offline)
     else:
         assert tf is not None
