@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,15 +23,10 @@ import pytest
 from tfgpu import explain as ex
 
 from .conftest import DATA
-from .test_explain_heldout import right_cause, top_finding
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python < 3.11
-    import tomli as tomllib
+from .test_explain_heldout import load_heldout, right_cause, top_finding
+from .test_explain_heldout import score as heldout_score
 
 HELDOUT2 = DATA / "explain" / "heldout" / "heldout2.toml"
-SCHEMA = "tfgpu.explain.heldout/1"
 #: Floors below the measured scores (see SOURCES.md): a drop means the engine or catalog got worse on logs it
 #: was not written for.
 FLOOR_TUNE = 0.90
@@ -40,11 +34,7 @@ FLOOR_HOLD = 0.75
 
 
 def load_batch() -> list[dict[str, Any]]:
-    with HELDOUT2.open("rb") as fh:
-        data = tomllib.load(fh)
-    assert data["schema"] == SCHEMA
-    excerpts: list[dict[str, Any]] = data["excerpt"]
-    return excerpts
+    return load_heldout(HELDOUT2)  # same schema as batch 1+2
 
 
 def claims_nothing(findings: Sequence[ex.LogFinding]) -> bool:
@@ -60,16 +50,7 @@ def right(excerpt: dict[str, Any], findings: Sequence[ex.LogFinding]) -> bool:
 
 
 def score(excerpts: Sequence[dict[str, Any]]) -> tuple[int, list[tuple[str, str]]]:
-    ok = 0
-    wrong: list[tuple[str, str]] = []
-    for e in excerpts:
-        findings = ex.explain_lines(e["log"].splitlines())
-        if right(e, findings):
-            ok += 1
-        else:
-            top = top_finding(findings)
-            wrong.append((e["id"], top.id if top else "-"))
-    return ok, wrong
+    return heldout_score(excerpts, right)
 
 
 def split_rule(excerpts: Sequence[dict[str, Any]]) -> set[str]:

@@ -169,9 +169,13 @@ def _literal_runs(pattern: str, flags: int = 0) -> list[str]:
         parsed = parser.parse(pattern, flags)
     except Exception:  # pragma: no cover - re.compile already accepted it
         return []
-    literal = parser.LITERAL
+    return _runs_of(parsed, parser.LITERAL)
+
+
+def _runs_of(ops: Iterable[tuple[Any, Any]], literal: Any) -> list[str]:
+    """The runs of consecutive literal characters in a parsed (sub)pattern."""
     runs, run = [], []
-    for op, arg in parsed:
+    for op, arg in ops:
         if op == literal:
             run.append(chr(arg))
             continue
@@ -192,20 +196,7 @@ def _branch_runs(pattern: str, flags: int = 0) -> list[list[str]] | None:
         return None
     if len(parsed) != 1 or parsed[0][0] != parser.BRANCH:
         return None
-    out = []
-    for branch in parsed[0][1][1]:
-        runs, run = [], []
-        for op, arg in branch:
-            if op == parser.LITERAL:
-                run.append(chr(arg))
-                continue
-            if run:
-                runs.append("".join(run))
-            run = []
-        if run:
-            runs.append("".join(run))
-        out.append(runs)
-    return out
+    return [_runs_of(branch, parser.LITERAL) for branch in parsed[0][1][1]]
 
 
 def _needle(pattern: str, flags: int) -> str | None:
