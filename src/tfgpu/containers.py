@@ -301,13 +301,6 @@ def check_image_ref(ref: str) -> str:
     return ref
 
 
-def runtime_name(backend: str, facts: Mapping[str, Any]) -> str:
-    """--backend docker|podman|apptainer as is; "container": the runtime its row of tfgpu.runners.RUNNERS
-    picks here (docker when none is installed)."""
-    runner, _program, _why = pick_container_runner(backend, runtime_context(facts, version("0")))
-    return runner.name
-
-
 def run_in_container(runtime: str, image: str, command: list[str], cwd: str) -> tuple[str, ...]:
     """`tfgpu run NAME -- CMD` for a container environment: CMD in the image with the current directory
     mounted at /workspace (the function the run command calls)."""
