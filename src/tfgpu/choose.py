@@ -134,12 +134,12 @@ def ranked_recipes(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | Non
     """The verdict's viable recipes in its order, then every other recipe in :func:`kb_order`. When the
     verdict says the release will work here, a conda recipe whose channel does not carry the release is
     left out, as the verdict leaves it out (the doctor names the release the plan builds)."""
-    from tfgpu.verdict import BLOCKED, _recipe_available, rank_backends
+    from tfgpu.verdict import BLOCKED, rank_backends, recipe_available
 
     recipes = candidate_recipes(kb, v, os_name)
     judged = verdict is not None and verdict.tf == str(v)
     if judged and verdict is not None and verdict.verdict != BLOCKED:
-        recipes = [r for r in recipes if _recipe_available(kb, r, v, os_name)]
+        recipes = [r for r in recipes if recipe_available(kb, r, v, os_name)]
     by_id = {r.id: r for r in recipes}
     first: list[Recipe] = []
     if judged and verdict is not None:
@@ -269,7 +269,9 @@ def choose(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, v: Ve
     if prefs.backend in CONTAINER_BACKENDS:
         from tfgpu.containers import choose_image
 
-        return choose_image(kb, facts, v, backend=prefs.backend, image_ref=prefs.image), ""
+        row = (next((b for b in verdict.backends if b.backend == CONTAINER), None)
+               if verdict is not None and verdict.tf == str(v) else None)  # judged with prefs.backend
+        return choose_image(kb, facts, v, backend=prefs.backend, image_ref=prefs.image, judged=row), ""
     if prefs.backend == "auto" and prefs.prefer and prefs.prefer != "auto":
         if prefs.prefer not in BACKENDS:
             msg = f"unknown preferred backend {prefs.prefer!r} ({prefs.prefer_source})"

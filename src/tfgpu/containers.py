@@ -1,7 +1,7 @@
 """The container route, decided: which GPU image of TensorFlow fits this host, and which runtime runs it.
 
 Pure: facts (``facts["containers"]``, the driver, the GPUs) + compat/containers.toml -> a
-:class:`~tfgpu.verdict.BackendVerdict` with backend "container" (ready when the host driver meets the
+:class:`~tfgpu.findings.BackendVerdict` with backend "container" (ready when the host driver meets the
 image's floor, or its forward-compatibility branch on a data-center GPU; the GPU's compute capability is in
 the image; and a runtime with GPU support is configured), and the argv that pulls and runs it.
 Fixes install what NVIDIA's documentation says; tfgpu never runs sudo itself.
@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import Version
 
 from tfgpu._record import record
+from tfgpu.findings import BackendVerdict, Finding
+from tfgpu.gpu_rules import gpu_findings
 from tfgpu.knowledge import (
     ContainerImage,
     KnowledgeBase,
@@ -26,6 +28,7 @@ from tfgpu.knowledge import (
     ngc_images,
     version,
 )
+from tfgpu.machine import Machine, machine_memo
 from tfgpu.runners import CONTAINER, RUNNERS, Choice, ContainerRunner, Context, pick_container_runner
 
 # re-exported: where the container code looks for them
@@ -36,7 +39,6 @@ from tfgpu.runners import sif_path as sif_path
 
 if TYPE_CHECKING:
     from tfgpu.facts import Facts
-    from tfgpu.verdict import BackendVerdict, Finding, Machine
 
 
 TOOLKIT_DOCS = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"
@@ -64,12 +66,6 @@ _CONSUMER = re.compile(r"GeForce|RTX|Quadro|TITAN|Jetson", re.IGNORECASE)
 @functools.lru_cache(maxsize=256)
 def is_datacenter_gpu(name: str) -> bool:
     return bool(_DATACENTER.search(name)) and not _CONSUMER.search(name)
-
-
-def _memo(m: Machine) -> dict[Any, Any]:
-    from tfgpu.verdict import machine_memo  # what depends only on the machine and an image: once per machine
-
-    return machine_memo(m)
 
 
 @record
@@ -167,7 +163,7 @@ def pick_runtime(facts: Mapping[str, Any], wanted: str = "container") -> Runtime
 
 def image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tuple[list[Finding], list[Finding]]:
     """The host driver and the GPUs against one image (worked out once per machine and image)."""
-    memo = _memo(m)
+    memo = machine_memo(m)
     key = ("image", image.ref, image.family, id(kb))  # a reference names one image of the knowledge base
     if key not in memo:
         memo[key] = _image_findings(image, m, kb)
@@ -176,8 +172,6 @@ def image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tupl
 
 
 def _image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tuple[list[Finding], list[Finding]]:
-    from tfgpu.verdict import Finding, _gpu_findings
-
     blockers: list[Finding] = []
     caveats: list[Finding] = []
     names = [str(g.get("name") or "") for g in m.gpus or ()]
@@ -193,7 +187,7 @@ def _image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tup
         caveats.append(Finding("container.forward_compat", f"{image.ref} runs on driver {m.driver_text} only through "
                                "CUDA forward compatibility (data-center GPU)"))
     if image.family == "tensorflow":
-        g_block, g_cav, _jit = _gpu_findings(m, kb, image.tf, image.cuda, "pip")  # the image holds the pip wheel
+        g_block, g_cav, _jit = gpu_findings(m, kb, image.tf, image.cuda, "pip")  # the image holds the pip wheel
         blockers += [Finding(f.check, f"{image.ref}: {f.summary}", f.fix) for f in g_block]
         caveats += g_cav
         return blockers, caveats
@@ -217,7 +211,7 @@ def _xy(text: str) -> str:
 def images_for_gpu(kb: KnowledgeBase, m: Machine) -> list[ContainerImage]:
     """NGC images whose CUDA and GPU range cover every visible GPU and whose floor the driver meets,
     newest first (what to name when no wheel runs on the GPU: an RTX 50-series needs CUDA >= 12.8)."""
-    memo = _memo(m)
+    memo = machine_memo(m)
     key = ("fits", id(kb))
     if key not in memo:
         memo[key] = [i for i in sorted(ngc_images(), key=lambda i: i.ref, reverse=True)
@@ -229,14 +223,12 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
                     wanted: str = "container", image_ref: str | None = None) -> BackendVerdict:
     """The container route for TensorFlow ``v``: the first image (TensorFlow's own, then NGC's of the same
     series) that fits this host, run by the first GPU-ready runtime."""
-    from tfgpu.verdict import BackendVerdict, Finding
-
     images = container_images(kb, v)
     if image_ref:
         named = [i for i in images if i.ref == image_ref] or [i for i in ngc_images() if i.ref == image_ref]
         images = named or [ContainerImage(ref=image_ref, family="custom", tf=v, cuda="", cudnn="", python="",
                                           driver=None, compat_drivers=(), cc_min="", published="", source="")]
-    memo = _memo(m)  # the runtime depends on the machine only, not on the release
+    memo = machine_memo(m)  # the runtime depends on the machine only, not on the release
     if ("runtime", wanted) not in memo:
         memo[("runtime", wanted)] = pick_runtime(facts, wanted)
     runtime: Runtime | None = memo[("runtime", wanted)]
@@ -276,7 +268,7 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
 def container_alternative(kb: KnowledgeBase, m: Machine, v: Version) -> Finding | None:
     """When no wheel of ``v`` runs on the GPU: the NGC image that can (its own TensorFlow release). Worked out
     once per machine and series (every patch release of a blocked series asks)."""
-    memo = _memo(m)
+    memo = machine_memo(m)
     key = ("alternative", id(kb), v.major, v.minor)
     if key not in memo:
         memo[key] = _container_alternative(kb, m, v)
@@ -285,8 +277,6 @@ def container_alternative(kb: KnowledgeBase, m: Machine, v: Version) -> Finding 
 
 
 def _container_alternative(kb: KnowledgeBase, m: Machine, v: Version) -> Finding | None:
-    from tfgpu.verdict import Finding
-
     fits = images_for_gpu(kb, m) if m.gpus else []
     if not fits:
         return None
@@ -312,13 +302,6 @@ def check_image_ref(ref: str) -> str:
     return ref
 
 
-def runtime_name(backend: str, facts: Mapping[str, Any]) -> str:
-    """--backend docker|podman|apptainer as is; "container": the runtime its row of tfgpu.runners.RUNNERS
-    picks here (docker when none is installed)."""
-    runner, _program, _why = pick_container_runner(backend, runtime_context(facts, version("0")))
-    return runner.name
-
-
 def run_in_container(runtime: str, image: str, command: list[str], cwd: str) -> tuple[str, ...]:
     """`tfgpu run NAME -- CMD` for a container environment: CMD in the image with the current directory
     mounted at /workspace (the function the run command calls)."""
@@ -335,14 +318,15 @@ def image_recipe(ref: str, row: ContainerImage | None, v: Version) -> Recipe:
                   confidence=row.confidence if row else "sourced")
 
 
-def choose_image(kb: KnowledgeBase, facts: Facts, v: Version, *, backend: str, image_ref: str | None = None) -> Choice:
+def choose_image(kb: KnowledgeBase, facts: Facts, v: Version, *, backend: str, image_ref: str | None = None,
+                 judged: BackendVerdict | None = None) -> Choice:
     """The container route's choice for --backend docker|podman|apptainer|container (tfgpu.choose.choose
     calls it): the image the verdict judges best here (:func:`judge_container`: the first that fits, else
     the first), run by the first runner of ``backend``'s row of tfgpu.runners.RUNNERS that can run a GPU
     container here, else the first installed, else the row's first. A blocked route is still chosen, so
-    that `tfgpu plan` can show it; ``Choice.blocked`` says why (create refuses it)."""
+    that `tfgpu plan` can show it; ``Choice.blocked`` says why (create refuses it). ``judged``: the target's
+    container row as the verdict judged it with the same backend (the doctor's; not judged again)."""
     from tfgpu.errors import UsageError
-    from tfgpu.verdict import Machine
 
     if backend not in RUNNERS or not all(isinstance(r, ContainerRunner) for r in RUNNERS[backend]):
         msg = f"{backend!r} is not a container backend"
@@ -350,7 +334,8 @@ def choose_image(kb: KnowledgeBase, facts: Facts, v: Version, *, backend: str, i
     if image_ref is not None:
         check_image_ref(image_ref)
     runner, _program, why_not = pick_container_runner(backend, runtime_context(facts, v))
-    verdict = judge_container(facts, kb, v, Machine.from_facts(facts, kb), wanted=backend, image_ref=image_ref)
+    verdict = (judged if judged is not None and image_ref is None
+               else judge_container(facts, kb, v, Machine.from_facts(facts, kb), wanted=backend, image_ref=image_ref))
     image = image_ref or verdict.recipe
     if not image:
         msg = f"no GPU image of TensorFlow {v} is known"
@@ -365,44 +350,7 @@ def choose_image(kb: KnowledgeBase, facts: Facts, v: Version, *, backend: str, i
                   python=(row.python if row else "") or "", blocked=blocked)
 
 
-def plan_container(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str, image_ref: str | None,
-                   smoke_script: str, cache_dir: str, name: str | None = None) -> Any:
-    """The plan of `tfgpu plan|create --backend docker|podman|apptainer|container`: the runner and image
-    :func:`choose_image` picks (what tfgpu.choose.choose, and so the doctor, picks), and the runner's steps:
-    pull the image, run the smoke script in it with the GPU. The target is judged as the doctor judges it
-    (a series by its newest release that can work here). Pure: ``smoke_script`` and ``cache_dir`` are handed in."""
-    from tfgpu.plan import Plan, judge_for_plan
-    from tfgpu.verdict import BLOCKED, Machine, resolve_version
-
-    m = Machine.from_facts(facts, kb)
-    v = resolve_version(kb, tf, m)
-    tv = judge_for_plan(kb, facts, tf, backend=backend)
-    if tv is not None and tv.verdict != BLOCKED and len(tf.strip().split(".")) == 2:
-        v = version(tv.tf)  # a series: the newest release that works here, as the doctor says
-    choice = choose_image(kb, facts, v, backend=backend, image_ref=image_ref)
-    runner = next(r for r in RUNNERS[choice.backend] if isinstance(r, ContainerRunner))
-    image = choice.recipe.id
-    row = next((i for i in container_images(kb, v) if i.ref == image), None)
-    verdict = judge_container(facts, kb, v, m, wanted=backend, image_ref=image_ref)
-    notes = [f"{f.summary} — fix: {f.fix}" if f.fix else f.summary for f in verdict.blockers]
-    notes += [c.summary for c in verdict.caveats]
-    tfs = str(row.tf if row else v)
-    # the target's verdict is this plan's when the doctor judged this image for it (an NGC image carries its
-    # own patch of the series: 2.17.0 in 25.02 for a 2.17.1 target)
-    judged = tv is not None and not image_ref and any(b.backend == CONTAINER and b.recipe == image
-                                                      for b in tv.backends)
-    return Plan(
-        tf=tfs, backend=choice.backend, backend_reason=choice.reason,
-        prefix=runner.target(image, cache_dir), name=name, python=choice.python, tool=choice.tool,
-        steps=runner.steps(image, smoke_script=smoke_script, cache_dir=cache_dir),
-        env_vars={"TF_FORCE_GPU_ALLOW_GROWTH": "true"}, notes=tuple(notes), recipe_id=image,
-        sources=tuple(_source_urls(kb, row)), env_python="python3",
-        verdict=tv.verdict if judged and tv is not None else "",
-        blockers=tuple(f.to_json() for f in verdict.blockers) if judged else (),
-        caveats=tuple(f.to_json() for f in verdict.caveats) if judged else ())
-
-
-def _source_urls(kb: KnowledgeBase, row: ContainerImage | None) -> list[str]:
+def image_source_urls(kb: KnowledgeBase, row: ContainerImage | None) -> list[str]:
     if row is None:
         return []
     sources = kb.sources("containers")
