@@ -101,8 +101,14 @@ def parse_dockerfile(text: str) -> list[Instruction]:
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?([-+])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
+#: An ARG value after substitution is cut here: ARGs that repeat each other (ARG B=$A$A..., ARG C=$B$B...)
+#: grow geometrically, and a 5 KB Dockerfile expanded to gigabytes. An image reference is at most 255.
+MAX_SUBSTITUTED_CHARS = 64 * 1024
+
+
 def substitute(text: str, values: Mapping[str, str]) -> str:
-    """``${VAR}``, ``${VAR:-default}``, ``${VAR:+alt}`` and ``$VAR`` as Docker expands them in FROM/ENV."""
+    """``${VAR}``, ``${VAR:-default}``, ``${VAR:+alt}`` and ``$VAR`` as Docker expands them in FROM/ENV; the
+    result is cut at :data:`MAX_SUBSTITUTED_CHARS` (built piece by piece, never whole first)."""
     def repl(m: re.Match[str]) -> str:
         name = m.group(1) or m.group(4)
         value = values.get(name, "")
@@ -111,7 +117,16 @@ def substitute(text: str, values: Mapping[str, str]) -> str:
         if m.group(2) == "+":
             return m.group(3) or "" if value else ""
         return value
-    return _VAR.sub(repl, text)
+    pieces: list[str] = []
+    size = pos = 0
+    for m in _VAR.finditer(text):
+        pieces += [text[pos:m.start()], repl(m)]
+        size += m.start() - pos + len(pieces[-1])
+        pos = m.end()
+        if size > MAX_SUBSTITUTED_CHARS:
+            return "".join(pieces)[:MAX_SUBSTITUTED_CHARS]
+    pieces.append(text[pos:])
+    return "".join(pieces)[:MAX_SUBSTITUTED_CHARS]
 
 
 #: shlex builds each word a character at a time (quadratic in a word's length): past this many characters

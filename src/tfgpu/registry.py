@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 import sys
 import time
 import uuid
@@ -292,10 +293,20 @@ def stranded(prefixes: list[Path] | None = None) -> list[Stranded]:
             for child in children:
                 # the engine's own partial installs carry a random tail: .NAME.tfgpu-partial-PID-XXXX
                 pid_text = child.name[len(head):].split("-", 1)[0] if child.name.startswith(head) else ""
-                if pid_text.isdigit() and child not in seen and not pid_alive(int(pid_text)):
+                if pid_text.isdigit() and child not in seen and _ours(child) and not pid_alive(int(pid_text)):
                     seen.add(child)
                     found.append(Stranded(child, prefix, kind, int(pid_text)))
     return sorted(found, key=lambda s: (str(s.prefix), ASIDE_KINDS.index(s.kind)))
+
+
+def _ours(path: Path) -> bool:
+    """A real directory (not a link) of this user: what a killed create of ours can have left. Anything
+    else with such a name was put there by someone else, and restoring it would hand them the prefix."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and (not hasattr(os, "getuid") or st.st_uid == os.getuid())
 
 
 def recover(item: Stranded, log: Any = None) -> str:
@@ -390,7 +401,10 @@ def remove(name_or_prefix: str) -> dict[str, Any]:
             if not is_environment(prefix):
                 msg = f"{prefix} does not look like an environment (no pyvenv.cfg or conda-meta/); not deleting it"
                 raise UsageError(msg, hint="delete it by hand if you are sure")
-            if entry.get("id") is not None and created_by_tfgpu(prefix) is None:
+            # an entry without an id (v0.1's format, or a line someone added to envs.json) is trusted only
+            # inside tfgpu's own envs directory
+            if created_by_tfgpu(prefix) is None and (entry.get("id") is not None
+                                                     or prefix.resolve().parent != envs_dir().resolve()):
                 raise not_created_error(prefix)
             shutil.rmtree(prefix)
         with _registry_lock():

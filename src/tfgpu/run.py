@@ -399,6 +399,11 @@ def run_step(
         _stop_watchdog(dog)
 
 
+#: A step's output line is kept (and logged) up to this many bytes: a program printing hundreds of MB
+#: without a newline held gigabytes (the line, its decoded copy, the tail of lines kept for the error).
+MAX_STEP_LINE_BYTES = 64 * 1024
+
+
 def _follow_step(proc: subprocess.Popen[bytes], argv: tuple[str, ...], *, log: StepLog, start: float,
                  timeout: float | None, on_line: Callable[[str], None] | None) -> Result:
     assert proc.stdout is not None
@@ -408,12 +413,22 @@ def _follow_step(proc: subprocess.Popen[bytes], argv: tuple[str, ...], *, log: S
 
     def pump() -> None:
         assert proc.stdout is not None
-        for raw in iter(proc.stdout.readline, b""):
-            line = _decode(raw).rstrip("\r\n")
-            lines.append(line)
-            log.write(line)
-            if on_line:
-                on_line(line)
+        rest = False  # inside a line already cut at MAX_STEP_LINE_BYTES: its remainder is dropped
+        try:
+            while raw := proc.stdout.readline(MAX_STEP_LINE_BYTES):
+                whole = raw.endswith(b"\n")
+                if rest:
+                    rest = not whole
+                    continue
+                line = _decode(raw).rstrip("\r\n")
+                if not whole and len(raw) >= MAX_STEP_LINE_BYTES:
+                    rest, line = True, line + f" [line cut at {MAX_STEP_LINE_BYTES // 1024} KB]"
+                lines.append(line)
+                log.write(line)
+                if on_line:
+                    on_line(line)
+        except (ValueError, OSError):  # the pipe was closed under the reader (the step is over): stop quietly
+            return
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()

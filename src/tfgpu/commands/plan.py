@@ -145,7 +145,7 @@ def plan_cmd(
         facts = _facts(facts_file, driver, gpu_cc, os_name)
         plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel or [],
                           facts=facts, find_links=find_links or [], index_url=index_url, offline=offline, cpu=cpu,
-                          for_another_machine=fmt is not None)
+                          for_another_machine=fmt is not None, facts_from_file=facts_file is not None)
     if json_out:
         from tfgpu import __version__
         from tfgpu.knowledge import data_version
