@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from tfgpu.errors import UsageError
+from tfgpu.options import CONTAINER_BACKENDS as CONTAINER_BACKENDS  # a registry entry of an image
 
-CONTAINER_BACKENDS = ("docker", "podman", "apptainer", "container")
 #: TensorFlow maps nearly all GPU memory by default; growth is what the containers route and small GPUs use
 #: (https://www.tensorflow.org/guide/gpu#limiting_gpu_memory_growth). A value the caller set wins.
 ALLOW_GROWTH = ("TF_FORCE_GPU_ALLOW_GROWTH", "true")

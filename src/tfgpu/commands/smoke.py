@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
@@ -13,15 +13,18 @@ if TYPE_CHECKING:
 
 
 def smoke(
-    prefix: Optional[str] = typer.Option(None, "--prefix", metavar="PATH", help="The environment's root directory."),
-    name: Optional[str] = typer.Option(None, "--name", metavar="NAME", help="A conda environment or tfgpu venv by name."),
+    prefix: Optional[str] = typer_option("prefix"),
+    name: Optional[str] = typer_option("name", help="The environment's name: a conda environment, a tfgpu venv, or a "
+                                                    "container image tfgpu recorded (run inside the image)."),
     python: Optional[str] = typer_option(
-        "python", metavar="X.Y|EXE", help="The Python to test: X.Y (pythonX.Y on PATH) or an interpreter's path."),
-    json_out: bool = typer.Option(False, "--json", help="Print a versioned JSON document (tfgpu.smoke/1)."),
+        "python", help="Python X.Y of the environment: the one to test (pythonX.Y on PATH), or an interpreter's path."),
+    json_out: bool = typer_option("json", help="Print the versioned JSON document (tfgpu.smoke/1)."),
     benchmark: bool = typer.Option(False, "--benchmark", help="Also time the same matmul and conv on GPU and CPU."),
-    allow_cpu: bool = typer.Option(False, "--allow-cpu", help="Pass (exit 0) on a host without a usable GPU."),
-    timeout: float = typer.Option(600.0, "--timeout", metavar="S", min=1.0, help="Give up after S seconds."),
-    no_probe: bool = typer.Option(False, "--no-probe", help="Do not read this machine to make causes specific."),
+    allow_cpu: bool = typer_option(
+        "allow_cpu", help="A CPU-only smoke result is a success (exit 0 on a host without a usable GPU)."),
+    timeout: float = typer_option("timeout", default=600.0, min=1.0,
+                                  help="Give up after this many seconds (default 600)."),
+    no_probe: bool = typer_option("no_probe"),
     facts_file: Optional[str] = typer_option("facts"),
     driver: Optional[str] = typer_option("driver"),
     gpu_cc: Optional[str] = typer_option("gpu_cc"),
@@ -56,18 +59,40 @@ def run_smoke_command(
     from tfgpu.smoke.runner import resolve_python, run_smoke
 
     timeout = check_timeout(timeout) or 600.0
-    if prefix is None and name is None and python is None:  # the environment tfgpu made last, and say which
-        prefix, allow_cpu = _most_recent(allow_cpu, quiet=json_out)
-    exe = resolve_python(prefix=prefix, name=name, python=python)
-    if not json_out:
-        output.note(f"tfgpu smoke: running the smoke test with {exe} (timeout {timeout:g} s) ...")
-    facts, _ = machine_facts(facts_file, probe=probe, overrides=overrides)
-    report = run_smoke(exe, timeout=timeout, benchmark=benchmark, facts=facts)
+    image = _container_entry(name) if name is not None and prefix is None and python is None else None
+    if image is not None:  # an image tfgpu recorded (create --backend docker|podman|apptainer): smoke it inside
+        from tfgpu.backends.container import smoke_entry
+
+        if not json_out:
+            output.note(f"tfgpu smoke: running the smoke test in {image.get('recipe')} with {image.get('backend')} "
+                        f"(timeout {timeout:g} s) ...")
+        facts, _ = machine_facts(facts_file, probe=probe, overrides=overrides)
+        report = smoke_entry(image, facts=facts, timeout=timeout, allow_cpu=allow_cpu, benchmark=benchmark,
+                             echo=None if json_out else output.note)
+    else:
+        if prefix is None and name is None and python is None:  # the environment tfgpu made last, and say which
+            prefix, allow_cpu = _most_recent(allow_cpu, quiet=json_out)
+        exe = resolve_python(prefix=prefix, name=name, python=python)
+        if not json_out:
+            output.note(f"tfgpu smoke: running the smoke test with {exe} (timeout {timeout:g} s) ...")
+        facts, _ = machine_facts(facts_file, probe=probe, overrides=overrides)
+        report = run_smoke(exe, timeout=timeout, benchmark=benchmark, facts=facts)
     if json_out:
         output.write_json(report.to_json(allow_cpu=allow_cpu))
     else:
         render_report(report, allow_cpu=allow_cpu)
     return 0 if report.passed(allow_cpu) else 1
+
+
+def _container_entry(name: str) -> dict[str, Any] | None:
+    """The registry entry called ``name`` when it is a container image tfgpu recorded (None: anything else,
+    which --name resolves among conda environments and tfgpu's venvs as before)."""
+    from tfgpu import registry
+    from tfgpu.userenv import CONTAINER_BACKENDS
+
+    entry = registry.find(name)
+    return entry if entry is not None and entry.get("name") == name and entry.get("backend") in CONTAINER_BACKENDS \
+        else None
 
 
 def _most_recent(allow_cpu: bool, *, quiet: bool) -> tuple[str, bool]:
