@@ -386,3 +386,65 @@ def test_attack_fleet_directory_with_a_fifo_and_a_dev_zero_link_is_merged_in_bou
     (reports / "b.json").symlink_to("/dev/zero")
     rc, _out, err = cli("fleet", "merge", str(reports))
     assert rc in (0, 1), err
+
+
+# --------------------------------------------------------------------------- secrets in index URLs
+
+
+SECRET_URL = "https://alice:s3cr3t-token@pypi.corp.example/simple"
+
+
+def test_attack_index_url_password_never_reaches_the_terminal_in_plan(cli: Cli) -> None:
+    # before: `tfgpu plan --index-url https://user:TOKEN@host/simple` printed the token in the step it
+    # shows (and create echoed `+ cmd` with it into the terminal, the CI log and tfgpu's log file); pip
+    # and uv print such URLs with the password as ****
+    rc, out, err = cli("plan", "--tf", "2.4.1", "--backend", "pip", "--force", "--index-url", SECRET_URL,
+                       "--facts", str(FACTS))
+    assert rc in (0, 1), err
+    assert "s3cr3t" not in out + err
+    assert "alice:****@pypi.corp.example" in out
+
+
+def test_a_generated_script_keeps_the_real_index_url(cli: Cli) -> None:
+    rc, out, err = cli("plan", "--tf", "2.4.1", "--backend", "pip", "--force", "--index-url", SECRET_URL,
+                       "--format", "sh", "--facts", str(FACTS))
+    assert rc in (0, 1), err
+    assert SECRET_URL in out  # the script must run; it is the user's own file
+
+
+@pytest.mark.real_subprocess
+def test_attack_index_url_password_never_reaches_the_step_echo_nor_the_log(tmp_path: Path) -> None:
+    from tfgpu import run
+
+    echoed: list[str] = []
+    log = run.StepLog(tmp_path / "step.log", echo=echoed.append)
+    with pytest.raises(run.StepFailed) as info:
+        run.run_step([sys.executable, "-c", "import sys; sys.exit(3)", "--index-url", SECRET_URL,
+                      "--find-links", "https://ghp_0123456789abcdef@github.example/wheels"], log=log, timeout=60)
+    text = "\n".join(echoed) + (tmp_path / "step.log").read_text() + info.value.one_line()
+    assert "s3cr3t" not in text
+    assert "ghp_0123456789abcdef" not in text
+    assert "alice:****@" in text
+
+
+def test_attack_markup_in_a_gpu_name_never_renders_in_the_github_job_summary(
+        cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # before: `doctor --ci` wrote facts values into $GITHUB_STEP_SUMMARY with only "|" escaped: a GPU name
+    # (a facts file, a doctor report from a runner) put an <img> that loads from anywhere, a Markdown image
+    # and a link into the job's summary page
+    import re
+
+    facts = json.loads(FACTS.read_text())
+    facts["gpus"][0]["name"] = ("Tesla <img src=https://evil.example/p.png> ![t](https://evil.example/t.png) "
+                                "[click](https://evil.example) `code`")
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps(facts))
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    rc, _out, err = cli("doctor", "--ci", "--facts", str(path), "--tf", "2.4.1")
+    assert rc in (0, 1), err
+    text = summary.read_text()
+    assert "evil.example" in text  # the value is shown, as text
+    assert "<img" not in text
+    assert re.search(r"(?<!\\)\]\(", text) is None  # no link or image
+    assert "`code`" not in text

@@ -49,9 +49,9 @@ def smoke_in_image(argv: tuple[str, ...], entry: Mapping[str, Any], *, facts: Ma
     output goes to ``log``. The one smoke runner of `create --backend docker|...` and `smoke --name NAME`."""
     from tfgpu.smoke.runner import build_report
 
-    log.write(f"+ {run.quote(argv)}")
+    log.write(f"+ {run.shown(argv)}")
     if echo:
-        echo(f"+ {run.quote(argv)}")
+        echo(f"+ {run.shown(argv)}")
     result = run.capture(argv, timeout=timeout)
     for line in (result.stdout + "\n" + result.stderr).splitlines():
         log.write(line)

@@ -40,7 +40,7 @@ def _facts(facts_file: str | None, driver: str | None = None, gpu_cc: str | None
 def _print_plan(plan: Any) -> None:
     """The plan as human text (tfgpu.output: styles on a terminal only, every value terminal-safe)."""
     from tfgpu import output
-    from tfgpu.run import quote
+    from tfgpu.run import shown
 
     lines: list[tuple[output.Piece, ...]] = [
         ((f"TensorFlow {plan.tf}", "bold"), " with ", (str(plan.tool), "bold"),
@@ -51,7 +51,7 @@ def _print_plan(plan: Any) -> None:
         lines.append((f"  {i}. {step.why}",))
         if step.kind == "run":
             env = " ".join(f"{k}={v}" for k, v in step.env)
-            lines.append(("     ", ("$", "dim"), f" {env + ' ' if env else ''}{quote(step.argv)}"))
+            lines.append(("     ", ("$", "dim"), f" {env + ' ' if env else ''}{shown(step.argv)}"))
         else:
             lines.append(("     ", ("append to" if step.kind == "append-file" else "write", "dim"),
                           f" {step.path or ''}"))
