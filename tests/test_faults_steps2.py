@@ -168,3 +168,54 @@ def test_fault_pip_lock_onto_a_full_disk_keeps_the_old_lock(
     assert "No space left" in err
     assert out.read_text() == "# the previous lock\n"
     assert sorted(p.name for p in full_fs.iterdir()) == ["filler", "old.lock.txt"]
+
+
+# --------------------------------------------------------------------------- create --force: the aside names
+
+
+def _made(prefix: Path) -> Path:
+    from tests.conftest import fake_venv_plan
+    from tfgpu.execute import run_plan
+
+    run_plan(fake_venv_plan(prefix))
+    mine = prefix / "mine"
+    mine.write_text("old env")
+    return mine
+
+
+@pytest.mark.real_subprocess
+@pytest.mark.parametrize("kind", ["old", "trash"])
+def test_fault_something_at_the_aside_name_never_costs_the_old_environment(tmp_path: Path, kind: str) -> None:
+    # before: a link (or file) at .NAME.tfgpu-old-PID made the rename aside fail, and the clean-up then
+    # treated the prefix as the partial new environment and deleted it: the old environment was gone
+    # ("creating ... failed: Not a directory"). At -trash-PID the rename after success raised a raw
+    # NotADirectoryError (rc 3) and left the old environment as "-old-", to be restored over the new one.
+    from tests.conftest import fake_venv_plan
+    from tfgpu.execute import run_plan
+
+    prefix = tmp_path / "envs" / "tf"
+    _made(prefix)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "theirs").write_text("x")
+    prefix.with_name(f".tf.tfgpu-{kind}-{os.getpid()}").symlink_to(elsewhere)
+    result = run_plan(fake_venv_plan(prefix), force=True)
+    assert result.replaced
+    assert sorted(p.name for p in prefix.parent.iterdir()) == ["tf"]
+    assert (elsewhere / "theirs").read_text() == "x"
+
+
+@pytest.mark.real_subprocess
+def test_fault_a_failed_rename_aside_keeps_the_old_environment_in_place(tmp_path: Path) -> None:
+    # before: the same clean-up deleted the old environment whenever the rename aside itself failed
+    from tests.conftest import fake_venv_plan
+    from tfgpu.execute import run_plan
+
+    prefix = tmp_path / "envs" / "tf"
+    mine = _made(prefix)
+    blocker = prefix.with_name(f".tf.tfgpu-old-{os.getpid()}")
+    blocker.mkdir()
+    (blocker / "not-empty").write_text("x")  # rename(2) onto a non-empty directory fails
+    with pytest.raises(StepFailed, match="was kept"):
+        run_plan(fake_venv_plan(prefix), force=True)
+    assert mine.read_text() == "old env"
