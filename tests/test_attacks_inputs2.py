@@ -453,3 +453,32 @@ def test_attack_markup_in_a_gpu_name_never_renders_in_the_github_job_summary(
     assert "<img" not in text
     assert re.search(r"(?<!\\)\]\(", text) is None  # no link or image
     assert "`code`" not in text
+
+
+def test_attack_escapes_in_a_tampered_registry_never_reach_the_terminal(cli: Cli) -> None:
+    # held: `tfgpu envs` renders every registry value through the output layer (escapes stripped, bidi
+    # controls shown escaped)
+    _write_registry([{"name": "x\x1b]0;PWN\x07\x1b[31m\u202e", "prefix": "/nonexistent/p\x1b[2J", "backend": "pip",
+                      "tool": "uv\x1b[5m", "tf": "2.20\x1b[31m", "python": "3.11", "recipe": "r", "env_python": "x",
+                      "created": "t", "smoke": {"summary": "ok\x1b]8;;http://evil.example\x1b\\l"}}])
+    rc, out, err = cli("envs")
+    assert rc == 0, err
+    for bad in ("\x1b", "\x07", "\u202e"):
+        assert bad not in out + err
+
+
+def test_attack_fleet_directory_with_a_symlink_loop_and_a_link_to_a_system_directory(cli: Cli, tmp_path: Path) -> None:
+    # held: the directory walk reads the reports under it, not what links lead to (no loop, no /usr)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    facts = json.loads(FACTS.read_text())
+    (reports / "good.json").write_text(json.dumps({"schema": "tfgpu.doctor/1", "tfgpu_version": "0",
+                                                    "data_version": "0", "facts": facts}))
+    (reports / "loop").symlink_to(".")
+    (reports / "sys").symlink_to("/usr/share")
+    rc, out, err = cli("fleet", "merge", str(reports), "--json")
+    assert rc in (0, 1), err
+    assert "/usr/share" not in out + err
+    doc = json.loads(out)
+    assert doc["nodes"] == 1  # good.json once, not again through the loop
+    assert doc["problems"] == []
