@@ -482,3 +482,31 @@ def test_attack_fleet_directory_with_a_symlink_loop_and_a_link_to_a_system_direc
     doc = json.loads(out)
     assert doc["nodes"] == 1  # good.json once, not again through the loop
     assert doc["problems"] == []
+
+
+def test_attack_lone_surrogate_in_a_report_is_written_into_the_fleet_html(cli: Cli, tmp_path: Path) -> None:
+    # before: a GPU name "\udcff" (valid JSON) made `fleet merge --html` fail with UnicodeEncodeError: rc 3
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    facts = json.loads(FACTS.read_text())
+    facts["gpus"][0]["name"] = "Tesla \udcff M60"
+    (reports / "n1.json").write_text(json.dumps({"schema": "tfgpu.doctor/1", "tfgpu_version": "0",
+                                                  "data_version": "0", "facts": facts}))
+    page = tmp_path / "fleet.html"
+    rc, _out, err = cli("fleet", "merge", str(reports), "--html", str(page))
+    assert rc in (0, 1), err
+    assert "udcff" in page.read_text(encoding="utf-8")
+
+
+def test_attack_lone_surrogate_in_the_facts_reaches_the_github_job_summary_escaped(
+        cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # before: `doctor --ci` with $GITHUB_STEP_SUMMARY set crashed with UnicodeEncodeError (rc 3)
+    facts = json.loads(FACTS.read_text())
+    facts["gpus"][0]["name"] = "Tesla \udcff M60"
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps(facts))
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    rc, _out, err = cli("doctor", "--ci", "--facts", str(path))
+    assert rc in (0, 1), err
+    assert "udcff" in summary.read_text(encoding="utf-8")

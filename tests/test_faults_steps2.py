@@ -235,3 +235,19 @@ def test_attack_newline_in_the_lock_output_name_never_becomes_an_option_line(
     assert rc == 2, err
     assert "control characters" in err
     assert not out.exists()
+
+
+@pytest.mark.real_subprocess
+def test_fault_a_probe_printing_100_mb_is_captured_in_bounded_memory(thread_errors: list[str]) -> None:
+    # held: capture keeps MAX_CAPTURE_BYTES and drains the rest, so the program never blocks on its pipe
+    flood = "import sys; [sys.stdout.write('x' * (1 << 20)) for _ in range(100)]; print('end')"
+    tracemalloc.start()
+    try:
+        res = run.capture([sys.executable, "-c", flood], timeout=60)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert res.returncode == 0
+    assert len(res.stdout) <= run.MAX_CAPTURE_BYTES
+    assert peak < 3 * run.MAX_CAPTURE_BYTES + (8 << 20), peak
+    assert thread_errors == []

@@ -377,5 +377,6 @@ def plain_log(doc: Mapping[str, Any]) -> str:
 def write_step_summary(doc: Mapping[str, Any], env: Mapping[str, str]) -> None:
     path = env.get("GITHUB_STEP_SUMMARY")
     if path:
-        with Path(path).open("a", encoding="utf-8") as fh:
+        # a lone surrogate in the facts ("\udcff" is valid JSON) is written escaped, never a crash
+        with Path(path).open("a", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(step_summary(doc))
