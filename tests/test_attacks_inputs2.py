@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import isolate_installers
+from tests.test_safety_force import _users_venv
 from tfgpu import registry
 from tfgpu.errors import InputError, UsageError
 from tfgpu.lockfiles import read_lock
@@ -212,14 +213,6 @@ def _write_registry(entries: list[dict[str, Any]]) -> None:
     path = registry.registry_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"envs": entries}))
-
-
-def _users_venv(prefix: Path) -> Path:
-    prefix.mkdir(parents=True)
-    (prefix / "pyvenv.cfg").write_text("home = /usr/bin\n")
-    code = prefix / "my_project.py"
-    code.write_text("print('years of work')\n")
-    return code
 
 
 def test_attack_remove_of_a_planted_entry_without_an_id_keeps_the_users_venv(cli: Cli, tmp_path: Path) -> None:
