@@ -503,3 +503,15 @@ def test_attack_lone_surrogate_in_the_facts_reaches_the_github_job_summary_escap
     rc, _out, err = cli("doctor", "--ci", "--facts", str(path))
     assert rc in (0, 1), err
     assert "udcff" in summary.read_text(encoding="utf-8")
+
+
+def test_attack_workflow_commands_in_a_gpu_index_are_refused(cli: Cli, tmp_path: Path) -> None:
+    # held: a GPU's index becomes a check id ("gpu.N"), which CI mode prints unescaped; the facts validator
+    # takes only integers there
+    facts = json.loads(FACTS.read_text())
+    facts["gpus"][0]["index"] = "0\n::error::pwned\n::stop-commands::x"
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps(facts))
+    rc, out, err = cli("doctor", "--ci", "--facts", str(path))
+    assert rc == 2, err
+    assert not any(line.lstrip().startswith("::error::pwned") for line in (out + err).splitlines())
