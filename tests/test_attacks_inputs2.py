@@ -515,3 +515,16 @@ def test_attack_workflow_commands_in_a_gpu_index_are_refused(cli: Cli, tmp_path:
     rc, out, err = cli("doctor", "--ci", "--facts", str(path))
     assert rc == 2, err
     assert not any(line.lstrip().startswith("::error::pwned") for line in (out + err).splitlines())
+
+
+def test_attack_id_less_entry_through_an_envs_directory_that_is_a_link(cli: Cli, home: Path, tmp_path: Path) -> None:
+    # before (with the fix above): envs/ replaced by a link to the user's projects made every project
+    # "inside tfgpu's envs directory" once both sides were resolved
+    projects = tmp_path / "projects"
+    code = _users_venv(projects / "proj")
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "envs").symlink_to(projects)
+    _write_registry([{"name": "proj", "prefix": str(home / "envs" / "proj"), "backend": "pip"}])
+    rc, _out, err = cli("remove", "proj", "--yes")
+    assert rc == 2, err
+    assert code.exists()

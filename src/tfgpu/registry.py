@@ -405,8 +405,9 @@ def remove(name_or_prefix: str) -> dict[str, Any]:
                 raise UsageError(msg, hint="delete it by hand if you are sure")
             # an entry without an id (v0.1's format, or a line someone added to envs.json) is trusted only
             # inside tfgpu's own envs directory
-            if created_by_tfgpu(prefix) is None and (entry.get("id") is not None
-                                                     or prefix.resolve().parent != envs_dir().resolve()):
+            # (envs/ itself as a link would make "inside" mean anywhere)
+            if created_by_tfgpu(prefix) is None and (entry.get("id") is not None or prefix.parent != envs_dir()
+                                                     or envs_dir().is_symlink()):
                 raise not_created_error(prefix)
             shutil.rmtree(prefix)
         with _registry_lock():
