@@ -19,6 +19,7 @@ from packaging.version import Version
 from tfgpu._record import record
 from tfgpu.knowledge import (
     ContainerImage,
+    ImageFault,
     KnowledgeBase,
     Recipe,
     VersionSpec,
@@ -198,6 +199,9 @@ def _image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tup
     elif m.driver is not None and image.driver is not None and m.driver < image.driver:
         caveats.append(Finding("container.forward_compat", f"{image.ref} runs on driver {m.driver_text} only through "
                                "CUDA forward compatibility (data-center GPU)"))
+    fault = fault_finding(image, kb)
+    if fault is not None:
+        (blockers if image.fault is not None and image.fault.verdict == "blocked" else caveats).append(fault)
     if image.family == "tensorflow":
         g_block, g_cav, _jit = _gpu_findings(m, kb, image.tf, image.cuda, "pip")  # the image holds the pip wheel
         blockers += [Finding(f.check, f"{image.ref}: {f.summary}", f.fix) for f in g_block]
@@ -213,6 +217,60 @@ def _image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tup
             blockers.append(Finding("container.gpu_arch", f"{image.ref} has CUDA {image.cuda} (up to compute "
                                     f"capability {toolkit.cc_max}); this GPU has {cc_text}", fix="use a newer image"))
     return blockers, caveats
+
+
+def fault_finding(image: ContainerImage, kb: KnowledgeBase) -> Finding | None:
+    """What a tf_image_faults row says about ``image`` as published (None: no row covers it). The doctor's and
+    the plan's verdict (:func:`judge_container`) and `tfgpu lint` (a FROM line) all report this finding."""
+    from tfgpu.verdict import Finding
+
+    f = image.fault
+    if f is None:
+        return None
+    return Finding("container.image_cudnn", f"{image.ref} carries cuDNN {f.cudnn} ({f.carries}) while TensorFlow "
+                   f"{image.tf} needs cuDNN {f.needs_cudnn}: TensorFlow finds no GPU in it ({_fault_refs(kb, f)})",
+                   fix=fault_fix(image, kb))
+
+
+def _fault_refs(kb: KnowledgeBase, fault: ImageFault) -> str:
+    """The threads a fault row cites, as a user can open them."""
+    sources = kb.sources("containers")
+    urls = [str(sources[k]["url"]) for k in (fault.source, fault.source2) if k and k in sources]
+    return ", ".join(u.replace("https://github.com/", "").replace("/issues/", "#") for u in urls)
+
+
+def fault_fix(image: ContainerImage, kb: KnowledgeBase) -> str:
+    """The exact fix for an image of a tf_image_faults row: the newest unaffected TensorFlow image (and NGC's
+    image of that series), or the threads' workaround built on top of the published tag."""
+    f = image.fault
+    if f is None:
+        return ""
+    good = newest_unaffected(kb, f)
+    out = []
+    if good is not None:
+        out.append(f"use {good.ref} (TensorFlow {good.tf}, cuDNN {good.cudnn}: tfgpu plan --tf {good.tf} "
+                   f"--backend docker)")
+    if f.workaround:
+        out.append(f"or build FROM {image.ref} with '{f.workaround}' (the workaround reported in "
+                   f"{_fault_refs(kb, f).split(', ')[0]})")
+    return "; ".join(out)
+
+
+def newest_unaffected(kb: KnowledgeBase, fault: ImageFault) -> ContainerImage | None:
+    """TensorFlow's own image of the newest Linux GPU release of ``fault.last_good``'s series (or below) that
+    no fault row covers."""
+    candidates = sorted({b.tf for b in kb.builds if b.os == "linux"}, reverse=True)
+    limit = version(fault.last_good) if fault.last_good else None
+    for v in candidates:
+        if limit is not None and (v.major, v.minor) > (limit.major, limit.minor):
+            continue
+        newest = max((r.version for r in kb.releases if r.dist == "tensorflow" and not r.yanked
+                      and (r.version.major, r.version.minor) == (v.major, v.minor) and not r.version.is_prerelease),
+                     default=v)
+        own = next((i for i in container_images(kb, newest) if i.family == "tensorflow" and i.fault is None), None)
+        if own is not None:
+            return own
+    return None
 
 
 def _xy(text: str) -> str:
