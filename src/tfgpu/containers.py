@@ -88,6 +88,21 @@ class Runtime:
     gpu_ready: bool
     blockers: tuple[tuple[str, str, str], ...] = ()  # (check, summary, fix)
     caveats: tuple[tuple[str, str, str], ...] = ()
+    #: How a run gives the container the GPUs ("" = the runtime's usual flag: docker --gpus all, podman's
+    #: CDI device, apptainer --nv); for Docker through CDI, the devices the daemon discovered.
+    gpu_args: tuple[str, ...] = ()
+    route: str = ""  # "cdi" when Docker reaches the GPUs through CDI alone (no nvidia runtime, no hook)
+
+
+def docker_cdi_gpu_args(devices: list[str]) -> tuple[str, ...]:
+    """`docker run` flags for the NVIDIA GPUs among the CDI devices the daemon discovered (docker info's
+    DiscoveredDevices): ``--device nvidia.com/gpu=all`` when the daemon lists it (nvidia-ctk's spec has it),
+    else each GPU device it lists. Docker's docs: ``docker run --device=vendor.com/class=device-name``."""
+    gpus = sorted({d for d in devices if d.startswith("nvidia.com/gpu=")})
+    if not gpus:
+        return ()
+    chosen = ["nvidia.com/gpu=all"] if "nvidia.com/gpu=all" in gpus else gpus
+    return tuple(a for d in chosen for a in ("--device", d))
 
 
 def _toolkit(section: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -103,6 +118,8 @@ def judge_runtime(section: Mapping[str, Any], entry: Mapping[str, Any]) -> Runti
     caveats: list[tuple[str, str, str]] = []
     daemon_raw = entry.get("daemon")
     daemon: Mapping[str, Any] = daemon_raw if isinstance(daemon_raw, Mapping) else {}
+    route = ""
+    gpu_args: tuple[str, ...] = ()
     if name == "docker":
         group_raw = section.get("docker_group")
         group: Mapping[str, Any] = group_raw if isinstance(group_raw, Mapping) else {}
@@ -120,10 +137,21 @@ def judge_runtime(section: Mapping[str, Any], entry: Mapping[str, Any]) -> Runti
                             f"sudo usermod -aG docker $USER, then log out and in ({DOCKER_POSTINSTALL})"))
         has_hook = bool(tk.get("present"))
         live = [str(r) for r in entry.get("runtimes") or []]
+        cdi_args = docker_cdi_gpu_args([str(d) for d in entry.get("cdi_devices") or []])
         if not has_hook and not any("nvidia" in r for r in live):
-            blockers.append(("container.toolkit", "Docker has no GPU support: the NVIDIA Container Toolkit is not "
-                             "installed (docker run --gpus fails with 'could not select device driver \"\" with "
-                             "capabilities: [[gpu]]')", TOOLKIT_FIX))
+            if cdi_args and daemon.get("reachable") is not False:
+                # Docker's CDI (docker run --device vendor.com/class=name; Engine 25+, on by default since 28.3):
+                # the daemon lists the NVIDIA devices it discovered, so no nvidia runtime is needed
+                route, gpu_args = "cdi", cdi_args
+            else:
+                cdi_specs = tk.get("cdi_gpu_devices")
+                blockers.append(("container.toolkit", "Docker has no GPU support: the NVIDIA Container Toolkit is not "
+                                 "installed (docker run --gpus fails with 'could not select device driver \"\" with "
+                                 "capabilities: [[gpu]]')", TOOLKIT_FIX + (
+                                     "; or, with the NVIDIA CDI spec already here, enable CDI in Docker (Engine >= 25): "
+                                     "sudo nvidia-ctk runtime configure --runtime=docker --cdi.enabled && sudo "
+                                     "systemctl restart docker, then docker run --device nvidia.com/gpu=all"
+                                     if cdi_specs else "")))
         dj_raw = tk.get("daemon_json")
         daemon_json: Mapping[str, Any] = dj_raw if isinstance(dj_raw, Mapping) else {}
         if daemon.get("reachable") and daemon_json.get("nvidia") and live and not any("nvidia" in r for r in live):
@@ -136,7 +164,7 @@ def judge_runtime(section: Mapping[str, Any], entry: Mapping[str, Any]) -> Runti
                              (CDI_FIX if tk.get("present") else f"{TOOLKIT_FIX.split(':', 1)[0]}, then {CDI_FIX}")))
     # apptainer / singularity: --nv binds the host driver's libraries; nothing else to set up
     return Runtime(name=name, version=str(entry.get("version") or ""), gpu_ready=not blockers,
-                   blockers=tuple(blockers), caveats=tuple(caveats))
+                   blockers=tuple(blockers), caveats=tuple(caveats), gpu_args=gpu_args, route=route)
 
 
 def runtime_states(facts: Mapping[str, Any]) -> dict[str, Runtime] | None:
@@ -315,6 +343,10 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
     else:
         r_block += [Finding(c, s, f) for c, s, f in runtime.blockers]
         r_cav += [Finding(c, s, f) for c, s, f in runtime.caveats]
+        if runtime.route == "cdi":
+            r_cav.append(Finding("container.cdi", f"Docker reaches the GPUs through CDI here (the daemon lists "
+                                 f"{', '.join(a for a in runtime.gpu_args if a != '--device')}; no nvidia runtime is "
+                                 "registered)", mitigated_by=f"tfgpu runs docker run {' '.join(runtime.gpu_args)}"))
     if not images:
         r_block.append(Finding("container.image", f"no GPU image of TensorFlow {v} is known",
                                fix="pass --image REF, or choose a release listed by tfgpu compat"))
@@ -445,12 +477,18 @@ def plan_container(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str, im
     return Plan(
         tf=tfs, backend=choice.backend, backend_reason=choice.reason,
         prefix=runner.target(image, cache_dir), name=name, python=choice.python, tool=choice.tool,
-        steps=runner.steps(image, smoke_script=smoke_script, cache_dir=cache_dir),
+        steps=runner.steps(image, smoke_script=smoke_script, cache_dir=cache_dir, gpu_args=_gpu_args(facts, backend)),
         env_vars={"TF_FORCE_GPU_ALLOW_GROWTH": "true"}, notes=tuple(notes), recipe_id=image,
         sources=tuple(_source_urls(kb, row)), env_python="python3",
         verdict=tv.verdict if judged and tv is not None else "",
         blockers=tuple(f.to_json() for f in verdict.blockers) if judged else (),
         caveats=tuple(f.to_json() for f in verdict.caveats) if judged else ())
+
+
+def _gpu_args(facts: Mapping[str, Any], backend: str) -> tuple[str, ...]:
+    """The GPU flags of the runtime the plan runs (() = the runtime's usual flag)."""
+    runtime = pick_runtime(facts, backend)
+    return runtime.gpu_args if runtime is not None else ()
 
 
 def _source_urls(kb: KnowledgeBase, row: ContainerImage | None) -> list[str]:

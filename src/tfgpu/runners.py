@@ -193,10 +193,12 @@ def sif_path(image: str, cache_dir: str) -> str:
 
 
 def gpu_run_argv(runtime: str, image: str, command: list[str], *, mounts: tuple[tuple[str, str, bool], ...] = (),
-                 workdir: str | None = None, env: tuple[tuple[str, str], ...] = (), tty: bool = False) -> tuple[str, ...]:
+                 workdir: str | None = None, env: tuple[tuple[str, str], ...] = (), tty: bool = False,
+                 gpu_args: tuple[str, ...] = ()) -> tuple[str, ...]:
     """One GPU container run, the way each runtime's documentation gives it: ``docker run --gpus all``,
     ``podman run --device nvidia.com/gpu=all`` (CDI), ``apptainer exec --nv``. ``mounts`` are
-    (host, container, read_only); ``image`` for apptainer is the .sif file or a docker:// URI."""
+    (host, container, read_only); ``image`` for apptainer is the .sif file or a docker:// URI. ``gpu_args``
+    replaces the usual flag (Docker through CDI: ``--device nvidia.com/gpu=all``, tfgpu.containers.Runtime)."""
     if runtime == "apptainer":
         argv = ["apptainer", "exec", "--nv"]
         for host, inside, ro in mounts:
@@ -209,7 +211,10 @@ def gpu_run_argv(runtime: str, image: str, command: list[str], *, mounts: tuple[
     argv = [runtime, "run", "--rm"]
     if tty:
         argv.append("-it")
-    argv += ["--gpus", "all"] if runtime == "docker" else ["--device", "nvidia.com/gpu=all", "--security-opt=label=disable"]
+    if gpu_args:
+        argv += gpu_args
+    else:
+        argv += ["--gpus", "all"] if runtime == "docker" else ["--device", "nvidia.com/gpu=all", "--security-opt=label=disable"]
     for host, inside, ro in mounts:
         argv += ["--volume", f"{host}:{inside}" + (":ro" if ro else "")]
     if workdir:
@@ -258,14 +263,15 @@ class ContainerRunner:
         """What the run step names: the image itself, or apptainer's .sif file in ``cache_dir``."""
         return sif_path(image, cache_dir) if self.name == "apptainer" else image
 
-    def steps(self, image: str, *, smoke_script: str, cache_dir: str) -> tuple[Step, ...]:
-        """Pull ``image`` (progress shown), then run tfgpu's smoke script inside it with the GPU."""
+    def steps(self, image: str, *, smoke_script: str, cache_dir: str, gpu_args: tuple[str, ...] = ()) -> tuple[Step, ...]:
+        """Pull ``image`` (progress shown), then run tfgpu's smoke script inside it with the GPU (``gpu_args``:
+        how the runtime judged here reaches the GPUs, e.g. Docker's CDI devices; () = the usual flag)."""
         target = self.target(image, cache_dir)
         pull = (("apptainer", "pull", target, f"docker://{image}") if self.name == "apptainer"
                 else (self.name, "pull", image))
         smoke = gpu_run_argv(self.name, target, ["python3", SMOKE_IN_CONTAINER],
                              mounts=((smoke_script, SMOKE_IN_CONTAINER, True),),
-                             env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),))
+                             env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),), gpu_args=gpu_args)
         return (Step(pull, f"pull {image} (progress shown)"),
                 Step(smoke, "run tfgpu's GPU smoke test inside the image, with the GPU"))
 
