@@ -296,3 +296,17 @@ def test_the_facts_schema_has_the_docker_cdi_fields():
     facts["containers"]["runtimes"][0]["cdi_devices"] = "nvidia.com/gpu=all"  # not a list
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(facts, schema)
+
+
+def test_the_planned_dockerfile_for_an_affected_tag_carries_the_workaround_and_lint_sees_it():
+    from tfgpu.containers import render_dockerfile
+
+    text = render_dockerfile("tensorflow/tensorflow:2.19.0-gpu", tf="2.19.0", kb=KB)
+    lines = text.splitlines()
+    assert lines[2] == "FROM tensorflow/tensorflow:2.19.0-gpu"
+    assert lines[-1] == "RUN apt-get update && apt-get install -y cudnn9-cuda-12"
+    assert "https://github.com/tensorflow/tensorflow/issues/62412" in lines[-2]
+    (check,) = _lint(text)["image.cudnn"]
+    assert check.status == WARN
+    # an unaffected tag: no extra line
+    assert "cudnn9" not in render_dockerfile("tensorflow/tensorflow:2.17.1-gpu", tf="2.17.1", kb=KB)

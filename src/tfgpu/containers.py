@@ -507,16 +507,27 @@ def _safe_path(path: str) -> str:
     return path
 
 
-def render_dockerfile(image: str, *, tf: str, requirements: str | None = None) -> str:
+def render_dockerfile(image: str, *, tf: str, requirements: str | None = None, kb: KnowledgeBase | None = None) -> str:
     """A Dockerfile FROM the chosen image, plus the user's requirements.txt when given. The image is a
-    checked reference; the requirements path goes into COPY's JSON form (json.dumps escapes it)."""
+    checked reference; the requirements path goes into COPY's JSON form (json.dumps escapes it). An image
+    of a tf_image_faults row (TensorFlow's 2.18+ tags carry cuDNN 8.9) gets the workaround its threads
+    report, with the reason and the source in a comment (`tfgpu lint` then sees it)."""
     import json
 
+    from tfgpu.knowledge import load_kb
+
     check_image_ref(image)
+    kb = kb or load_kb()
+    row = next((i for i in container_images(kb, tf) if i.ref == image), None)
+    fault = row.fault if row is not None else None
     out = [f"# tfgpu plan --format dockerfile: TensorFlow {tf} on {image}",
            "# run: docker build -t my-tf . && docker run --rm --gpus all my-tf python3 -c "
            "\"import tensorflow as tf; print(tf.config.list_physical_devices('GPU'))\"",
            f"FROM {image}", "ENV TF_FORCE_GPU_ALLOW_GROWTH=true"]
+    if fault is not None and fault.workaround:
+        url = str(kb.sources("containers").get(fault.workaround_source or fault.source, {}).get("url", ""))
+        out += [f"# {image} carries cuDNN {fault.cudnn}; TensorFlow {tf} needs cuDNN {fault.needs_cudnn}. The "
+                f"workaround reported in {url}:", fault.workaround]
     if requirements:
         out += [f"COPY {json.dumps([_safe_path(requirements), '/tmp/requirements.txt'])}",
                 "RUN python3 -m pip install --no-cache-dir -r /tmp/requirements.txt"]
