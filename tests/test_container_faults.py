@@ -50,7 +50,9 @@ def test_the_fault_row_covers_2_18_and_later_and_cites_both_threads():
     assert fault.verdict == "blocked"
     assert fault.fixed_in == ""
     assert (fault.cudnn, fault.needs_cudnn, fault.last_good) == ("8.9.6.50", "9.3", "2.17")
-    urls = {str(KB.sources("containers")[k]["url"]) for k in (fault.source, fault.source2, fault.source3)}
+    urls = {str(KB.sources("containers")[k]["url"]) for k in (fault.source, *fault.also)}
+    assert "https://github.com/tensorflow/tensorflow/issues/81344" in urls  # 2.18.0-gpu: 'the same result of no GPU'
+    assert fault.also[0] == "tf-build-221"
     assert "https://github.com/tensorflow/tensorflow/issues/62412" in urls
     assert "https://github.com/tensorflow/build/issues/221" in urls
     assert "2.17.0-gpu" in fault.quote

@@ -1671,12 +1671,14 @@ class ImageFault:
     quote: str
     workaround: str  # a Dockerfile line the threads report to work ("" = none)
     source: str
-    source2: str = ""
-    source3: str = ""
-    source4: str = ""
+    also: tuple[str, ...] = ()  # the row's further [sources] keys, in order (source2, source3, ...)
     workaround_source: str = ""
     confidence: str = "sourced"
     note: str = ""
+
+    @property
+    def source2(self) -> str:
+        return self.also[0] if self.also else ""
 
     def covers(self, repo: str, tf: Version) -> bool:
         return repo == self.repo and tf in self.tf and not (self.fixed_in and tf >= version(self.fixed_in))
@@ -1763,8 +1765,9 @@ def _parse_image_faults() -> tuple[ImageFault, ...]:
                 cudnn=str(row["cudnn"]), needs_cudnn=str(row["needs_cudnn"]), last_good=str(row.get("last_good", "")),
                 fixed_in=str(row.get("fixed_in", "")), verdict=verdict, quote=str(row["quote"]),
                 workaround=str(row.get("workaround", "")), source=str(row["source"]),
-                source2=str(row.get("source2", "")), source3=str(row.get("source3", "")),
-                source4=str(row.get("source4", "")), workaround_source=str(row.get("workaround_source", "")),
+                also=tuple(str(row[k]) for k in sorted((k for k in row if re.fullmatch(r"source\d+", k)),
+                                                       key=lambda k: int(k[6:]))),
+                workaround_source=str(row.get("workaround_source", "")),
                 confidence=str(row.get("confidence", "sourced")), note=str(row.get("note", "")))
         except (KeyError, InvalidVersion) as exc:
             raise _bad(name, row, f"bad or missing field: {exc}") from None
