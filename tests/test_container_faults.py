@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import DATA
+from tests.test_container_create import fake_docker  # noqa: F401  (the fake `docker` CLI fixture)
 from tests.test_container_verdict import DOCKER_OK, container_of, with_containers
 from tests.test_verdict import base_facts
 from tfgpu import knowledge
@@ -312,3 +313,50 @@ def test_the_planned_dockerfile_for_an_affected_tag_carries_the_workaround_and_l
     assert check.status == WARN
     # an unaffected tag: no extra line
     assert "cudnn9" not in render_dockerfile("tensorflow/tensorflow:2.17.1-gpu", tf="2.17.1", kb=KB)
+
+
+# --------------------------------------------------------------------------- create and run through CDI
+
+
+
+def _cdi_facts(tmp: Path) -> Path:
+    info = parse_docker_info((CT / "docker_info_with_devices.json.golden").read_text())
+    entry = {**_docker_entry(info), "cdi_devices": [*info["cdi_devices"], "nvidia.com/gpu=all"]}
+    path = tmp / "cdi-facts.json"
+    path.write_text(json.dumps(with_containers(base_facts(), {"runtimes": [entry], "docker_group": GROUP,
+                                                               "toolkit": NO_TOOLKIT})))
+    return path
+
+
+@pytest.mark.real_subprocess
+def test_create_through_cdi_records_the_devices_and_run_uses_them(cli, request: pytest.FixtureRequest):
+    from tfgpu.userenv import command_for
+
+    home: Path = request.getfixturevalue("fake_docker")
+    code, out, err = cli("create", "--tf", "2.15", "--backend", "docker", "--yes", "--facts",
+                         str(_cdi_facts(home)), "--name", "cdi215")
+    assert code == 0, out + err
+    calls = (home / "docker.log").read_text().splitlines()
+    assert calls[1].startswith("run --rm --device nvidia.com/gpu=all --volume ")
+    code, out, _ = cli("envs", "--json")
+    entry = next(e for e in json.loads(out)["envs"] if e["name"] == "cdi215")
+    assert entry["gpu_args"] == ["--device", "nvidia.com/gpu=all"]
+    argv, _env = command_for(entry, ["python3", "train.py"], base={}, cwd="/home/alice/proj")
+    assert argv[:5] == ("docker", "run", "--rm", "--device", "nvidia.com/gpu=all")
+    assert argv[-3:] == ("tensorflow/tensorflow:2.15.1-gpu", "python3", "train.py")
+
+
+@pytest.mark.parametrize(("recorded", "expected"), [
+    ([], ("--gpus", "all")),
+    (["--device", "nvidia.com/gpu=0", "--device", "nvidia.com/gpu=1"], ("--device", "nvidia.com/gpu=0")),
+    (["--privileged"], ("--gpus", "all")),  # a registry another user can write: only CDI GPU flags pass
+    (["--device", "/dev/sda"], ("--gpus", "all")),
+    (["--device", "nvidia.com/gpu=all;rm"], ("--gpus", "all")),
+])
+def test_run_gives_the_container_only_recorded_cdi_gpu_flags(recorded: list[str], expected: tuple[str, ...]):
+    from tfgpu.containers import run_in_container
+
+    argv = run_in_container("docker", "img:1", ["python3"], "/w", recorded)
+    assert argv[3:5] == expected
+    assert "--privileged" not in argv
+    assert "/dev/sda" not in argv

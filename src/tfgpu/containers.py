@@ -402,11 +402,30 @@ def runtime_name(backend: str, facts: Mapping[str, Any]) -> str:
     return runner.name
 
 
-def run_in_container(runtime: str, image: str, command: list[str], cwd: str) -> tuple[str, ...]:
+#: A CDI device flag tfgpu itself writes: --device nvidia.com/gpu=NAME (NAME: an index, a UUID, "all", gpuN).
+_CDI_GPU = re.compile(r"nvidia\.com/gpu=[A-Za-z0-9_.:-]{1,80}")
+
+
+def gpu_args_of(argv: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The CDI GPU flags of a `docker run` argv tfgpu planned (() when it uses the usual --gpus all): what the
+    registry keeps so that `tfgpu run` gives the container the same devices."""
+    if len(argv) < 2 or argv[0] != "docker" or argv[1] != "run":
+        return ()
+    out: list[str] = []
+    for flag, value in zip(argv, argv[1:]):
+        if flag == "--device" and _CDI_GPU.fullmatch(value):
+            out += [flag, value]
+    return tuple(out)
+
+
+def run_in_container(runtime: str, image: str, command: list[str], cwd: str,
+                     gpu_args: tuple[str, ...] | list[str] = ()) -> tuple[str, ...]:
     """`tfgpu run NAME -- CMD` for a container environment: CMD in the image with the current directory
-    mounted at /workspace (the function the run command calls)."""
+    mounted at /workspace (the function the run command calls). ``gpu_args``: the CDI devices the registry
+    recorded for it (read from a file another user may write: only nvidia.com/gpu=... device flags pass)."""
+    checked = gpu_args_of(["docker", "run", *gpu_args]) if runtime == "docker" else ()
     return gpu_run_argv(runtime, image, command, mounts=((cwd, WORKDIR, False),), workdir=WORKDIR,
-                        env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),))
+                        env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),), gpu_args=checked)
 
 
 def image_recipe(ref: str, row: ContainerImage | None, v: Version) -> Recipe:

@@ -88,8 +88,10 @@ def command_for(entry: Mapping[str, Any], cmd: Sequence[str], *, base: Mapping[s
     if entry.get("backend") in CONTAINER_BACKENDS:
         from tfgpu import containers
 
+        recorded = entry.get("gpu_args")
         argv = containers.run_in_container(str(entry.get("tool") or entry["backend"]), str(entry["prefix"]),
-                                           list(cmd), cwd or str(Path.cwd()))
+                                           list(cmd), cwd or str(Path.cwd()),
+                                           [str(a) for a in recorded] if isinstance(recorded, list) else [])
         return tuple(argv), env
     if os.name == "nt":
         return tuple(cmd), windows_environ(entry, env)

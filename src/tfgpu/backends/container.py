@@ -27,8 +27,11 @@ def create_container(plan: Plan, *, name: str, facts: Mapping[str, Any] | None, 
     log = run.StepLog(logs / f"container-{name}-{time.strftime('%Y%m%d-%H%M%S')}.log", echo=echo)
     pull, smoke = plan.steps[0], plan.steps[1]
     run.run_step(pull.argv, log=log, timeout=timeout, on_line=echo)  # docker/podman print layer progress lines
+    from tfgpu.containers import gpu_args_of
+
     entry = registry.record(name=name, prefix=plan.prefix, backend=plan.backend, tool=plan.tool, tf=plan.tf,
-                        python=plan.python, recipe=plan.recipe_id, env_python=plan.env_python)
+                        python=plan.python, recipe=plan.recipe_id, env_python=plan.env_python,
+                        gpu_args=gpu_args_of(smoke.argv))
     if no_smoke:
         return {"entry": entry, "smoke": None, "log": str(log.path)}
     log.write(f"+ {run.quote(smoke.argv)}")
