@@ -320,11 +320,8 @@ def test_the_planned_dockerfile_for_an_affected_tag_carries_the_workaround_and_l
 
 
 def _cdi_facts(tmp: Path) -> Path:
-    info = parse_docker_info((CT / "docker_info_with_devices.json.golden").read_text())
-    entry = {**_docker_entry(info), "cdi_devices": [*info["cdi_devices"], "nvidia.com/gpu=all"]}
     path = tmp / "cdi-facts.json"
-    path.write_text(json.dumps(with_containers(base_facts(), {"runtimes": [entry], "docker_group": GROUP,
-                                                               "toolkit": NO_TOOLKIT})))
+    path.write_text(_cdi_facts_text())
     return path
 
 
@@ -360,3 +357,23 @@ def test_run_gives_the_container_only_recorded_cdi_gpu_flags(recorded: list[str]
     assert argv[3:5] == expected
     assert "--privileged" not in argv
     assert "/dev/sda" not in argv
+
+
+def test_explain_points_a_gpus_all_failure_to_the_cdi_devices_the_daemon_lists():
+    from tfgpu import explain as ex
+
+    facts = json.loads(_cdi_facts_text())
+    lines = (CT / "docker_run_no_gpu_driver.stderr").read_text().splitlines()
+    (finding,) = [f for f in ex.explain_lines(lines, facts=facts) if f.id == "container.no_gpu_runtime"]
+    assert "docker run --device nvidia.com/gpu=all" in finding.cause
+    # without the CDI devices the cause is the toolkit's, as before
+    facts["containers"]["runtimes"][0]["cdi_devices"] = ["com.example.device1"]
+    (finding,) = [f for f in ex.explain_lines(lines, facts=facts) if f.id == "container.no_gpu_runtime"]
+    assert "nvidia.com/gpu" not in finding.cause
+    assert "nvidia-ctk" in finding.cause
+
+
+def _cdi_facts_text() -> str:
+    info = parse_docker_info((CT / "docker_info_with_devices.json.golden").read_text())
+    entry = {**_docker_entry(info), "cdi_devices": [*info["cdi_devices"], "nvidia.com/gpu=all"]}
+    return json.dumps(with_containers(base_facts(), {"runtimes": [entry], "docker_group": GROUP, "toolkit": NO_TOOLKIT}))

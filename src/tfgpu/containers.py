@@ -583,6 +583,11 @@ def explain_cause(entry_id: str, groups: Mapping[str, str], facts: Mapping[str, 
     docker = runtimes.get("docker") or {}
     dj_raw = tk.get("daemon_json")
     dj: Mapping[str, Any] = dj_raw if isinstance(dj_raw, Mapping) else {}
+    cdi = docker_cdi_gpu_args([str(d) for d in docker.get("cdi_devices") or []])
+    if entry_id in _TOOLKIT_ERRORS and cdi:
+        return (f"The Docker daemon here lists NVIDIA CDI devices ({', '.join(cdi[1::2])}): Docker reaches the GPUs "
+                f"through CDI without the nvidia runtime, so run with `docker run {' '.join(cdi)}` instead of --gpus "
+                "all (or --runtime=nvidia).")
     if entry_id in _TOOLKIT_ERRORS:
         tools = [n.replace("_", "-") for n in ("nvidia_ctk", "nvidia_container_cli", "nvidia_container_runtime",
                                                  "nvidia_container_runtime_hook") if tk.get(n)]
