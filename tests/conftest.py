@@ -67,6 +67,13 @@ needs_engine = pytest.mark.skipif(not __import__("tfgpu.engine").engine.availabl
                                   reason="the embedded conda engine needs Python >= 3.10 (py-rattler >= 0.26)")
 
 
+@pytest.fixture(autouse=True)
+def _no_forced_colour(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A FORCE_COLOR in the environment running the tests (CI) must not style the output tests read
+    (tfgpu.output honours it, as rich does)."""
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+
+
 @pytest.fixture(scope="module")
 def channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A local file:// conda channel mirroring the real TensorFlow recipes (tests/channel_builder.py)."""

@@ -25,12 +25,13 @@ def typer_doctor_options() -> dict[str, bool]:
     out = {}
     for param in doctor.params:
         for opt in param.opts:
-            if opt.startswith("--") and opt != "--help":
+            if opt not in ("--help", "-h"):
                 out[opt] = bool(getattr(param, "is_flag", False))
     return out
 
 
 def test_fast_path_knows_every_doctor_option_and_its_kind():
+    """Both are generated from tfgpu.doctor.DOCTOR_OPTIONS: the fast path accepts exactly the command's flags."""
     typer_opts = typer_doctor_options()
     assert set(typer_opts) == set(OPTIONS)
     for flag, is_flag in typer_opts.items():

@@ -43,6 +43,8 @@ def run_on(stdout: io.StringIO, *argv: str) -> tuple[int, str, str]:
     (True, {"NO_COLOR": ""}, True),  # no-color.org: set and not empty
     (True, {"TERM": "dumb"}, False),
     (False, {}, False),
+    (False, {"FORCE_COLOR": "1"}, True),  # as rich reads it: CI logs that show colours
+    (True, {"FORCE_COLOR": "1", "NO_COLOR": "1"}, False),  # NO_COLOR wins
 ])
 def test_styles_only_on_a_terminal_without_no_color(tty: bool, env: dict[str, str], expected: bool) -> None:
     assert output.use_style(Tty() if tty else io.StringIO(), env) is expected
@@ -169,3 +171,40 @@ def test_the_plain_path_writes_what_rich_writes_without_styles(rows: list[list[o
     for row in rows:
         console.print(output.line(*row, one_line=one_line))
     assert plain.getvalue() == rich.getvalue()
+
+
+@pytest.mark.parametrize(("answer", "expected"), [("y\n", True), ("n\n", False), ("\n", False)])
+def test_confirm_asks_on_stderr_with_the_question_made_safe(monkeypatch: pytest.MonkeyPatch, answer: str,
+                                                            expected: bool) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(answer))
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        assert output.confirm("Delete /tmp/\x1b]0;pwn\x07x [bold]?", default=False) is expected
+    assert out.getvalue() == ""
+    assert "Delete /tmp/x [bold]?" in err.getvalue()
+    assert "\x1b" not in err.getvalue()
+
+
+def test_confirm_on_a_closed_stdin_is_an_interruption(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    with contextlib.redirect_stderr(io.StringIO()), pytest.raises(KeyboardInterrupt):
+        output.confirm("Create it?", default=True)
+
+
+def test_bracketed_text_in_a_table_is_shown_not_read_as_markup() -> None:
+    # before: the doctor's table read each "why" as rich markup, so the "[pip: pip-and-cuda]" tag that
+    # says which recipe is blocked vanished from every blocked row
+    rc, out, err = run_on(io.StringIO(), "doctor", "--facts", FACTS)
+    assert rc in (0, 1), err
+    why = [ln for ln in out.splitlines() if ln.startswith("2.21.0 ")]
+    assert why, out
+    assert "[pip: pip-and-cuda]" in why[0]
+
+
+def test_the_cache_note_quotes_its_path_terminal_safe(capsys: pytest.CaptureFixture[str]) -> None:
+    # before: the note about a corrupt knowledge-base cache wrote its path (from TFGPU_CACHE_DIR) raw
+    from tfgpu import _kbcache
+
+    _kbcache.note("ignored the corrupt cache /tmp/\x1b]0;pwn\x07c\u202e\nx.json; rebuilt it")
+    err = capsys.readouterr().err
+    assert err == "tfgpu: note: ignored the corrupt cache /tmp/c\\u202e\\nx.json; rebuilt it\n"

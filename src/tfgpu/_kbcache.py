@@ -211,8 +211,11 @@ def remove_stale(directory: Path, *, keep: str, pattern: str) -> list[Path]:
 
 
 def note(text: str) -> None:
-    """The one-line note about a cache that was not used."""
+    """The one-line note about a cache that was not used (its path comes from TFGPU_CACHE_DIR or XDG_CACHE_HOME:
+    terminal-safe, as every line tfgpu prints)."""
+    from tfgpu._termtext import terminal_safe
+
     try:
-        sys.stderr.write(f"tfgpu: note: {text}\n")
+        sys.stderr.write(terminal_safe(f"tfgpu: note: {text}", keep_newlines=False) + "\n")
     except (OSError, ValueError):  # pragma: no cover - a closed stderr
         pass

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfgpu import options as _options
+from tfgpu._record import replace
 from tfgpu.errors import UsageError
 from tfgpu.facts import as_facts
-from tfgpu.options import SHARED
+from tfgpu.options import SHARED, OptionSpec, fast_options
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -25,20 +26,39 @@ if TYPE_CHECKING:
 #: What `doctor --backend` takes: the recipe backends and the container routes (tfgpu.options, defined once).
 BACKENDS = (*_options.BACKENDS, *_options.CONTAINER_BACKENDS)
 
-#: Every option of `tfgpu doctor`: flag -> (keyword of run_doctor, type). The shared ones come from the one
-#: table of shared options (tfgpu.options.SHARED) the typer command is built from; tests/test_entry.py
-#: checks the whole dict against the typer command.
-OPTIONS: dict[str, tuple[str, type]] = {
-    "--tf": ("tf", str),
-    **{SHARED[k].flags[0]: (SHARED[k].dest, SHARED[k].kind) for k in ("json", "facts", "backend")},
-    "--require-gpu": ("require_gpu", bool),
-    "--strict": ("strict", bool),
-    "--ci": ("ci", bool),
-    "--redact": ("redact_out", bool),
-    **{SHARED[k].flags[0]: (SHARED[k].dest, SHARED[k].kind) for k in ("driver", "gpu_cc", "os")},
-    "--timeout": ("timeout", float),
-}
+#: Every option of `tfgpu doctor`, in --help's order. Both the typer command (tfgpu.commands.doctor, through
+#: tfgpu.options.typer_command) and the console script's fast path (:data:`OPTIONS`) are generated from
+#: this one table: the shared options as tfgpu.options.SHARED defines them, the doctor's own beside them.
+DOCTOR_OPTIONS: tuple[OptionSpec, ...] = (
+    replace(SHARED["tf"], help="TensorFlow: a release (2.2.0), a series (2.2) or `latest`, judged alone; exit 1 if "
+                               "it is not ready."),
+    replace(SHARED["json"], help="Print the versioned JSON document (tfgpu.doctor/1)."),
+    SHARED["facts"],
+    replace(SHARED["backend"], help="The backend, judged alone: auto, pip, conda, rattler, or the container route "
+                                    "(container, docker, podman, apptainer)."),
+    OptionSpec(("--require-gpu",), "require_gpu", bool, default=False,
+               help="Exit 1 when no usable NVIDIA GPU is found."),
+    SHARED["strict"],
+    OptionSpec(("--ci",), "ci", bool, default=False,
+               help="JSON on stdout, a plain log on stderr, GitHub annotations and step summary when available."),
+    SHARED["redact"],
+    SHARED["driver"],
+    SHARED["gpu_cc"],
+    SHARED["os"],
+    replace(SHARED["timeout"], help="Give up after this many seconds: on each probe (env TFGPU_PROBE_TIMEOUT; "
+                                    "default 2)."),
+)
+#: The fast path's table: flag -> (keyword of run_doctor, type), every spelling of every option above.
+OPTIONS: dict[str, tuple[str, type]] = fast_options(DOCTOR_OPTIONS)
 OVERRIDE_KEYS = {"driver": "driver", "gpu_cc": "gpu_cc", "os_name": "os"}
+
+
+def doctor_keywords(values: dict[str, Any]) -> dict[str, Any]:
+    """Option values (keyed as in :data:`DOCTOR_OPTIONS`) -> run_doctor keywords: the overrides gathered.
+    Used by the fast path and the typer command alike."""
+    out = {k: v for k, v in values.items() if k not in OVERRIDE_KEYS}
+    out["overrides"] = {OVERRIDE_KEYS[k]: v for k, v in values.items() if k in OVERRIDE_KEYS}
+    return out
 
 
 def parse_fast(args: list[str]) -> dict[str, Any] | None:
@@ -72,9 +92,7 @@ def parse_fast(args: list[str]) -> dict[str, Any] | None:
             out[dest] = number
         else:
             out[dest] = value
-    overrides = {OVERRIDE_KEYS[k]: out.pop(k) for k in list(out) if k in OVERRIDE_KEYS}
-    out["overrides"] = overrides
-    return out
+    return doctor_keywords(out)
 
 
 def gather_facts(
@@ -156,7 +174,6 @@ def run_doctor(
     require_gpu: bool = False, strict: bool = False, ci: bool = False, redact_out: bool = False,
     overrides: dict[str, str | None] | None = None, timeout: float | None = None, fork_probes: bool = False,
 ) -> int:
-    import json
 
     if backend not in BACKENDS:
         msg = f"--backend {backend!r} is not one of {', '.join(BACKENDS)}"
@@ -185,7 +202,9 @@ def run_doctor(
     if redact_out:
         doc = report.redact(doc)
     if ci:
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        from tfgpu import output
+
+        output.write_json(doc)
         from tfgpu.safety import terminal_safe, workflow_safe
 
         # every line written in CI mode: no escape sequences, no workflow command from the facts

@@ -27,11 +27,14 @@ Piece = Union[str, "tuple[str, str]"]
 
 
 def use_style(stream: TextIO | None = None, env: Mapping[str, str] | None = None) -> bool:
-    """Whether text written to ``stream`` may carry styles: a terminal, ``NO_COLOR`` unset or empty,
-    ``TERM`` not ``dumb``. No rich import."""
+    """Whether text written to ``stream`` may carry styles: a terminal (or ``FORCE_COLOR`` set, as rich
+    reads it, e.g. for CI logs that show colours), ``NO_COLOR`` unset or empty, ``TERM`` not ``dumb``.
+    No rich import."""
     env = os.environ if env is None else env
     if env.get("NO_COLOR", "") != "" or env.get("TERM") == "dumb":
         return False
+    if env.get("FORCE_COLOR", "") != "":
+        return True
     stream = sys.stdout if stream is None else stream
     try:
         return bool(stream.isatty())

@@ -7,16 +7,21 @@ from typing import Optional
 
 import typer
 
+from tfgpu.options import typer_option
+
 
 def compat(
-    os_name: Optional[str] = typer.Option(None, "--os", help="Only this OS: linux, windows or macos (WSL2 = linux)."),
-    tf: Optional[str] = typer.Option(
-        None, "--tf", help="A series (2.2: every release of it), a release (2.2.0) or a major (2)."),
-    cuda: Optional[str] = typer.Option(None, "--cuda", help="Only releases built with this CUDA, e.g. 11.2."),
-    driver: Optional[str] = typer.Option(
-        None, "--driver", help="Say which releases this NVIDIA driver can run, and why not the others, e.g. 470.82."),
-    python: Optional[str] = typer.Option(None, "--python", help="Only releases for this Python, e.g. 3.12."),
-    json_out: bool = typer.Option(False, "--json", help="Print the versioned JSON document (tfgpu.compat/1)."),
+    os_name: Optional[str] = typer_option("os", help="Assume this OS: linux, windows or macos (WSL2 is linux); "
+                                                     "only its rows."),
+    tf: Optional[str] = typer_option(
+        "tf", help="TensorFlow: a release (2.2.0), a series (2.2: every release of it) or a major (2)."),
+    cuda: Optional[str] = typer.Option(None, "--cuda", metavar="VERSION",
+                                       help="Only releases built with this CUDA, e.g. 11.2."),
+    driver: Optional[str] = typer_option(
+        "driver", help="Assume this NVIDIA driver version: say which releases it can run, and why not the others, "
+                       "e.g. 470.82."),
+    python: Optional[str] = typer_option("python", help="Python X.Y of the environment: only releases for it, e.g. 3.12."),
+    json_out: bool = typer_option("json", help="Print the versioned JSON document (tfgpu.compat/1)."),
 ) -> int:
     """The compatibility table, newest first: Python, CUDA, cuDNN, minimum driver, GPU code, install recipes.
 

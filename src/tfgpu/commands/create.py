@@ -8,7 +8,7 @@ from typing import Any, Optional  # typer needs Optional at runtime on 3.9
 
 import typer
 
-from tfgpu.commands.plan import CONFIG_EPILOG, CONTAINER_BACKENDS, CPU_HELP, IMAGE_HELP, _facts, _print_plan
+from tfgpu.commands.plan import CONFIG_EPILOG, CONTAINER_BACKENDS, IMAGE_HELP, _facts, _print_plan
 from tfgpu.options import typer_option
 from tfgpu.pipeline import check_target
 
@@ -23,21 +23,21 @@ def create_cmd(
     python: Optional[str] = typer_option("python"),
     channel: Optional[list[str]] = typer_option("channel"),  # noqa: B008 - typer's idiom
     dry_run: bool = typer.Option(False, "--dry-run", help="Judge and show the plan; change nothing."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing environment; build despite a blocked verdict."),
+    yes: bool = typer_option("yes"),
+    force: bool = typer_option(
+        "force", help="Go ahead where tfgpu would stop: replace an existing environment; build despite a blocked verdict."),
     no_smoke: bool = typer.Option(False, "--no-smoke", help="Skip the smoke test."),
-    allow_cpu: bool = typer.Option(False, "--allow-cpu", help="A CPU-only smoke result is a success."),
-    cpu: bool = typer.Option(False, "--cpu", help=CPU_HELP),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds each step may take."),
+    allow_cpu: bool = typer_option("allow_cpu"),
+    cpu: bool = typer_option("cpu"),
+    timeout: Optional[float] = typer_option("timeout", help="Give up after this many seconds: on each step."),
     facts_file: Optional[str] = typer_option("facts"),
     driver: Optional[str] = typer_option("driver"),
     gpu_cc: Optional[str] = typer_option("gpu_cc"),
     os_name: Optional[str] = typer_option("os"),
     find_links: Optional[list[str]] = typer_option("find_links"),  # noqa: B008
     index_url: Optional[str] = typer_option("index_url"),
-    offline: bool = typer.Option(False, "--offline", help="No network: pip/uv use only the given wheels; "
-                                                           "--from-lock installs from the package cache only."),
-    image: Optional[str] = typer.Option(None, "--image", metavar="REF", help=IMAGE_HELP),
+    offline: bool = typer_option("offline"),
+    image: Optional[str] = typer_option("image", help=IMAGE_HELP),
 ) -> int:
     """Judge the target, show the plan, build the environment, then run the smoke test in it."""
     if backend in CONTAINER_BACKENDS:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import typer
 
+from tfgpu.options import typer_option
+
 
 def _err(text: str) -> None:
     from tfgpu import output
@@ -14,7 +16,7 @@ def _err(text: str) -> None:
     output.note(text)
 
 
-def envs_cmd(json_out: bool = typer.Option(False, "--json", help="A JSON document.")) -> int:
+def envs_cmd(json_out: bool = typer_option("json", help="Print the versioned JSON document (tfgpu.envs/1).")) -> int:
     """List the environments tfgpu made, with their TensorFlow and last smoke result, and any directory a
     killed `tfgpu create` left behind (with the command that puts it right)."""
     from tfgpu import output, registry
@@ -53,8 +55,8 @@ def envs_cmd(json_out: bool = typer.Option(False, "--json", help="A JSON documen
 
 
 def remove_cmd(
-    name: str = typer.Argument(..., help="Name (or prefix) of an environment tfgpu made."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    name: str = typer.Argument(..., metavar="NAME", help="The name (or directory) of an environment tfgpu made."),
+    yes: bool = typer_option("yes"),
 ) -> int:
     """Delete an environment tfgpu made (only those in its registry)."""
     from tfgpu import output, registry

@@ -15,15 +15,16 @@ if TYPE_CHECKING:
 
 def explain(
     logfile: str = typer.Argument("-", metavar="[LOGFILE | -]", help="The log to read; - (default) reads stdin."),
-    json_out: bool = typer.Option(False, "--json", help="Print a versioned JSON document (tfgpu.explain/1)."),
+    json_out: bool = typer_option("json", help="Print the versioned JSON document (tfgpu.explain/1)."),
     facts_file: Optional[str] = typer_option(
-        "facts", help="A facts document (tfgpu doctor --json) of the machine the log came from, to name its CUDA/cuDNN."),
+        "facts", help="Read the facts (or an earlier `tfgpu doctor --json` report) from this file instead of probing "
+                      "this machine: those of the machine the log came from, to name its CUDA and cuDNN."),
     driver: Optional[str] = typer_option("driver"),
     gpu_cc: Optional[str] = typer_option("gpu_cc"),
     os_name: Optional[str] = typer_option("os"),
-    no_probe: bool = typer.Option(False, "--no-probe", help="Do not read this machine to make causes specific."),
-    redact_out: bool = typer.Option(
-        False, "--redact", help="Remove user names, the host name and tokens (logs quote paths and environment)."),
+    no_probe: bool = typer_option("no_probe"),
+    redact_out: bool = typer_option(
+        "redact", help="Remove user names, the host name and tokens from the output (logs quote paths and environment)."),
 ) -> int:
     """Explain the errors in a TensorFlow / CUDA / NVIDIA log: meaning, likely cause, fix."""
     return run_explain(logfile, json_out=json_out, facts_file=facts_file, probe=not no_probe, redact_out=redact_out,

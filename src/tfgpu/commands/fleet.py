@@ -9,19 +9,21 @@ from typing import Optional
 
 import typer
 
+from tfgpu.options import typer_option
+
 fleet_app = typer.Typer(
     name="fleet", no_args_is_help=True, add_completion=False,
     help="Preflight a whole cluster: merge per-node doctor reports; print the Slurm/Kubernetes/Ansible runs.",
 )
 
-TF_HELP = "A release (2.15.1), a series (2.15) or 'latest'."
+TF_HELP = "TensorFlow: a release (2.15.1), a series (2.15) or `latest`."
 _REPORTS = typer.Argument(..., metavar="REPORT...", help="Report files, directories of *.json, or - for standard input.")
 
 
 @fleet_app.command("merge")
 def merge(
     reports: list[str] = _REPORTS,
-    tf: Optional[str] = typer.Option(None, "--tf", help=TF_HELP + " Exit 1 unless usable on every node."),
+    tf: Optional[str] = typer_option("tf", help=TF_HELP + " Exit 1 unless usable on every node."),
     json_out: bool = typer.Option(False, "--json", help="Print the versioned JSON document (tfgpu.fleet/1)."),
     html_file: Optional[str] = typer.Option(None, "--html", metavar="FILE",
                                             help="Also write one self-contained HTML page."),
@@ -78,13 +80,13 @@ def _write_text(p: Path, text: str) -> None:
 @fleet_app.command("slurm")
 def slurm(
     nodes: Optional[int] = typer.Option(None, "--nodes", metavar="N", help="Run on N nodes."),
-    nodelist: Optional[str] = typer.Option(None, "--nodelist", metavar="LIST",
+    nodelist: Optional[str] = typer.Option(None, "--nodelist", metavar="HOSTLIST",
                                            help="Run on these nodes (a Slurm hostlist, e.g. gpu[01-16])."),
-    partition: Optional[str] = typer.Option(None, "--partition", metavar="P", help="The Slurm partition."),
-    tf: Optional[str] = typer.Option(None, "--tf", help=TF_HELP + " The merge judges it on every node."),
+    partition: Optional[str] = typer.Option(None, "--partition", metavar="NAME", help="The Slurm partition."),
+    tf: Optional[str] = typer_option("tf", help=TF_HELP + " The merge judges it on every node."),
     gres: Optional[str] = typer.Option(None, "--gres", metavar="SPEC",
                                        help="Request GPUs (e.g. gpu:8) where cgroups hide unrequested ones."),
-    time: str = typer.Option("00:10:00", "--time", metavar="T", help="The job's time limit."),
+    time: str = typer.Option("00:10:00", "--time", metavar="HH:MM:SS", help="The job's time limit."),
 ) -> int:
     """Print an sbatch script: `tfgpu doctor --json --redact` once per node (srun --ntasks-per-node=1),
     one report per node in a directory, then `tfgpu fleet merge` over it."""
@@ -97,10 +99,10 @@ def slurm(
 
 @fleet_app.command("k8s")
 def k8s(
-    namespace: str = typer.Option("default", "--namespace", metavar="NS", help="The Kubernetes namespace."),
-    image: Optional[str] = typer.Option(None, "--image", metavar="IMG",
-                                        help="An image with tfgpu (default: python:3.12, tfgpu installed at start)."),
-    tf: Optional[str] = typer.Option(None, "--tf", help=TF_HELP + " The merge judges it on every node."),
+    namespace: str = typer.Option("default", "--namespace", metavar="NAME", help="The Kubernetes namespace."),
+    image: Optional[str] = typer_option(
+        "image", help="The container image to use: one with tfgpu (default: python:3.12, tfgpu installed at start)."),
+    tf: Optional[str] = typer_option("tf", help=TF_HELP + " The merge judges it on every node."),
 ) -> int:
     """Print a Kubernetes manifest: a DaemonSet on every GPU node that prints its doctor report, and the
     kubectl commands that collect the reports into `tfgpu fleet merge`."""
@@ -114,7 +116,7 @@ def k8s(
 @fleet_app.command("ansible")
 def ansible(
     hosts: str = typer.Option("gpu", "--hosts", metavar="PATTERN", help="The inventory host pattern."),
-    tf: Optional[str] = typer.Option(None, "--tf", help=TF_HELP + " The play fails unless usable on every host."),
+    tf: Optional[str] = typer_option("tf", help=TF_HELP + " The play fails unless usable on every host."),
 ) -> int:
     """Print an Ansible playbook: the doctor on every host over SSH, the reports merged on the controller."""
     from tfgpu import output

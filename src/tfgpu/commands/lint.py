@@ -6,15 +6,17 @@ from typing import Any, Optional
 
 import typer
 
+from tfgpu.options import typer_option
+
 
 def lint(
     files: list[str] = typer.Argument(  # noqa: B008
         ..., metavar="FILE...", help="Dockerfiles and compose files (told apart by content)."),
-    json_out: bool = typer.Option(False, "--json", help="Print a versioned JSON document (tfgpu.lint/1)."),
-    facts_file: Optional[str] = typer.Option(
-        None, "--facts", metavar="FILE",
-        help="Judge against this machine's facts (tfgpu doctor --json) instead of probing this one."),
-    strict: bool = typer.Option(False, "--strict", help="Exit 1 on any warning or failure."),
+    json_out: bool = typer_option("json", help="Print the versioned JSON document (tfgpu.lint/1)."),
+    facts_file: Optional[str] = typer_option(
+        "facts", help="Read the facts (or an earlier `tfgpu doctor --json` report) from this file instead of probing "
+                      "this machine: the host the files are judged against."),
+    strict: bool = typer_option("strict"),
 ) -> int:
     """Check Dockerfiles and compose files for GPU problems: base image CUDA vs the host driver, pip-installed
     TensorFlow vs the image, two CUDAs, LD_LIBRARY_PATH, hidden GPUs, services without a GPU reservation."""

@@ -9,27 +9,30 @@ import typer
 
 from tfgpu.options import overrides, typer_option
 
+LOCK_BACKEND_HELP = (
+    "The backend: auto (the recipe `tfgpu plan` chooses for this machine: a conda recipe gives conda-lock's format, "
+    "a pip recipe hashed requirements), rattler or conda (a conda recipe, solved by tfgpu's embedded engine and "
+    "written in conda-lock's format; no conda, mamba or conda-lock is run), or pip (--require-hashes requirements, "
+    "with uv).")
+
 
 def lock(
-    tf: str = typer.Option(..., "--tf", help="A release (2.2.0), a series (2.2) or `latest`."),
-    platform: Optional[List[str]] = typer.Option(  # noqa: B008, UP006 - typer needs typing.List on 3.9
-        None, "--platform", help="conda platform to lock for (repeatable; default linux-64)."),
+    tf: str = typer_option("tf", default=...),
+    platform: Optional[List[str]] = typer_option(  # noqa: B008, UP006 - typer needs typing.List on 3.9
+        "platform", help="Conda platform: to lock for (repeatable; default linux-64)."),
     output: Optional[Path] = typer.Option(  # noqa: B008 - typer's idiom
-        None, "-o", "--output",
-        help="lockfile to write (default conda-lock.yml; requirements.lock.txt for --backend pip)."),
-    channel: Optional[List[str]] = typer.Option(  # noqa: B008, UP006
-        None, "--channel", "-c", help="channel instead of the recipe's (repeatable)."),
-    backend: str = typer_option(
-        "backend",
-        help="auto: the recipe `tfgpu plan` chooses for this machine (a conda recipe: conda-lock's format; "
-             "a pip recipe: hashed requirements); rattler or conda: a conda recipe, solved with tfgpu's embedded "
-             "engine (conda-lock's format); pip: --require-hashes requirements with uv."),
+        None, "-o", "--output", metavar="FILE",
+        help="The lockfile to write (default conda-lock.yml; requirements.lock.txt for --backend pip)."),
+    channel: Optional[List[str]] = typer_option("channel"),  # noqa: B008, UP006
+    backend: str = typer_option("backend", help=LOCK_BACKEND_HELP),
     python: Optional[str] = typer_option(
-        "python", help="Python X.Y for the environment (default: the one plan would use, else the newest the wheels allow)."),
+        "python", help="Python X.Y of the environment (default: the one plan would use, else the newest the wheels "
+                       "allow)."),
     virtual_package: Optional[List[str]] = typer.Option(  # noqa: B008, UP006
-        None, "--virtual-package", help="assume a virtual package, e.g. __cuda=12.4 (repeatable)."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="rattler cache directory."),  # noqa: B008
-    force: bool = typer.Option(False, "--force", help="overwrite an existing lockfile."),
+        None, "--virtual-package", metavar="SPEC", help="Assume a virtual package, e.g. __cuda=12.4 (repeatable)."),
+    cache_dir: Optional[Path] = typer.Option(  # noqa: B008
+        None, "--cache-dir", metavar="DIR", help="The rattler cache directory."),
+    force: bool = typer_option("force", help="Go ahead where tfgpu would stop: overwrite an existing lockfile."),
     facts_file: Optional[str] = typer_option("facts"),
     driver: Optional[str] = typer_option("driver"),
     gpu_cc: Optional[str] = typer_option("gpu_cc"),

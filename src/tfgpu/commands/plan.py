@@ -17,17 +17,14 @@ from tfgpu.pipeline import (  # shared with scripts/verify_recipes.py
     check_target,
 )
 
-IMAGE_HELP = "--backend docker|podman|apptainer|container: the image to use instead of the one tfgpu chooses."
+IMAGE_HELP = ("The container image to use, instead of the one tfgpu chooses (--backend docker, podman, apptainer "
+              "or container).")
 
 CONFIG_EPILOG = (
     "Config file: $TFGPU_CONFIG, else platformdirs' user config dir (~/.config/tfgpu/config.toml on Linux). "
     "Keys: channels = [\"conda-forge\"] (conda channels; --channel beats them, they beat the recipe's) and "
     "\\[backends] prefer = \"pip\" (tried first by --backend auto)."
 )
-
-
-CPU_HELP = ("The CPU route: tensorflow-cpu (or tensorflow where the release has no -cpu build), never "
-            "[and-cuda] or nvidia-* wheels; the smoke test checks CPU ops. For a machine without a usable GPU.")
 
 
 def _facts(facts_file: str | None, driver: str | None = None, gpu_cc: str | None = None,
@@ -79,22 +76,25 @@ def plan_cmd(
     prefix: Optional[str] = typer_option("prefix"),
     python: Optional[str] = typer_option("python"),
     channel: Optional[list[str]] = typer_option("channel"),  # noqa: B008 - typer's idiom
-    json_out: bool = typer.Option(False, "--json", help='A versioned "tfgpu.plan/1" JSON document.'),
-    fmt: Optional[str] = typer.Option(None, "--format", help="sh or environment.yml; for a container backend also "
-                                                             "dockerfile or apptainer (a definition file)"),
+    json_out: bool = typer_option("json", help="Print the versioned JSON document (tfgpu.plan/1)."),
+    fmt: Optional[str] = typer.Option(None, "--format", metavar="FORMAT",
+                                      help="Print the plan as sh or environment.yml; for a container backend also as "
+                                           "dockerfile or apptainer (a definition file)."),
     facts_file: Optional[str] = typer_option("facts"),
     driver: Optional[str] = typer_option("driver"),
     gpu_cc: Optional[str] = typer_option("gpu_cc"),
     os_name: Optional[str] = typer_option("os"),
     find_links: Optional[list[str]] = typer_option("find_links"),  # noqa: B008
     index_url: Optional[str] = typer_option("index_url"),
-    offline: bool = typer.Option(False, "--offline", help="pip/uv must not use the network; --from-lock: "
-                                                           "the package cache only."),
-    cpu: bool = typer.Option(False, "--cpu", help=CPU_HELP),
-    force: bool = typer.Option(False, "--force", help="Exit 0 for a target that is blocked here (create --force builds it)."),
-    image: Optional[str] = typer.Option(None, "--image", metavar="REF", help=IMAGE_HELP),
-    requirements: Optional[str] = typer.Option(None, "--requirements", metavar="FILE",
-                                               help="--format dockerfile|apptainer: install this requirements.txt too."),
+    offline: bool = typer_option("offline"),
+    cpu: bool = typer_option("cpu"),
+    force: bool = typer_option(
+        "force", help="Go ahead where tfgpu would stop: exit 0 for a target that is blocked here (create --force "
+                      "builds it)."),
+    image: Optional[str] = typer_option("image", help=IMAGE_HELP),
+    requirements: Optional[str] = typer.Option(
+        None, "--requirements", metavar="FILE",
+        help="Also install this requirements.txt (--format dockerfile or apptainer)."),
 ) -> int:
     """Print exactly what `tfgpu create` would run: argv, environment variables and why. Changes nothing.
     Exit 1 when the target is blocked here (unless --force or --cpu), as `tfgpu create` would refuse it."""

@@ -13,15 +13,17 @@ if TYPE_CHECKING:
 
 
 def smoke(
-    prefix: Optional[str] = typer.Option(None, "--prefix", metavar="PATH", help="The environment's root directory."),
-    name: Optional[str] = typer.Option(None, "--name", metavar="NAME", help="A conda environment or tfgpu venv by name."),
+    prefix: Optional[str] = typer_option("prefix"),
+    name: Optional[str] = typer_option("name", help="The environment's name: a conda environment or a tfgpu venv."),
     python: Optional[str] = typer_option(
-        "python", metavar="X.Y|EXE", help="The Python to test: X.Y (pythonX.Y on PATH) or an interpreter's path."),
-    json_out: bool = typer.Option(False, "--json", help="Print a versioned JSON document (tfgpu.smoke/1)."),
+        "python", help="Python X.Y of the environment: the one to test (pythonX.Y on PATH), or an interpreter's path."),
+    json_out: bool = typer_option("json", help="Print the versioned JSON document (tfgpu.smoke/1)."),
     benchmark: bool = typer.Option(False, "--benchmark", help="Also time the same matmul and conv on GPU and CPU."),
-    allow_cpu: bool = typer.Option(False, "--allow-cpu", help="Pass (exit 0) on a host without a usable GPU."),
-    timeout: float = typer.Option(600.0, "--timeout", metavar="S", min=1.0, help="Give up after S seconds."),
-    no_probe: bool = typer.Option(False, "--no-probe", help="Do not read this machine to make causes specific."),
+    allow_cpu: bool = typer_option(
+        "allow_cpu", help="A CPU-only smoke result is a success (exit 0 on a host without a usable GPU)."),
+    timeout: float = typer_option("timeout", default=600.0, min=1.0,
+                                  help="Give up after this many seconds (default 600)."),
+    no_probe: bool = typer_option("no_probe"),
     facts_file: Optional[str] = typer_option("facts"),
     driver: Optional[str] = typer_option("driver"),
     gpu_cc: Optional[str] = typer_option("gpu_cc"),

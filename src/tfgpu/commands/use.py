@@ -7,13 +7,16 @@ from typing import Optional  # typer needs Optional at runtime on 3.9
 
 import typer
 
+from tfgpu.options import typer_option
+
+PREFIX_HELP = "The environment's directory (instead of NAME)."
 _CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 
 def run_cmd(
     name: Optional[str] = typer.Argument(None, metavar="NAME", help="An environment tfgpu made (`tfgpu envs`)."),
     command: Optional[list[str]] = typer.Argument(None, metavar="-- CMD ...", help="The command to run in it."),  # noqa: B008
-    prefix: Optional[str] = typer.Option(None, "--prefix", "-p", metavar="DIR", help="The environment by its directory."),
+    prefix: Optional[str] = typer_option("prefix", help=PREFIX_HELP),
 ) -> int:
     """Run a command inside an environment tfgpu made, with its activation variables (conda's activate.d, the
     venv's activate additions such as LD_LIBRARY_PATH, TF_FORCE_GPU_ALLOW_GROWTH). Exit code: the command's.
@@ -37,7 +40,7 @@ def run_cmd(
 
 def shell_cmd(
     name: Optional[str] = typer.Argument(None, metavar="NAME", help="An environment tfgpu made (`tfgpu envs`)."),
-    prefix: Optional[str] = typer.Option(None, "--prefix", "-p", metavar="DIR", help="The environment by its directory."),
+    prefix: Optional[str] = typer_option("prefix", help=PREFIX_HELP),
 ) -> int:
     """Open an interactive shell ($SHELL, else sh) inside an environment tfgpu made; `exit` leaves it."""
     from tfgpu import output, run
