@@ -201,24 +201,19 @@ def gpu_run_argv(runtime: str, image: str, command: list[str], *, mounts: tuple[
     replaces the usual flag (Docker through CDI: ``--device nvidia.com/gpu=all``, tfgpu.containers.Runtime)."""
     if runtime == "apptainer":
         argv = ["apptainer", "exec", "--nv"]
-        for host, inside, ro in mounts:
-            argv += ["--bind", f"{host}:{inside}" + (":ro" if ro else "")]
-        if workdir:
-            argv += ["--pwd", workdir]
-        for k, v in env:
-            argv += ["--env", f"{k}={v}"]
-        return (*argv, image, *command)
-    argv = [runtime, "run", "--rm"]
-    if tty:
-        argv.append("-it")
-    if gpu_args:
-        argv += gpu_args
+        bind, pwd = "--bind", "--pwd"
     else:
-        argv += ["--gpus", "all"] if runtime == "docker" else ["--device", "nvidia.com/gpu=all", "--security-opt=label=disable"]
+        argv = [runtime, "run", "--rm", *(["-it"] if tty else [])]
+        if gpu_args:
+            argv += gpu_args
+        else:
+            argv += (["--gpus", "all"] if runtime == "docker"
+                     else ["--device", "nvidia.com/gpu=all", "--security-opt=label=disable"])
+        bind, pwd = "--volume", "--workdir"
     for host, inside, ro in mounts:
-        argv += ["--volume", f"{host}:{inside}" + (":ro" if ro else "")]
+        argv += [bind, f"{host}:{inside}" + (":ro" if ro else "")]
     if workdir:
-        argv += ["--workdir", workdir]
+        argv += [pwd, workdir]
     for k, v in env:
         argv += ["--env", f"{k}={v}"]
     return (*argv, image, *command)
