@@ -377,3 +377,17 @@ def _cdi_facts_text() -> str:
     info = parse_docker_info((CT / "docker_info_with_devices.json.golden").read_text())
     entry = {**_docker_entry(info), "cdi_devices": [*info["cdi_devices"], "nvidia.com/gpu=all"]}
     return json.dumps(with_containers(base_facts(), {"runtimes": [entry], "docker_group": GROUP, "toolkit": NO_TOOLKIT}))
+
+
+def test_lint_fails_a_compose_service_on_an_affected_tag_with_the_same_finding():
+    text = ("services:\n  train:\n    image: tensorflow/tensorflow:2.19.0-gpu-jupyter\n"
+            "    deploy:\n      resources:\n        reservations:\n          devices:\n"
+            "            - driver: nvidia\n              count: all\n              capabilities: [gpu]\n"
+            "  web:\n    image: tensorflow/tensorflow:2.19.0-gpu\n    gpus: all\n")
+    kind, checks = lint_text(text, KB, Machine.from_facts(FACTS, KB))
+    assert kind == "compose"
+    cudnn = [c for c in checks if c.id == "image.cudnn"]
+    # the -gpu-jupyter tag carries the same cuDNN (tensorflow/build#221 read it in latest-gpu-jupyter)
+    assert [c.summary.split(":")[0] for c in cudnn] == ["service train", "service web"]
+    assert "tensorflow/tensorflow:2.19.0-gpu-jupyter carries cuDNN" in cudnn[0].summary
+    assert all(c.status == FAIL and "cuDNN 8.9.6.50" in c.summary for c in cudnn)

@@ -323,10 +323,13 @@ _CUDNN9 = re.compile(r"\bcudnn9(?:-cuda-12)?\b|\bnvidia-cudnn-cu12\b|tensorflow\
 
 
 def _fault_check(base: BaseImage, kb: KnowledgeBase, where: str, runs: Sequence[tuple[str, int]]) -> Check | None:
-    """The FROM image as tfgpu.containers judges it (a tf_image_faults row); PASS when a RUN line here adds cuDNN 9."""
+    """The FROM image as tfgpu.containers judges it (a tf_image_faults row): FAIL for a blocked tag, WARN when a
+    RUN line of the same stage installs cuDNN 9 on top (the workaround; the built image still needs a GPU check)."""
+    from tfgpu._record import replace
     from tfgpu.containers import fault_finding
 
-    finding = fault_finding(base.image, kb) if base.image is not None else None
+    # the tag as written (a -gpu-jupyter tag carries the same cuDNN as its -gpu image)
+    finding = fault_finding(replace(base.image, ref=base.ref), kb) if base.image is not None else None
     if finding is None:
         return None
     url = str(kb.sources("containers").get(base.image.fault.source, {}).get("url", ""))
@@ -606,6 +609,9 @@ def lint_compose(text: str, kb: KnowledgeBase, m: Machine | None) -> list[Check]
             base = classify_image(image, kb)
             if base.kind != "other":
                 checks.append(_driver_check(base, m, f"service {name}"))
+                fault = _fault_check(base, kb, f"service {name}", ())
+                if fault is not None:
+                    checks.append(fault)
     if with_gpu:
         checks.append(_check("compose.gpu_reservation", PASS, f"GPU access: {', '.join(with_gpu)}"))
     elif not any(c.id == "compose.gpu_reservation" for c in checks):
