@@ -391,3 +391,24 @@ def test_lint_fails_a_compose_service_on_an_affected_tag_with_the_same_finding()
     assert [c.summary.split(":")[0] for c in cudnn] == ["service train", "service web"]
     assert "tensorflow/tensorflow:2.19.0-gpu-jupyter carries cuDNN" in cudnn[0].summary
     assert all(c.status == FAIL and "cuDNN 8.9.6.50" in c.summary for c in cudnn)
+
+
+@pytest.mark.parametrize("ref", ["tensorflow/tensorflow:2.18.0-gpu-jupyter", "docker.io/tensorflow/tensorflow:2.18.0-gpu"])
+def test_an_image_named_with_image_is_judged_by_the_release_its_tag_names(ref: str):
+    m = Machine.from_facts(FACTS, KB)
+    verdict = judge_container(FACTS, KB, version("2.18.0"), m, wanted="docker", image_ref=ref)
+    assert verdict.recipe == ref
+    assert not verdict.viable
+    assert any(f.check == "container.image_cudnn" and ref in f.summary for f in verdict.blockers)
+    # a tag that names no release is judged as a custom image (nothing known about its contents)
+    latest = judge_container(FACTS, KB, version("2.18.0"), m, wanted="docker", image_ref="tensorflow/tensorflow:latest-gpu")
+    assert latest.viable
+
+
+def test_plan_with_an_unknown_image_on_a_gpu_machine_is_not_an_internal_error(cli, tmp_path: Path):
+    # a bug found here: a custom --image has no CUDA, and judging it on a GPU machine read version('') (exit 3)
+    facts = tmp_path / "facts.json"
+    facts.write_text(json.dumps(FACTS))
+    code, out, err = cli("plan", "--tf", "2.15", "--backend", "docker", "--image", "myorg/tf:1", "--facts", str(facts))
+    assert code == 0, out + err
+    assert "myorg/tf:1" in out

@@ -235,6 +235,8 @@ def _image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tup
         blockers += [Finding(f.check, f"{image.ref}: {f.summary}", f.fix) for f in g_block]
         caveats += g_cav
         return blockers, caveats
+    if not image.cuda:  # an image named with --image that tfgpu knows nothing about: nothing to judge
+        return blockers, caveats
     toolkit = kb.toolkit(_xy(image.cuda))
     for cc_text in sorted(set(m.ccs())):
         cc = version(cc_text)
@@ -325,7 +327,8 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
 
     images = container_images(kb, v)
     if image_ref:
-        named = [i for i in images if i.ref == image_ref] or [i for i in ngc_images() if i.ref == image_ref]
+        named = ([i for i in images if i.ref == image_ref] or [i for i in ngc_images() if i.ref == image_ref]
+                 or tensorflow_tag(kb, image_ref))
         images = named or [ContainerImage(ref=image_ref, family="custom", tf=v, cuda="", cudnn="", python="",
                                           driver=None, compat_drivers=(), cc_min="", published="", source="")]
     runtime = pick_runtime(facts, wanted)
@@ -364,6 +367,22 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
                                     fix=f"tfgpu plan --tf {fits[0].tf} --backend container --image {fits[0].ref}"))
     return BackendVerdict("container", image.ref, not blockers, tuple(blockers), tuple(r_cav + i_cav), image.cuda,
                           image.cudnn, (image.python,) if image.python else (), runtime=runtime.name if runtime else "")
+
+
+#: TensorFlow's own release tags, as --image may name them: X.Y.Z-gpu and its variants (-gpu-jupyter).
+_TF_TAG = re.compile(r"^(?:docker\.io/)?tensorflow/tensorflow:(\d+\.\d+\.\d+)-gpu(?:-[a-z]+)?$")
+
+
+def tensorflow_tag(kb: KnowledgeBase, ref: str) -> list[ContainerImage]:
+    """TensorFlow's own image of the release a tag names (``tensorflow/tensorflow:2.18.0-gpu-jupyter``), under
+    the tag as written; [] for any other reference (``latest-gpu`` names no release)."""
+    from tfgpu._record import replace
+
+    m = _TF_TAG.match(ref)
+    if not m:
+        return []
+    own = [i for i in container_images(kb, m.group(1)) if i.family == "tensorflow"]
+    return [replace(i, ref=ref) for i in own]
 
 
 def container_alternative(kb: KnowledgeBase, m: Machine, v: Version) -> Finding | None:
