@@ -412,3 +412,14 @@ def test_plan_with_an_unknown_image_on_a_gpu_machine_is_not_an_internal_error(cl
     code, out, err = cli("plan", "--tf", "2.15", "--backend", "docker", "--image", "myorg/tf:1", "--facts", str(facts))
     assert code == 0, out + err
     assert "myorg/tf:1" in out
+
+
+def test_the_doctors_docker_recommendation_is_the_newest_unaffected_release():
+    from tfgpu.verdict import diagnose
+
+    result = diagnose(FACTS, KB, backend="docker")
+    blocked = {t.tf for t in result.targets if t.verdict == BLOCKED}
+    assert {"2.18.1", "2.19.1"} <= blocked  # every affected series' newest release
+    assert result.recommendation is not None
+    assert result.recommendation.tf == "2.17.1"
+    assert result.recommendation.backend == "container"
