@@ -117,6 +117,12 @@ def test_run_mounts_the_current_directory():
                     "--workdir", "/workspace", "--env", "TF_FORCE_GPU_ALLOW_GROWTH=true", "img:1", "python3", "train.py")
     assert gpu_run_argv("apptainer", "x.sif", ["nvidia-smi"], workdir="/w")[:5] == ("apptainer", "exec", "--nv",
                                                                                      "--pwd", "/w")
+    # an interactive run: docker and podman take -it; apptainer inherits the terminal
+    assert gpu_run_argv("podman", "img:1", ["bash"], mounts=(("/h", "/c", True),), tty=True) == (
+        "podman", "run", "--rm", "-it", "--device", "nvidia.com/gpu=all", "--security-opt=label=disable",
+        "--volume", "/h:/c:ro", "img:1", "bash")
+    assert gpu_run_argv("apptainer", "x.sif", ["bash"], mounts=(("/h", "/c", True),), env=(("A", "1"),),
+                        tty=True) == ("apptainer", "exec", "--nv", "--bind", "/h:/c:ro", "--env", "A=1", "x.sif", "bash")
 
 
 @pytest.mark.parametrize("bad", ["evil;rm -rf /", "a b", "UPPER/case:1", "img:tag\nRUN x", "-v:1"])
@@ -156,6 +162,30 @@ def test_plan_cli_formats(cli, tmp_path: Path):
     assert cli("plan", "--tf", "2.15", "--backend", "docker", "--image", "bad image", "--facts", str(facts))[0] == 2
 
 
+def test_plan_of_a_blocked_container_route_exits_1_as_create_would_refuse_it(cli, tmp_path: Path):
+    # the container plan carries the doctor's verdict now (it was empty, so `plan` exited 0 where `create`
+    # refuses): exit 1 unless --force, as for pip and conda plans; the commands are printed either way
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(with_containers(base_facts(), THIS_MACHINE)))
+    code, out, err = cli("plan", "--tf", "2.15", "--backend", "docker", "--format", "sh", "--facts", str(path))
+    assert code == 1, err
+    assert "docker run --rm --gpus all --volume " in out
+    assert "create` would refuse it" in err
+    assert cli("plan", "--tf", "2.15", "--backend", "docker", "--format", "sh", "--force", "--facts", str(path))[0] == 0
+    code, out, _ = cli("plan", "--tf", "2.15", "--backend", "docker", "--json", "--force", "--facts", str(path))
+    plan = json.loads(out)
+    import jsonschema
+
+    # the container plan is a tfgpu.plan/1 document (its Python was "", which the schema refused)
+    jsonschema.validate(plan, json.loads((Path(__file__).resolve().parent.parent / "src/tfgpu/schemas/plan.schema.json")
+                                         .read_text(encoding="utf-8")))
+    code, out, _ = cli("doctor", "--tf", "2.15", "--backend", "docker", "--json", "--facts", str(path))
+    row = json.loads(out)["targets"][0]
+    assert (plan["verdict"], plan["recipe_id"], plan["tf"]) == (row["verdict"], row["recipe_id"], row["tf"]) == (
+        "blocked", "tensorflow/tensorflow:2.15.1-gpu", "2.15.1")
+    assert {b["check"] for b in plan["blockers"]} >= {"container.daemon", "container.toolkit"}
+
+
 # --------------------------------------------------------------------------- create against the fake CLI
 
 
@@ -182,6 +212,90 @@ def test_create_pulls_smokes_and_records(cli, fake_docker: Path, monkeypatch: py
     assert (fake_docker / "tensorflow" / "tensorflow:2.15.1-gpu").is_dir()
     code, out, _ = cli("envs", "--json")
     assert not [e for e in json.loads(out)["envs"] if e["name"] == "tf215"]
+
+
+@pytest.mark.real_subprocess
+def test_smoke_name_runs_the_smoke_test_inside_a_recorded_image(cli, fake_docker: Path,
+                                                                monkeypatch: pytest.MonkeyPatch):
+    facts = ready_facts(fake_docker)
+    code, out, err = cli("create", "--tf", "2.15", "--backend", "docker", "--yes", "--facts", str(facts),
+                         "--name", "tf215", "--no-smoke")
+    assert code == 0, out + err
+    code, out, _ = cli("envs", "--json")
+    assert next(e for e in json.loads(out)["envs"] if e["name"] == "tf215")["smoke"] is None
+    code, out, err = cli("smoke", "--name", "tf215", "--facts", str(facts))
+    assert code == 0, out + err
+    assert "GPU OK: TensorFlow 2.15.1" in out
+    calls = (fake_docker / "docker.log").read_text().splitlines()
+    assert calls[-1].startswith("run --rm --gpus all --volume ")  # the same runner as create's smoke step
+    assert ":/tfgpu-smoke.py:ro " in calls[-1]
+    assert calls[-1].endswith("tensorflow/tensorflow:2.15.1-gpu python3 /tfgpu-smoke.py")
+    code, out, _ = cli("envs", "--json")
+    entry = next(e for e in json.loads(out)["envs"] if e["name"] == "tf215")
+    assert entry["smoke"]["passed"] is True
+    assert "GPU OK" in entry["smoke"]["summary"]
+    # the image loses its GPU (the recorded "could not select device driver" run): the registry says so
+    monkeypatch.setenv("FAKE_DOCKER_MODE", "no-gpu-driver")
+    code, out, err = cli("smoke", "--name", "tf215", "--json", "--facts", str(facts))
+    assert code == 1, out + err
+    doc = json.loads(out)
+    assert doc["python"]["executable"] == "python3 in tensorflow/tensorflow:2.15.1-gpu"
+    assert "could not select device driver" in json.dumps(doc)
+    code, out, _ = cli("envs", "--json")
+    assert next(e for e in json.loads(out)["envs"] if e["name"] == "tf215")["smoke"]["passed"] is False
+    code, out, _ = cli("envs")
+    assert "✗" in next(line for line in out.splitlines() if "tf215" in line)
+
+
+def test_smoke_name_uses_the_runner_that_made_the_image():
+    from tfgpu.runners import CONTAINER_RUNNERS
+
+    for runtime in ("docker", "podman", "apptainer"):
+        facts = with_containers(base_facts(), DOCKER_OK)
+        plan = plan_container(KB, facts, "2.15", backend=runtime, image_ref=None, smoke_script="/s", cache_dir="/c")
+        # what `tfgpu smoke --name NAME` runs for the entry create recorded == create's own smoke step
+        assert CONTAINER_RUNNERS[plan.backend].smoke_argv(plan.prefix, "/s") == plan.steps[1].argv
+    assert CONTAINER_RUNNERS["apptainer"].smoke_argv("/c/x.sif", "/s", "--benchmark")[:3] == ("apptainer", "exec", "--nv")
+    assert CONTAINER_RUNNERS["apptainer"].smoke_argv("/c/x.sif", "/s", "--benchmark")[-4:] == (
+        "/c/x.sif", "python3", "/tfgpu-smoke.py", "--benchmark")
+
+
+def test_smoke_name_of_a_conda_or_venv_name_is_not_taken_for_an_image(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch):
+    from tfgpu import registry
+    from tfgpu.commands.smoke import _container_entry
+
+    monkeypatch.setenv("TFGPU_HOME", str(tmp_path / "home"))
+    registry.record(name="venv1", prefix=str(tmp_path / "v"), backend="pip", tool="uv", tf="2.15.1", python="3.11",
+                    recipe="pip-and-cuda", env_python=str(tmp_path / "v/bin/python"))
+    registry.record(name="img", prefix="tensorflow/tensorflow:2.15.1-gpu", backend="podman", tool="podman",
+                    tf="2.15.1", python="", recipe="tensorflow/tensorflow:2.15.1-gpu", env_python="python3")
+    assert _container_entry("venv1") is None
+    assert _container_entry("nothing") is None
+    assert _container_entry("tensorflow/tensorflow:2.15.1-gpu") is None  # a name, not an image reference
+    entry = _container_entry("img")
+    assert entry is not None
+    assert entry["backend"] == "podman"
+
+
+@pytest.mark.real_subprocess
+def test_run_name_runs_the_command_in_the_recorded_image_with_the_current_directory(
+        cli, fake_docker: Path, monkeypatch: pytest.MonkeyPatch):
+    facts = ready_facts(fake_docker)
+    code, out, err = cli("create", "--tf", "2.15", "--backend", "docker", "--yes", "--facts", str(facts),
+                         "--name", "tf215", "--no-smoke")
+    assert code == 0, out + err
+    project = fake_docker / "project"
+    project.mkdir()
+    # the fake runs what is mounted with its Python: a directory with a __main__.py stands in for the image's
+    # command, and its exit code comes back through `tfgpu run`
+    (project / "__main__.py").write_text("import sys; sys.exit(3)\n")
+    monkeypatch.chdir(project)
+    code, out, err = cli("run", "tf215", "--", "python3", "train.py")
+    assert code == 3, out + err
+    last = (fake_docker / "docker.log").read_text().splitlines()[-1]
+    assert last == (f"run --rm --gpus all --volume {project}:/workspace --workdir /workspace "
+                    "--env TF_FORCE_GPU_ALLOW_GROWTH=true tensorflow/tensorflow:2.15.1-gpu python3 train.py")
 
 
 @pytest.mark.real_subprocess

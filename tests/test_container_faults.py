@@ -338,6 +338,9 @@ def test_create_through_cdi_records_the_devices_and_run_uses_them(cli, request: 
     code, out, _ = cli("envs", "--json")
     entry = next(e for e in json.loads(out)["envs"] if e["name"] == "cdi215")
     assert entry["gpu_args"] == ["--device", "nvidia.com/gpu=all"]
+    code, out, err = cli("smoke", "--name", "cdi215")  # `tfgpu smoke --name` reruns it with the same devices
+    assert code == 0, out + err
+    assert (home / "docker.log").read_text().splitlines()[-1].startswith("run --rm --device nvidia.com/gpu=all ")
     argv, _env = command_for(entry, ["python3", "train.py"], base={}, cwd="/home/alice/proj")
     assert argv[:5] == ("docker", "run", "--rm", "--device", "nvidia.com/gpu=all")
     assert argv[-3:] == ("tensorflow/tensorflow:2.15.1-gpu", "python3", "train.py")

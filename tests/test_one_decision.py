@@ -313,7 +313,8 @@ def with_container_facts(facts: dict[str, Any], runtimes: list[str], toolkit: st
 
 CONTAINER_MACHINES = st.builds(
     with_container_facts,
-    st.builds(machine, st.sampled_from(("linux", "linux", "wsl2")), st.one_of(st.none(), st.sampled_from(DRIVERS)),
+    st.builds(machine, st.sampled_from(("linux", "linux", "linux", "wsl2", "windows")),
+              st.one_of(st.none(), st.sampled_from(DRIVERS)),
               st.one_of(st.none(), st.sampled_from(GPUS)), st.just(["3.11"]), st.just(None), st.just(None)),
     st.lists(st.sampled_from(sorted(RUNTIMES)), max_size=3, unique=True),
     st.sampled_from(sorted(TOOLKITS)), st.booleans(),
@@ -346,6 +347,11 @@ def assert_one_container_decision(facts: dict[str, Any], tf: str, backend: str) 
     plan = container_plan_or_none(facts, tf, backend)
     if plan is None:
         assert row.recipe_id is None, (tf, row)
+        return
+    if not any(b.backend == "container" for b in row.backends):  # blocked before any container route (an OS)
+        assert row.verdict == plan.verdict == "blocked", (tf, backend, row.verdict, plan.verdict)
+        assert "blocked" in plan.backend_reason
+        assert {f.check for f in row.blockers} == {b["check"] for b in plan.blockers}
         return
     assert row.recipe_id == plan.recipe_id, (tf, backend, row.tf, row.recipe_id, plan.recipe_id)
     (cv,) = [b for b in row.backends if b.backend == "container"]
@@ -398,6 +404,7 @@ def test_the_runner_table_has_a_row_for_every_backend_value() -> None:
             assert callable(r.available)
             assert callable(r.can_build)
             assert callable(r.runs)
+            assert callable(getattr(r, "steps", None))
     assert [r.name for r in RUNNERS["container"]] == ["docker", "podman", "apptainer"]
     # a container runner never takes a pip or conda recipe, and a recipe runner never an image
     facts = with_container_facts(machine("linux", "550.54.15", GPUS[8], ["3.11"], None, None), ["docker-ready"],
@@ -450,3 +457,17 @@ def test_doctor_and_plan_agree_on_the_container_backends_of_generated_machines(
 def test_doctor_and_plan_agree_on_the_container_backends_of_a_thousand_machines(
         facts: dict[str, Any], tf: str, backend: str) -> None:
     assert_one_container_decision(facts, tf, backend)
+
+
+def test_a_target_the_doctor_blocks_before_any_container_route_is_a_blocked_container_plan() -> None:
+    # native Windows facts: the doctor blocks 2.15 (no GPU build there) without judging a container route; the
+    # plan of --backend docker said nothing of it (verdict "", exit 0) while create went ahead
+    facts = with_container_facts(machine("windows", "551.61", GPUS[8], ["3.11"], None, None), ["docker-ready"],
+                                 "docker", True)
+    row = doctor_result(facts, KB, tf="2.15", tools=tools_for(facts, uv=True), backend="docker").targets[0]
+    plan = container_plan_or_none(facts, "2.15", "docker")
+    assert plan is not None
+    assert row.verdict == plan.verdict == "blocked"
+    assert "os.windows_gpu" in {b["check"] for b in plan.blockers}
+    assert "blocked" in plan.backend_reason  # what `tfgpu create` refuses
+    assert_one_container_decision(facts, "2.15", "docker")

@@ -190,16 +190,28 @@ def test_no_module_of_tfgpu_imports_one_that_imports_it_back() -> None:
 def test_the_engine_child_is_told_the_drivers_cuda_and_does_not_probe_again(monkeypatch: pytest.MonkeyPatch) -> None:
     from tfgpu import engine
     from tfgpu.backends.conda import rattler_create_steps
+    from tfgpu.facts import as_facts
     from tfgpu.knowledge import load_kb
+    from tfgpu.plan import engine_driver_cuda, plan_environment
 
     kb = load_kb()
+
+    def told(facts: dict[str, Any]) -> tuple[str, ...]:
+        return rattler_create_steps("/p", "/env", ["conda-forge"], ["python=3.11"], facts=facts, kb=kb, tf=None,
+                                    os_name="linux", driver_cuda=engine_driver_cuda(as_facts(facts), kb))[0].argv
+
     facts = {"platform": {"os": "linux"}, "driver": {"version": "470.82.01", "cuda": None}}
-    argv = rattler_create_steps("/p", "/env", ["conda-forge"], ["python=3.11"], facts=facts, kb=kb,
-                                tf=None, os_name="linux")[0].argv
+    argv = told(facts)
     assert argv[argv.index("--driver-cuda") + 1] == "11.4"  # derived from the driver table, as the verdict does
-    none = rattler_create_steps("/p", "/env", ["conda-forge"], ["python=3.11"], kb=kb, tf=None, os_name="linux",
-                                facts={"platform": {"os": "linux"}, "driver": {"version": None}})[0].argv
+    none = told({"platform": {"os": "linux"}, "driver": {"version": None}})
     assert none[none.index("--driver-cuda") + 1] == "none"
+    assert "--driver-cuda" not in told({"platform": {"os": "linux"}})  # the facts do not say: the child probes
+    # and the plan's rattler step is told the same (the runner's steps get it from the planner)
+    planned = plan_environment(kb, as_facts({**facts, "gpus": [{"name": "GeForce GTX 1080", "compute_capability":
+                                                              "6.1", "memory_mib": 8192}]}),
+                               tf="2.9.1", backend="rattler", tools={"rattler": "embedded"}, home="/h")
+    engine_step = next(s.argv for s in planned.steps if "tfgpu.engine" in s.argv)
+    assert engine_step[engine_step.index("--driver-cuda") + 1] == "11.4"
     if not engine.available():
         pytest.skip("the embedded engine needs Python >= 3.10")
 

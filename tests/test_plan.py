@@ -394,3 +394,28 @@ def test_keras_hdf5_needs_h5py_below_3_before_2_2(tf: str, pinned: bool) -> None
     ('str' object has no attribute 'decode'); TF 2.2+ bound h5py themselves (compat/pins.toml)."""
     plan = plan_environment(KB, facts_for("linux", ["3.7", "3.8"]), tf=tf, backend="pip", tools=TOOLS_ALL, home=HOME)
     assert ("h5py<3" in plan.pip_requirements) == pinned
+
+
+def test_a_plans_build_steps_are_its_runners_steps() -> None:
+    # the planner decides where and what; the chosen runner of tfgpu.runners makes the steps (pip: a venv and
+    # pip; conda: TOOL create; rattler: the embedded engine), so a backend's steps live in one place
+    from tests.test_verdict import gpu_facts
+    from tfgpu.runners import RECIPE_RUNNERS, RUNNERS
+
+    assert set(RECIPE_RUNNERS) == {r.name for r in RUNNERS["auto"]}
+    facts = gpu_facts("NVIDIA GeForce RTX 3090", "8.6", driver="550.54.15")
+    pip = plan_environment(KB, facts, tf="2.15.1", backend="pip", home="/h",
+                           tools={"uv": "/usr/bin/uv", "python3.11": "/usr/bin/python3.11"})
+    assert pip.steps[0].argv == ("/usr/bin/uv", "venv", "--no-project", "--python", "/usr/bin/python3.11",
+                                 "/h/envs/tf2.15.1")
+    assert pip.steps[1].argv[:4] == ("/usr/bin/uv", "pip", "install", "--python")
+    assert "tensorflow[and-cuda]==2.15.1" in pip.steps[1].argv
+    conda = plan_environment(KB, facts, tf="2.15.1", backend="conda", home="/h",
+                             tools={"micromamba": "/opt/mm/bin/micromamba"})
+    assert conda.steps[0].argv[:6] == ("/opt/mm/bin/micromamba", "create", "--yes", "-p", "/h/envs/tf2.15.1",
+                                       "--override-channels")
+    rattler = plan_environment(KB, facts, tf="2.15.1", backend="rattler", home="/h", tools={"rattler": "embedded"},
+                               engine_python="/usr/bin/python3")
+    argv = rattler.steps[0].argv
+    assert argv[:5] == ("/usr/bin/python3", "-m", "tfgpu.engine", "create", "--prefix")
+    assert argv[argv.index("--driver-cuda") + 1] == facts["driver"]["cuda"]  # the driver's CUDA, told by the planner

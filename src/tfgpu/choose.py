@@ -270,7 +270,9 @@ def choose(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, v: Ve
     if prefs.backend in CONTAINER_BACKENDS:
         from tfgpu.containers import choose_image
 
-        return choose_image(kb, facts, v, backend=prefs.backend, image_ref=prefs.image), ""
+        row = (next((b for b in verdict.backends if b.backend == CONTAINER), None)
+               if verdict is not None and verdict.tf == str(v) else None)  # judged with prefs.backend
+        return choose_image(kb, facts, v, backend=prefs.backend, image_ref=prefs.image, judged=row), ""
     if prefs.backend == "auto" and prefs.prefer and prefs.prefer != "auto":
         if prefs.prefer not in BACKENDS:
             msg = f"unknown preferred backend {prefs.prefer!r} ({prefs.prefer_source})"

@@ -438,13 +438,20 @@ def gpu_args_of(argv: tuple[str, ...] | list[str]) -> tuple[str, ...]:
 
 
 def run_in_container(runtime: str, image: str, command: list[str], cwd: str,
-                     gpu_args: tuple[str, ...] | list[str] = ()) -> tuple[str, ...]:
+                     gpu_args: Any = ()) -> tuple[str, ...]:
     """`tfgpu run NAME -- CMD` for a container environment: CMD in the image with the current directory
     mounted at /workspace (the function the run command calls). ``gpu_args``: the CDI devices the registry
     recorded for it (read from a file another user may write: only nvidia.com/gpu=... device flags pass)."""
-    checked = gpu_args_of(["docker", "run", *gpu_args]) if runtime == "docker" else ()
     return gpu_run_argv(runtime, image, command, mounts=((cwd, WORKDIR, False),), workdir=WORKDIR,
-                        env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),), gpu_args=checked)
+                        env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),), gpu_args=recorded_gpu_args(runtime, gpu_args))
+
+
+def recorded_gpu_args(runtime: str, recorded: Any) -> tuple[str, ...]:
+    """The GPU flags a registry entry recorded (its ``gpu_args``), checked: the registry is a file another user
+    may write, so only Docker's ``--device nvidia.com/gpu=...`` pairs pass; anything else gives ()."""
+    if runtime != "docker" or not isinstance(recorded, (list, tuple)):
+        return ()
+    return gpu_args_of(["docker", "run", *(str(a) for a in recorded)])
 
 
 def image_recipe(ref: str, row: ContainerImage | None, v: Version) -> Recipe:
@@ -456,12 +463,14 @@ def image_recipe(ref: str, row: ContainerImage | None, v: Version) -> Recipe:
                   confidence=row.confidence if row else "sourced")
 
 
-def choose_image(kb: KnowledgeBase, facts: Facts, v: Version, *, backend: str, image_ref: str | None = None) -> Choice:
+def choose_image(kb: KnowledgeBase, facts: Facts, v: Version, *, backend: str, image_ref: str | None = None,
+                 judged: BackendVerdict | None = None) -> Choice:
     """The container route's choice for --backend docker|podman|apptainer|container (tfgpu.choose.choose
     calls it): the image the verdict judges best here (:func:`judge_container`: the first that fits, else
     the first), run by the first runner of ``backend``'s row of tfgpu.runners.RUNNERS that can run a GPU
     container here, else the first installed, else the row's first. A blocked route is still chosen, so
-    that `tfgpu plan` can show it; ``Choice.blocked`` says why (create refuses it)."""
+    that `tfgpu plan` can show it; ``Choice.blocked`` says why (create refuses it). ``judged``: the target's
+    container row as the verdict judged it with the same backend (the doctor's; not judged again)."""
     from tfgpu.errors import UsageError
     from tfgpu.verdict import Machine
 
@@ -471,7 +480,8 @@ def choose_image(kb: KnowledgeBase, facts: Facts, v: Version, *, backend: str, i
     if image_ref is not None:
         check_image_ref(image_ref)
     runner, _program, why_not = pick_container_runner(backend, runtime_context(facts, v))
-    verdict = judge_container(facts, kb, v, Machine.from_facts(facts, kb), wanted=backend, image_ref=image_ref)
+    verdict = (judged if judged is not None and image_ref is None
+               else judge_container(facts, kb, v, Machine.from_facts(facts, kb), wanted=backend, image_ref=image_ref))
     image = image_ref or verdict.recipe
     if not image:
         msg = f"no GPU image of TensorFlow {v} is known"
@@ -509,18 +519,27 @@ def plan_container(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str, im
     notes += [c.summary for c in verdict.caveats]
     tfs = str(row.tf if row else v)
     # the target's verdict is this plan's when the doctor judged this image for it (an NGC image carries its
-    # own patch of the series: 2.17.0 in 25.02 for a 2.17.1 target)
+    # own patch of the series: 2.17.0 in 25.02 for a 2.17.1 target), or when the doctor blocks the target
+    # before any container route (native Windows, macOS, Linux on ARM): then its blockers are the plan's
     judged = tv is not None and not image_ref and any(b.backend == CONTAINER and b.recipe == image
                                                       for b in tv.backends)
+    machine_blocked = (tv is not None and tv.verdict == BLOCKED and not image_ref
+                       and not any(b.backend == CONTAINER for b in tv.backends))
+    blockers, caveats, reason = list(verdict.blockers), list(verdict.caveats), choice.reason
+    if machine_blocked and tv is not None:
+        blockers, caveats = list(tv.blockers), list(tv.caveats)
+        notes = [f"{f.summary} — fix: {f.fix}" if f.fix else f.summary for f in blockers] + notes
+        if not choice.blocked:
+            reason += " — the container route is blocked on this machine (see the notes)"
     return Plan(
-        tf=tfs, backend=choice.backend, backend_reason=choice.reason,
+        tf=tfs, backend=choice.backend, backend_reason=reason,
         prefix=runner.target(image, cache_dir), name=name, python=choice.python, tool=choice.tool,
         steps=runner.steps(image, smoke_script=smoke_script, cache_dir=cache_dir, gpu_args=_gpu_args(facts, backend)),
-        env_vars={"TF_FORCE_GPU_ALLOW_GROWTH": "true"}, notes=tuple(notes), recipe_id=image,
+        env_vars={"TF_FORCE_GPU_ALLOW_GROWTH": "true"}, notes=tuple(dict.fromkeys(notes)), recipe_id=image,
         sources=tuple(_source_urls(kb, row)), env_python="python3",
-        verdict=tv.verdict if judged and tv is not None else "",
-        blockers=tuple(f.to_json() for f in verdict.blockers) if judged else (),
-        caveats=tuple(f.to_json() for f in verdict.caveats) if judged else ())
+        verdict=tv.verdict if (judged or machine_blocked) and tv is not None else "",
+        blockers=tuple(f.to_json() for f in blockers) if judged or machine_blocked else (),
+        caveats=tuple(f.to_json() for f in caveats) if judged or machine_blocked else ())
 
 
 def _gpu_args(facts: Mapping[str, Any], backend: str) -> tuple[str, ...]:

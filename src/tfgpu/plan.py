@@ -502,32 +502,17 @@ def plan_environment(
         notes.append(tos)
         sources.append(ANACONDA_TOS_SOURCE)
 
-    # -- steps -------------------------------------------------------------------------------
-    steps: list[Step] = []
-    env_vars: dict[str, str] = {}
-    from tfgpu.backends import conda as conda_backend
-    from tfgpu.backends import pip as pip_backend
+    # -- steps: the chosen runner's (tfgpu.runners) ---------------------------------------------
+    from tfgpu.runners import RECIPE_RUNNERS, Build
 
-    if conda_like:
-        if choice.backend == "rattler":
-            steps.extend(conda_backend.rattler_create_steps(
-                engine_python or sys.executable, prefix, chans, conda_specs, facts=facts, kb=kb, tf=v, os_name=os_name))
-        else:
-            exe = tools.get(choice.tool) or choice.tool
-            steps.extend(conda_backend.conda_create_steps(
-                choice.tool, exe, prefix=prefix, name=name if conda_named else None,
-                channels=chans, specs=conda_specs, facts=facts, kb=kb, tf=v, os_name=os_name))
-        if pip_reqs:
-            steps.append(pip_backend.pip_install_step(
-                py_in_env, pip_reqs, uv=None, index_url=index_url, find_links=find_links, offline=offline,
-                why=f"install TensorFlow {tfs} from PyPI into the environment, as recipe {recipe.id} does"))
-    else:
-        uv = tools.get("uv") if choice.tool == "uv" else None
-        steps.append(pip_backend.venv_step(base_python, prefix, uv=uv, python=py_ver))
-        steps.append(pip_backend.pip_install_step(
-            py_in_env, pip_reqs, uv=uv, index_url=index_url, find_links=find_links, offline=offline,
-            why=f"install {pip_reqs[0]} ({recipe.id}: {'CUDA and cuDNN come as nvidia-* wheels' if recipe.provides_cuda else 'uses the system CUDA/cuDNN'})"
-                + (f" with {len(pip_reqs) - 1} pin(s)" if len(pip_reqs) > 1 else "")))
+    env_vars: dict[str, str] = {}
+    steps = RECIPE_RUNNERS[choice.backend].steps(Build(
+        recipe=recipe, tf=v, os=os_name, prefix=prefix, conda_name=name if conda_named else None, tool=choice.tool,
+        tools=tools, channels=tuple(chans), conda_specs=tuple(conda_specs), pip_requirements=tuple(pip_reqs),
+        python=py_ver, base_python=base_python, env_python=py_in_env, facts=facts, kb=kb,
+        engine_python=engine_python or sys.executable,
+        driver_cuda=engine_driver_cuda(facts, kb) if choice.backend == "rattler" else None,
+        index_url=index_url, find_links=tuple(find_links), offline=offline))
 
     # -- activation --------------------------------------------------------------------------
     act_lines, act_notes = activation_lines(recipe, facts, conda_like=conda_like, os_name=os_name)
@@ -576,6 +561,19 @@ def plan_environment(
         blockers=_judged(verdict, tfs, "blockers", choice.backend, recipe.id),
         caveats=_judged(verdict, tfs, "caveats", choice.backend, recipe.id),
     )
+
+
+def engine_driver_cuda(facts: Facts, kb: KnowledgeBase) -> str | None:
+    """What the embedded engine is told of the driver (--driver-cuda): the newest CUDA it supports as the
+    verdict derives it, "none" when the facts show no driver, None when the facts do not say (then the
+    engine child probes the machine itself)."""
+    if "driver" not in facts:
+        return None
+    from tfgpu.verdict import Machine
+
+    m = Machine.from_facts(facts, kb)
+    known = m.driver_cuda_version(kb) if m.driver is not None else None
+    return str(known) if known else "none"
 
 
 def _judged(verdict: Any, tfs: str, kind: str, backend: str, recipe_id: str) -> tuple[dict[str, Any], ...]:

@@ -379,7 +379,9 @@ def remove(name_or_prefix: str) -> dict[str, Any]:
     if entry is None:
         msg = f"{name_or_prefix!r} is not an environment tfgpu made"
         raise UsageError(msg, hint="`tfgpu envs` lists them; tfgpu only removes what it created")
-    if entry.get("backend") in CONTAINER_RUNTIMES:
+    from tfgpu.options import CONTAINER_BACKENDS
+
+    if entry.get("backend") in CONTAINER_BACKENDS:
         return _forget_image(entry)
     prefix = Path(str(entry["prefix"]))
     with prefix_lock(prefix):
@@ -399,10 +401,6 @@ def remove(name_or_prefix: str) -> dict[str, Any]:
         with _registry_lock():
             _save([e for e in load() if e.get("prefix") != entry["prefix"]])
     return entry
-
-
-#: Registry entries of the container backend (tfgpu.backends.container): their prefix is an image, not a directory.
-CONTAINER_RUNTIMES = ("docker", "podman", "apptainer")
 
 
 def _forget_image(entry: dict[str, Any]) -> dict[str, Any]:

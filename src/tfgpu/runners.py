@@ -1,8 +1,9 @@
 """The runners: every way tfgpu builds or runs an environment, behind one small interface, in one ordered table.
 
 A runner says whether it runs a recipe (``runs``), which tool would run it here (``available``), whether it
-can build the recipe here (``can_build``: None, or the error an explicit ``--backend`` raises) and, for the
-container runtimes, the steps (``steps``: pull the image, run the smoke script in it with the GPU).
+can build the recipe here (``can_build``: None, or the error an explicit ``--backend`` raises) and the steps
+that build it (``steps``: a venv and pip; a conda create; for the container runtimes, pull the image and run
+the smoke script in it with the GPU).
 :data:`RUNNERS` maps each ``--backend`` value to the runners it may use, in order, as cibuildwheel's
 platform modules and nox's ``uv|virtualenv`` chain do; :func:`first_able` is the one loop that walks a row.
 
@@ -25,7 +26,7 @@ from tfgpu.errors import UsageError
 from tfgpu.steps import Step
 
 if TYPE_CHECKING:
-    from tfgpu.knowledge import Recipe
+    from tfgpu.knowledge import KnowledgeBase, Recipe
 
 #: conda executables in the order tfgpu prefers them (issue 7: mamba, micromamba or conda).
 CONDA_TOOLS = ("mamba", "micromamba", "conda")
@@ -78,8 +79,35 @@ class Context:
     interpreters: Mapping[str, str]  # X.Y -> path
     wheel_pythons: tuple[str, ...]
     python: str | None
-    runtimes: Mapping[str, Any] = field(default_factory=dict)  # installed container runtime -> RuntimeState
     newest_python: str = ""  # the newest Python any known release has wheels for (an example in hints)
+    runtimes: Mapping[str, Any] = field(default_factory=dict)  # installed container runtime -> RuntimeState
+
+
+@record
+class Build:
+    """What the planner decided for a recipe (tfgpu.plan.plan_environment), for its runner's ``steps``: where
+    the environment goes, what goes in, and with which interpreter and tool."""
+
+    recipe: Recipe
+    tf: Version
+    os: str
+    prefix: str
+    conda_name: str | None  # `-n NAME` in conda's envs directory (None: `-p PREFIX`)
+    tool: str  # Choice.tool
+    tools: Mapping[str, str | None]
+    channels: tuple[str, ...]
+    conda_specs: tuple[str, ...]
+    pip_requirements: tuple[str, ...]
+    python: str  # X.Y
+    base_python: str  # the interpreter that makes a venv ("" for conda runners)
+    env_python: str  # the new environment's interpreter
+    facts: Mapping[str, Any]
+    kb: KnowledgeBase
+    engine_python: str = ""
+    driver_cuda: str | None = None  # for the embedded engine: tfgpu.plan.engine_driver_cuda
+    index_url: str | None = None
+    find_links: tuple[str, ...] = ()
+    offline: bool = False
 
 
 class Runner(Protocol):
@@ -94,6 +122,23 @@ class Runner(Protocol):
 
     def can_build(self, recipe: Recipe, ctx: Context) -> UsageError | None:
         """None when it can build ``recipe`` here, else why not (the error an explicit --backend raises)."""
+
+
+class RecipeRunner(Runner, Protocol):
+    """A runner of compat/recipes.toml's recipes: its steps make the environment and install the packages."""
+
+    def steps(self, b: Build) -> list[Step]: ...
+
+
+def _pip_into_conda_env(b: Build) -> list[Step]:
+    """A conda+pip recipe (or a pip recipe in a conda-made interpreter): pip installs into the new environment."""
+    from tfgpu.backends import pip as pip_backend
+
+    if not b.pip_requirements:
+        return []
+    return [pip_backend.pip_install_step(
+        b.env_python, b.pip_requirements, uv=None, index_url=b.index_url, find_links=b.find_links,
+        offline=b.offline, why=f"install TensorFlow {b.tf} from PyPI into the environment, as recipe {b.recipe.id} does")]
 
 
 def conda_tool(tools: Mapping[str, str | None]) -> str | None:
@@ -143,6 +188,19 @@ class PipRunner:
         install = f"install one (`uv python install {example}`)" if example else "install one"
         return UsageError(msg, hint=f"{install}, or use {other}")
 
+    def steps(self, b: Build) -> list[Step]:
+        """A venv (uv venv, else python -m venv), then pip (or uv pip) installs the recipe's requirements."""
+        from tfgpu.backends import pip as pip_backend
+
+        uv = b.tools.get("uv") if b.tool == "uv" else None
+        reqs = b.pip_requirements
+        what = ("CUDA and cuDNN come as nvidia-* wheels" if b.recipe.provides_cuda else "uses the system CUDA/cuDNN")
+        return [pip_backend.venv_step(b.base_python, b.prefix, uv=uv, python=b.python),
+                pip_backend.pip_install_step(
+                    b.env_python, reqs, uv=uv, index_url=b.index_url, find_links=b.find_links, offline=b.offline,
+                    why=f"install {reqs[0]} ({b.recipe.id}: {what})"
+                        + (f" with {len(reqs) - 1} pin(s)" if len(reqs) > 1 else ""))]
+
 
 class CondaRunner:
     """mamba, micromamba or conda (the first installed)."""
@@ -162,6 +220,14 @@ class CondaRunner:
         return UsageError(msg, hint="install one (e.g. micromamba), or use --backend rattler "
                                     "(tfgpu's embedded conda engine)")
 
+    def steps(self, b: Build) -> list[Step]:
+        """`TOOL create --override-channels -c ...` (a fresh prefix, or -n NAME), then pip for a conda+pip recipe."""
+        from tfgpu.backends import conda as conda_backend
+
+        return [*conda_backend.conda_create_steps(
+            b.tool, b.tools.get(b.tool) or b.tool, prefix=b.prefix, name=b.conda_name, channels=b.channels,
+            specs=b.conda_specs, facts=b.facts, kb=b.kb, tf=b.tf, os_name=b.os), *_pip_into_conda_env(b)]
+
 
 class RattlerRunner:
     """tfgpu's embedded conda engine (py-rattler)."""
@@ -179,6 +245,16 @@ class RattlerRunner:
             return None
         msg = "no mamba, micromamba or conda, and tfgpu's embedded conda engine needs Python >= 3.10"
         return UsageError(msg, hint="install micromamba (or mamba/conda), or run tfgpu with Python >= 3.10")
+
+    def steps(self, b: Build) -> list[Step]:
+        """`python -m tfgpu.engine create` (py-rattler solves and installs), then pip for a conda+pip recipe."""
+        import sys
+
+        from tfgpu.backends import conda as conda_backend
+
+        return [*conda_backend.rattler_create_steps(
+            b.engine_python or sys.executable, b.prefix, b.channels, b.conda_specs, facts=b.facts, kb=b.kb, tf=b.tf,
+            os_name=b.os, driver_cuda=b.driver_cuda), *_pip_into_conda_env(b)]
 
 
 # --------------------------------------------------------------------------- images: docker, podman, apptainer
@@ -199,21 +275,18 @@ def gpu_run_argv(runtime: str, image: str, command: list[str], *, mounts: tuple[
     ``podman run --device nvidia.com/gpu=all`` (CDI), ``apptainer exec --nv``. ``mounts`` are
     (host, container, read_only); ``image`` for apptainer is the .sif file or a docker:// URI. ``gpu_args``
     replaces the usual flag (Docker through CDI: ``--device nvidia.com/gpu=all``, tfgpu.containers.Runtime)."""
-    if runtime == "apptainer":
+    if runtime == "apptainer":  # --nv binds the host driver's libraries; no TTY flag (it inherits the terminal)
         argv = ["apptainer", "exec", "--nv"]
-        bind, pwd = "--bind", "--pwd"
+        mount_flag, workdir_flag = "--bind", "--pwd"
     else:
-        argv = [runtime, "run", "--rm", *(["-it"] if tty else [])]
-        if gpu_args:
-            argv += gpu_args
-        else:
-            argv += (["--gpus", "all"] if runtime == "docker"
-                     else ["--device", "nvidia.com/gpu=all", "--security-opt=label=disable"])
-        bind, pwd = "--volume", "--workdir"
+        argv = [runtime, "run", "--rm", *(["-it"] if tty else []),
+                *(gpu_args or (["--gpus", "all"] if runtime == "docker" else ["--device", "nvidia.com/gpu=all",
+                                                                               "--security-opt=label=disable"]))]
+        mount_flag, workdir_flag = "--volume", "--workdir"
     for host, inside, ro in mounts:
-        argv += [bind, f"{host}:{inside}" + (":ro" if ro else "")]
+        argv += [mount_flag, f"{host}:{inside}" + (":ro" if ro else "")]
     if workdir:
-        argv += [pwd, workdir]
+        argv += [workdir_flag, workdir]
     for k, v in env:
         argv += ["--env", f"{k}={v}"]
     return (*argv, image, *command)
@@ -258,17 +331,22 @@ class ContainerRunner:
         """What the run step names: the image itself, or apptainer's .sif file in ``cache_dir``."""
         return sif_path(image, cache_dir) if self.name == "apptainer" else image
 
+    def smoke_argv(self, target: str, smoke_script: str, *args: str, gpu_args: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """tfgpu's smoke script (mounted read-only) run by the image's python3 with the GPU: the smoke step of
+        :meth:`steps`, and `tfgpu smoke --name NAME` for an image tfgpu recorded (``gpu_args``: how the runtime
+        judged here reaches the GPUs, e.g. Docker's CDI devices; () = the usual flag)."""
+        return gpu_run_argv(self.name, target, ["python3", SMOKE_IN_CONTAINER, *args],
+                            mounts=((smoke_script, SMOKE_IN_CONTAINER, True),),
+                            env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),), gpu_args=gpu_args)
+
     def steps(self, image: str, *, smoke_script: str, cache_dir: str, gpu_args: tuple[str, ...] = ()) -> tuple[Step, ...]:
-        """Pull ``image`` (progress shown), then run tfgpu's smoke script inside it with the GPU (``gpu_args``:
-        how the runtime judged here reaches the GPUs, e.g. Docker's CDI devices; () = the usual flag)."""
+        """Pull ``image`` (progress shown), then run tfgpu's smoke script inside it with the GPU."""
         target = self.target(image, cache_dir)
         pull = (("apptainer", "pull", target, f"docker://{image}") if self.name == "apptainer"
                 else (self.name, "pull", image))
-        smoke = gpu_run_argv(self.name, target, ["python3", SMOKE_IN_CONTAINER],
-                             mounts=((smoke_script, SMOKE_IN_CONTAINER, True),),
-                             env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),), gpu_args=gpu_args)
         return (Step(pull, f"pull {image} (progress shown)"),
-                Step(smoke, "run tfgpu's GPU smoke test inside the image, with the GPU"))
+                Step(self.smoke_argv(target, smoke_script, gpu_args=gpu_args),
+                     "run tfgpu's GPU smoke test inside the image, with the GPU"))
 
 
 # --------------------------------------------------------------------------- the table
@@ -289,6 +367,8 @@ RUNNERS: dict[str, tuple[Runner, ...]] = {
     "apptainer": (APPTAINER,),
 }
 CONTAINER_RUNNERS: dict[str, ContainerRunner] = {r.name: r for r in (DOCKER, PODMAN, APPTAINER)}
+#: Choice.backend -> the runner whose ``steps`` build a recipe (tfgpu.plan.plan_environment asks it).
+RECIPE_RUNNERS: dict[str, RecipeRunner] = {r.name: r for r in (PIP, CONDA, RATTLER)}
 
 
 def first_able(runners: Sequence[Runner], recipe: Recipe, ctx: Context) -> tuple[Runner | None, list[tuple[Runner, UsageError]]]:

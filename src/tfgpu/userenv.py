@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from tfgpu.errors import UsageError
+from tfgpu.options import CONTAINER_BACKENDS as CONTAINER_BACKENDS  # a registry entry of an image
 
-CONTAINER_BACKENDS = ("docker", "podman", "apptainer", "container")
 #: TensorFlow maps nearly all GPU memory by default; growth is what the containers route and small GPUs use
 #: (https://www.tensorflow.org/guide/gpu#limiting_gpu_memory_growth). A value the caller set wins.
 ALLOW_GROWTH = ("TF_FORCE_GPU_ALLOW_GROWTH", "true")
@@ -88,10 +88,8 @@ def command_for(entry: Mapping[str, Any], cmd: Sequence[str], *, base: Mapping[s
     if entry.get("backend") in CONTAINER_BACKENDS:
         from tfgpu import containers
 
-        recorded = entry.get("gpu_args")
         argv = containers.run_in_container(str(entry.get("tool") or entry["backend"]), str(entry["prefix"]),
-                                           list(cmd), cwd or str(Path.cwd()),
-                                           [str(a) for a in recorded] if isinstance(recorded, list) else [])
+                                           list(cmd), cwd or str(Path.cwd()), entry.get("gpu_args") or ())
         return tuple(argv), env
     if os.name == "nt":
         return tuple(cmd), windows_environ(entry, env)

@@ -12,7 +12,6 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tfgpu.facts import as_facts
 from tfgpu.steps import Step
 
 if TYPE_CHECKING:
@@ -82,7 +81,11 @@ def rattler_create_steps(
     kb: KnowledgeBase,
     tf: Any,
     os_name: str,
+    driver_cuda: str | None = None,
 ) -> list[Step]:
+    """The embedded engine's create step. ``driver_cuda`` is the newest CUDA the driver supports as the
+    verdict derives it (tfgpu.plan.engine_driver_cuda: "none" when the facts show no driver, None when they
+    do not say): given, the engine child does not probe the machine again."""
     platform = {"windows": "win-64", "macos": "osx-64"}.get(os_name, "linux-64")
     argv = [engine_python or sys.executable, "-m", "tfgpu.engine", "create", "--prefix", prefix]
     for c in _channels("rattler", channels):
@@ -91,12 +94,8 @@ def rattler_create_steps(
     driver = facts.get("driver") or {}
     cuda = driver.get("cuda") if isinstance(driver, Mapping) else None
     override = _cuda_override(specs, facts, kb, tf, os_name)
-    if "driver" in facts:  # the facts know the driver: the engine child does not probe the machine again
-        from tfgpu.verdict import Machine
-
-        m = Machine.from_facts(as_facts(facts), kb)
-        known = m.driver_cuda_version(kb) if m.driver is not None else None
-        argv += ["--driver-cuda", str(known) if known else "none"]
+    if driver_cuda is not None:  # the facts know the driver: the engine child does not probe the machine again
+        argv += ["--driver-cuda", driver_cuda]
     if cuda:
         argv += ["--virtual-package", f"__cuda={cuda}"]
     elif override:

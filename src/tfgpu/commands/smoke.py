@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 def smoke(
     prefix: Optional[str] = typer_option("prefix"),
-    name: Optional[str] = typer_option("name", help="The environment's name: a conda environment or a tfgpu venv."),
+    name: Optional[str] = typer_option("name", help="The environment's name: a conda environment, a tfgpu venv, or a "
+                                                    "container image tfgpu recorded (run inside the image)."),
     python: Optional[str] = typer_option(
         "python", help="Python X.Y of the environment: the one to test (pythonX.Y on PATH), or an interpreter's path."),
     json_out: bool = typer_option("json", help="Print the versioned JSON document (tfgpu.smoke/1)."),
@@ -58,18 +59,40 @@ def run_smoke_command(
     from tfgpu.smoke.runner import resolve_python, run_smoke
 
     timeout = check_timeout(timeout) or 600.0
-    if prefix is None and name is None and python is None:  # the environment tfgpu made last, and say which
-        prefix, allow_cpu = _most_recent(allow_cpu, quiet=json_out)
-    exe = resolve_python(prefix=prefix, name=name, python=python)
-    if not json_out:
-        output.note(f"tfgpu smoke: running the smoke test with {exe} (timeout {timeout:g} s) ...")
-    facts, _ = machine_facts(facts_file, probe=probe, overrides=overrides)
-    report = run_smoke(exe, timeout=timeout, benchmark=benchmark, facts=facts)
+    image = _container_entry(name) if name is not None and prefix is None and python is None else None
+    if image is not None:  # an image tfgpu recorded (create --backend docker|podman|apptainer): smoke it inside
+        from tfgpu.backends.container import smoke_entry
+
+        if not json_out:
+            output.note(f"tfgpu smoke: running the smoke test in {image.get('recipe')} with {image.get('backend')} "
+                        f"(timeout {timeout:g} s) ...")
+        facts, _ = machine_facts(facts_file, probe=probe, overrides=overrides)
+        report = smoke_entry(image, facts=facts, timeout=timeout, allow_cpu=allow_cpu, benchmark=benchmark,
+                             echo=None if json_out else output.note)
+    else:
+        if prefix is None and name is None and python is None:  # the environment tfgpu made last, and say which
+            prefix, allow_cpu = _most_recent(allow_cpu, quiet=json_out)
+        exe = resolve_python(prefix=prefix, name=name, python=python)
+        if not json_out:
+            output.note(f"tfgpu smoke: running the smoke test with {exe} (timeout {timeout:g} s) ...")
+        facts, _ = machine_facts(facts_file, probe=probe, overrides=overrides)
+        report = run_smoke(exe, timeout=timeout, benchmark=benchmark, facts=facts)
     if json_out:
         output.write_json(report.to_json(allow_cpu=allow_cpu))
     else:
         render_report(report, allow_cpu=allow_cpu)
     return 0 if report.passed(allow_cpu) else 1
+
+
+def _container_entry(name: str) -> dict[str, Any] | None:
+    """The registry entry called ``name`` when it is a container image tfgpu recorded (None: anything else,
+    which --name resolves among conda environments and tfgpu's venvs as before)."""
+    from tfgpu import registry
+    from tfgpu.userenv import CONTAINER_BACKENDS
+
+    entry = registry.find(name)
+    return entry if entry is not None and entry.get("name") == name and entry.get("backend") in CONTAINER_BACKENDS \
+        else None
 
 
 def _most_recent(allow_cpu: bool, *, quiet: bool) -> tuple[str, bool]:
