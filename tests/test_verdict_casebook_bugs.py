@@ -194,3 +194,51 @@ def test_a_toolkit_section_left_out_is_a_caveat_and_a_wrong_toolkit_still_blocks
     wrong = judge_target(linux_facts(driver="410.48", python="3.7", cuda=["10.1"], cudnn=["7.4.2"]), KB, "1.15.2",
                          backend="pip")
     assert "cuda.system_toolkit" in checks(wrong)
+
+
+# --------------------------------------------------------------------------- no GPU build, and no wheel for this Python
+# tensorflow#86879 (Windows, Python 3.13, TF 2.18.0: pip finds no wheel at all). After 2.10 native Windows
+# has no GPU build; the missing GPU build used to end the judgement before the Python was looked at.
+
+
+def windows_facts(python: str) -> dict[str, Any]:
+    facts = linux_facts(python=python, driver="561.09")
+    facts["platform"] = {"os": "windows"}
+    return facts
+
+
+@pytest.mark.parametrize(("python", "named"), [("3.13", True), ("3.12", False), ("3.9", False)])
+def test_native_windows_without_a_gpu_build_still_names_a_python_without_wheels(python: str, named: bool) -> None:
+    target = judge_target(windows_facts(python), KB, "2.18.0")
+    assert target.verdict == "blocked"
+    assert "os.windows_gpu" in checks(target)
+    assert ("python.range" in checks(target)) is named
+    if named:
+        finding = next(b for b in target.blockers if b.check == "python.range")
+        assert "3.9-3.12" in finding.summary
+        assert "3.12" in finding.fix
+
+
+def test_a_machine_whose_pythons_are_unknown_gets_no_python_blocker_without_a_gpu_build() -> None:
+    facts = windows_facts("3.13")
+    del facts["python"]
+    assert "python.range" not in checks(judge_target(facts, KB, "2.18.0"))
+
+
+# --------------------------------------------------------------------------- a cuDNN given by its major only
+# tensorflow#23726 (Windows, "CUDA 10.0 and cuDNN 7"): tfgpu read "7" as 7.0 and reported it older than the
+# 7.2 that 1.12 loads. A facts document written from a report often names only the major: the minor is
+# unknown, a caveat to check, while a different major or a stated minor that is too old still blocks.
+
+
+@pytest.mark.parametrize(("cudnn", "blocks", "warns"), [
+    (["8"], False, True),       # minor not stated: maybe 8.1 or newer
+    (["7"], True, False),       # the wrong major
+    (["8.0.5"], True, False),   # a stated minor below 8.1
+    (["8.1.1"], False, False),  # enough
+    (["7", "8"], False, True),  # the 8 might be enough
+])
+def test_a_cudnn_given_by_its_major_alone_is_checked_not_blocked(cudnn: list[str], blocks: bool, warns: bool) -> None:
+    target = judge_target(linux_facts(cuda=["11.2"], cudnn=cudnn), KB, "2.5.0", backend="pip")
+    assert ("cudnn.system" in checks(target)) is blocks
+    assert ("cudnn.system" in {c.check for c in target.caveats}) is warns

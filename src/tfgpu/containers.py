@@ -414,13 +414,6 @@ def check_image_ref(ref: str) -> str:
     return ref
 
 
-def runtime_name(backend: str, facts: Mapping[str, Any]) -> str:
-    """--backend docker|podman|apptainer as is; "container": the runtime its row of tfgpu.runners.RUNNERS
-    picks here (docker when none is installed)."""
-    runner, _program, _why = pick_container_runner(backend, runtime_context(facts, version("0")))
-    return runner.name
-
-
 #: A CDI device flag tfgpu itself writes: --device nvidia.com/gpu=NAME (NAME: an index, a UUID, "all", gpuN).
 _CDI_GPU = re.compile(r"nvidia\.com/gpu=[A-Za-z0-9_.:-]{1,80}")
 

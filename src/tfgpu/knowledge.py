@@ -1619,8 +1619,6 @@ def dump_verified(rows: Iterable[Verified], sources: dict[str, dict[str, str]]) 
 
 # --------------------------------------------------------------------------- container images (additive)
 
-#: Container families of compat/containers.toml: TensorFlow's own images, NVIDIA's NGC images.
-CONTAINER_FAMILIES = ("tensorflow", "ngc")
 NGC_REPO = "nvcr.io/nvidia/tensorflow"
 
 

@@ -355,12 +355,6 @@ def check_target(tf: str | None, from_lock: str | None, *, backend: str, python:
             raise UsageError(msg, hint="the lockfile fixes the packages, their channels and Python")
 
 
-def target_os_of(facts: dict[str, Any]) -> str:
-    from tfgpu.choose import target_os
-
-    return target_os(as_facts(facts))
-
-
 def refuse_existing(prefix: str, force: bool) -> None:
     """A non-empty directory at ``prefix`` without --force: refused before any prompt (create refuses it
     again under its lock, for a directory that appears in between)."""

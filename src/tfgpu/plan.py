@@ -605,7 +605,7 @@ def cpu_dist_source(kb: KnowledgeBase) -> str:
 
 
 def plan_cpu_environment(
-    kb: Any, facts: Facts, *, tf: str, name: str | None = None, prefix: str | None = None,
+    kb: KnowledgeBase, facts: Facts, *, tf: str, name: str | None = None, prefix: str | None = None,
     python: str | None = None, tools: Mapping[str, str | None] | None = None, home: str = "~/.local/share/tfgpu",
     index_url: str | None = None, find_links: Sequence[str] = (), offline: bool = False,
 ) -> Plan:

@@ -574,6 +574,15 @@ def system_cudnn_installed(m: Machine, cudnn: str) -> bool:
         for have in (_v(c.get("version")) for c in m.cudnns))
 
 
+def system_cudnn_minor_unstated(m: Machine, cudnn: str) -> bool:
+    """Is a system cuDNN of ``cudnn``'s major given without its minor ("7", "8": a facts document written from
+    a report)? Then whether it is new enough is unknown, not known to be too old."""
+    want = _v(cudnn)
+    return want is not None and any(
+        "." not in str(c.get("version") or "") and have is not None and have.major == want.major
+        for c, have in ((c, _v(c.get("version"))) for c in m.cudnns))
+
+
 def _driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bool) -> tuple[list[Finding], list[Finding]]:
     """Can this driver run a CUDA ``cuda`` runtime? Returns (blockers, caveats)."""
     blockers: list[Finding] = []
@@ -914,6 +923,20 @@ def runnable_fixes(tv: TargetVerdict) -> TargetVerdict:
                    backends=tuple(replace(b, blockers=fixed(b.blockers), caveats=fixed(b.caveats)) for b in tv.backends))
 
 
+def _no_wheel_for_python(m: Machine, kb: KnowledgeBase, v: Version) -> Finding | None:
+    """A release without a GPU build for this OS (native Windows after 2.10) still has CPU wheels on PyPI.
+    When none of them fits the machine's Pythons, pip cannot install that release at all: a blocker of its
+    own, which the missing GPU build hides (casebook: tensorflow#86879, Python 3.13 on Windows)."""
+    if m.pythons is None or m.tf_os not in ("linux", "windows"):
+        return None
+    wheels = kb.pythons_for(v, m.tf_os)
+    if not wheels or set(wheels) & set(m.pythons):
+        return None
+    return Finding("python.range", f"PyPI has no TensorFlow {v} wheel for Python {', '.join(m.pythons) or 'none'} "
+                   f"on {m.tf_os} (wheels: Python {wheels[0]}-{wheels[-1]})",
+                   fix=f"install Python {wheels[-1]} (e.g. uv python install {wheels[-1]})")
+
+
 def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str = "auto",
                    machine: Machine | None = None) -> TargetVerdict:
     m = machine or Machine.from_facts(facts, kb)
@@ -957,6 +980,9 @@ def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str 
     if build is None:
         blockers.append(Finding("tf.gpu_build", f"TensorFlow {v} has no GPU build for {m.tf_os}",
                                 fix="choose another release: tfgpu compat"))
+        no_wheel = _no_wheel_for_python(m, kb, v)
+        if no_wheel is not None:
+            blockers.append(no_wheel)
         return TargetVerdict(str(v), BLOCKED, None, None, tuple(blockers), tuple(caveats), (), str(v))
     # -- per backend
     from tfgpu.containers import container_alternative, judge_container
@@ -1114,11 +1140,19 @@ def _system_library_findings(
         ))
     elif not system_cudnn_installed(m, cudnn):
         have = ", ".join(str(c.get("version")) for c in m.cudnns) or "none"
-        out.append(Finding(
-            "cudnn.system",
-            f"pip's {kb.gpu_dist(v)} {v} loads the system cuDNN {cudnn}; installed here: {have}",
-            fix=f"use the conda backend: tfgpu create --tf {v} --backend conda",
-        ))
+        if system_cudnn_minor_unstated(m, cudnn):  # "cuDNN 8" in a report: the minor may well be enough
+            unknown.append(Finding(
+                "cudnn.system",
+                f"pip's {kb.gpu_dist(v)} {v} loads the system cuDNN {cudnn}; installed here: {have} (minor not stated)",
+                fix=f"check that the installed cuDNN is {cudnn} or newer, or use the conda backend: "
+                f"tfgpu create --tf {v} --backend conda",
+            ))
+        else:
+            out.append(Finding(
+                "cudnn.system",
+                f"pip's {kb.gpu_dist(v)} {v} loads the system cuDNN {cudnn}; installed here: {have}",
+                fix=f"use the conda backend: tfgpu create --tf {v} --backend conda",
+            ))
     return out, unknown
 
 
