@@ -426,3 +426,22 @@ def test_the_doctors_docker_recommendation_is_the_newest_unaffected_release():
     assert result.recommendation is not None
     assert result.recommendation.tf == "2.17.1"
     assert result.recommendation.backend == "container"
+
+
+def test_a_blocked_docker_target_recommends_the_working_image_instead():
+    from tfgpu.pipeline import alternative
+    from tfgpu.verdict import diagnose
+
+    result = diagnose(FACTS, KB, tf="2.18", backend="docker")
+    rec = result.recommendation
+    assert rec is not None
+    assert (rec.tf, rec.backend, rec.recipe) == ("2.17.1", "container", "tensorflow/tensorflow:2.17.1-gpu")
+    assert rec.instead_of == "2.18.1"
+    assert "cuDNN 8.9.6.50" in (rec.why_not or "")
+    plan_alt = alternative(FACTS, "2.18.1", "docker")  # what `tfgpu plan|create --backend docker` print instead
+    assert plan_alt is not None
+    assert plan_alt.tf == "2.17.1"
+    # without a container backend the doctor's general recommendation is unchanged (the newest that works)
+    general = alternative(FACTS, "2.18.1")
+    assert general is not None
+    assert general.backend != "container"
