@@ -26,11 +26,11 @@ from tfgpu.containers import (
     judge_container,
     judge_runtime,
     newest_unaffected,
-    plan_container,
 )
 from tfgpu.errors import DataError
 from tfgpu.knowledge import VersionSpec, container_images, load_kb, version
 from tfgpu.lint import lint_text
+from tfgpu.plan import plan_container
 from tfgpu.probe.containers import parse_docker_info
 from tfgpu.verdict import BLOCKED, FAIL, READY, WARN, Machine, judge_release
 

@@ -273,8 +273,8 @@ def test_a_daemon_that_lists_nvidia_cdi_devices_runs_the_gpu_without_the_nvidia_
     # docker/cli's own rendering of `docker info --format '{{json .}}'`: a reachable daemon with runc only and
     # the CDI devices it discovered (DiscoveredDevices), among them nvidia.com/gpu=gpu0
     from tests.test_verdict import gpu_facts
-    from tfgpu.containers import plan_container
     from tfgpu.knowledge import load_kb, version
+    from tfgpu.plan import plan_container
     from tfgpu.verdict import BLOCKED, READY, judge_release
 
     prof = _profile(tmp_path)
