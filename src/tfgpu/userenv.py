@@ -111,7 +111,8 @@ def command_for(entry: Mapping[str, Any], cmd: Sequence[str], *, base: Mapping[s
         from tfgpu import containers
 
         runtime, image = container_of(entry)
-        argv = containers.run_in_container(runtime, image, list(cmd), cwd or str(Path.cwd()))
+        argv = containers.run_in_container(runtime, image, list(cmd), cwd or str(Path.cwd()),
+                                           entry.get("gpu_args") or ())
         return tuple(argv), env
     if os.name == "nt":
         return tuple(cmd), windows_environ(entry, env)
