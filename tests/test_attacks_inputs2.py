@@ -528,3 +528,28 @@ def test_attack_id_less_entry_through_an_envs_directory_that_is_a_link(cli: Cli,
     rc, _out, err = cli("remove", "proj", "--yes")
     assert rc == 2, err
     assert code.exists()
+
+
+@pytest.mark.parametrize("what", ["file", "dir"])
+def test_attack_a_registry_other_users_can_write_is_refused(cli: Cli, home: Path, tmp_path: Path, what: str) -> None:
+    # before: a group/world-writable envs.json (or TFGPU_HOME) in a shared directory was trusted: another user
+    # could add entries that `tfgpu run` activates (their bin/activate runs as you) or `remove` acts on
+    prefix = _made_env(home)
+    path = registry.registry_path()
+    if what == "file":
+        path.chmod(0o666)
+    else:
+        home.chmod(0o777)
+    rc, _out, err = cli("run", "tf", "--", "true")
+    assert rc == 2, err
+    assert "not trusted" in err
+    assert prefix.exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown to another user needs root")
+def test_attack_a_registry_owned_by_another_user_is_refused(cli: Cli, home: Path) -> None:
+    _made_env(home)
+    os.chown(registry.registry_path(), 54321, 54321)
+    rc, _out, err = cli("envs")
+    assert rc == 2, err
+    assert "another user" in err

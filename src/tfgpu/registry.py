@@ -119,6 +119,7 @@ def load() -> list[dict[str, Any]]:
     except OSError as exc:
         msg = f"tfgpu's environment registry {path} is unreadable: {exc.strerror or exc}"
         raise InputError(msg, hint=f"move it aside (mv {path} {path}.bak); tfgpu starts a new one") from None
+    _check_registry_owner(path)
     try:
         data = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as exc:
@@ -126,6 +127,25 @@ def load() -> list[dict[str, Any]]:
         raise InputError(msg, hint=f"move it aside (mv {path} {path}.bak); tfgpu starts a new one") from None
     envs = data.get("envs") if isinstance(data, dict) else None
     return [e for e in envs if isinstance(e, dict)] if isinstance(envs, list) else []
+
+
+def _check_registry_owner(path: Path) -> None:
+    """The registry names programs and directories that `run`, `shell` and `remove` act on: one that
+    another user can write (a shared TFGPU_HOME) is refused, as the knowledge-base cache is ignored."""
+    if not hasattr(os, "getuid"):  # pragma: no cover - Windows
+        return
+    try:
+        st, parent = path.lstat(), path.parent.stat()
+    except OSError:
+        return
+    others = stat.S_IWGRP | stat.S_IWOTH
+    why = ("it is writable by other users" if st.st_mode & others
+           else f"it belongs to another user (uid {st.st_uid})" if st.st_uid not in (os.getuid(), 0)
+           else f"its directory {path.parent} is writable by other users"
+           if parent.st_mode & stat.S_IWOTH and not parent.st_mode & stat.S_ISVTX else "")
+    if why:
+        msg = f"tfgpu's environment registry {path} is not trusted: {why}"
+        raise InputError(msg, hint=f"chmod go-w {path.parent} {path}, or set TFGPU_HOME to a directory of your own")
 
 
 def open_lock_file(path: Path) -> IO[bytes]:
