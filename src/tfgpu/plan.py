@@ -505,10 +505,10 @@ def plan_environment(
         sources.append(ANACONDA_TOS_SOURCE)
 
     # -- steps: the chosen runner's (tfgpu.runners) ---------------------------------------------
-    from tfgpu.runners import RECIPE_RUNNERS, Build
+    from tfgpu.runners import RECIPE_RUNNERS, PlannedBuild
 
     env_vars: dict[str, str] = {}
-    steps = RECIPE_RUNNERS[choice.backend].steps(Build(
+    steps = RECIPE_RUNNERS[choice.backend].steps(PlannedBuild(
         recipe=recipe, tf=v, os=os_name, prefix=prefix, conda_name=name if conda_named else None, tool=choice.tool,
         tools=tools, channels=tuple(chans), conda_specs=tuple(conda_specs), pip_requirements=tuple(pip_reqs),
         python=py_ver, base_python=base_python, env_python=py_in_env, facts=facts, kb=kb,
