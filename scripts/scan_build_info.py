@@ -3,7 +3,7 @@
 the docs' "tested build configurations" (compat/tensorflow.toml `builds`).
 
 Two steps, like scripts/scan_wheel_archs.py (whose zip-by-range streaming this reuses):
-  1. scan (network, `--scan`): for the first and the newest final patch of every GPU minor series
+  1. scan (network, `--scan`): for every final patch of every GPU minor series
      (tensorflow-gpu 1.0-2.0, tensorflow 2.1-2.11; Linux x86_64 and win_amd64; the newest CPython tag),
      read `tensorflow/python/platform/build_info.py` and stream the wheel's large shared objects
      (.so / .pyd, never written to disk) for
@@ -80,8 +80,8 @@ def log(msg: str) -> None:
 
 
 def plan(arch_record: dict[str, Any], only: str | None) -> list[dict[str, Any]]:
-    """One wheel per (release, os): the GPU distribution, the newest CPython tag; the first and newest
-    final patch of every series. Taken from the wheel list of compat/wheel_scan.json (PyPI's JSON API)."""
+    """One wheel per (release, os): the GPU distribution, the newest CPython tag; every final patch of
+    every series. Taken from the wheel list of compat/wheel_scan.json (PyPI's JSON API)."""
     best: dict[tuple[str, str], dict[str, Any]] = {}
     for w in arch_record["wheels"]:
         v = w["version"]
@@ -100,8 +100,7 @@ def plan(arch_record: dict[str, Any], only: str | None) -> list[dict[str, Any]]:
         series.setdefault((os_name, swa.vkey(v)[:2]), []).append(v)
     jobs = []
     for (os_name, _s), vs in sorted(series.items()):
-        vs.sort(key=swa.vkey)
-        for v in sorted({vs[0], vs[-1]}, key=swa.vkey):
+        for v in sorted(vs, key=swa.vkey):  # every final patch: build info is one small member
             if only and v != only:
                 continue
             job = dict(best[(v, os_name)])
@@ -143,10 +142,16 @@ def scan_wheel(job: dict[str, Any], verbose: bool = False) -> dict[str, Any]:
     if info:
         raw = b"".join(swa._inflate(swa._member_raw(url, info[0]), info[0]["method"]))
         out["build_info"] = swa.parse_build_info(raw.decode("utf-8"))
-    stub_era = STUB_ERA[0] <= swa.vkey(job["version"]) < STUB_ERA[1]
+    # the Windows binaries of those releases import cuDNN by name (only the functions they call: no stub
+    # list, 75-82 names), so they do not show the minor and are not streamed for it
+    stub_era = STUB_ERA[0] <= swa.vkey(job["version"]) < STUB_ERA[1] and job["os"] == "linux"
     bi = out["build_info"]
     # Windows wheels whose build info names no CUDA (1.0-1.3, 1.11-1.13): the DLL names the .pyd imports
     dll_names = job["os"] == "windows" and not (bi.get("cudart_dll_name") or bi.get("cuda_version"))
+    # Linux wheels the arch scan did not read (no DT_NEEDED at hand) and whose build info names no CUDA:
+    # the sonames in .dynstr
+    dll_names = dll_names or (job["os"] == "linux" and not job.get("needed") and not stub_era
+                              and not (bi.get("cuda_version") or bi.get("cuda_version_number")))
     if not (stub_era or dll_names):
         return out
     big = sorted((m for m in members if swa.SHARED.search(m["name"]) and m["usize"] >= MIN_OBJECT),
@@ -270,14 +275,16 @@ def disagreements(record: dict[str, Any], table: dict[str, Any]) -> list[dict[st
                 checks.append(("cudnn", docs, facts["cudnn"], facts["cudnn_from"]))
         for field, old, new, where in checks:
             key = (b["tf"], b["os"], field)
-            if key in out:  # the first patch of the series decides the row; a later patch that agrees is cited
+            if key in out:  # the first patch of the series decides the row; the newest patch read is cited too
                 if out[key]["new"] == new:
-                    out[key].setdefault("wheel_newest", w["file"])
-                    out[key].setdefault("sha256_newest", w["sha256"])
+                    out[key]["wheel_newest"], out[key]["sha256_newest"] = w["file"], w["sha256"]
+                    out[key]["patches"] += 1
+                else:
+                    out[key]["differs"] = ",".join(filter(None, [out[key].get("differs", ""), w["version"]]))
                 continue
             out[key] = {"tf": b["tf"], "os": b["os"], "field": field, "old": old, "new": new, "read": where,
-                        "wheel": w["file"], "sha256": w["sha256"], "source": _source_key(w),
-                        "_w": w}
+                        "wheel": w["file"], "sha256": w["sha256"], "patches": 1,
+                        "source": _source_key(w), "_w": w}
     return list(out.values())
 
 
@@ -294,7 +301,8 @@ SRC_END = "# -- end of wheel sources --"
 
 
 def _row(d: dict[str, Any]) -> str:
-    keys = ("tf", "os", "field", "old", "new", "read", "wheel", "sha256", "wheel_newest", "sha256_newest", "source")
+    keys = ("tf", "os", "field", "old", "new", "read", "patches", "differs", "wheel", "sha256", "wheel_newest",
+            "sha256_newest", "source")
     return "  { " + ", ".join(f"{k} = {json.dumps(d[k])}" for k in keys if d.get(k)) + " },"
 
 
@@ -314,7 +322,9 @@ def render(record: dict[str, Any], text: str) -> str:
     rows = disagreements(record, table)
     body = [
         "  # A wheel that disagrees with the docs table (field = cuda / cudnn; old = the docs' value, new = what",
-        "  # the wheel loads, `read` = where in the wheel). tfgpu follows the wheel (tfgpu.knowledge.build_for):",
+        "  # the wheel loads, `read` = where in the wheel; `patches` = how many patch releases of the series were",
+        "  # read and agree, from `wheel` (the first) to `wheel_newest`; `differs` = patches that read otherwise).",
+        "  # tfgpu follows the wheel (tfgpu.knowledge.build_for):",
         "  # a machine runs the wheel, not the table; the docs value stays quoted in `old`.",
         *(_row(r) for r in rows),
     ]

@@ -168,3 +168,21 @@ def test_compat_names_both_values_where_the_wheel_disagrees() -> None:
         assert f" {row['old']}," in notes[0]["text"]
         assert notes[0]["text"].endswith(f" {row['new']} (tfgpu follows the wheel)")
         assert notes[0]["source"].startswith("https://files.pythonhosted.org/")
+
+
+def test_a_row_counts_the_patches_that_agree_and_names_those_that_differ() -> None:
+    script = _script()
+    marker = {"a": {"lib_strings": [], "cudnn_markers": ["cudnnFusedOpsExecute"], "cudnn_names": 231}}
+
+    def wheel(v: str, objects: dict[str, Any]) -> dict[str, Any]:
+        return _wheel(version=v, dist="tensorflow-gpu", file=f"tf-{v}.whl", sha256=v * 3, url="u", scanned="d",
+                      build_info={"cudnn_version_number": "7"}, objects=objects)
+
+    record = {"wheels": [wheel("1.15.0", marker), wheel("1.15.3", {}), wheel("1.15.5", marker)]}
+    (row,) = script.disagreements(record, TABLE)
+    assert (row["tf"], row["field"], row["old"], row["new"]) == ("1.15.0", "cudnn", "7.4", "7.6")
+    assert (row["patches"], row["wheel"], row["wheel_newest"]) == (2, "tf-1.15.0.whl", "tf-1.15.5.whl")
+    assert "differs" not in row  # 1.15.3 read only the major (7): no claim either way
+    record["wheels"][1]["build_info"] = {"cudnn_version_number": "8"}
+    (row,) = script.disagreements(record, TABLE)
+    assert row["differs"] == "1.15.3"
