@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,8 +32,8 @@ SCHEMA = "tfgpu.explain.heldout/1"
 FLOOR = 0.80
 
 
-def load_heldout() -> list[dict[str, Any]]:
-    with HELDOUT.open("rb") as fh:
+def load_heldout(path: Path = HELDOUT) -> list[dict[str, Any]]:
+    with path.open("rb") as fh:
         data = tomllib.load(fh)
     assert data["schema"] == SCHEMA
     excerpts: list[dict[str, Any]] = data["excerpt"]
@@ -77,12 +78,14 @@ def cited_by_catalog(excerpt: dict[str, Any]) -> bool:
     return "github.com/" in url and re.search(re.escape(short) + r"(?!\d)", text) is not None
 
 
-def score(excerpts: Sequence[dict[str, Any]]) -> tuple[int, list[tuple[str, str]]]:
+def score(excerpts: Sequence[dict[str, Any]],
+          judge: Callable[[dict[str, Any], Sequence[ex.LogFinding]], bool] = right_cause,
+          ) -> tuple[int, list[tuple[str, str]]]:
     right = 0
     wrong: list[tuple[str, str]] = []
     for e in excerpts:
         findings = ex.explain_lines(e["log"].splitlines())
-        if right_cause(e, findings):
+        if judge(e, findings):
             right += 1
         else:
             top = top_finding(findings)

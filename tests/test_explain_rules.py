@@ -319,3 +319,21 @@ def test_real_end_of_a_large_utf16_log(monkeypatch: pytest.MonkeyPatch, encoding
     hit = next(f for f in report.findings if "CUDA_ERROR_ILLEGAL_ADDRESS" in f.text)
     assert hit.line == first_tail_line
     assert any("were not scanned" in n for n in report.notes)
+
+
+def test_alternation_entries_are_indexed_per_branch_and_tried_once() -> None:
+    """A pattern that is a top-level alternation has no literal common to all matches: it is indexed under
+    one word per branch (or pre-filtered by one literal per branch) instead of being tried on every line,
+    and a line that has the words of several branches still yields the entry once."""
+    cat = ex.load_catalog()
+    entry = next(e for e in cat.entries if e.id == "container.unknown_runtime_nvidia")
+    assert entry.needle is None
+    assert len(entry.needles) == 2
+    assert entry.id in cat.multi
+    assert entry not in cat.always
+    both = ("docker: Error response from daemon: unknown or invalid runtime name: nvidia. "
+            "docker: Error response from daemon: Unknown runtime specified nvidia.")
+    assert [e.id for e, _ in ex._match_line(cat, both)].count(entry.id) == 1
+    sigill = next(e for e in cat.entries if e.id == "cpu.illegal_instruction")
+    assert sigill.needles  # no index word in 'exit code 132', but a literal per branch
+    assert not ex._match_line(cat, "Process finished with exit code 0")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import functools
+import html
 import re
 import sys
 from collections import deque
@@ -63,6 +64,9 @@ class Entry:
     #: A literal every match contains (lower-cased when the pattern ignores case): a cheap prefilter.
     needle: str | None
     ignore_case: bool
+    #: For a pattern that is a top-level alternation (``a|b|c``): one literal per branch; a line must contain
+    #: one of them (``needle`` is None then, since no literal is common to every match).
+    needles: tuple[str, ...] = ()
 
 
 @record
@@ -73,12 +77,14 @@ class Catalog:
     index: Mapping[str, tuple[Entry, ...]] = field(default_factory=dict, compare=False, repr=False)
     always: tuple[Entry, ...] = field(default=(), compare=False, repr=False)
     words: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    #: Entries indexed under several words (one per branch of an alternation): tried once per line.
+    multi: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
 
 @record
 class LogFinding:
     """A known problem found on one line of a log (its ``findings`` in the explain JSON). Not to be confused
-    with :class:`tfgpu.verdict.Finding`, a blocker or caveat of one release on one machine."""
+    with :class:`tfgpu.findings.Finding`, a blocker or caveat of one release on one machine."""
 
     id: str
     severity: str
@@ -163,9 +169,13 @@ def _literal_runs(pattern: str, flags: int = 0) -> list[str]:
         parsed = parser.parse(pattern, flags)
     except Exception:  # pragma: no cover - re.compile already accepted it
         return []
-    literal = parser.LITERAL
+    return _runs_of(parsed, parser.LITERAL)
+
+
+def _runs_of(ops: Iterable[tuple[Any, Any]], literal: Any) -> list[str]:
+    """The runs of consecutive literal characters in a parsed (sub)pattern."""
     runs, run = [], []
-    for op, arg in parsed:
+    for op, arg in ops:
         if op == literal:
             run.append(chr(arg))
             continue
@@ -175,6 +185,18 @@ def _literal_runs(pattern: str, flags: int = 0) -> list[str]:
     if run:
         runs.append("".join(run))
     return runs
+
+
+def _branch_runs(pattern: str, flags: int = 0) -> list[list[str]] | None:
+    """For a pattern that is one top-level alternation, the literal runs of each branch; else None."""
+    parser = _parser()
+    try:
+        parsed = list(parser.parse(pattern, flags))
+    except Exception:  # pragma: no cover - re.compile already accepted it
+        return None
+    if len(parsed) != 1 or parsed[0][0] != parser.BRANCH:
+        return None
+    return [_runs_of(branch, parser.LITERAL) for branch in parsed[0][1][1]]
 
 
 def _needle(pattern: str, flags: int) -> str | None:
@@ -226,13 +248,19 @@ def build_catalog(data: Mapping[str, Any], *, origin: str = "compat/explain.toml
         src = sources.get(row["source"], {})
         icase = bool(rx.flags & re.IGNORECASE)
         needle = _needle(row["pattern"], 0)
+        needles: tuple[str, ...] = ()
+        branches = _branch_runs(row["pattern"]) if needle is None else None
+        if branches:
+            best = [max(runs, key=len, default="") for runs in branches]
+            if all(len(b) >= 4 for b in best):
+                needles = tuple(b.lower() if icase else b for b in best)
         out.append(Entry(
             id=str(row["id"]), severity=str(row["severity"]), rank=int(row["rank"]), pattern=rx,
             meaning=str(row["meaning"]), cause=str(row["cause"]), fix=str(row["fix"]),
             sample=str(row.get("sample", "")), source=str(row["source"]),
             source_url=str(src.get("url", "")) if isinstance(src, dict) else "",
             source_title=str(src.get("title", "")) if isinstance(src, dict) else "",
-            needle=(needle.lower() if icase and needle else needle), ignore_case=icase,
+            needle=(needle.lower() if icase and needle else needle), ignore_case=icase, needles=needles,
         ))
     entries = tuple(sorted(out, key=lambda e: (e.rank, e.id)))
     # how common each word is in real log lines (the entries' own samples): index by the rarest word
@@ -242,13 +270,22 @@ def build_catalog(data: Mapping[str, Any], *, origin: str = "compat/explain.toml
             common[w] = common.get(w, 0) + 1
     index: dict[str, list[Entry]] = {}
     always: list[Entry] = []
+    multi: set[str] = set()
     for e in entries:
         word = _index_word(_literal_runs(e.pattern.pattern), common)
-        if word is None:
-            always.append(e)
-        else:
+        if word is not None:
             index.setdefault(word, []).append(e)
-    return Catalog(entries, {w: tuple(es) for w, es in index.items()}, tuple(always), frozenset(index))
+            continue
+        branches = _branch_runs(e.pattern.pattern)
+        words = [_index_word(runs, common) for runs in branches] if branches else [None]
+        if any(w is None for w in words):
+            always.append(e)
+            continue
+        for w in dict.fromkeys(w for w in words if w is not None):
+            index.setdefault(w, []).append(e)
+        multi.add(e.id)
+    return Catalog(entries, {w: tuple(es) for w, es in index.items()}, tuple(always), frozenset(index),
+                   frozenset(multi))
 
 
 _WORD = re.compile(r"[a-z0-9_]+")
@@ -408,10 +445,19 @@ def _match_line(catalog: Catalog, line: str) -> list[tuple[Entry, dict[str, str]
     lowered = line.lower()
     hit = catalog.words.intersection(_WORD.findall(lowered))
     found = []
+    tried: set[str] = set()
     for group in (catalog.always, *(catalog.index[w] for w in hit)):
         for e in group:
             if e.needle is not None and e.needle not in (lowered if e.ignore_case else line):
                 continue
+            if e.needles:
+                hay = lowered if e.ignore_case else line
+                if not any(n in hay for n in e.needles):
+                    continue
+            if e.id in catalog.multi:
+                if e.id in tried:
+                    continue
+                tried.add(e.id)
             m = e.pattern.search(line)
             if m:
                 found.append((e, {k: v for k, v in m.groupdict().items() if v is not None}))
@@ -614,6 +660,27 @@ def top_finding(findings: Iterable[LogFinding]) -> LogFinding | None:
     return min(findings, key=order_key, default=None)
 
 
+#: Typographic quotes that copy-paste (word processors, blogs, some IMEs) puts into posted logs.
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201c": '"', "\u201d": '"', "\u201e": '"',
+                         "\u00a0": " ", "\u2009": " ", "\u202f": " "})
+#: ANSI colour / cursor escape sequences of coloured consoles (CSI ... final byte).
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_ENTITY = re.compile(r"&(?:#\d+|#x[0-9a-fA-F]+|[a-zA-Z]+);")
+
+
+def normalize_line(line: str) -> str:
+    """A posted log line as the program printed it: HTML entities of scraped pages (``&#39;``, ``&gt;``) decoded,
+    typographic quotes and non-breaking spaces made plain, ANSI colour codes removed. Lines without ``&``,
+    ESC or non-ASCII characters are returned unchanged (the caller only asks for the others)."""
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    if "&" in line and _ENTITY.search(line):
+        line = html.unescape(line)
+    if not line.isascii():
+        line = line.translate(_QUOTES)
+    return line
+
+
 @record(frozen=False)
 class _Collector:
     catalog: Catalog
@@ -636,6 +703,8 @@ class _Collector:
     def _feed(self, lineno: int, line: str) -> None:
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS]
+        if not line.isascii() or "&" in line or "\x1b" in line:
+            line = normalize_line(line)
         known = False
         for e, groups in _match_line(self.catalog, line):
             known = True

@@ -1,0 +1,111 @@
+"""`tfgpu explain` on held-out batch 3 (tests/data/explain/heldout/heldout2.toml).
+
+40 log excerpts from public threads that neither the catalog nor heldout.toml cited, collected on 2026-11-22 before
+any engine or catalog change, each with the cause the thread established mapped to catalog ids, or to "none" when
+tfgpu has no such cause (then the right answer is to claim nothing). The batch is split by a fixed rule (sorted
+sha256 of the URL): the first half ("tune") could be read while improving the engine and catalog, the other half
+("hold") is only scored.
+
+First score, before any change (engine and catalog of main at 033c8c9): 33/40 (tune 17/20, hold 16/20).
+After this branch: 36/40 (tune 19/20, hold 17/20; see SOURCES.md batch 3 for which changes moved the hold half and
+how much of it the collector could know). The old held-out set stays at 69/78.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from tfgpu import explain as ex
+
+from .conftest import DATA
+from .test_explain_heldout import load_heldout, right_cause, top_finding
+from .test_explain_heldout import score as heldout_score
+
+HELDOUT2 = DATA / "explain" / "heldout" / "heldout2.toml"
+#: Floors below the measured scores (see SOURCES.md): a drop means the engine or catalog got worse on logs it
+#: was not written for.
+FLOOR_TUNE = 0.90
+FLOOR_HOLD = 0.75
+
+
+def load_batch() -> list[dict[str, Any]]:
+    return load_heldout(HELDOUT2)  # same schema as batch 1+2
+
+
+def claims_nothing(findings: Sequence[ex.LogFinding]) -> bool:
+    """No confident cause: no summary, a generic unrecognised.* finding, or only information/harmless lines."""
+    top = top_finding(findings)
+    return top is None or top.unrecognised or top.severity in ("info", "harmless")
+
+
+def right(excerpt: dict[str, Any], findings: Sequence[ex.LogFinding]) -> bool:
+    if excerpt.get("none") or excerpt.get("harmless"):
+        return claims_nothing(findings)
+    return right_cause(excerpt, findings)
+
+
+def score(excerpts: Sequence[dict[str, Any]]) -> tuple[int, list[tuple[str, str]]]:
+    return heldout_score(excerpts, right)
+
+
+def split_rule(excerpts: Sequence[dict[str, Any]]) -> set[str]:
+    """The tune half: the first half of the excerpts sorted by sha256 of their URL."""
+    ordered = sorted(excerpts, key=lambda e: hashlib.sha256(e["url"].encode()).hexdigest())
+    return {e["id"] for e in ordered[: len(ordered) // 2]}
+
+
+def test_batch_is_well_formed() -> None:
+    excerpts = load_batch()
+    assert len(excerpts) >= 40
+    assert len({e["id"] for e in excerpts}) == len(excerpts)
+    assert len({e["url"] for e in excerpts}) == len(excerpts)
+    catalog_ids = {e.id for e in ex.load_catalog().entries}
+    listed = (HELDOUT2.parent / "SOURCES.md").read_text(encoding="utf-8")
+    for e in excerpts:
+        assert e["url"].startswith("https://"), e["id"]
+        assert e["log"].strip(), e["id"]
+        assert e["established"].strip(), e["id"]
+        assert e["url"] in listed, f"{e['id']} is not in SOURCES.md"
+        if e.get("none"):
+            assert e["cause"] == ["none"], e["id"]
+            assert e["expect"] == [], e["id"]
+        else:
+            assert set(e["cause"]) <= catalog_ids, e["id"]
+            for rx in e["expect"]:
+                re.compile(rx)
+    assert {e["id"] for e in excerpts if e["split"] == "tune"} == split_rule(excerpts)
+
+
+def test_catalog_never_copies_a_heldout_line() -> None:
+    """The catalog is written from other threads: no sample line may be a line of a held-out excerpt. Only lines
+    that carry a run's own timestamp count (a bare message such as a protobuf TypeError is the same everywhere)."""
+    from tfgpu.knowledge import load_toml
+
+    stamp = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\.\d+|[IWEF]\d{4} \d\d:\d\d:\d+\.\d+")
+    heldout_lines = {ln.strip() for e in load_batch() for ln in e["log"].splitlines() if stamp.search(ln)}
+    assert len(heldout_lines) > 10
+    for entry in load_toml("explain")["entries"]:
+        also = [a[0] if isinstance(a, list) else a for a in entry.get("also", [])]
+        for sample in [entry["sample"], *also]:
+            assert sample.strip() not in heldout_lines, entry["id"]
+
+
+def test_explain_heldout_batch3_score(capsys: pytest.CaptureFixture[str]) -> None:
+    excerpts = load_batch()
+    tune = [e for e in excerpts if e["split"] == "tune"]
+    hold = [e for e in excerpts if e["split"] == "hold"]
+    t_ok, t_wrong = score(tune)
+    h_ok, h_wrong = score(hold)
+    with capsys.disabled():
+        print(f"\nexplain held-out batch 3: {t_ok + h_ok}/{len(excerpts)} right cause "
+              f"(tune {t_ok}/{len(tune)}, hold {h_ok}/{len(hold)})")
+        for name, top in t_wrong:
+            print(f"  wrong (tune): {name} (summary: {top})")
+        print(f"  wrong (hold): {len(h_wrong)}")
+    assert t_ok / len(tune) >= FLOOR_TUNE
+    assert h_ok / len(hold) >= FLOOR_HOLD
