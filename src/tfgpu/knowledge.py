@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from packaging.version import InvalidVersion, Version
 
 from tfgpu import __version__
-from tfgpu._record import field, record
+from tfgpu._record import field, record, replace
 from tfgpu.errors import DataError, UsageError
 from tfgpu.versions import normalize_cuda as normalize_cuda  # re-exported: compat is where callers look
 from tfgpu.versions import series_of as series_of
@@ -302,6 +302,12 @@ class Build:
     dist: str
     source: str
     note: str = ""
+    # Where the release's own wheel disagrees with the docs table (compat/tensorflow.toml `corrections` rows
+    # with a `wheel`, written by scripts/scan_build_info.py), `cuda`/`cudnn` hold the wheel's value and these
+    # the docs' (empty where they agree); `wheel_source` is the [sources] key of the wheel read.
+    docs_cuda: str = ""
+    docs_cudnn: str = ""
+    wheel_source: str = ""
 
     @property
     def series(self) -> str:
@@ -529,7 +535,26 @@ def _parse_builds(name: str, data: dict[str, Any]) -> tuple[Build, ...]:
             raise _bad(name, row, f"bad build row: {exc}") from None
         if row["os"] not in OSES:
             raise _bad(name, row, f"os {row['os']!r} is not one of {OSES}")
-    return tuple(out)
+    return tuple(_apply_wheel_corrections(name, data, out))
+
+
+def _apply_wheel_corrections(name: str, data: dict[str, Any], builds: list[Build]) -> list[Build]:
+    """The docs rows with what the release's wheel itself loads where it differs (`corrections` rows that
+    cite a `wheel`): tfgpu judges a machine by the wheel it will run; the docs value is kept in docs_*."""
+    out = list(builds)
+    for row in data.get("corrections") or []:
+        if "wheel" not in row:
+            continue
+        field_name = row.get("field")
+        idx = next((i for i, b in enumerate(out) if str(b.tf) == str(row.get("tf")) and b.os == row.get("os")), None)
+        if field_name not in ("cuda", "cudnn") or idx is None:
+            raise _bad(name, row, "a wheel correction names a cuda/cudnn field of an existing (tf, os) row")
+        b = out[idx]
+        if str(getattr(b, field_name)) != str(row.get("old")):
+            raise _bad(name, row, f"the docs row says {field_name} = {getattr(b, field_name)!r}, not {row.get('old')!r}")
+        out[idx] = replace(b, **{field_name: str(row["new"]), f"docs_{field_name}": str(row["old"]),
+                                "wheel_source": str(row["source"])})
+    return out
 
 
 def _pythons(tags: str) -> tuple[str, ...]:
