@@ -229,13 +229,13 @@ def test_caveat_runs() -> None:
 def test_anacondas_build_of_a_release_does_not_make_conda_forge_have_it() -> None:
     """Anaconda's recipe declares a CUDA 12.8 build of 2.20.0; conda-forge's main never had 2.20: the
     conda-forge recipe is not available for it (an RTX 50 machine was told 2.20.0 via conda-forge)."""
-    from tfgpu.verdict import _recipe_available
+    from tfgpu.verdict import recipe_available
 
     kb = load_kb()
     forge = next(r for r in kb.recipes if r.id == "conda-forge-tensorflow-cuda")
     assert any(p.channel == "anaconda" for p in kb.conda_packages(name="tensorflow", v="2.20.0", os="linux"))
-    assert not _recipe_available(kb, forge, version("2.20.0"), "linux")
-    assert _recipe_available(kb, forge, version("2.19.1"), "linux")
+    assert not recipe_available(kb, forge, version("2.20.0"), "linux")
+    assert recipe_available(kb, forge, version("2.19.1"), "linux")
 
 
 def test_compat_json_names_the_feedstock_commits_and_the_reverted_variant() -> None:

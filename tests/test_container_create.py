@@ -22,13 +22,13 @@ from tests.test_verdict import base_facts, gpu_facts
 from tfgpu.containers import (
     gpu_run_argv,
     pick_runtime,
-    plan_container,
     render_apptainer,
     render_dockerfile,
     run_in_container,
 )
 from tfgpu.errors import UsageError
 from tfgpu.knowledge import load_kb
+from tfgpu.plan import plan_container
 
 CT = DATA / "containers"
 FAKE_TF = Path(__file__).resolve().parent / "fake_tf"

@@ -120,3 +120,29 @@ def test_a_corrupt_explain_section_is_ignored_with_one_line(cache_dir: Path, cap
     assert knowledge.load_explain_data() == knowledge.load_toml("explain")
     err = capsys.readouterr().err
     assert err == f"tfgpu: note: ignored the corrupt cache {section}; rebuilt it\n"
+
+
+def test_the_cache_holds_the_verdicts_indexes_and_one_written_without_them_is_indexed_next_time(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The knowledge base imports no verdict code (tests/test_pipeline.py walks the imports): tfgpu.verdict
+    registers the indexes it wants cached. A cache written by a process that had not imported the verdicts
+    lacks them; the next process that has them indexes it and writes it again."""
+    import tfgpu.verdict  # registers its indexer
+
+    assert knowledge._INDEXERS
+    monkeypatch.setattr(knowledge, "_INDEXERS", [])  # a process that never imported the verdicts
+    knowledge.load_kb()
+    _clear()
+    bare = knowledge.load_kb()
+    assert knowledge._INDEXED not in bare._memo
+    assert not {kind for kind, _ in bare._memo} & {"recipes_for", "archs_for"}
+    monkeypatch.setattr(knowledge, "_INDEXERS", [tfgpu.verdict._index_for_verdicts])
+    _clear()
+    healed = knowledge.load_kb()
+    assert healed._memo[knowledge._INDEXED] is True
+    _clear()
+    _no_toml(monkeypatch)
+    cached = knowledge.load_kb()  # read back, indexes included, no TOML parsed
+    assert cached._memo[knowledge._INDEXED] is True
+    assert {kind for kind, _ in cached._memo} >= {"series", "recipes_for", "archs_for", "gpu_releases"}

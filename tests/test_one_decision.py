@@ -324,7 +324,7 @@ CONTAINER_TARGETS = st.sampled_from(sorted({s for s in KB.series("linux") if Ver
 
 
 def container_plan_or_none(facts: dict[str, Any], tf: str, backend: str) -> Plan | None:
-    from tfgpu.containers import plan_container
+    from tfgpu.plan import plan_container
 
     try:
         return plan_container(KB, facts, tf, backend=backend, image_ref=None, smoke_script="/s", cache_dir="/c")
@@ -351,7 +351,7 @@ def assert_one_container_decision(facts: dict[str, Any], tf: str, backend: str) 
     if not any(b.backend == "container" for b in row.backends):  # blocked before any container route (an OS)
         assert row.verdict == plan.verdict == "blocked", (tf, backend, row.verdict, plan.verdict)
         assert "blocked" in plan.backend_reason
-        assert {f.check for f in row.blockers} == {b["check"] for b in plan.blockers}
+        assert {f.check for f in row.blockers} == {b.check for b in plan.blockers}
         return
     assert row.recipe_id == plan.recipe_id, (tf, backend, row.tf, row.recipe_id, plan.recipe_id)
     (cv,) = [b for b in row.backends if b.backend == "container"]
@@ -468,6 +468,6 @@ def test_a_target_the_doctor_blocks_before_any_container_route_is_a_blocked_cont
     plan = container_plan_or_none(facts, "2.15", "docker")
     assert plan is not None
     assert row.verdict == plan.verdict == "blocked"
-    assert "os.windows_gpu" in {b["check"] for b in plan.blockers}
+    assert "os.windows_gpu" in {b.check for b in plan.blockers}
     assert "blocked" in plan.backend_reason  # what `tfgpu create` refuses
     assert_one_container_decision(facts, "2.15", "docker")

@@ -16,10 +16,10 @@ from tfgpu.choose import PIP, Context
 from tfgpu.errors import DataError
 from tfgpu.knowledge import RULE_IDS, KnowledgeBase, Rule, VersionSpec, load_kb, load_toml
 from tfgpu.lint import lint_dockerfile
+from tfgpu.machine import _apply_cvd
 from tfgpu.plan import cpu_dist
 from tfgpu.verdict import (
     Machine,
-    _apply_cvd,
     judge_target,
     last_windows_gpu_series,
     machine_checks,

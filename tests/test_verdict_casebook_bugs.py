@@ -10,15 +10,9 @@ import pytest
 from packaging.version import Version
 
 from tfgpu.knowledge import load_kb
+from tfgpu.machine import _apply_cvd
 from tfgpu.plan import plan_environment
-from tfgpu.verdict import (
-    Machine,
-    TargetVerdict,
-    _apply_cvd,
-    judge_target,
-    system_cuda_installed,
-    system_cuda_serves,
-)
+from tfgpu.verdict import Machine, TargetVerdict, judge_target, system_cuda_installed, system_cuda_serves
 
 KB = load_kb()
 HOME = "/home/u/.local/share/tfgpu"

@@ -135,12 +135,12 @@ def ranked_recipes(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | Non
     """The verdict's viable recipes in its order, then every other recipe in :func:`kb_order`. When the
     verdict says the release will work here, a conda recipe whose channel does not carry the release is
     left out, as the verdict leaves it out (the doctor names the release the plan builds)."""
-    from tfgpu.verdict import BLOCKED, _recipe_available, rank_backends
+    from tfgpu.verdict import BLOCKED, rank_backends, recipe_available
 
     recipes = candidate_recipes(kb, v, os_name)
     judged = verdict is not None and verdict.tf == str(v)
     if judged and verdict is not None and verdict.verdict != BLOCKED:
-        recipes = [r for r in recipes if _recipe_available(kb, r, v, os_name)]
+        recipes = [r for r in recipes if recipe_available(kb, r, v, os_name)]
     by_id = {r.id: r for r in recipes}
     first: list[Recipe] = []
     if judged and verdict is not None:

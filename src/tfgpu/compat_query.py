@@ -302,7 +302,7 @@ def _recipe_python(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) -> st
 
 
 def _install(kb: KnowledgeBase, build: Build, versions: list[Version]) -> list[dict[str, Any]]:
-    from tfgpu.verdict import _recipe_available
+    from tfgpu.verdict import recipe_available
 
     if build.os == "macos" or not versions:
         return []
@@ -314,7 +314,7 @@ def _install(kb: KnowledgeBase, build: Build, versions: list[Version]) -> list[d
                 continue
             seen.add(recipe.id)
             candidates = [w for w in versions if recipe.applies(w, build.os)]
-            usable = [w for w in candidates if _recipe_available(kb, recipe, w, build.os)]
+            usable = [w for w in candidates if recipe_available(kb, recipe, w, build.os)]
             chosen = usable[0] if usable else candidates[0]
             sources = [_source_url(kb, "recipes", recipe.source)]
             if recipe.raw.get("source2"):
@@ -368,7 +368,7 @@ def _notes(kb: KnowledgeBase, build: Build, versions: list[Version], all_release
 def driver_verdict(kb: KnowledgeBase, driver: str, cuda: str, os: str) -> dict[str, Any]:
     """Can ``driver`` run a CUDA ``cuda`` build on ``os``? Reuses verdict's driver findings (toolkit floors,
     then minor-version compatibility)."""
-    from tfgpu.verdict import Machine, _driver_findings
+    from tfgpu.verdict import Machine, driver_findings
 
     if os == "macos":
         return {"driver": driver, "status": UNKNOWN,
@@ -383,7 +383,7 @@ def driver_verdict(kb: KnowledgeBase, driver: str, cuda: str, os: str) -> dict[s
                 "reason": f"needs CUDA {normalize_cuda(cuda)}, which needs driver >= {floor or '?'}; driver {driver} is "
                           f"older than the oldest floor tfgpu knows (CUDA {oldest.cuda}: {oldest.min_driver_text(os)})",
                 "fix": f"upgrade the NVIDIA driver to >= {floor}" if floor else "upgrade the NVIDIA driver"}
-    blockers, caveats = _driver_findings(m, kb, cuda, False)
+    blockers, caveats = driver_findings(m, kb, cuda, False)
     if blockers:
         return {"driver": driver, "status": FAIL, "reason": blockers[0].summary, "fix": blockers[0].fix}
     if caveats:

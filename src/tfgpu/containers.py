@@ -1,7 +1,7 @@
 """The container route, decided: which GPU image of TensorFlow fits this host, and which runtime runs it.
 
 Pure: facts (``facts["containers"]``, the driver, the GPUs) + compat/containers.toml -> a
-:class:`~tfgpu.verdict.BackendVerdict` with backend "container" (ready when the host driver meets the
+:class:`~tfgpu.findings.BackendVerdict` with backend "container" (ready when the host driver meets the
 image's floor, or its forward-compatibility branch on a data-center GPU; the GPU's compute capability is in
 the image; and a runtime with GPU support is configured), and the argv that pulls and runs it.
 Fixes install what NVIDIA's documentation says; tfgpu never runs sudo itself.
@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import Version
 
 from tfgpu._record import record
+from tfgpu.findings import BackendVerdict, Finding
+from tfgpu.gpu_rules import gpu_findings
 from tfgpu.knowledge import (
     ContainerImage,
     KnowledgeBase,
@@ -26,6 +28,7 @@ from tfgpu.knowledge import (
     ngc_images,
     version,
 )
+from tfgpu.machine import Machine
 from tfgpu.runners import CONTAINER, RUNNERS, Choice, ContainerRunner, Context, pick_container_runner
 
 # re-exported: where the container code looks for them
@@ -36,7 +39,6 @@ from tfgpu.runners import sif_path as sif_path
 
 if TYPE_CHECKING:
     from tfgpu.facts import Facts
-    from tfgpu.verdict import BackendVerdict, Finding, Machine
 
 
 TOOLKIT_DOCS = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"
@@ -182,8 +184,6 @@ def image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tupl
 
 
 def _image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tuple[list[Finding], list[Finding]]:
-    from tfgpu.verdict import Finding, _gpu_findings
-
     blockers: list[Finding] = []
     caveats: list[Finding] = []
     names = [str(g.get("name") or "") for g in m.gpus or ()]
@@ -199,7 +199,7 @@ def _image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tup
         caveats.append(Finding("container.forward_compat", f"{image.ref} runs on driver {m.driver_text} only through "
                                "CUDA forward compatibility (data-center GPU)"))
     if image.family == "tensorflow":
-        g_block, g_cav, _jit = _gpu_findings(m, kb, image.tf, image.cuda, "pip")  # the image holds the pip wheel
+        g_block, g_cav, _jit = gpu_findings(m, kb, image.tf, image.cuda, "pip")  # the image holds the pip wheel
         blockers += [Finding(f.check, f"{image.ref}: {f.summary}", f.fix) for f in g_block]
         caveats += g_cav
         return blockers, caveats
@@ -235,8 +235,6 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
                     wanted: str = "container", image_ref: str | None = None) -> BackendVerdict:
     """The container route for TensorFlow ``v``: the first image (TensorFlow's own, then NGC's of the same
     series) that fits this host, run by the first GPU-ready runtime."""
-    from tfgpu.verdict import BackendVerdict, Finding
-
     images = container_images(kb, v)
     if image_ref:
         named = [i for i in images if i.ref == image_ref] or [i for i in ngc_images() if i.ref == image_ref]
@@ -278,8 +276,6 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
 
 def container_alternative(kb: KnowledgeBase, m: Machine, v: Version) -> Finding | None:
     """When no wheel of ``v`` runs on the GPU: the NGC image that can (its own TensorFlow release)."""
-    from tfgpu.verdict import Finding
-
     fits = images_for_gpu(kb, m) if m.gpus else []
     if not fits:
         return None
@@ -303,13 +299,6 @@ def check_image_ref(ref: str) -> str:
         msg = f"--image {ref!r} is not an image reference"
         raise UsageError(msg, hint="e.g. --image nvcr.io/nvidia/tensorflow:25.02-tf2-py3")
     return ref
-
-
-def runtime_name(backend: str, facts: Mapping[str, Any]) -> str:
-    """--backend docker|podman|apptainer as is; "container": the runtime its row of tfgpu.runners.RUNNERS
-    picks here (docker when none is installed)."""
-    runner, _program, _why = pick_container_runner(backend, runtime_context(facts, version("0")))
-    return runner.name
 
 
 def run_in_container(runtime: str, image: str, command: list[str], cwd: str) -> tuple[str, ...]:
@@ -337,7 +326,6 @@ def choose_image(kb: KnowledgeBase, facts: Facts, v: Version, *, backend: str, i
     that `tfgpu plan` can show it; ``Choice.blocked`` says why (create refuses it). ``judged``: the target's
     container row as the verdict judged it with the same backend (the doctor's; not judged again)."""
     from tfgpu.errors import UsageError
-    from tfgpu.verdict import Machine
 
     if backend not in RUNNERS or not all(isinstance(r, ContainerRunner) for r in RUNNERS[backend]):
         msg = f"{backend!r} is not a container backend"
@@ -361,53 +349,7 @@ def choose_image(kb: KnowledgeBase, facts: Facts, v: Version, *, backend: str, i
                   python=(row.python if row else "") or "", blocked=blocked)
 
 
-def plan_container(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str, image_ref: str | None,
-                   smoke_script: str, cache_dir: str, name: str | None = None) -> Any:
-    """The plan of `tfgpu plan|create --backend docker|podman|apptainer|container`: the runner and image
-    :func:`choose_image` picks (what tfgpu.choose.choose, and so the doctor, picks), and the runner's steps:
-    pull the image, run the smoke script in it with the GPU. The target is judged as the doctor judges it
-    (a series by its newest release that can work here). Pure: ``smoke_script`` and ``cache_dir`` are handed in."""
-    from tfgpu.plan import Plan, judge_for_plan
-    from tfgpu.verdict import BLOCKED, Machine, resolve_version
-
-    m = Machine.from_facts(facts, kb)
-    v = resolve_version(kb, tf, m)
-    tv = judge_for_plan(kb, facts, tf, backend=backend)
-    if tv is not None and tv.verdict != BLOCKED and len(tf.strip().split(".")) == 2:
-        v = version(tv.tf)  # a series: the newest release that works here, as the doctor says
-    choice = choose_image(kb, facts, v, backend=backend, image_ref=image_ref)
-    runner = next(r for r in RUNNERS[choice.backend] if isinstance(r, ContainerRunner))
-    image = choice.recipe.id
-    row = next((i for i in container_images(kb, v) if i.ref == image), None)
-    verdict = judge_container(facts, kb, v, m, wanted=backend, image_ref=image_ref)
-    notes = [f"{f.summary} — fix: {f.fix}" if f.fix else f.summary for f in verdict.blockers]
-    notes += [c.summary for c in verdict.caveats]
-    tfs = str(row.tf if row else v)
-    # the target's verdict is this plan's when the doctor judged this image for it (an NGC image carries its
-    # own patch of the series: 2.17.0 in 25.02 for a 2.17.1 target), or when the doctor blocks the target
-    # before any container route (native Windows, macOS, Linux on ARM): then its blockers are the plan's
-    judged = tv is not None and not image_ref and any(b.backend == CONTAINER and b.recipe == image
-                                                      for b in tv.backends)
-    machine_blocked = (tv is not None and tv.verdict == BLOCKED and not image_ref
-                       and not any(b.backend == CONTAINER for b in tv.backends))
-    blockers, caveats, reason = list(verdict.blockers), list(verdict.caveats), choice.reason
-    if machine_blocked and tv is not None:
-        blockers, caveats = list(tv.blockers), list(tv.caveats)
-        notes = [f"{f.summary} — fix: {f.fix}" if f.fix else f.summary for f in blockers] + notes
-        if not choice.blocked:
-            reason += " — the container route is blocked on this machine (see the notes)"
-    return Plan(
-        tf=tfs, backend=choice.backend, backend_reason=reason,
-        prefix=runner.target(image, cache_dir), name=name, python=choice.python, tool=choice.tool,
-        steps=runner.steps(image, smoke_script=smoke_script, cache_dir=cache_dir),
-        env_vars={"TF_FORCE_GPU_ALLOW_GROWTH": "true"}, notes=tuple(dict.fromkeys(notes)), recipe_id=image,
-        sources=tuple(_source_urls(kb, row)), env_python="python3",
-        verdict=tv.verdict if (judged or machine_blocked) and tv is not None else "",
-        blockers=tuple(f.to_json() for f in blockers) if judged or machine_blocked else (),
-        caveats=tuple(f.to_json() for f in caveats) if judged or machine_blocked else ())
-
-
-def _source_urls(kb: KnowledgeBase, row: ContainerImage | None) -> list[str]:
+def image_source_urls(kb: KnowledgeBase, row: ContainerImage | None) -> list[str]:
     if row is None:
         return []
     sources = kb.sources("containers")

@@ -84,7 +84,7 @@ class Catalog:
 @record
 class LogFinding:
     """A known problem found on one line of a log (its ``findings`` in the explain JSON). Not to be confused
-    with :class:`tfgpu.verdict.Finding`, a blocker or caveat of one release on one machine."""
+    with :class:`tfgpu.findings.Finding`, a blocker or caveat of one release on one machine."""
 
     id: str
     severity: str

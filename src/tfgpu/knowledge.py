@@ -1333,6 +1333,9 @@ def load_kb() -> KnowledgeBase:
     if cache is not None:
         kb, usable = _read_cache(cache, _cache_classes())
         if isinstance(kb, KnowledgeBase):
+            if usable and _INDEXERS and _INDEXED not in kb._memo:  # cached by a process without the verdicts
+                _build_indexes(kb)
+                _write_cache(cache, kb, _cache_classes())
             return kb
         if kb is not None:
             _kbcache.note(f"ignored the corrupt cache {cache}; rebuilt it")
@@ -1364,16 +1367,30 @@ def load_explain_data() -> dict[str, Any]:
     return data
 
 
+#: What fills a knowledge base's derived indexes before it is cached (:func:`_build_indexes`). The verdicts
+#: define which indexes matter, and the knowledge base sits below them (it imports none of their code):
+#: tfgpu.verdict registers its warm-up here when it is imported.
+_INDEXERS: list[Callable[[KnowledgeBase], None]] = []
+_INDEXED = ("indexed", "")  # the derived-index key that says the registered indexers have run
+
+
+def register_indexer(index: Callable[[KnowledgeBase], None]) -> None:
+    """Have ``index`` fill a knowledge base's derived indexes (via :meth:`KnowledgeBase.derived` and its
+    look-ups) before the knowledge base is cached."""
+    if index not in _INDEXERS:
+        _INDEXERS.append(index)
+
+
 def _build_indexes(kb: KnowledgeBase) -> None:
     """Fill the knowledge base's derived indexes (``_memo``) before it is cached, so that every later
-    run reads them back instead of building them (~8 ms of an 8-GPU machine's verdicts): judging a
-    machine about which nothing is known touches every index a verdict uses, for each OS."""
-    from tfgpu.verdict import warm_up  # the verdicts define which indexes matter
-
+    run reads them back instead of building them (~8 ms of an 8-GPU machine's verdicts). A cache written
+    by a process that had no indexer registered is indexed and rewritten by the next one that has."""
     try:
         kb._gpu_name_index()  # judging a GPU whose probe reported no compute capability
-        for os in ("linux", "wsl2", "windows"):
-            warm_up(kb, os)
+        for index in _INDEXERS:
+            index(kb)
+        if _INDEXERS:
+            kb._memo[_INDEXED] = True
     except Exception:  # an optimisation: a verdict bug surfaces when real facts are judged
         kb.__dict__.pop("_memo", None)
 
@@ -1644,8 +1661,6 @@ def dump_verified(rows: Iterable[Verified], sources: dict[str, dict[str, str]]) 
 
 # --------------------------------------------------------------------------- container images (additive)
 
-#: Container families of compat/containers.toml: TensorFlow's own images, NVIDIA's NGC images.
-CONTAINER_FAMILIES = ("tensorflow", "ngc")
 NGC_REPO = "nvcr.io/nvidia/tensorflow"
 
 

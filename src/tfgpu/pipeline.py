@@ -298,10 +298,10 @@ def build_plan(
 
 
 def build_container_plan(*, tf: str, backend: str, image: str | None, name: str | None, facts: dict[str, Any]) -> Any:
-    """The container plan (tfgpu.containers.plan_container) with this installation's smoke script and the
+    """The container plan (tfgpu.plan.plan_container) with this installation's smoke script and the
     image cache directory (effects: where they are)."""
-    from tfgpu.containers import plan_container
     from tfgpu.knowledge import load_kb
+    from tfgpu.plan import plan_container
     from tfgpu.registry import home
     from tfgpu.smoke.runner import SCRIPT
 
@@ -353,12 +353,6 @@ def check_target(tf: str | None, from_lock: str | None, *, backend: str, python:
         if given:
             msg = f"{', '.join(given)} cannot be used with --from-lock"
             raise UsageError(msg, hint="the lockfile fixes the packages, their channels and Python")
-
-
-def target_os_of(facts: dict[str, Any]) -> str:
-    from tfgpu.choose import target_os
-
-    return target_os(as_facts(facts))
 
 
 def refuse_existing(prefix: str, force: bool) -> None:

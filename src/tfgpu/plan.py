@@ -15,21 +15,23 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
-from tfgpu._record import field, record
 from tfgpu.choose import BACKENDS as BACKENDS  # re-exported: the values --backend takes
 from tfgpu.choose import CONDA_TOOLS as CONDA_TOOLS
 from tfgpu.choose import target_os as target_os
 from tfgpu.errors import InputError, UsageError
 from tfgpu.knowledge import Pin, load_pins, pin_source_urls
-from tfgpu.steps import Step as Step  # re-exported: plans are made of steps
+from tfgpu.steps import (
+    PLAN_SCHEMA as PLAN_SCHEMA,  # re-exported: a plan and its steps are records of tfgpu.steps
+)
+from tfgpu.steps import Plan as Plan
+from tfgpu.steps import Step as Step
 
 if TYPE_CHECKING:
     from tfgpu.facts import Facts
+    from tfgpu.findings import Finding
     from tfgpu.knowledge import KnowledgeBase
     from tfgpu.lockfiles import Lock, LockedPackage
     from tfgpu.verdict import TargetVerdict
-
-PLAN_SCHEMA = "tfgpu.plan/1"
 
 #: GPUs with at most this much memory get TF_FORCE_GPU_ALLOW_GROWTH=true: TensorFlow maps nearly all GPU
 #: memory by default; a 2 GB MX150 and a GTX 1080 failed with cuDNN errors until memory growth was enabled (blog
@@ -58,58 +60,6 @@ def nvidia_libpath_source(kb: KnowledgeBase) -> str:
 ANACONDA_TOS_SOURCE = "https://anaconda.com/pricing/terms-of-service-faqs"
 _ANACONDA_NAMES = frozenset({"defaults", "anaconda", "main", "r", "msys2"})
 _ANACONDA_URL = re.compile(r"^https?://(repo\.anaconda\.com/|conda\.anaconda\.org/(anaconda|main|r|msys2)(/|$))")
-
-
-@record
-class Plan:
-    tf: str
-    backend: str  # pip | conda | rattler
-    backend_reason: str
-    prefix: str
-    name: str | None
-    python: str
-    steps: tuple[Step, ...]
-    env_vars: dict[str, str] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-    recipe_id: str = ""
-    sources: tuple[str, ...] = ()
-    tool: str = ""  # uv | venv | mamba | micromamba | conda | rattler
-    os: str = "linux"
-    channels: tuple[str, ...] = ()
-    conda_specs: tuple[str, ...] = ()
-    pip_requirements: tuple[str, ...] = ()
-    env_python: str = ""  # the new environment's interpreter
-    conda_named: bool = False  # created with `-n NAME` in conda's envs directory
-    verdict: str = ""  # the target's verdict here, as the doctor judges it ("" = not judged: from a lock)
-    blockers: tuple[dict[str, Any], ...] = ()  # the chosen backend's blockers (Finding.to_json())
-    caveats: tuple[dict[str, Any], ...] = ()
-    cpu: bool = False  # the CPU route (--cpu): no CUDA, no nvidia-* wheels
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": PLAN_SCHEMA,
-            "tf": self.tf,
-            "backend": self.backend,
-            "tool": self.tool,
-            "backend_reason": self.backend_reason,
-            "os": self.os,
-            "name": self.name,
-            "prefix": self.prefix,
-            "python": self.python,
-            "env_python": self.env_python,
-            "recipe_id": self.recipe_id,
-            "verdict": self.verdict,
-            "blockers": [dict(b) for b in self.blockers],
-            "caveats": [dict(c) for c in self.caveats],
-            "cpu": self.cpu,
-            "channels": list(self.channels),
-            "conda_specs": list(self.conda_specs),
-            "pip_requirements": list(self.pip_requirements),
-            "steps": [s.to_json() for s in self.steps],
-            "env_vars": dict(self.env_vars),
-            "notes": list(self.notes),
-            "sources": list(self.sources),
-        }
 
 
 # --------------------------------------------------------------------------- small pure helpers
@@ -335,6 +285,57 @@ def judge_for_plan(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str) ->
         return judge_requested(facts, kb, tf, backend=backend, machine=Machine.from_facts(facts, kb))
     except (UsageError, InvalidVersion):
         return None
+
+
+def plan_container(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str, image_ref: str | None,
+                   smoke_script: str, cache_dir: str, name: str | None = None) -> Plan:
+    """The plan of `tfgpu plan|create --backend docker|podman|apptainer|container`: the runner and image
+    :func:`choose_image` picks (what tfgpu.choose.choose, and so the doctor, picks), and the runner's steps:
+    pull the image, run the smoke script in it with the GPU. The target is judged as the doctor judges it
+    (a series by its newest release that can work here). Pure: ``smoke_script`` and ``cache_dir`` are handed in.
+    It lives here, not in tfgpu.containers, because it judges the target with the verdicts, which judge the
+    container route with tfgpu.containers."""
+    from tfgpu.containers import choose_image, image_source_urls, judge_container
+    from tfgpu.knowledge import container_images
+    from tfgpu.runners import CONTAINER, RUNNERS, ContainerRunner
+    from tfgpu.verdict import BLOCKED, Machine, resolve_version
+    from tfgpu.versions import version
+
+    m = Machine.from_facts(facts, kb)
+    v = resolve_version(kb, tf, m)
+    tv = judge_for_plan(kb, facts, tf, backend=backend)
+    if tv is not None and tv.verdict != BLOCKED and len(tf.strip().split(".")) == 2:
+        v = version(tv.tf)  # a series: the newest release that works here, as the doctor says
+    choice = choose_image(kb, facts, v, backend=backend, image_ref=image_ref)
+    runner = next(r for r in RUNNERS[choice.backend] if isinstance(r, ContainerRunner))
+    image = choice.recipe.id
+    row = next((i for i in container_images(kb, v) if i.ref == image), None)
+    verdict = judge_container(facts, kb, v, m, wanted=backend, image_ref=image_ref)
+    notes = [f"{f.summary} — fix: {f.fix}" if f.fix else f.summary for f in verdict.blockers]
+    notes += [c.summary for c in verdict.caveats]
+    tfs = str(row.tf if row else v)
+    # the target's verdict is this plan's when the doctor judged this image for it (an NGC image carries its
+    # own patch of the series: 2.17.0 in 25.02 for a 2.17.1 target), or when the doctor blocks the target
+    # before any container route (native Windows, macOS, Linux on ARM): then its blockers are the plan's
+    judged = tv is not None and not image_ref and any(b.backend == CONTAINER and b.recipe == image
+                                                      for b in tv.backends)
+    machine_blocked = (tv is not None and tv.verdict == BLOCKED and not image_ref
+                       and not any(b.backend == CONTAINER for b in tv.backends))
+    blockers, caveats, reason = list(verdict.blockers), list(verdict.caveats), choice.reason
+    if machine_blocked and tv is not None:
+        blockers, caveats = list(tv.blockers), list(tv.caveats)
+        notes = [f"{f.summary} — fix: {f.fix}" if f.fix else f.summary for f in blockers] + notes
+        if not choice.blocked:
+            reason += " — the container route is blocked on this machine (see the notes)"
+    return Plan(
+        tf=tfs, backend=choice.backend, backend_reason=reason,
+        prefix=runner.target(image, cache_dir), name=name, python=choice.python, tool=choice.tool,
+        steps=runner.steps(image, smoke_script=smoke_script, cache_dir=cache_dir),
+        env_vars={"TF_FORCE_GPU_ALLOW_GROWTH": "true"}, notes=tuple(dict.fromkeys(notes)), recipe_id=image,
+        sources=tuple(image_source_urls(kb, row)), env_python="python3",
+        verdict=tv.verdict if (judged or machine_blocked) and tv is not None else "",
+        blockers=tuple(blockers) if judged or machine_blocked else (),
+        caveats=tuple(caveats) if judged or machine_blocked else ())
 
 
 def plan_environment(
@@ -580,17 +581,17 @@ def engine_driver_cuda(facts: Facts, kb: KnowledgeBase) -> str | None:
     return str(known) if known else "none"
 
 
-def _judged(verdict: Any, tfs: str, kind: str, backend: str, recipe_id: str) -> tuple[dict[str, Any], ...]:
+def _judged(verdict: TargetVerdict | None, tfs: str, kind: str, backend: str, recipe_id: str) -> tuple[Finding, ...]:
     """The blockers or caveats of the chosen recipe (else backend: pip, or conda for conda and rattler)."""
     if verdict is None or verdict.tf != tfs:
         return ()
     family = "pip" if backend == "pip" else "conda"
     mine = [b for b in verdict.backends if b.recipe == recipe_id] or [b for b in verdict.backends if b.backend == family]
-    found = list(getattr(mine[0], kind)) if mine else []
+    found: list[Finding] = list(getattr(mine[0], kind)) if mine else []
     # the target's own findings (no driver, a small GPU) are no backend's; "[pip: recipe] ..." ones are
     found += [f for f in getattr(verdict, kind) if f.summary not in {g.summary for g in found}
               and (not mine or not f.summary.startswith("["))]
-    return tuple(f.to_json() for f in found)
+    return tuple(found)
 
 
 # --------------------------------------------------------------------------- the CPU route
@@ -609,7 +610,7 @@ def cpu_dist_source(kb: KnowledgeBase) -> str:
 
 
 def plan_cpu_environment(
-    kb: Any, facts: Facts, *, tf: str, name: str | None = None, prefix: str | None = None,
+    kb: KnowledgeBase, facts: Facts, *, tf: str, name: str | None = None, prefix: str | None = None,
     python: str | None = None, tools: Mapping[str, str | None] | None = None, home: str = "~/.local/share/tfgpu",
     index_url: str | None = None, find_links: Sequence[str] = (), offline: bool = False,
 ) -> Plan:

@@ -64,9 +64,13 @@ class Choice:
 class RuntimeState(Protocol):
     """A container runtime as the facts show it, judged (tfgpu.containers.Runtime)."""
 
-    name: str
-    gpu_ready: bool
-    blockers: tuple[tuple[str, str, str], ...]  # (check, summary, fix)
+    @property
+    def name(self) -> str: ...
+    @property
+    def gpu_ready(self) -> bool: ...
+    @property
+    def blockers(self) -> tuple[tuple[str, str, str], ...]:  # (check, summary, fix)
+        ...
 
 
 @record
@@ -80,7 +84,7 @@ class Context:
     wheel_pythons: tuple[str, ...]
     python: str | None
     newest_python: str = ""  # the newest Python any known release has wheels for (an example in hints)
-    runtimes: Mapping[str, Any] = field(default_factory=dict)  # installed container runtime -> RuntimeState
+    runtimes: Mapping[str, RuntimeState] = field(default_factory=dict)  # installed container runtime -> its state
 
 
 @record

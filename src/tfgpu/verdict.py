@@ -13,21 +13,38 @@ Vocabulary (README, "Verdicts"):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from tfgpu._record import field, record, replace
 from tfgpu.errors import DataError
+from tfgpu.findings import BLOCKED as BLOCKED  # re-exported, with the records below: callers look here
+from tfgpu.findings import CAVEATS as CAVEATS
+from tfgpu.findings import ERROR as ERROR
+from tfgpu.findings import FAIL as FAIL
+from tfgpu.findings import PASS as PASS
+from tfgpu.findings import READY as READY
+from tfgpu.findings import SKIP as SKIP
+from tfgpu.findings import WARN as WARN
+from tfgpu.findings import BackendVerdict as BackendVerdict
+from tfgpu.findings import Check as Check
+from tfgpu.findings import Finding as Finding
+from tfgpu.findings import TargetVerdict as TargetVerdict
+from tfgpu.gpu_rules import gpu_findings
+from tfgpu.knowledge import register_indexer
+from tfgpu.machine import ARM_ARCHS as ARM_ARCHS
+from tfgpu.machine import Machine as Machine
+from tfgpu.machine import gpu_cc_of as gpu_cc_of
+from tfgpu.machine import maybe_version as _v
+from tfgpu.machine import resolve_version as resolve_version
 from tfgpu.versions import normalize_cuda, series_of, version
 
 if TYPE_CHECKING:
     from tfgpu.facts import Facts
-    from tfgpu.knowledge import ArchTargets, KnowledgeBase, Recipe, Release
+    from tfgpu.knowledge import KnowledgeBase, Recipe, Release
 
-PASS, WARN, FAIL, SKIP, ERROR = "pass", "warn", "fail", "skip", "error"
-READY, CAVEATS, BLOCKED = "ready", "caveats", "blocked"
 
 #: GPUs with at most this much memory get the memory-growth advice (seed 000: MX150 2 GB,
 #: seed 002: CUDNN_STATUS_INTERNAL_ERROR / "Failed to get convolution algorithm" from TF
@@ -39,84 +56,6 @@ ALLOW_GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH=true"
 #: Blockers that come from the machine alone, whatever the release (judge_newest_workable stops at them).
 MACHINE_BLOCKERS = frozenset({"os.supported", "os.wsl", "driver.installed", "driver.kernel_match", "gpu.present",
                               "env.cuda_visible_devices", "cpu.arch"})
-
-#: Linux on these CPUs has no TensorFlow build that uses an NVIDIA GPU: PyPI's aarch64 wheels are AWS's
-#: CPU-only builds (tensorflow-cpu-aws; TF docs pip.md, "Starting with TensorFlow 2.10, Linux CPU-builds for
-#: Aarch64/ARM64 processors are built ... by AWS") and conda-forge skips aarch64 CUDA builds
-#: (tensorflow-feedstock recipe/meta.yaml: `skip: true  # [aarch64 and cuda_compiler_version != "None"]`).
-ARM_ARCHS = frozenset({"aarch64", "arm64", "armv8l", "armv7l"})
-@record
-class Check:
-    id: str
-    status: str
-    summary: str
-    evidence: str = ""
-    source: str = ""
-    fix: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "status": self.status, "summary": self.summary,
-                "evidence": self.evidence, "source": self.source, "fix": self.fix}
-
-
-@record
-class Finding:
-    """A blocker or caveat of one target."""
-
-    check: str
-    summary: str
-    fix: str = ""
-    mitigated_by: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"check": self.check, "summary": self.summary, "fix": self.fix}
-        if self.mitigated_by:
-            out["mitigated_by"] = self.mitigated_by
-        return out
-
-
-@record
-class BackendVerdict:
-    backend: str  # "pip" | "conda"
-    recipe: str
-    viable: bool
-    blockers: tuple[Finding, ...] = ()
-    caveats: tuple[Finding, ...] = ()
-    cuda: str = ""
-    cudnn: str = ""
-    python: tuple[str, ...] = ()
-    preference: int = 0  # among tied conda recipes, lower first (compat.Recipe.conda_preference)
-    runtime: str = ""  # the container backend: docker | podman | apptainer | singularity ("" when none)
-
-    def to_json(self) -> dict[str, Any]:
-        out = {"backend": self.backend, "recipe": self.recipe, "viable": self.viable,
-               "cuda": self.cuda, "cudnn": self.cudnn, "python": list(self.python),
-               "blockers": [b.to_json() for b in self.blockers],
-               "caveats": [c.to_json() for c in self.caveats]}
-        if self.backend == "container":
-            out["image"] = self.recipe
-            out["runtime"] = self.runtime or None
-        return out
-
-
-@record
-class TargetVerdict:
-    tf: str
-    verdict: str
-    backend: str | None
-    recipe: str | None
-    blockers: tuple[Finding, ...]
-    caveats: tuple[Finding, ...]
-    backends: tuple[BackendVerdict, ...] = ()
-    requested: str = ""
-    recipe_id: str | None = None  # the recipe `tfgpu plan` builds it with (tfgpu.choose); None: not chosen
-
-    def to_json(self) -> dict[str, Any]:
-        return {"tf": self.tf, "series": series_of(version(self.tf)), "verdict": self.verdict,
-                "backend": self.backend, "recipe": self.recipe, "recipe_id": self.recipe_id,
-                "blockers": [b.to_json() for b in self.blockers],
-                "caveats": [c.to_json() for c in self.caveats],
-                "backends": [b.to_json() for b in self.backends]}
 
 
 @record
@@ -146,199 +85,6 @@ class Recommendation:
 
 
 # --------------------------------------------------------------------------- facts accessors
-
-
-def _v(text: Any) -> Version | None:
-    if text is None or text == "":
-        return None
-    try:
-        return version(str(text))
-    except InvalidVersion:
-        return None
-
-
-@record
-class Machine:
-    """The facts a verdict needs, read once from the facts document. None = unknown."""
-
-    os: str | None  # linux | windows | macos | wsl2
-    wsl: int | None
-    glibc: Version | None
-    avx: bool | None
-    driver: Version | None
-    driver_text: str
-    driver_cuda: Version | None
-    driver_known: bool
-    driver_error: str
-    kernel_module: Version | None
-    user_library: Version | None
-    gpus: tuple[dict[str, Any], ...] | None  # visible GPUs
-    all_gpus: tuple[dict[str, Any], ...] | None
-    nvidia_pci: int | None  # NVIDIA devices lspci saw, when known
-    cuda_visible: str | None
-    ld_library_path: str | None
-    toolkits: tuple[dict[str, Any], ...]
-    cudnns: tuple[dict[str, Any], ...]
-    pythons: tuple[str, ...] | None  # X.Y available on the machine
-    conda: dict[str, Any] | None
-    tensorflow: tuple[dict[str, Any], ...] | None
-    arch: str | None = None  # CPU architecture as uname -m says (x86_64, aarch64)
-    l4t: str | None = None  # a Jetson's L4T release (/etc/nv_tegra_release)
-    # whether the facts describe the system CUDA toolkits / cuDNN at all: the probe always does (an empty list
-    # is "none installed"); a hand-written facts document that leaves the section out leaves them unknown
-    toolkits_known: bool = True
-    cudnns_known: bool = True
-    driver_source: str = ""  # "override" when --driver / TFGPU_DRIVER_VERSION set it
-
-    @classmethod
-    def from_facts(cls, facts: Facts, kb: KnowledgeBase | None = None) -> Machine:
-        """The machine a facts document describes; ``kb`` answers which GPU a MIG device names (see _apply_cvd)."""
-        plat = facts.get("platform") or {}
-        raw_os = str(plat.get("os") or "").lower() or None
-        wsl = plat.get("wsl")
-        os_name: str | None
-        if raw_os in ("darwin", "macos", "mac"):
-            os_name = "macos"
-        elif raw_os == "linux" and wsl == 2:
-            os_name = "wsl2"
-        else:
-            os_name = raw_os
-        cpu = facts.get("cpu") or {}
-        conda = facts.get("conda")
-        drv = facts.get("driver") if "driver" in facts else None
-        drv = drv or {}
-        gpus_raw = facts.get("gpus") if "gpus" in facts else None
-        env = facts.get("env") or {}
-        cvd = env.get("CUDA_VISIBLE_DEVICES")
-        all_gpus = tuple(gpus_raw) if isinstance(gpus_raw, list) else None
-        visible = None
-        if all_gpus is not None:
-            visible = tuple(g for g in all_gpus if g.get("visible", True) is not False)
-            if cvd is not None and all(g.get("visible") is None for g in all_gpus):
-                visible = _apply_cvd(all_gpus, str(cvd), kb)
-        py = facts.get("python") if "python" in facts else None
-        pythons: tuple[str, ...] | None = None
-        if isinstance(py, dict):
-            found = []
-            for entry in [{"version": py.get("current")}, *(py.get("interpreters") or [])]:
-                vv = _v((entry or {}).get("version"))
-                if vv is not None:
-                    found.append(f"{vv.major}.{vv.minor}")
-            pythons = tuple(dict.fromkeys(found))
-        lspci = facts.get("lspci_nvidia")
-        tf = facts.get("tensorflow") if "tensorflow" in facts else None
-        return cls(
-            os=os_name, wsl=wsl if isinstance(wsl, int) else None, glibc=_v(plat.get("glibc")),
-            avx=cpu.get("avx") if isinstance(cpu.get("avx"), bool) else None,
-            driver=_v(drv.get("version")), driver_text=str(drv.get("version") or ""), driver_cuda=_v(drv.get("cuda")),
-            driver_known="driver" in facts, driver_error=str(drv.get("error") or ""),
-            driver_source=str(drv.get("source") or ""),
-            kernel_module=_v(drv.get("kernel_module")),
-            user_library=_v(drv.get("user_library") or drv.get("library_version")),
-            gpus=visible, all_gpus=all_gpus,
-            nvidia_pci=len(lspci) if isinstance(lspci, list) else None,
-            cuda_visible=None if cvd is None else str(cvd),
-            ld_library_path=env.get("LD_LIBRARY_PATH"),
-            toolkits=tuple(facts.get("cuda_toolkits") or ()), cudnns=tuple(facts.get("cudnn") or ()),
-            pythons=pythons,
-            conda=conda if isinstance(conda, dict) and conda.get("kind") else None,
-            tensorflow=tuple(tf) if isinstance(tf, list) else None,
-            arch=str(plat.get("arch") or "").strip().lower() or None,
-            l4t=str(plat["jetson"].get("l4t") or "") or None if isinstance(plat.get("jetson"), dict) else None,
-            toolkits_known="cuda_toolkits" in facts, cudnns_known="cudnn" in facts,
-        )
-
-    @property
-    def arm_linux(self) -> bool:
-        """Linux (not macOS) on an ARM CPU."""
-        return self.tf_os == "linux" and self.os != "macos" and (self.arch or "") in ARM_ARCHS
-
-    @property
-    def jetson(self) -> bool:
-        """An NVIDIA Jetson: /etc/nv_tegra_release names its L4T release, or (without that file) ARM Linux whose
-        driver is versioned by its L4T release (32.x-36.x) rather than 5xx."""
-        if self.l4t is not None:
-            return True
-        return self.arm_linux and self.driver is not None and self.driver.major < 100
-
-    @property
-    def tf_os(self) -> str:
-        """The OS key of the knowledge base (WSL2 installs Linux wheels)."""
-        return "linux" if self.os in (None, "linux", "wsl2") else self.os
-
-    def has_gpu(self) -> bool | None:
-        return None if self.gpus is None else bool(self.gpus)
-
-    def ccs(self) -> list[str]:
-        return [str(g["compute_capability"]) for g in (self.gpus or []) if g.get("compute_capability")]
-
-    def driver_cuda_version(self, kb: KnowledgeBase) -> Version | None:
-        """The newest CUDA the driver supports: reported, or derived from the driver table."""
-        if self.driver_cuda is not None:
-            return self.driver_cuda
-        if self.driver is None:
-            return None
-        os_key = "windows" if self.os in ("windows", "wsl2") else "linux"  # WSL2 reports the Windows driver
-        best = None
-        for t in kb.toolkits:
-            floor = t.min_driver(os_key)
-            if floor is not None and floor <= self.driver and (best is None or t.cuda > best):
-                best = t.cuda
-        return best
-
-
-def _apply_cvd(gpus: Iterable[dict[str, Any]], cvd: str, kb: KnowledgeBase | None = None) -> tuple[dict[str, Any], ...]:
-    """CUDA_VISIBLE_DEVICES semantics: indices or UUIDs, in order; an empty value hides all;
-    parsing stops at the first invalid entry (CUDA C Programming Guide, "CUDA Environment Variables").
-
-    A MIG device (`MIG-GPU-<gpu uuid>/<gi>/<ci>` with R450-R465 drivers, `MIG-<uuid>` from R470) is a slice of
-    one GPU, and a CUDA process enumerates one MIG device only (NVIDIA MIG user guide, section
-    "CUDA_VISIBLE_DEVICES": "only enumeration of a single MIG instance is supported", quoted in
-    pytorch/pytorch#130181). Its GPU is the one whose UUID the name embeds; a `MIG-<uuid>` name does not say,
-    so the first GPU that can be partitioned (compat/rules.toml `mig`: compute capability >= 8.0) stands for
-    it; without ``kb`` no GPU is known to be one."""
-    gpus = list(gpus)
-    out: list[dict[str, Any]] = []
-    for raw in cvd.split(","):
-        item = raw.strip()
-        if not item:
-            break
-        match = None
-        if item.isdigit():
-            match = next((g for g in gpus if g.get("index") == int(item)), None)
-        elif item.startswith("MIG-"):
-            parent = None if out else _mig_parent(gpus, item, kb)
-            return tuple(out) if parent is None else (parent,)  # one MIG device per process, nothing after it
-        else:
-            match = next((g for g in gpus if str(g.get("uuid", "")).startswith(item)), None)
-        if match is None:
-            break
-        out.append(match)
-    return tuple(out)
-
-
-def gpu_cc_of(kb: KnowledgeBase, gpu: Mapping[str, Any]) -> str:
-    """A GPU's compute capability: the one the machine reported (NVML, nvidia-smi, a TF log), else the
-    tables' answer for its PCI device ID, else for its whole model name; "" when nobody knows."""
-    return str(gpu.get("compute_capability")
-               or kb.gpu_cc(str(gpu.get("name") or ""), gpu.get("pci_device_id")) or "")
-
-
-def _mig_parent(gpus: list[dict[str, Any]], item: str, kb: KnowledgeBase | None) -> dict[str, Any] | None:
-    """The GPU a MIG device name refers to (see _apply_cvd); None when no listed GPU can hold MIG slices."""
-    gpu_uuid = item[len("MIG-"):].split("/")[0]
-    if gpu_uuid.startswith("GPU-"):
-        return next((g for g in gpus if str(g.get("uuid") or "") == gpu_uuid), None)
-    mig = kb.rule("mig") if kb is not None else None
-    for g in gpus:
-        cc = _v(g.get("compute_capability"))
-        if cc is not None and mig is not None and mig.holds(cc):
-            return g
-    return None
-
-
-def _cc(text: str) -> Version:
-    return version(str(text))
 
 
 # --------------------------------------------------------------------------- environment checks
@@ -583,7 +329,7 @@ def system_cudnn_minor_unstated(m: Machine, cudnn: str) -> bool:
         for c, have in ((c, _v(c.get("version"))) for c in m.cudnns))
 
 
-def _driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bool) -> tuple[list[Finding], list[Finding]]:
+def driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bool) -> tuple[list[Finding], list[Finding]]:
     """Can this driver run a CUDA ``cuda`` runtime? Returns (blockers, caveats)."""
     blockers: list[Finding] = []
     caveats: list[Finding] = []
@@ -638,102 +384,6 @@ def _driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bo
     return blockers, caveats
 
 
-def _gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
-                  build: str = "pip") -> tuple[list[Finding], list[Finding], bool]:
-    """Compute capability of each visible GPU against the code of ``build``'s binaries ("pip": the official
-    wheels, "conda-forge": the feedstock's) and their CUDA. Returns (blockers, caveats, needs_ptx_jit)."""
-    blockers: list[Finding] = []
-    caveats: list[Finding] = []
-    jit = False
-    archs = kb.archs_for(v, m.tf_os, build, cuda if build != "pip" else None)
-    toolkit = kb.toolkit(_libs_cuda(kb, v, cuda, m.tf_os))
-    kinds: dict[tuple[str, str], int] = {}  # identical GPUs (8 x H100) are judged once
-    for g in m.gpus or ():
-        cc_text = gpu_cc_of(kb, g)
-        if cc_text:
-            key = (str(g.get("name") or "GPU of unknown model"), cc_text)
-            kinds[key] = kinds.get(key, 0) + 1
-    for (gpu_name, cc_text), count in kinds.items():
-        cc = _cc(cc_text)
-        name = (f"{f'{count} x ' if count > 1 else ''}{gpu_name} (compute capability {cc_text}, "
-                f"{kb.arch_name(cc_text) or 'unknown arch'})")
-        if toolkit and toolkit.cc_max and cc.major > _cc(toolkit.cc_max).major:
-            newer = _first_series_supporting(kb, cc, m.tf_os)
-            blockers.append(Finding(
-                "gpu.arch",
-                f"{name} is newer than CUDA {cuda} (up to compute capability {toolkit.cc_max}): its cuDNN/cuBLAS carry no "
-                "kernels for this GPU ('no kernel image is available', CUDNN_STATUS_ARCH_MISMATCH, or minutes of PTX JIT)",
-                fix=f"use TensorFlow >= {newer}" if newer else _no_wheel_fix(kb, cc, cc_text, m.tf_os),
-            ))
-            continue
-        if toolkit and toolkit.cc_min and cc < _cc(toolkit.cc_min):
-            blockers.append(Finding(
-                "gpu.arch",
-                f"{name} is older than CUDA {cuda} supports (compute capability >= {toolkit.cc_min})",
-                fix=f"use an older TensorFlow whose CUDA supports compute capability {cc_text}",
-            ))
-            continue
-        if archs is None:
-            continue
-        sass = [_cc(s) for s in archs.sass]
-        ptx = _usable_ptx(archs, cc)
-        if sass and cc < min(sass) and (ptx is None or cc < ptx):
-            blockers.append(Finding(
-                "gpu.arch",
-                f"{name}: TensorFlow {v}'s official wheels carry code for compute capability >= {min(sass)} only "
-                f"(SASS {', '.join(archs.sass)})",
-                fix="use an older TensorFlow that still supports this GPU, or build TensorFlow from source",
-            ))
-            continue
-        if any(s.major == cc.major and s <= cc for s in sass):
-            continue  # SASS runs on later minors of the same major
-        share = archs.partial_share(cc)
-        if share and not (ptx is not None and ptx <= cc):
-            blockers.append(Finding(
-                "gpu.arch", f"{name}: only {share:.0%} of TensorFlow {v}'s kernels carry SASS for it and there is no "
-                f"PTX it can JIT-compile (SASS {', '.join(archs.sass)}, PTX {archs.ptx or 'none'}): the others have "
-                "no kernel image", fix=_no_wheel_fix(kb, cc, cc_text, m.tf_os)))
-            continue
-        if ptx is not None and ptx <= cc and any(_cc(f) == cc for f in archs.ptx_fails):
-            blockers.append(Finding(
-                "gpu.arch",
-                f"{name}: TensorFlow {v}'s official wheels carry no SASS for it, and their compute_"
-                f"{str(ptx).replace('.', '')} PTX is reported not to load on it (CUDA_ERROR_INVALID_PTX, then "
-                "CUDA_ERROR_INVALID_HANDLE at the first GPU op)",
-                fix=_no_wheel_fix(kb, cc, cc_text, m.tf_os),
-            ))
-            continue
-        if ptx is not None and ptx <= cc:
-            jit = True
-            some = (f"SASS for it in only {share:.0%} of TensorFlow {v}'s kernels (SASS {', '.join(archs.sass)}); "
-                    "the others" if share else
-                    f"no SASS for it in TensorFlow {v} (SASS {', '.join(archs.sass)}); kernels")
-            caveats.append(Finding(
-                "gpu.ptx_jit",
-                f"{name}: {some} will be JIT-compiled "
-                f"from compute_{str(ptx).replace('.', '')} PTX at start-up (minutes on first run)",
-                fix="export CUDA_CACHE_MAXSIZE=4294967296 to keep the JIT cache, or use a newer TensorFlow",
-            ))
-            continue
-        blockers.append(Finding(
-            "gpu.arch", f"{name}: TensorFlow {v} carries no code that can run on it (SASS {', '.join(archs.sass)}, PTX "
-            f"{archs.ptx or 'none'})", fix="use a newer TensorFlow",
-        ))
-    return blockers, caveats, jit
-
-
-def _usable_ptx(archs: ArchTargets, cc: Version) -> Version | None:
-    """The PTX a GPU of compute capability ``cc`` JIT-compiles from: the highest target not above ``cc``
-    (PTX compiles forward only); when every target is above it, the lowest (the verdict then blocks).
-    Rows list every PTX target where a build carries several: TF <= 2.2 embedded PTX for each listed
-    architecture (compat/tf_archs.toml; tests/cases: a Maxwell MX110, 5.0, runs TF 2.0.1 after minutes of JIT)."""
-    ptxs = sorted(_cc(p) for p in (archs.ptx_all or ((archs.ptx,) if archs.ptx else ())))
-    if not ptxs:
-        return None
-    below = [p for p in ptxs if p <= cc]
-    return below[-1] if below else ptxs[0]
-
-
 def _glibc_findings(m: Machine, kb: KnowledgeBase, rel: Release) -> list[Finding]:
     """glibc against the wheels: the manylinux tag decides whether pip installs them; the highest GLIBC_
     symbol version their .so files need (read from the wheels, compat/wheels.toml) whether they load.
@@ -757,66 +407,6 @@ def _glibc_findings(m: Machine, kb: KnowledgeBase, rel: Release) -> list[Finding
             f"this machine has {m.glibc}, so pip installs it but `import tensorflow` fails "
             f"(version `GLIBC_{read.glibc}' not found)", fix=fix)]
     return []
-
-
-def _no_wheel_fix(kb: KnowledgeBase, cc: Version, cc_text: str, os: str) -> str:
-    """What to do when no official wheel runs on a GPU: conda-forge's build if one carries its code."""
-    cf = _conda_forge_release_supporting(kb, cc, "linux")
-    if cf:
-        where = "inside WSL2 (native Windows has no such build), " if os == "windows" else ""
-        return (f"{where}use conda-forge's TensorFlow {cf}, built with code for compute capability {cc_text}: "
-                f"tfgpu create --tf {cf} --backend conda")
-    return (f"no TensorFlow release known to tfgpu runs on compute capability {cc_text}: use NVIDIA's NGC TensorFlow "
-            "container (nvcr.io/nvidia/tensorflow, 25.02 or later is reported to work on RTX 50-series) or build "
-            "TensorFlow from source")
-
-
-def _conda_forge_release_supporting(kb: KnowledgeBase, cc: Version, os: str) -> str | None:
-    """The newest conda-forge TensorFlow whose CUDA and GPU code both cover ``cc`` (None: none does)."""
-
-    def find() -> str | None:
-        if os != "linux":
-            return None
-        for r in kb.conda_forge_tf_builds():
-            t = kb.toolkit(r.cuda)
-            archs = kb.archs_for(r.version, "linux", "conda-forge", r.cuda)
-            if not (t and t.cc_max and _cc(t.cc_max).major >= cc.major and archs and archs.build == "conda-forge"):
-                continue
-            if any(_cc(s).major == cc.major and _cc(s) <= cc for s in archs.sass):
-                return str(r.version)
-        return None
-
-    return kb.derived("conda_forge_supporting", f"{cc}/{os}", find)
-
-
-def _libs_cuda(kb: KnowledgeBase, v: Version, cuda: str, os: str) -> str:
-    """The newest CUDA whose libraries a pip install may bring: `tensorflow[and-cuda]` from 2.20 pins
-    ranges such as nvidia-cublas-cu12<13.0,>=12.5.3.2 (PyPI metadata), so pip takes the newest 12.x."""
-    rel = kb.gpu_release(v, os)
-    if rel is None or not rel.and_cuda or any("==" in req for req in rel.and_cuda):
-        return cuda
-    major = version(normalize_cuda(cuda)).major
-    same = [t.cuda for t in kb.toolkits if t.cuda.major == major]
-    return str(max(same)) if same else cuda
-
-
-def _first_series_supporting(kb: KnowledgeBase, cc: Version, os: str) -> str | None:
-    return kb.derived("first_series_supporting", f"{cc}/{os}", lambda: _find_first_series_supporting(kb, cc, os))
-
-
-def _find_first_series_supporting(kb: KnowledgeBase, cc: Version, os: str) -> str | None:
-    for series in reversed(kb.series(os)):
-        build = kb.build_for(series + ".0", os)
-        if build is None:
-            continue
-        newest = kb.resolve_tf(series, os)
-        t = kb.toolkit(_libs_cuda(kb, newest, build.cuda, os))
-        archs = kb.archs_for(newest, os)
-        if archs is not None and any(_cc(f) == cc for f in archs.ptx_fails):
-            continue  # its CUDA knows the GPU, but its PTX is reported not to load on it
-        if t and t.cc_max and _cc(t.cc_max).major >= cc.major:
-            return series
-    return None
 
 
 def _arm_fix(m: Machine, kb: KnowledgeBase) -> str:
@@ -888,7 +478,7 @@ def _after_windows_gpu(kb: KnowledgeBase, v: Version) -> bool:
     return v.release[:2] > last.release[:2]
 
 
-def _recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) -> bool:
+def recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) -> bool:
     """Conda metapackages exist only for the versions the channel has."""
     if recipe.backend != "conda":
         return True
@@ -1002,15 +592,15 @@ def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str 
         name = _backend_name(recipe)
         if backend not in ("auto", name) and not (backend == "rattler" and name == "conda"):
             continue
-        if not _recipe_available(kb, recipe, v, os):
+        if not recipe_available(kb, recipe, v, os):
             continue
         b_block: list[Finding] = []
         b_cav: list[Finding] = []
         cuda, cudnn = _recipe_cuda(kb, recipe, v, os, build.cuda, build.cudnn, driver_cuda)
         judged = (cuda, _arch_build(recipe))
         if judged not in per_cuda:  # recipes of one release mostly share their CUDA: judge the GPUs once
-            g_block, g_cav, jit = _gpu_findings(m, kb, v, cuda, judged[1])
-            per_cuda[judged] = (g_block, g_cav, jit, *_driver_findings(m, kb, cuda, jit))
+            g_block, g_cav, jit = gpu_findings(m, kb, v, cuda, judged[1])
+            per_cuda[judged] = (g_block, g_cav, jit, *driver_findings(m, kb, cuda, jit))
         g_block, g_cav, jit, d_block, d_cav = per_cuda[judged]
         b_block += g_block + d_block
         b_cav += g_cav + d_cav
@@ -1156,19 +746,6 @@ def _system_library_findings(
     return out, unknown
 
 
-def resolve_version(kb: KnowledgeBase, tf: str, m: Machine) -> Version:
-    """Resolve on the machine's OS; a release that exists only elsewhere (TF >= 2.11 on native
-    Windows, anything on macOS) still resolves, so that the verdict can say why it is blocked."""
-    from tfgpu.errors import UsageError
-
-    try:
-        return kb.resolve_tf(tf, m.tf_os)
-    except UsageError:
-        if m.tf_os == "linux":
-            raise
-        return kb.resolve_tf(tf, "linux")
-
-
 def judge_requested(facts: Facts, kb: KnowledgeBase, tf: str, *, backend: str = "auto",
                     machine: Machine | None = None) -> TargetVerdict:
     """A release is judged as is; a series ("2.2") by its newest release that can work here."""
@@ -1218,8 +795,16 @@ def judge_series(facts: Facts, kb: KnowledgeBase, *, backend: str = "auto",
 
 def warm_up(kb: KnowledgeBase, os: str = "linux") -> None:
     """Build the knowledge base's indexes that verdicts use (releases by series, recipes, GPU code, Python
-    ranges) by judging a machine about which nothing is known (compat caches them with the tables)."""
+    ranges) by judging a machine about which nothing is known (the knowledge base caches them with its tables)."""
     judge_series({"platform": {"os": "linux", "wsl": 2} if os == "wsl2" else {"os": os}}, kb)
+
+
+def _index_for_verdicts(kb: KnowledgeBase) -> None:
+    for os in ("linux", "wsl2", "windows"):
+        warm_up(kb, os)
+
+
+register_indexer(_index_for_verdicts)  # the knowledge base fills these indexes before it caches itself
 
 
 def judge_newest_workable(facts: Facts, kb: KnowledgeBase, releases: list[Version], *,

@@ -60,10 +60,10 @@ def _print_plan(plan: Any) -> None:
     if getattr(plan, "verdict", ""):
         colour = {"ready": "green", "caveats": "yellow", "blocked": "red"}.get(plan.verdict, "bold")
         lines.append(("  verdict here: ", (plan.verdict.upper(), colour), " (CPU only)" if plan.cpu else ""))
-        lines += [("  ", ("✗", "red"), f" {b.get('summary')}" + (f" (fix: {b['fix']})" if b.get("fix") else ""))
+        lines += [("  ", ("✗", "red"), f" {b.summary}" + (f" (fix: {b.fix})" if b.fix else ""))
                   for b in plan.blockers]
-        lines += [("  ", ("!", "yellow"), f" {c.get('summary')}"
-                   + (f" (handled: {c['mitigated_by']})" if c.get("mitigated_by") else "")) for c in plan.caveats]
+        lines += [("  ", ("!", "yellow"), f" {c.summary}"
+                   + (f" (handled: {c.mitigated_by})" if c.mitigated_by else "")) for c in plan.caveats]
     output.lines(lines, one_line=True)  # one value per line: a newline in a value is shown escaped, not obeyed
 
 

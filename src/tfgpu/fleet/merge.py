@@ -20,10 +20,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfgpu import __version__
 from tfgpu.facts import as_facts
+
+if TYPE_CHECKING:
+    from tfgpu.knowledge import KnowledgeBase
 
 SCHEMA = "tfgpu.fleet/1"
 DOCTOR_SCHEMA = "tfgpu.doctor/1"
@@ -331,7 +334,7 @@ def _node_name(facts: Mapping[str, Any], marker_node: str | None, source: str, i
 
 
 def merge(
-    args: Iterable[str], *, kb: Any, tf: str | None = None, stdin: Any = None,
+    args: Iterable[str], *, kb: KnowledgeBase, tf: str | None = None, stdin: Any = None,
     judge: Callable[[Mapping[str, Any], str | None], dict[str, Any]] | None = None,
 ) -> Fleet:
     """Read every report and group the nodes by machine. ``judge(facts, tf)`` returns a doctor document
@@ -401,7 +404,7 @@ def merge(
                  foreign_versions=foreign, tf=tf, data_version=kb.data_version)
 
 
-def _doctor_judge(kb: Any) -> Callable[[Mapping[str, Any], str | None], dict[str, Any]]:
+def _doctor_judge(kb: KnowledgeBase) -> Callable[[Mapping[str, Any], str | None], dict[str, Any]]:
     from tfgpu import report
     from tfgpu.verdict import diagnose
 
