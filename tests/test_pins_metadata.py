@@ -57,3 +57,25 @@ def test_an_impossible_pin_is_caught() -> None:
     released = [Version(v) for v in DATA["released"]["numpy"]]
     assert not any(v in SpecifierSet("<1.19") and v in own for v in released)
     assert any(v in SpecifierSet("<2") and v in own for v in released)
+
+
+def test_every_and_cuda_requirement_resolves_on_pypi_or_the_plan_installs_another_release() -> None:
+    """A release whose `and-cuda` extra names a version PyPI does not have (tensorflow 2.15.0:
+    tensorrt-libs==8.6.1) must be installed as another release (compat/pins.toml `installs`)."""
+    from tfgpu.knowledge import load_kb
+
+    kb = load_kb()
+    released = DATA["and_cuda_released"]
+    unresolvable = []
+    for rel in kb.releases:
+        for line in rel.and_cuda:
+            req = Requirement(line)
+            if not any(req.specifier.contains(v, prereleases=True) for v in released[req.name]):
+                unresolvable.append((str(rel.version), line))
+    assert ("2.15.0", "tensorrt-libs==8.6.1") in unresolvable
+    for version, _line in unresolvable:
+        sub = kb.install_as_for(Version(version), "pip-and-cuda")
+        assert sub is not None, version
+        post = next(r for r in kb.releases if r.dist == "tensorflow" and str(r.version) == sub.install)
+        assert all(any(Requirement(x).specifier.contains(v, prereleases=True) for v in released[Requirement(x).name])
+                   for x in post.and_cuda)
