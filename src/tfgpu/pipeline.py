@@ -389,18 +389,18 @@ def blocked_error(facts: Mapping[str, Any], verdict: TargetVerdict, tf: str) -> 
         lines.append(f"- and {len(shown) - 3} more: tfgpu doctor --tf {verdict.tf or tf}")
     if others:
         lines.append(others)
-    alt = alternative(facts, verdict.tf or tf)
+    alt = alternative(facts, verdict.tf or tf, verdict.backend or "auto")
     hint = (f"instead: {alt.command}; " if alt else "") + "--force builds it anyway, --cpu a CPU-only environment"
     return NotReady("\n".join(lines), hint=hint)
 
 
-def alternative(facts: Mapping[str, Any], blocked_tf: str) -> Recommendation | None:
+def alternative(facts: Mapping[str, Any], blocked_tf: str, backend: str = "auto") -> Recommendation | None:
     """What works here instead of a blocked target: the doctor's recommendation (a release that uses the GPU,
-    else the CPU route)."""
+    else the CPU route; for a container backend, that route's best release first)."""
     from tfgpu.knowledge import load_kb
     from tfgpu.verdict import recommend_instead
 
-    return recommend_instead(as_facts(facts), load_kb(), blocked_tf)
+    return recommend_instead(as_facts(facts), load_kb(), blocked_tf, backend=backend)
 
 
 def what_force_replaces(prefix: str, force: bool) -> str | None:

@@ -184,7 +184,8 @@ def find(name_or_prefix: str) -> dict[str, Any] | None:
 
 
 def record(*, name: str | None, prefix: str, backend: str, tool: str, tf: str, python: str,
-           recipe: str, env_python: str, env_id: str | None = None) -> dict[str, Any]:
+           recipe: str, env_python: str, env_id: str | None = None,
+           gpu_args: tuple[str, ...] = ()) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "name": name, "prefix": prefix, "backend": backend, "tool": tool, "tf": tf, "python": python,
         "recipe": recipe, "env_python": env_python,
@@ -192,6 +193,8 @@ def record(*, name: str | None, prefix: str, backend: str, tool: str, tf: str, p
     }
     if env_id is not None:
         entry["id"] = env_id
+    if gpu_args:  # a container reached through Docker's CDI: `tfgpu run` gives it the same devices
+        entry["gpu_args"] = list(gpu_args)
     with _registry_lock():
         envs = [e for e in load() if e.get("prefix") != prefix]
         envs.append(entry)

@@ -89,7 +89,7 @@ def command_for(entry: Mapping[str, Any], cmd: Sequence[str], *, base: Mapping[s
         from tfgpu import containers
 
         argv = containers.run_in_container(str(entry.get("tool") or entry["backend"]), str(entry["prefix"]),
-                                           list(cmd), cwd or str(Path.cwd()))
+                                           list(cmd), cwd or str(Path.cwd()), entry.get("gpu_args") or ())
         return tuple(argv), env
     if os.name == "nt":
         return tuple(cmd), windows_environ(entry, env)

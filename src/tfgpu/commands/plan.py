@@ -175,7 +175,7 @@ def _alternative(facts: dict[str, Any], plan: Any) -> str:
     """The command that works here instead of a blocked plan (the doctor's recommendation)."""
     from tfgpu.pipeline import alternative
 
-    rec = alternative(facts, plan.tf)
+    rec = alternative(facts, plan.tf, plan.backend)
     return rec.command if rec else ""
 
 
