@@ -435,7 +435,11 @@ def plan_environment(
     conda_part, pip_part = _recipe_parts(recipe.packages)
     pip_reqs: list[str] = []
     if recipe.backend == "pip":
-        pip_reqs.append(f"{dist}[and-cuda]=={tfs}" if "[and-cuda]" in recipe.packages else f"{dist}=={tfs}")
+        install_as = kb.install_as_for(v, recipe.id)
+        tf_pip = install_as.install if install_as else tfs
+        if install_as:
+            notes.append(f"installs {dist} {tf_pip} for {tfs}: {install_as.why}")
+        pip_reqs.append(f"{dist}[and-cuda]=={tf_pip}" if "[and-cuda]" in recipe.packages else f"{dist}=={tf_pip}")
     elif recipe.backend == "conda+pip":
         for spec in _split_specs(pip_part, "", tfs):
             if spec.split("=")[0].split("<")[0].strip() == "tensorflow":
