@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from packaging.version import InvalidVersion, Version
 
 from tfgpu import __version__
-from tfgpu._record import field, record
+from tfgpu._record import field, record, replace
 from tfgpu.errors import DataError, UsageError
 from tfgpu.versions import normalize_cuda as normalize_cuda  # re-exported: compat is where callers look
 from tfgpu.versions import series_of as series_of
@@ -302,6 +302,12 @@ class Build:
     dist: str
     source: str
     note: str = ""
+    # Where the release's own wheel disagrees with the docs table (compat/tensorflow.toml `corrections` rows
+    # with a `wheel`, written by scripts/scan_build_info.py), `cuda`/`cudnn` hold the wheel's value and these
+    # the docs' (empty where they agree); `wheel_source` is the [sources] key of the wheel read.
+    docs_cuda: str = ""
+    docs_cudnn: str = ""
+    wheel_source: str = ""
 
     @property
     def series(self) -> str:
@@ -529,7 +535,26 @@ def _parse_builds(name: str, data: dict[str, Any]) -> tuple[Build, ...]:
             raise _bad(name, row, f"bad build row: {exc}") from None
         if row["os"] not in OSES:
             raise _bad(name, row, f"os {row['os']!r} is not one of {OSES}")
-    return tuple(out)
+    return tuple(_apply_wheel_corrections(name, data, out))
+
+
+def _apply_wheel_corrections(name: str, data: dict[str, Any], builds: list[Build]) -> list[Build]:
+    """The docs rows with what the release's wheel itself loads where it differs (`corrections` rows that
+    cite a `wheel`): tfgpu judges a machine by the wheel it will run; the docs value is kept in docs_*."""
+    out = list(builds)
+    for row in data.get("corrections") or []:
+        if "wheel" not in row:
+            continue
+        field_name = row.get("field")
+        idx = next((i for i, b in enumerate(out) if str(b.tf) == str(row.get("tf")) and b.os == row.get("os")), None)
+        if field_name not in ("cuda", "cudnn") or idx is None:
+            raise _bad(name, row, "a wheel correction names a cuda/cudnn field of an existing (tf, os) row")
+        b = out[idx]
+        if str(getattr(b, field_name)) != str(row.get("old")):
+            raise _bad(name, row, f"the docs row says {field_name} = {getattr(b, field_name)!r}, not {row.get('old')!r}")
+        out[idx] = replace(b, **{field_name: str(row["new"]), f"docs_{field_name}": str(row["old"]),
+                                "wheel_source": str(row["source"])})
+    return out
 
 
 def _pythons(tags: str) -> tuple[str, ...]:
@@ -650,6 +675,18 @@ class PythonLimit:
     source: str
 
 
+@record
+class InstallAs:
+    """Release ``tf`` is installed as release ``install`` by recipe ``recipe`` because the named release
+    cannot be installed from PyPI (compat/pins.toml `installs`)."""
+
+    tf: VersionSpec
+    recipe: str
+    install: str
+    why: str
+    source: str
+
+
 #: What a compat/rules.toml row's `applies` ranges over.
 RULE_SUBJECTS = ("tf", "cuda", "cc")
 #: The rules tfgpu's code asks for by id: compat/rules.toml must have each (a missing one is a DataError when
@@ -723,6 +760,7 @@ class KnowledgeBase:
     notes: tuple[Note, ...] = ()
     pins: tuple[Pin, ...] = ()
     python_limits: tuple[PythonLimit, ...] = ()
+    installs: tuple[InstallAs, ...] = ()
     verified: tuple[Verified, ...] = ()
     container_images: tuple[ContainerImage, ...] = ()
     container_series: tuple[ContainerSeries, ...] = ()
@@ -742,6 +780,10 @@ class KnowledgeBase:
         """The Pythons pip recipe ``recipe_id`` can install release ``v`` with, where narrower than the
         release's wheels (compat/pins.toml `pythons`); None when the wheels' range holds."""
         return next((lim for lim in self.python_limits if lim.recipe == recipe_id and v in lim.tf), None)
+
+    def install_as_for(self, v: Version, recipe_id: str) -> InstallAs | None:
+        """The release recipe ``recipe_id`` installs in place of ``v`` (compat/pins.toml `installs`), if any."""
+        return next((i for i in self.installs if i.recipe == recipe_id and v in i.tf), None)
 
     def rule(self, rule_id: str) -> Rule:
         """The rule ``rule_id`` of compat/rules.toml (one of RULE_IDS, which loading checks are all there)."""
@@ -1192,7 +1234,7 @@ def _parse_kb() -> KnowledgeBase:
             PlatformBuild(platform=str(r["platform"]), text=str(r["text"]), source=str(r["source"]))
             for r in _rows("tensorflow", tf, "platform_builds", required=False)
         ),
-        notes=_parse_notes(), pins=_parse_pins(), python_limits=_parse_python_limits(), verified=_parse_verified(),
+        notes=_parse_notes(), pins=_parse_pins(), python_limits=_parse_python_limits(), installs=_parse_installs(), verified=_parse_verified(),
         container_images=images, container_series=series, container_rules=rules, rules=_parse_rules(),
         container_faults=_parse_image_faults(),
         macos_tags=_parse_macos_tags(rel), source_tables=_source_tables(),
@@ -1280,7 +1322,8 @@ def _cache_classes() -> dict[str, type]:
     """The record classes a cache file may hold (an allow-list: nothing else is ever rebuilt)."""
     return {c.__name__: c for c in (KnowledgeBase, Build, Release, PyRange, Toolkit, MinorCompat, ArchTargets,
                                     Recipe, CondaPackage, GpuModel, WheelFacts, GpuDevice, CpuRequirement, PlatformBuild, Note,
-                                    Pin, PythonLimit, Verified, ContainerImage, ContainerSeries, Rule, ImageFault)}
+                                    Pin, PythonLimit, InstallAs, Verified, ContainerImage, ContainerSeries, Rule,
+                                    ImageFault)}
 
 
 def _read_cache(cache: Path, classes: dict[str, type]) -> tuple[Any, bool]:
@@ -1474,7 +1517,22 @@ def _parse_python_limits() -> tuple[PythonLimit, ...]:
     return tuple(out)
 
 
-def pin_source_urls(pin: Pin | PythonLimit) -> str:
+def _parse_installs() -> tuple[InstallAs, ...]:
+    data = load_toml("pins")
+    out = []
+    for row in _rows("pins", data, "installs", required=False):
+        try:
+            install = str(version(str(row["install"])))
+        except (KeyError, InvalidVersion):
+            raise _bad("pins", row, "install must be a release version") from None  # noqa: EM101
+        if not str(row.get("why", "")).strip():
+            raise _bad("pins", row, "an install row needs a `why`")  # noqa: EM101
+        out.append(InstallAs(tf=_spec("pins", row), recipe=str(row["recipe"]), install=install,
+                             why=str(row["why"]), source=str(row["source"])))
+    return tuple(out)
+
+
+def pin_source_urls(pin: Pin | PythonLimit | InstallAs) -> str:
     """The URLs behind a pin's source keys, `; `-joined (what plans cite)."""
     sources = load_kb().sources("pins")
     keys = (pin.source, pin.source2) if isinstance(pin, Pin) else (pin.source,)

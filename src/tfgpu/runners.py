@@ -88,7 +88,7 @@ class Context:
 
 
 @record
-class Build:
+class PlannedBuild:
     """What the planner decided for a recipe (tfgpu.plan.plan_environment), for its runner's ``steps``: where
     the environment goes, what goes in, and with which interpreter and tool."""
 
@@ -131,10 +131,10 @@ class Runner(Protocol):
 class RecipeRunner(Runner, Protocol):
     """A runner of compat/recipes.toml's recipes: its steps make the environment and install the packages."""
 
-    def steps(self, b: Build) -> list[Step]: ...
+    def steps(self, b: PlannedBuild) -> list[Step]: ...
 
 
-def _pip_into_conda_env(b: Build) -> list[Step]:
+def _pip_into_conda_env(b: PlannedBuild) -> list[Step]:
     """A conda+pip recipe (or a pip recipe in a conda-made interpreter): pip installs into the new environment."""
     from tfgpu.backends import pip as pip_backend
 
@@ -192,7 +192,7 @@ class PipRunner:
         install = f"install one (`uv python install {example}`)" if example else "install one"
         return UsageError(msg, hint=f"{install}, or use {other}")
 
-    def steps(self, b: Build) -> list[Step]:
+    def steps(self, b: PlannedBuild) -> list[Step]:
         """A venv (uv venv, else python -m venv), then pip (or uv pip) installs the recipe's requirements."""
         from tfgpu.backends import pip as pip_backend
 
@@ -224,7 +224,7 @@ class CondaRunner:
         return UsageError(msg, hint="install one (e.g. micromamba), or use --backend rattler "
                                     "(tfgpu's embedded conda engine)")
 
-    def steps(self, b: Build) -> list[Step]:
+    def steps(self, b: PlannedBuild) -> list[Step]:
         """`TOOL create --override-channels -c ...` (a fresh prefix, or -n NAME), then pip for a conda+pip recipe."""
         from tfgpu.backends import conda as conda_backend
 
@@ -250,7 +250,7 @@ class RattlerRunner:
         msg = "no mamba, micromamba or conda, and tfgpu's embedded conda engine needs Python >= 3.10"
         return UsageError(msg, hint="install micromamba (or mamba/conda), or run tfgpu with Python >= 3.10")
 
-    def steps(self, b: Build) -> list[Step]:
+    def steps(self, b: PlannedBuild) -> list[Step]:
         """`python -m tfgpu.engine create` (py-rattler solves and installs), then pip for a conda+pip recipe."""
         import sys
 

@@ -883,9 +883,13 @@ def recommend_instead(facts: Facts, kb: KnowledgeBase, blocked_tf: str,
     """For a blocked --tf target: the best release that works here, else (no usable GPU) the CPU route. A
     container ``backend`` (docker, podman, apptainer, container) looks for the best release of that route
     first (an image that works, e.g. 2.17.1-gpu when 2.18+'s images carry the wrong cuDNN), then any."""
+    from tfgpu.options import CONTAINER_BACKENDS
+
     machine = machine or Machine.from_facts(facts, kb)
-    if backend in ("container", "docker", "podman", "apptainer"):  # tfgpu.options.CONTAINER_BACKENDS
+    if backend in CONTAINER_BACKENDS:
         rec = recommend(facts, kb, judge_series(facts, kb, backend=backend, machine=machine), machine)
+        if rec is not None and rec.backend == "container":  # the runtime asked for, as the doctor says it
+            rec = replace(rec, command=f"tfgpu create --tf {rec.tf} --backend {backend}")
         if rec is not None:
             return replace(rec, instead_of=blocked_tf)
     verdicts = judge_series(facts, kb, machine=machine)
