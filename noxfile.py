@@ -133,7 +133,9 @@ def update_compat(session: nox.Session) -> None:
 
     scripts/scan_wheel_archs.py first reads the TensorFlow wheels on PyPI that compat/wheel_scan.json
     lacks (range requests, nothing stored but the record; an hour or more for a full scan on two cores),
-    then renders compat/tf_archs.toml and compat/wheels.toml from the record. Upstreams that are local
+    then renders compat/tf_archs.toml and compat/wheels.toml from the record; scripts/scan_build_info.py then
+    reads the CUDA/cuDNN each GPU wheel loads into compat/build_info_scan.json and renders the wheel rows of
+    compat/tensorflow.toml `corrections` (a few minutes). Upstreams that are local
     copies come from the environment: TFGPU_TF_DOCS (tensorflow/docs), TFGPU_CF_FEEDSTOCK
     (conda-forge/tensorflow-feedstock), TFGPU_ANACONDA_FEEDSTOCK (AnacondaRecipes/tensorflow-feedstock),
     TFGPU_PCI_IDS (a pci.ids file)."""
@@ -142,3 +144,5 @@ def update_compat(session: nox.Session) -> None:
     for script in sorted((ROOT / "scripts").glob("update_*.py")):
         session.run("python", str(script), *session.posargs, env=env)
     session.run("python", str(ROOT / "scripts" / "scan_wheel_archs.py"), "--scan", *session.posargs, env=env)
+    # after the arch scan: it takes its wheel list (and DT_NEEDED) from compat/wheel_scan.json
+    session.run("python", str(ROOT / "scripts" / "scan_build_info.py"), "--scan", *session.posargs, env=env)

@@ -61,8 +61,10 @@ def test_corrupt_registry_is_an_input_error(home: Path) -> None:
 def test_remove_only_what_tfgpu_made(tmp_path: Path) -> None:
     made = fake_venv(tmp_path / "made")
     other = fake_venv(tmp_path / "other")
+    env_id = registry.new_env_id()  # what create records; an entry without one is trusted only in envs/
+    registry.write_marker(made, env_id)
     registry.record(name="made", prefix=str(made), backend="pip", tool="uv", tf="2.20.0", python="3.11", recipe="r",
-                env_python="x")
+                env_python="x", env_id=env_id)
     with pytest.raises(UsageError, match="not an environment tfgpu made"):
         registry.remove(str(other))
     assert other.exists()
@@ -109,8 +111,10 @@ def test_cli_envs_and_remove(tmp_path: Path, cli: Any) -> None:
     assert code == 0
     assert "no environments yet" in out
     p = fake_venv(tmp_path / "cli-env")
+    env_id = registry.new_env_id()
+    registry.write_marker(p, env_id)
     registry.record(name="cli-env", prefix=str(p), backend="pip", tool="uv", tf="2.20.0", python="3.11", recipe="r",
-                env_python="x")
+                env_python="x", env_id=env_id)
     code, out, _ = cli("envs")
     assert code == 0
     assert "cli-env" in out

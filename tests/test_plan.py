@@ -85,7 +85,8 @@ def _check_consistent(plan: Plan, os_name: str) -> None:
         assert len(tf_reqs) == 1
         req = tf_reqs[0]
         assert req.name == KB.gpu_dist(v)
-        assert str(req.specifier) == f"=={plan.tf}"
+        install_as = KB.install_as_for(v, recipe.id) if recipe.backend == "pip" else None
+        assert str(req.specifier) == f"=={install_as.install if install_as else plan.tf}"
         assert ("and-cuda" in req.extras) == (v >= Version("2.14") and recipe.backend == "pip")
         for pin in load_pins():
             assert (pin.requirement in plan.pip_requirements) == (v in pin.tf)
@@ -386,6 +387,23 @@ def test_tf_2_14_and_cuda_plans_a_python_tensorrt_has_wheels_for() -> None:
     # 2.15 pins no tensorrt: 3.11 stays
     assert plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.15.1", backend="pip", tools=TOOLS_ALL,
                             home=HOME).python == "3.11"
+
+
+def test_tf_2_15_0_and_cuda_installs_the_post1_release() -> None:
+    """tensorflow[and-cuda]==2.15.0 requires tensorrt-libs==8.6.1, which PyPI does not have (uv: 'there is
+    no version of tensorrt-libs==8.6.1'); 2.15.0.post1 drops TensorRT from the extra (compat/pins.toml
+    `installs`, found by checking every recorded and-cuda requirement against PyPI)."""
+    rel = next(r for r in KB.releases if r.dist == "tensorflow" and str(r.version) == "2.15.0")
+    assert any(p.startswith("tensorrt-libs==8.6.1") for p in rel.and_cuda)
+    post = next(r for r in KB.releases if r.dist == "tensorflow" and str(r.version) == "2.15.0.post1")
+    assert not any(p.startswith("tensorrt") for p in post.and_cuda)
+    plan = plan_environment(KB, facts_for("linux", ["3.11"]), tf="2.15.0", backend="pip", tools=TOOLS_ALL, home=HOME)
+    assert plan.recipe_id == "pip-and-cuda"
+    assert plan.pip_requirements[0] == "tensorflow[and-cuda]==2.15.0.post1"
+    assert any("tensorrt-libs==8.6.1" in n for n in plan.notes)
+    # the CPU recipe and other releases are untouched
+    assert KB.install_as_for(Version("2.15.1"), "pip-and-cuda") is None
+    assert KB.install_as_for(Version("2.15.0"), "pip-cpu") is None
 
 
 @pytest.mark.parametrize(("tf", "pinned"), [("1.14.0", True), ("1.15.0", True), ("2.1.0", True), ("2.2.0", False)])

@@ -269,11 +269,13 @@ def test_the_doctor_judges_the_container_route_from_the_recorded_daemon(tmp_path
 
 
 @pytest.mark.real_subprocess
-def test_the_doctor_blocks_a_daemon_without_the_nvidia_runtime_and_names_the_fix(tmp_path: Path):
-    # docker/cli's own rendering of `docker info --format '{{json .}}'`: a reachable daemon with runc only
+def test_a_daemon_that_lists_nvidia_cdi_devices_runs_the_gpu_without_the_nvidia_runtime(tmp_path: Path):
+    # docker/cli's own rendering of `docker info --format '{{json .}}'`: a reachable daemon with runc only and
+    # the CDI devices it discovered (DiscoveredDevices), among them nvidia.com/gpu=gpu0
     from tests.test_verdict import gpu_facts
     from tfgpu.knowledge import load_kb, version
-    from tfgpu.verdict import BLOCKED, judge_release
+    from tfgpu.plan import plan_container
+    from tfgpu.verdict import BLOCKED, READY, judge_release
 
     prof = _profile(tmp_path)
     prof.program("docker", {"info*": (CT / "docker_info_with_devices.json.golden", 0),
@@ -286,10 +288,21 @@ def test_the_doctor_blocks_a_daemon_without_the_nvidia_runtime_and_names_the_fix
     assert docker["runtimes"] == ["runc"]
     assert docker["cdi_devices"] == ["com.example.device1", "nvidia.com/gpu=gpu0"]
     assert section["toolkit"]["runtime"] is False
-    # `--gpus all` needs the nvidia runtime or the toolkit's hook, neither of which is here; the CDI devices
-    # the daemon lists are reported (cdi_devices) for `docker run --device nvidia.com/gpu=...`
+    # no nvidia runtime and no hook, but Docker's CDI (docker run --device vendor.com/class=name) reaches the GPU
     facts = {**gpu_facts("NVIDIA GeForce RTX 3090", "8.6", driver="550.54.15"), "containers": section}
-    tv = judge_release(facts, load_kb(), version("2.15.1"), backend="docker")
+    kb = load_kb()
+    tv = judge_release(facts, kb, version("2.15.1"), backend="docker")
+    assert tv.verdict == READY, tv.blockers
+    (cdi,) = [f for f in tv.caveats if f.check == "container.cdi"]
+    assert "nvidia.com/gpu=gpu0" in cdi.summary
+    assert cdi.mitigated_by
+    plan = plan_container(kb, facts, "2.15.1", backend="docker", image_ref=None, smoke_script="/s.py", cache_dir="/c")
+    run = plan.steps[1].argv
+    assert run[:5] == ("docker", "run", "--rm", "--device", "nvidia.com/gpu=gpu0")
+    assert "--gpus" not in run
+    # the same daemon without the CDI devices: blocked, with the toolkit's fix
+    docker["cdi_devices"] = ["com.example.device1"]
+    tv = judge_release(facts, kb, version("2.15.1"), backend="docker")
     assert tv.verdict == BLOCKED
     (toolkit,) = [f for f in tv.blockers if f.check == "container.toolkit"]
     assert "nvidia-ctk runtime configure --runtime=docker" in toolkit.fix

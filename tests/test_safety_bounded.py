@@ -58,6 +58,13 @@ def _script(tmp_path: Path, body: str) -> str:
     return str(path)
 
 
+def _dies_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not _dead(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return _dead(pid)
+
+
 def _dead(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -79,11 +86,7 @@ def test_background_children_holding_stdout_neither_delay_nor_leak(tmp_path: Pat
     assert res.ok
     assert "NVIDIA-SMI 550.54.15" in res.stdout
     assert took < 5  # bounded (it exits at once; the 30 s child no longer holds the pipes); the leak check below
-    child = int(pidfile.read_text())
-    deadline = time.monotonic() + 2
-    while not _dead(child) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert _dead(child), "the background child of the probe leaked"
+    assert _dies_within(int(pidfile.read_text()), 2.0), "the background child of the probe leaked"
 
 
 @pytest.mark.real_subprocess
@@ -95,4 +98,6 @@ def test_a_hung_probe_and_its_children_are_killed_at_the_deadline(tmp_path: Path
     took = time.monotonic() - start
     assert res.timed_out
     assert took < 10  # the 1 s deadline, then the kill (a loaded machine is slow); never the 30 s of the children
-    assert _dead(int(pidfile.read_text()))
+    # SIGKILL to the group is delivered asynchronously: on a loaded machine the child may still be running for
+    # a moment after capture() returned (this check alone failed 1 run in 3 under load 8)
+    assert _dies_within(int(pidfile.read_text()), 2.0), "the background child of the hung probe survived"

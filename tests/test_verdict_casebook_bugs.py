@@ -180,12 +180,14 @@ def test_an_empty_cudnn_section_still_says_none_is_installed() -> None:
 
 
 def test_a_toolkit_section_left_out_is_a_caveat_and_a_wrong_toolkit_still_blocks() -> None:
-    unknown = linux_facts(driver="410.48", python="3.7", cudnn=["7.4.2"])
+    # cuDNN 7.6.5: the 1.15 wheels were built against cuDNN 7.6 (compat/tensorflow.toml corrections, read from
+    # the wheel), so the cuDNN check passes and only the toolkit is in question
+    unknown = linux_facts(driver="410.48", python="3.7", cudnn=["7.6.5"])
     del unknown["cuda_toolkits"]
     target = judge_target(unknown, KB, "1.15.2", backend="pip")
     assert "cuda.system_toolkit" not in checks(target)
     assert "cuda.system_toolkit" in {c.check for c in target.caveats}
-    wrong = judge_target(linux_facts(driver="410.48", python="3.7", cuda=["10.1"], cudnn=["7.4.2"]), KB, "1.15.2",
+    wrong = judge_target(linux_facts(driver="410.48", python="3.7", cuda=["10.1"], cudnn=["7.6.5"]), KB, "1.15.2",
                          backend="pip")
     assert "cuda.system_toolkit" in checks(wrong)
 

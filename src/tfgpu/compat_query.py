@@ -344,6 +344,12 @@ def _notes(kb: KnowledgeBase, build: Build, versions: list[Version], all_release
     if build.note:
         out.append({"id": "table-note", "text": build.note, "source": _source_url(kb, "tensorflow", build.source),
                     "confidence": "sourced"})
+    if build.wheel_source:  # the wheel disagrees with the docs table: say both, and which one the verdict uses
+        differ = [f"the docs table says {what} {docs}, the wheel was built against {what} {got}"
+                  for what, docs, got in (("CUDA", build.docs_cuda, build.cuda), ("cuDNN", build.docs_cudnn, build.cudnn))
+                  if docs]
+        out.append({"id": "wheel-build-info", "text": "; ".join(differ) + " (tfgpu follows the wheel)",
+                    "source": _source_url(kb, "tensorflow", build.wheel_source), "confidence": "sourced"})
     for note in load_notes():
         if any(note.applies(v, build.os) for v in versions):
             out.append({"id": note.id, "text": note.text, "source": _source_url(kb, "tensorflow", note.source),

@@ -21,6 +21,7 @@ from tfgpu.findings import BackendVerdict, Finding
 from tfgpu.gpu_rules import gpu_findings
 from tfgpu.knowledge import (
     ContainerImage,
+    ImageFault,
     KnowledgeBase,
     Recipe,
     VersionSpec,
@@ -77,6 +78,21 @@ class Runtime:
     gpu_ready: bool
     blockers: tuple[tuple[str, str, str], ...] = ()  # (check, summary, fix)
     caveats: tuple[tuple[str, str, str], ...] = ()
+    #: How a run gives the container the GPUs ("" = the runtime's usual flag: docker --gpus all, podman's
+    #: CDI device, apptainer --nv); for Docker through CDI, the devices the daemon discovered.
+    gpu_args: tuple[str, ...] = ()
+    route: str = ""  # "cdi" when Docker reaches the GPUs through CDI alone (no nvidia runtime, no hook)
+
+
+def docker_cdi_gpu_args(devices: list[str]) -> tuple[str, ...]:
+    """`docker run` flags for the NVIDIA GPUs among the CDI devices the daemon discovered (docker info's
+    DiscoveredDevices): ``--device nvidia.com/gpu=all`` when the daemon lists it (nvidia-ctk's spec has it),
+    else each GPU device it lists. Docker's docs: ``docker run --device=vendor.com/class=device-name``."""
+    gpus = sorted({d for d in devices if d.startswith("nvidia.com/gpu=")})
+    if not gpus:
+        return ()
+    chosen = ["nvidia.com/gpu=all"] if "nvidia.com/gpu=all" in gpus else gpus
+    return tuple(a for d in chosen for a in ("--device", d))
 
 
 def _toolkit(section: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -92,6 +108,8 @@ def judge_runtime(section: Mapping[str, Any], entry: Mapping[str, Any]) -> Runti
     caveats: list[tuple[str, str, str]] = []
     daemon_raw = entry.get("daemon")
     daemon: Mapping[str, Any] = daemon_raw if isinstance(daemon_raw, Mapping) else {}
+    route = ""
+    gpu_args: tuple[str, ...] = ()
     if name == "docker":
         group_raw = section.get("docker_group")
         group: Mapping[str, Any] = group_raw if isinstance(group_raw, Mapping) else {}
@@ -109,10 +127,21 @@ def judge_runtime(section: Mapping[str, Any], entry: Mapping[str, Any]) -> Runti
                             f"sudo usermod -aG docker $USER, then log out and in ({DOCKER_POSTINSTALL})"))
         has_hook = bool(tk.get("present"))
         live = [str(r) for r in entry.get("runtimes") or []]
+        cdi_args = docker_cdi_gpu_args([str(d) for d in entry.get("cdi_devices") or []])
         if not has_hook and not any("nvidia" in r for r in live):
-            blockers.append(("container.toolkit", "Docker has no GPU support: the NVIDIA Container Toolkit is not "
-                             "installed (docker run --gpus fails with 'could not select device driver \"\" with "
-                             "capabilities: [[gpu]]')", TOOLKIT_FIX))
+            if cdi_args and daemon.get("reachable") is not False:
+                # Docker's CDI (docker run --device vendor.com/class=name; Engine 25+, on by default since 28.3):
+                # the daemon lists the NVIDIA devices it discovered, so no nvidia runtime is needed
+                route, gpu_args = "cdi", cdi_args
+            else:
+                cdi_specs = tk.get("cdi_gpu_devices")
+                blockers.append(("container.toolkit", "Docker has no GPU support: the NVIDIA Container Toolkit is not "
+                                 "installed (docker run --gpus fails with 'could not select device driver \"\" with "
+                                 "capabilities: [[gpu]]')", TOOLKIT_FIX + (
+                                     "; or, with the NVIDIA CDI spec already here, enable CDI in Docker (Engine >= 25): "
+                                     "sudo nvidia-ctk runtime configure --runtime=docker --cdi.enabled && sudo "
+                                     "systemctl restart docker, then docker run --device nvidia.com/gpu=all"
+                                     if cdi_specs else "")))
         dj_raw = tk.get("daemon_json")
         daemon_json: Mapping[str, Any] = dj_raw if isinstance(dj_raw, Mapping) else {}
         if daemon.get("reachable") and daemon_json.get("nvidia") and live and not any("nvidia" in r for r in live):
@@ -125,7 +154,7 @@ def judge_runtime(section: Mapping[str, Any], entry: Mapping[str, Any]) -> Runti
                              (CDI_FIX if tk.get("present") else f"{TOOLKIT_FIX.split(':', 1)[0]}, then {CDI_FIX}")))
     # apptainer / singularity: --nv binds the host driver's libraries; nothing else to set up
     return Runtime(name=name, version=str(entry.get("version") or ""), gpu_ready=not blockers,
-                   blockers=tuple(blockers), caveats=tuple(caveats))
+                   blockers=tuple(blockers), caveats=tuple(caveats), gpu_args=gpu_args, route=route)
 
 
 def runtime_states(facts: Mapping[str, Any]) -> dict[str, Runtime] | None:
@@ -186,10 +215,15 @@ def _image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tup
     elif m.driver is not None and image.driver is not None and m.driver < image.driver:
         caveats.append(Finding("container.forward_compat", f"{image.ref} runs on driver {m.driver_text} only through "
                                "CUDA forward compatibility (data-center GPU)"))
+    fault = fault_finding(image, kb)
+    if fault is not None:
+        (blockers if image.fault is not None and image.fault.verdict == "blocked" else caveats).append(fault)
     if image.family == "tensorflow":
         g_block, g_cav, _jit = gpu_findings(m, kb, image.tf, image.cuda, "pip")  # the image holds the pip wheel
         blockers += [Finding(f.check, f"{image.ref}: {f.summary}", f.fix) for f in g_block]
         caveats += g_cav
+        return blockers, caveats
+    if not image.cuda:  # an image named with --image that tfgpu knows nothing about: nothing to judge
         return blockers, caveats
     toolkit = kb.toolkit(_xy(image.cuda))
     for cc_text in sorted(set(m.ccs())):
@@ -201,6 +235,58 @@ def _image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tup
             blockers.append(Finding("container.gpu_arch", f"{image.ref} has CUDA {image.cuda} (up to compute "
                                     f"capability {toolkit.cc_max}); this GPU has {cc_text}", fix="use a newer image"))
     return blockers, caveats
+
+
+def fault_finding(image: ContainerImage, kb: KnowledgeBase) -> Finding | None:
+    """What a tf_image_faults row says about ``image`` as published (None: no row covers it). The doctor's and
+    the plan's verdict (:func:`judge_container`) and `tfgpu lint` (a FROM line) all report this finding."""
+    f = image.fault
+    if f is None:
+        return None
+    return Finding("container.image_cudnn", f"{image.ref} carries cuDNN {f.cudnn} ({f.carries}) while TensorFlow "
+                   f"{image.tf} needs cuDNN {f.needs_cudnn}: TensorFlow finds no GPU in it ({_fault_refs(kb, f)})",
+                   fix=fault_fix(image, kb))
+
+
+def _fault_refs(kb: KnowledgeBase, fault: ImageFault) -> str:
+    """The threads a fault row cites, as a user can open them."""
+    sources = kb.sources("containers")
+    urls = [str(sources[k]["url"]) for k in (fault.source, fault.source2) if k and k in sources]
+    return ", ".join(u.replace("https://github.com/", "").replace("/issues/", "#") for u in urls)
+
+
+def fault_fix(image: ContainerImage, kb: KnowledgeBase) -> str:
+    """The exact fix for an image of a tf_image_faults row: the newest unaffected TensorFlow image (and NGC's
+    image of that series), or the threads' workaround built on top of the published tag."""
+    f = image.fault
+    if f is None:
+        return ""
+    good = newest_unaffected(kb, f)
+    out = []
+    if good is not None:
+        out.append(f"use {good.ref} (TensorFlow {good.tf}, cuDNN {good.cudnn}: tfgpu plan --tf {good.tf} "
+                   f"--backend docker)")
+    if f.workaround:
+        out.append(f"or build FROM {image.ref} with '{f.workaround}' (the workaround reported in "
+                   f"{_fault_refs(kb, f).split(', ')[0]})")
+    return "; ".join(out)
+
+
+def newest_unaffected(kb: KnowledgeBase, fault: ImageFault) -> ContainerImage | None:
+    """TensorFlow's own image of the newest Linux GPU release of ``fault.last_good``'s series (or below) that
+    no fault row covers."""
+    candidates = sorted({b.tf for b in kb.builds if b.os == "linux"}, reverse=True)
+    limit = version(fault.last_good) if fault.last_good else None
+    for v in candidates:
+        if limit is not None and (v.major, v.minor) > (limit.major, limit.minor):
+            continue
+        newest = max((r.version for r in kb.releases if r.dist == "tensorflow" and not r.yanked
+                      and (r.version.major, r.version.minor) == (v.major, v.minor) and not r.version.is_prerelease),
+                     default=v)
+        own = next((i for i in container_images(kb, newest) if i.family == "tensorflow" and i.fault is None), None)
+        if own is not None:
+            return own
+    return None
 
 
 def _xy(text: str) -> str:
@@ -225,7 +311,8 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
     series) that fits this host, run by the first GPU-ready runtime."""
     images = container_images(kb, v)
     if image_ref:
-        named = [i for i in images if i.ref == image_ref] or [i for i in ngc_images() if i.ref == image_ref]
+        named = ([i for i in images if i.ref == image_ref] or [i for i in ngc_images() if i.ref == image_ref]
+                 or tensorflow_tag(kb, image_ref))
         images = named or [ContainerImage(ref=image_ref, family="custom", tf=v, cuda="", cudnn="", python="",
                                           driver=None, compat_drivers=(), cc_min="", published="", source="")]
     memo = machine_memo(m)  # the runtime depends on the machine only, not on the release
@@ -246,6 +333,10 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
     else:
         r_block += [Finding(c, s, f) for c, s, f in runtime.blockers]
         r_cav += [Finding(c, s, f) for c, s, f in runtime.caveats]
+        if runtime.route == "cdi":
+            r_cav.append(Finding("container.cdi", f"Docker reaches the GPUs through CDI here (the daemon lists "
+                                 f"{', '.join(a for a in runtime.gpu_args if a != '--device')}; no nvidia runtime is "
+                                 "registered)", mitigated_by=f"tfgpu runs docker run {' '.join(runtime.gpu_args)}"))
     if not images:
         r_block.append(Finding("container.image", f"no GPU image of TensorFlow {v} is known",
                                fix="pass --image REF, or choose a release listed by tfgpu compat"))
@@ -263,6 +354,22 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
                                     fix=f"tfgpu plan --tf {fits[0].tf} --backend container --image {fits[0].ref}"))
     return BackendVerdict("container", image.ref, not blockers, tuple(blockers), tuple(r_cav + i_cav), image.cuda,
                           image.cudnn, (image.python,) if image.python else (), runtime=runtime.name if runtime else "")
+
+
+#: TensorFlow's own release tags, as --image may name them: X.Y.Z-gpu and its variants (-gpu-jupyter).
+_TF_TAG = re.compile(r"^(?:docker\.io/)?tensorflow/tensorflow:(\d+\.\d+\.\d+)-gpu(?:-[a-z]+)?$")
+
+
+def tensorflow_tag(kb: KnowledgeBase, ref: str) -> list[ContainerImage]:
+    """TensorFlow's own image of the release a tag names (``tensorflow/tensorflow:2.18.0-gpu-jupyter``), under
+    the tag as written; [] for any other reference (``latest-gpu`` names no release)."""
+    from tfgpu._record import replace
+
+    m = _TF_TAG.match(ref)
+    if not m:
+        return []
+    own = [i for i in container_images(kb, m.group(1)) if i.family == "tensorflow"]
+    return [replace(i, ref=ref) for i in own]
 
 
 def container_alternative(kb: KnowledgeBase, m: Machine, v: Version) -> Finding | None:
@@ -302,11 +409,37 @@ def check_image_ref(ref: str) -> str:
     return ref
 
 
-def run_in_container(runtime: str, image: str, command: list[str], cwd: str) -> tuple[str, ...]:
+#: A CDI device flag tfgpu itself writes: --device nvidia.com/gpu=NAME (NAME: an index, a UUID, "all", gpuN).
+_CDI_GPU = re.compile(r"nvidia\.com/gpu=[A-Za-z0-9_.:-]{1,80}")
+
+
+def gpu_args_of(argv: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The CDI GPU flags of a `docker run` argv tfgpu planned (() when it uses the usual --gpus all): what the
+    registry keeps so that `tfgpu run` gives the container the same devices."""
+    if len(argv) < 2 or argv[0] != "docker" or argv[1] != "run":
+        return ()
+    out: list[str] = []
+    for flag, value in zip(argv, argv[1:]):
+        if flag == "--device" and _CDI_GPU.fullmatch(value):
+            out += [flag, value]
+    return tuple(out)
+
+
+def run_in_container(runtime: str, image: str, command: list[str], cwd: str,
+                     gpu_args: Any = ()) -> tuple[str, ...]:
     """`tfgpu run NAME -- CMD` for a container environment: CMD in the image with the current directory
-    mounted at /workspace (the function the run command calls)."""
+    mounted at /workspace (the function the run command calls). ``gpu_args``: the CDI devices the registry
+    recorded for it (read from a file another user may write: only nvidia.com/gpu=... device flags pass)."""
     return gpu_run_argv(runtime, image, command, mounts=((cwd, WORKDIR, False),), workdir=WORKDIR,
-                        env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),))
+                        env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),), gpu_args=recorded_gpu_args(runtime, gpu_args))
+
+
+def recorded_gpu_args(runtime: str, recorded: Any) -> tuple[str, ...]:
+    """The GPU flags a registry entry recorded (its ``gpu_args``), checked: the registry is a file another user
+    may write, so only Docker's ``--device nvidia.com/gpu=...`` pairs pass; anything else gives ()."""
+    if runtime != "docker" or not isinstance(recorded, (list, tuple)):
+        return ()
+    return gpu_args_of(["docker", "run", *(str(a) for a in recorded)])
 
 
 def image_recipe(ref: str, row: ContainerImage | None, v: Version) -> Recipe:
@@ -350,6 +483,13 @@ def choose_image(kb: KnowledgeBase, facts: Facts, v: Version, *, backend: str, i
                   python=(row.python if row else "") or "", blocked=blocked)
 
 
+def gpu_args_for(facts: Mapping[str, Any], backend: str) -> tuple[str, ...]:
+    """The GPU flags of the runtime a plan of ``backend`` runs (() = the runtime's usual flag; Docker through
+    CDI: the devices its daemon discovered). tfgpu.plan.plan_container hands them to the runner's steps."""
+    runtime = pick_runtime(facts, backend)
+    return runtime.gpu_args if runtime is not None else ()
+
+
 def image_source_urls(kb: KnowledgeBase, row: ContainerImage | None) -> list[str]:
     if row is None:
         return []
@@ -366,16 +506,27 @@ def _safe_path(path: str) -> str:
     return path
 
 
-def render_dockerfile(image: str, *, tf: str, requirements: str | None = None) -> str:
+def render_dockerfile(image: str, *, tf: str, requirements: str | None = None, kb: KnowledgeBase | None = None) -> str:
     """A Dockerfile FROM the chosen image, plus the user's requirements.txt when given. The image is a
-    checked reference; the requirements path goes into COPY's JSON form (json.dumps escapes it)."""
+    checked reference; the requirements path goes into COPY's JSON form (json.dumps escapes it). An image
+    of a tf_image_faults row (TensorFlow's 2.18+ tags carry cuDNN 8.9) gets the workaround its threads
+    report, with the reason and the source in a comment (`tfgpu lint` then sees it)."""
     import json
 
+    from tfgpu.knowledge import load_kb
+
     check_image_ref(image)
+    kb = kb or load_kb()
+    row = next((i for i in container_images(kb, tf) if i.ref == image), None)
+    fault = row.fault if row is not None else None
     out = [f"# tfgpu plan --format dockerfile: TensorFlow {tf} on {image}",
            "# run: docker build -t my-tf . && docker run --rm --gpus all my-tf python3 -c "
            "\"import tensorflow as tf; print(tf.config.list_physical_devices('GPU'))\"",
            f"FROM {image}", "ENV TF_FORCE_GPU_ALLOW_GROWTH=true"]
+    if fault is not None and fault.workaround:
+        url = str(kb.sources("containers").get(fault.workaround_source or fault.source, {}).get("url", ""))
+        out += [f"# {image} carries cuDNN {fault.cudnn}; TensorFlow {tf} needs cuDNN {fault.needs_cudnn}. The "
+                f"workaround reported in {url}:", fault.workaround]
     if requirements:
         out += [f"COPY {json.dumps([_safe_path(requirements), '/tmp/requirements.txt'])}",
                 "RUN python3 -m pip install --no-cache-dir -r /tmp/requirements.txt"]
@@ -412,6 +563,11 @@ def explain_cause(entry_id: str, groups: Mapping[str, str], facts: Mapping[str, 
     docker = runtimes.get("docker") or {}
     dj_raw = tk.get("daemon_json")
     dj: Mapping[str, Any] = dj_raw if isinstance(dj_raw, Mapping) else {}
+    cdi = docker_cdi_gpu_args([str(d) for d in docker.get("cdi_devices") or []])
+    if entry_id in _TOOLKIT_ERRORS and cdi:
+        return (f"The Docker daemon here lists NVIDIA CDI devices ({', '.join(cdi[1::2])}): Docker reaches the GPUs "
+                f"through CDI without the nvidia runtime, so run with `docker run {' '.join(cdi)}` instead of --gpus "
+                "all (or --runtime=nvidia).")
     if entry_id in _TOOLKIT_ERRORS:
         tools = [n.replace("_", "-") for n in ("nvidia_ctk", "nvidia_container_cli", "nvidia_container_runtime",
                                                  "nvidia_container_runtime_hook") if tk.get(n)]

@@ -191,6 +191,7 @@ def run_plan(
             if replaced is not None:
                 with guard.hold():  # the rename and knowing about it are one step for a signal
                     moved = prefix.with_name(f".{prefix.name}.tfgpu-old-{os.getpid()}")
+                    _clear_own_name(moved)
                     prefix.rename(moved)
                     aside = moved
                 log.write(f"# moved the old environment ({replaced}) aside to {aside}")
@@ -203,7 +204,10 @@ def run_plan(
             guard.disarm()  # committed: from here on a signal waits until the registry names the new one
         except BaseException as exc:
             guard.disarm()  # a second Ctrl-C / TERM / HUP must not interrupt the restore
-            _cleanup(prefix, aside, log)
+            # the old environment could not be moved aside: it is still at the prefix, and stays there
+            untouched = replaced is not None and aside is None
+            if not untouched:
+                _cleanup(prefix, aside, log)
             tail = interesting_lines(list(log.tail))
             if isinstance(exc, (KeyboardInterrupt, Interrupted)):
                 what = run.signal_name(guard.signum)
@@ -213,11 +217,12 @@ def run_plan(
             elif isinstance(exc, TfgpuError):
                 new = exc
                 new.hint = f"full log: {log_path}" + (f"; {exc.hint}" if exc.hint and str(log_path) not in exc.hint else "")
-                if aside is not None:
+                if aside is not None or untouched:
                     new.message += f" (the previous environment at {prefix} was kept)"
                     new.args = (new.message,)
             elif isinstance(exc, OSError):  # a full disk or a read-only filesystem outside any step
-                new = StepFailed(f"creating {prefix} failed: {exc.strerror or exc}", hint=f"full log: {log_path}")
+                kept = f" (the previous environment at {prefix} was kept)" if aside is not None or untouched else ""
+                new = StepFailed(f"creating {prefix} failed: {exc.strerror or exc}{kept}", hint=f"full log: {log_path}")
             else:
                 raise
             new.log_path = log_path  # type: ignore[attr-defined]
@@ -228,11 +233,19 @@ def run_plan(
         if aside is not None:
             # one rename marks it as replaced; a kill during the delete leaves a -trash- dir, never an -old-
             trash = aside.with_name(f".{prefix.name}.tfgpu-trash-{os.getpid()}")
+            _clear_own_name(trash)
             aside.rename(trash)
             _rmtree(trash)
             log.write(f"# removed the old environment {aside}")
     return CreateResult(prefix, log_path, aside is not None, time.monotonic() - start, replaced_what=replaced,
                         notes=tuple(notes))
+
+
+def _clear_own_name(path: Path) -> None:
+    """``path`` carries this live process's PID, so nothing of ours is there: a link or file someone put at
+    that name (to make the rename fail, or redirect it) is removed (the link, never what it points to)."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
 
 
 def describe_entry(entry: dict[str, object]) -> str:

@@ -1030,6 +1030,14 @@ def explain_stream(
     return ExplainReport(tuple(col.result()), reader.lineno - 1, total, tuple(notes), name)
 
 
+def _is_device(fh: IO[bytes]) -> bool:
+    import os
+    import stat
+
+    mode = os.fstat(fh.fileno()).st_mode
+    return stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+
+
 def explain_file(
     path_or_stdin: str | Path | IO[bytes],
     *,
@@ -1058,6 +1066,9 @@ def explain_file(
         msg = f"{path}: cannot read: {exc.strerror or exc}"
         raise InputError(msg, hint="check the file's permissions") from exc
     with fh:
+        if _is_device(fh):  # /dev/zero, /dev/urandom (or a link to one): endless, and never a log
+            msg = f"{path} is a device, not a log file"
+            raise InputError(msg, hint="give the log file itself, or - to read standard input")
         try:
             return explain_stream(fh, name=str(path), facts=facts, catalog=catalog)
         except OSError as exc:

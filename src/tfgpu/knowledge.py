@@ -303,6 +303,12 @@ class Build:
     dist: str
     source: str
     note: str = ""
+    # Where the release's own wheel disagrees with the docs table (compat/tensorflow.toml `corrections` rows
+    # with a `wheel`, written by scripts/scan_build_info.py), `cuda`/`cudnn` hold the wheel's value and these
+    # the docs' (empty where they agree); `wheel_source` is the [sources] key of the wheel read.
+    docs_cuda: str = ""
+    docs_cudnn: str = ""
+    wheel_source: str = ""
 
     @property
     def series(self) -> str:
@@ -488,6 +494,11 @@ class GpuDevice:
 _ACTIVATION_SPLIT = re.compile(r";(?=\s*[A-Za-z_][A-Za-z0-9_]*=)")
 
 
+#: The keys of a row that cite a [sources] key: source, source2, source3, ..., and any *_source (arch_source,
+#: compat_source, tf_source, workaround_source). Each must name a key of the file's [sources].
+_SOURCE_KEY = re.compile(r"source\d*|[a-z0-9]+_source")
+
+
 def _rows(name: str, data: dict[str, Any], key: str, *, required: bool = True) -> list[dict[str, Any]]:
     rows = data.get(key)
     if rows is None and isinstance(data.get("sources"), dict) and key in data["sources"]:
@@ -503,8 +514,8 @@ def _rows(name: str, data: dict[str, Any], key: str, *, required: bool = True) -
         raise DataError(msg)
     sources = data.get("sources", {})
     for row in rows:
-        for skey in ("source", "source2", "arch_source", "compat_source"):
-            if skey in row and row[skey] not in sources:
+        for skey in [k for k in row if _SOURCE_KEY.fullmatch(k)]:
+            if row[skey] not in sources:
                 raise _bad(name, row, f"{skey} {row[skey]!r} is not in [sources]")
         if "source" not in row:
             raise _bad(name, row, "row has no source")
@@ -525,7 +536,26 @@ def _parse_builds(name: str, data: dict[str, Any]) -> tuple[Build, ...]:
             raise _bad(name, row, f"bad build row: {exc}") from None
         if row["os"] not in OSES:
             raise _bad(name, row, f"os {row['os']!r} is not one of {OSES}")
-    return tuple(out)
+    return tuple(_apply_wheel_corrections(name, data, out))
+
+
+def _apply_wheel_corrections(name: str, data: dict[str, Any], builds: list[Build]) -> list[Build]:
+    """The docs rows with what the release's wheel itself loads where it differs (`corrections` rows that
+    cite a `wheel`): tfgpu judges a machine by the wheel it will run; the docs value is kept in docs_*."""
+    out = list(builds)
+    for row in data.get("corrections") or []:
+        if "wheel" not in row:
+            continue
+        field_name = row.get("field")
+        idx = next((i for i, b in enumerate(out) if str(b.tf) == str(row.get("tf")) and b.os == row.get("os")), None)
+        if field_name not in ("cuda", "cudnn") or idx is None:
+            raise _bad(name, row, "a wheel correction names a cuda/cudnn field of an existing (tf, os) row")
+        b = out[idx]
+        if str(getattr(b, field_name)) != str(row.get("old")):
+            raise _bad(name, row, f"the docs row says {field_name} = {getattr(b, field_name)!r}, not {row.get('old')!r}")
+        out[idx] = replace(b, **{field_name: str(row["new"]), f"docs_{field_name}": str(row["old"]),
+                                "wheel_source": str(row["source"])})
+    return out
 
 
 def _pythons(tags: str) -> tuple[str, ...]:
@@ -646,6 +676,18 @@ class PythonLimit:
     source: str
 
 
+@record
+class InstallAs:
+    """Release ``tf`` is installed as release ``install`` by recipe ``recipe`` because the named release
+    cannot be installed from PyPI (compat/pins.toml `installs`)."""
+
+    tf: VersionSpec
+    recipe: str
+    install: str
+    why: str
+    source: str
+
+
 #: What a compat/rules.toml row's `applies` ranges over.
 RULE_SUBJECTS = ("tf", "cuda", "cc")
 #: The rules tfgpu's code asks for by id: compat/rules.toml must have each (a missing one is a DataError when
@@ -719,11 +761,13 @@ class KnowledgeBase:
     notes: tuple[Note, ...] = ()
     pins: tuple[Pin, ...] = ()
     python_limits: tuple[PythonLimit, ...] = ()
+    installs: tuple[InstallAs, ...] = ()
     verified: tuple[Verified, ...] = ()
     container_images: tuple[ContainerImage, ...] = ()
     container_series: tuple[ContainerSeries, ...] = ()
     container_rules: tuple[dict[str, Any], ...] = ()
     rules: tuple[Rule, ...] = ()  # compat/rules.toml
+    container_faults: tuple[ImageFault, ...] = ()  # compat/containers.toml tf_image_faults
     #: The Python tags of each release's macOS wheels, by (dist, version) (compat/releases.toml `macos`).
     macos_tags: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
     #: Every data file's `[sources]` table, by file name (e.g. "cuda").
@@ -745,6 +789,10 @@ class KnowledgeBase:
         """The Pythons pip recipe ``recipe_id`` can install release ``v`` with, where narrower than the
         release's wheels (compat/pins.toml `pythons`); None when the wheels' range holds."""
         return next((lim for lim in self.python_limits if lim.recipe == recipe_id and v in lim.tf), None)
+
+    def install_as_for(self, v: Version, recipe_id: str) -> InstallAs | None:
+        """The release recipe ``recipe_id`` installs in place of ``v`` (compat/pins.toml `installs`), if any."""
+        return next((i for i in self.installs if i.recipe == recipe_id and v in i.tf), None)
 
     def rule(self, rule_id: str) -> Rule:
         """The rule ``rule_id`` of compat/rules.toml (one of RULE_IDS, which loading checks are all there)."""
@@ -1203,8 +1251,9 @@ def _parse_kb() -> KnowledgeBase:
             PlatformBuild(platform=str(r["platform"]), text=str(r["text"]), source=str(r["source"]))
             for r in _rows("tensorflow", tf, "platform_builds", required=False)
         ),
-        notes=_parse_notes(), pins=_parse_pins(), python_limits=_parse_python_limits(), verified=_parse_verified(),
+        notes=_parse_notes(), pins=_parse_pins(), python_limits=_parse_python_limits(), installs=_parse_installs(), verified=_parse_verified(),
         container_images=images, container_series=series, container_rules=rules, rules=_parse_rules(),
+        container_faults=_parse_image_faults(),
         macos_tags=_parse_macos_tags(rel), source_tables=_source_tables(),
     )
 
@@ -1290,7 +1339,8 @@ def _cache_classes() -> dict[str, type]:
     """The record classes a cache file may hold (an allow-list: nothing else is ever rebuilt)."""
     return {c.__name__: c for c in (KnowledgeBase, Build, Release, PyRange, Toolkit, MinorCompat, ArchTargets,
                                     Recipe, CondaPackage, GpuModel, WheelFacts, GpuDevice, CpuRequirement, PlatformBuild, Note,
-                                    Pin, PythonLimit, Verified, ContainerImage, ContainerSeries, Rule)}
+                                    Pin, PythonLimit, InstallAs, Verified, ContainerImage, ContainerSeries, Rule,
+                                    ImageFault)}
 
 
 def _read_cache(cache: Path, classes: dict[str, type]) -> tuple[Any, bool]:
@@ -1505,7 +1555,22 @@ def _parse_python_limits() -> tuple[PythonLimit, ...]:
     return tuple(out)
 
 
-def pin_source_urls(pin: Pin | PythonLimit) -> str:
+def _parse_installs() -> tuple[InstallAs, ...]:
+    data = load_toml("pins")
+    out = []
+    for row in _rows("pins", data, "installs", required=False):
+        try:
+            install = str(version(str(row["install"])))
+        except (KeyError, InvalidVersion):
+            raise _bad("pins", row, "install must be a release version") from None  # noqa: EM101
+        if not str(row.get("why", "")).strip():
+            raise _bad("pins", row, "an install row needs a `why`")  # noqa: EM101
+        out.append(InstallAs(tf=_spec("pins", row), recipe=str(row["recipe"]), install=install,
+                             why=str(row["why"]), source=str(row["source"])))
+    return tuple(out)
+
+
+def pin_source_urls(pin: Pin | PythonLimit | InstallAs) -> str:
     """The URLs behind a pin's source keys, `; `-joined (what plans cite)."""
     sources = load_kb().sources("pins")
     keys = (pin.source, pin.source2) if isinstance(pin, Pin) else (pin.source,)
@@ -1690,6 +1755,7 @@ class ContainerImage:
     jupyter_ref: str = ""
     source2: str = ""
     driver_text: str = ""  # the floor as NVIDIA writes it (Version prints 535.54.03 as 535.54.3)
+    fault: ImageFault | None = None  # a tf_image_faults row: the published tag does not carry what it should
 
     def driver_ok(self, driver: Version, *, datacenter: bool) -> bool:
         """Host driver ``driver`` runs this image: at or above the floor, or (data-center GPUs only) in a
@@ -1697,6 +1763,40 @@ class ContainerImage:
         if self.driver is None or driver >= self.driver:
             return True
         return datacenter and any(driver.major == c.major and driver >= c for c in self.compat_drivers)
+
+
+@record
+class ImageFault:
+    """Tags of an image repository that do not carry what their release needs (compat/containers.toml
+    ``tf_image_faults``): TensorFlow's 2.18+ GPU images ship cuDNN 8.9 while those releases need cuDNN 9."""
+
+    repo: str
+    tf: VersionSpec  # the releases whose tags are affected
+    tags: str  # the tags the reports name, as they name them
+    carries: str  # what the image carries instead (a package and version)
+    cudnn: str  # the cuDNN the image carries
+    needs_cudnn: str  # the cuDNN the release needs
+    last_good: str  # the newest unaffected series ("2.17")
+    fixed_in: str  # "" = no fixed tag known
+    verdict: str  # "blocked" | "caveats"
+    quote: str
+    workaround: str  # a Dockerfile line the threads report to work ("" = none)
+    source: str
+    also: tuple[str, ...] = ()  # the row's further [sources] keys, in order (source2, source3, ...)
+    workaround_source: str = ""
+    confidence: str = "sourced"
+    note: str = ""
+
+    @property
+    def source2(self) -> str:
+        return self.also[0] if self.also else ""
+
+    def covers(self, repo: str, tf: Version) -> bool:
+        return repo == self.repo and tf in self.tf and not (self.fixed_in and tf >= version(self.fixed_in))
+
+
+#: The verdicts an ImageFault row may give.
+FAULT_VERDICTS = ("blocked", "caveats")
 
 
 @record
@@ -1759,6 +1859,33 @@ def _parse_container_table() -> tuple[tuple[ContainerImage, ...], tuple[Containe
     return tuple(images), series, rules
 
 
+def _parse_image_faults() -> tuple[ImageFault, ...]:
+    """compat/containers.toml ``tf_image_faults``, checked: a specifier, a known verdict, each source cited."""
+    name = "containers"
+    out = []
+    for row in _rows(name, load_toml(name), "tf_image_faults", required=False):
+        verdict = str(row.get("verdict", ""))
+        if verdict not in FAULT_VERDICTS:
+            raise _bad(name, row, f"verdict {verdict!r} is not one of {FAULT_VERDICTS}")
+        try:
+            for key in ("cudnn", "needs_cudnn", "last_good", "fixed_in"):
+                if row.get(key):
+                    version(str(row[key]))
+            fault = ImageFault(
+                repo=str(row["repo"]), tf=_spec(name, row), tags=str(row["tags"]), carries=str(row["carries"]),
+                cudnn=str(row["cudnn"]), needs_cudnn=str(row["needs_cudnn"]), last_good=str(row.get("last_good", "")),
+                fixed_in=str(row.get("fixed_in", "")), verdict=verdict, quote=str(row["quote"]),
+                workaround=str(row.get("workaround", "")), source=str(row["source"]),
+                also=tuple(str(row[k]) for k in sorted((k for k in row if re.fullmatch(r"source\d+", k)),
+                                                       key=lambda k: int(k[6:]))),
+                workaround_source=str(row.get("workaround_source", "")),
+                confidence=str(row.get("confidence", "sourced")), note=str(row.get("note", "")))
+        except (KeyError, InvalidVersion) as exc:
+            raise _bad(name, row, f"bad or missing field: {exc}") from None
+        out.append(fault)
+    return tuple(out)
+
+
 def container_images(kb: KnowledgeBase, tf: Version | str) -> list[ContainerImage]:
     """Every GPU image that carries TensorFlow ``tf`` (its series for NGC images, whose patch level NVIDIA
     picks): TensorFlow's own image first (its CUDA is the release's tested build), then NGC's, newest first."""
@@ -1774,9 +1901,10 @@ def _container_images(kb: KnowledgeBase, v: Version) -> list[ContainerImage]:
         if build is None or v not in VersionSpec(str(rule["tf"])):
             continue
         toolkit = kb.toolkit(build.cuda)
+        fault = next((f for f in kb.container_faults if f.covers(str(rule["repo"]), v)), None)
         out.append(ContainerImage(
             ref=f"{rule['repo']}:{str(rule['tag']).replace('{tf}', str(v))}", family="tensorflow", tf=v,
-            cuda=build.cuda, cudnn=build.cudnn, python="", driver=toolkit.linux_min_driver if toolkit else None,
+            cuda=build.cuda, cudnn=fault.cudnn if fault else build.cudnn, python="", fault=fault, driver=toolkit.linux_min_driver if toolkit else None,
             compat_drivers=(), cc_min="", published="", source=str(rule["source"]),
             driver_text=toolkit.min_driver_text("linux") if toolkit else "",
             jupyter_ref=f"{rule['repo']}:{str(rule.get('jupyter_tag', '')).replace('{tf}', str(v))}"

@@ -101,8 +101,14 @@ def parse_dockerfile(text: str) -> list[Instruction]:
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?([-+])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
+#: An ARG value after substitution is cut here: ARGs that repeat each other (ARG B=$A$A..., ARG C=$B$B...)
+#: grow geometrically, and a 5 KB Dockerfile expanded to gigabytes. An image reference is at most 255.
+MAX_SUBSTITUTED_CHARS = 64 * 1024
+
+
 def substitute(text: str, values: Mapping[str, str]) -> str:
-    """``${VAR}``, ``${VAR:-default}``, ``${VAR:+alt}`` and ``$VAR`` as Docker expands them in FROM/ENV."""
+    """``${VAR}``, ``${VAR:-default}``, ``${VAR:+alt}`` and ``$VAR`` as Docker expands them in FROM/ENV; the
+    result is cut at :data:`MAX_SUBSTITUTED_CHARS` (built piece by piece, never whole first)."""
     def repl(m: re.Match[str]) -> str:
         name = m.group(1) or m.group(4)
         value = values.get(name, "")
@@ -111,7 +117,16 @@ def substitute(text: str, values: Mapping[str, str]) -> str:
         if m.group(2) == "+":
             return m.group(3) or "" if value else ""
         return value
-    return _VAR.sub(repl, text)
+    pieces: list[str] = []
+    size = pos = 0
+    for m in _VAR.finditer(text):
+        pieces += [text[pos:m.start()], repl(m)]
+        size += m.start() - pos + len(pieces[-1])
+        pos = m.end()
+        if size > MAX_SUBSTITUTED_CHARS:
+            return "".join(pieces)[:MAX_SUBSTITUTED_CHARS]
+    pieces.append(text[pos:])
+    return "".join(pieces)[:MAX_SUBSTITUTED_CHARS]
 
 
 #: shlex builds each word a character at a time (quadratic in a word's length): past this many characters
@@ -209,6 +224,7 @@ class BaseImage:
     driver: Version | None = None
     driver_text: str = ""
     ngc: Any = None
+    image: Any = None  # TensorFlow's own image (a tfgpu.knowledge.ContainerImage), judged by tfgpu.containers
 
 
 def classify_image(ref: str, kb: KnowledgeBase) -> BaseImage:
@@ -230,7 +246,8 @@ def classify_image(ref: str, kb: KnowledgeBase) -> BaseImage:
             images = container_images(kb, m.group(1))
             own = next((i for i in images if i.family == "tensorflow"), None)
             if own is not None:
-                return BaseImage(ref, "tensorflow", own.cuda, own.cudnn, m.group(1), own.driver, own.driver_text)
+                return BaseImage(ref, "tensorflow", own.cuda, own.cudnn, m.group(1), own.driver, own.driver_text,
+                                 image=own)
         return BaseImage(ref, "tensorflow", tf=m.group(1) if m else "")
     if repo == "nvcr.io/nvidia/tensorflow":
         row = next((i for i in ngc_images() if i.ref.lower() == ref.lower()), None)
@@ -313,6 +330,32 @@ def _driver_check(base: BaseImage, m: Machine | None, where: str) -> Check:
                   f"error: unsatisfied condition: cuda>={'.'.join(base.cuda.split('.')[:2])}')",
                   fix=f"install NVIDIA driver >= {floor} on the host, or use a base image whose CUDA the driver "
                   f"supports (the host's driver reports CUDA {m.driver_cuda or '?'})")
+
+
+#: What a RUN line installs that puts cuDNN 9 into an image whose tag carries cuDNN 8 (tfgpu.knowledge.ImageFault):
+#: NVIDIA's apt package (the workaround of tensorflow/tensorflow#62412), pip's cuDNN wheel, or the [and-cuda] extra.
+_CUDNN9 = re.compile(r"\bcudnn9(?:-cuda-12)?\b|\bnvidia-cudnn-cu12\b|tensorflow\[[^\]]*and-cuda")
+
+
+def _fault_check(base: BaseImage, kb: KnowledgeBase, where: str, runs: Sequence[tuple[str, int]]) -> Check | None:
+    """The FROM image as tfgpu.containers judges it (a tf_image_faults row): FAIL for a blocked tag, WARN when a
+    RUN line of the same stage installs cuDNN 9 on top (the workaround; the built image still needs a GPU check)."""
+    from tfgpu._record import replace
+    from tfgpu.containers import fault_finding
+
+    # the tag as written (a -gpu-jupyter tag carries the same cuDNN as its -gpu image)
+    finding = fault_finding(replace(base.image, ref=base.ref), kb) if base.image is not None else None
+    if finding is None:
+        return None
+    url = str(kb.sources("containers").get(base.image.fault.source, {}).get("url", ""))
+    fixed = next((line for args, line in runs if _CUDNN9.search(args)), None)
+    if fixed is not None:
+        return _check("image.cudnn", WARN, f"{where}: {finding.summary}; line {fixed} installs cuDNN 9 on top",
+                      evidence="the workaround the threads report; check that TensorFlow lists the GPU in the built image",
+                      source=url, fix="build it, then check that TensorFlow lists the GPU: docker run --rm --gpus all "
+                      "IMAGE python3 -c \"import tensorflow as tf; print(tf.config.list_physical_devices('GPU'))\"")
+    status = FAIL if base.image.fault.verdict == "blocked" else WARN
+    return _check("image.cudnn", status, f"{where}: {finding.summary}", source=url, fix=finding.fix)
 
 
 def _tf_checks(base: BaseImage, inst: TfInstall, kb: KnowledgeBase, where: str) -> list[Check]:
@@ -448,6 +491,9 @@ def lint_dockerfile(text: str, kb: KnowledgeBase, m: Machine | None) -> list[Che
         base = classify_image(st.image, kb)
         if base.kind != "other" and st is final:  # the image that runs; build stages' CUDA is build-time only
             checks.append(_driver_check(base, m, where))
+            fault = _fault_check(base, kb, where, st.runs)
+            if fault is not None:
+                checks.append(fault)
         for args, line in st.runs:
             for inst in tf_installs(args, line):
                 checks += _tf_checks(base, inst, kb, f"line {line}")
@@ -578,6 +624,9 @@ def lint_compose(text: str, kb: KnowledgeBase, m: Machine | None) -> list[Check]
             base = classify_image(image, kb)
             if base.kind != "other":
                 checks.append(_driver_check(base, m, f"service {name}"))
+                fault = _fault_check(base, kb, f"service {name}", ())
+                if fault is not None:
+                    checks.append(fault)
     if with_gpu:
         checks.append(_check("compose.gpu_reservation", PASS, f"GPU access: {', '.join(with_gpu)}"))
     elif not any(c.id == "compose.gpu_reservation" for c in checks):

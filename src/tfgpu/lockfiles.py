@@ -262,7 +262,10 @@ def check_output(path: Path) -> None:
     import stat
 
     from tfgpu.errors import NotReady
+    from tfgpu.safety import check_text
 
+    # a newline in the name would start a line of its own in the lock's header: an option line for pip
+    check_text(str(path), "the output file")
     try:
         st = path.stat()
     except FileNotFoundError:
@@ -386,13 +389,19 @@ def read_conda_lock(path: str | Path, *, text: str | None = None) -> Lock:
                 custom_metadata=read_custom_metadata(text), path=str(path), kind="conda", _rattler=rl)
 
 
+#: pip's COMMENT_RE: a comment runs to the end of its line, and a comment line is never continued.
+_COMMENT = re.compile(r"(^|\s)#")
+
+
 def _logical_lines(text: str) -> list[str]:
-    """Requirement lines with backslash continuations joined (pip's requirements-file syntax)."""
+    """Requirement lines with backslash continuations joined (pip's requirements-file syntax). As in pip's
+    join_lines (and uv), a line with a comment ends the logical line even when it ends in a backslash: the
+    next line is read on its own (an option hidden there is seen and refused)."""
     out: list[str] = []
     cur = ""
     for raw in text.splitlines():
         line = raw.rstrip()
-        if line.endswith("\\"):
+        if line.endswith("\\") and not _COMMENT.search(line):
             cur += line[:-1] + " "
             continue
         cur += line

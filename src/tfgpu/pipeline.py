@@ -237,9 +237,10 @@ def _build_and_verify(req: CreateRequest, events: CreateEvents, facts: dict[str,
 def build_plan(
     *, tf: str, backend: str, name: str | None, prefix: str | None, python: str | None,
     channels: list[str], facts: dict[str, Any], find_links: list[str], index_url: str | None, offline: bool,
-    cpu: bool = False, for_another_machine: bool = False,
+    cpu: bool = False, for_another_machine: bool = False, facts_from_file: bool = False,
 ) -> Any:
-    """Read the config file and detect the installed tools (effects), then plan (pure); ``cpu``: the CPU route."""
+    """Read the config file and detect the installed tools (effects), then plan (pure); ``cpu``: the CPU route.
+    ``facts_from_file``: the facts are someone else's report: a conda they name is planned with, never run."""
     import os
 
     from tfgpu.backends.config import load_config
@@ -267,6 +268,8 @@ def build_plan(
     if prefix is not None:
         prefix = str(check_prefix(prefix))
     tools = detect_tools(facts)
+    # the programs this machine has: a conda path that only a facts file names is never run here
+    local = detect_tools(without_programs(facts)) if facts_from_file else tools
     if for_another_machine and backend == "conda" and not any(tools.get(t) for t in CONDA_TOOLS):
         tools["conda"] = "conda"  # a file for another machine's conda (plan --format) needs none here
     if cpu:
@@ -281,7 +284,7 @@ def build_plan(
     envs_dir = None
     if backend in ("auto", "conda") and prefix is None:
         tool = next((t for t in CONDA_TOOLS if tools.get(t)), None)
-        if tool:
+        if tool and local.get(tool) == tools[tool]:
             envs_dir = detect_conda_envs_dir(tool, str(tools[tool]))
     index_url = index_url or os.environ.get("TFGPU_PIP_INDEX_URL") or None
     plan = plan_environment(
@@ -389,18 +392,18 @@ def blocked_error(facts: Mapping[str, Any], verdict: TargetVerdict, tf: str) -> 
         lines.append(f"- and {len(shown) - 3} more: tfgpu doctor --tf {verdict.tf or tf}")
     if others:
         lines.append(others)
-    alt = alternative(facts, verdict.tf or tf)
+    alt = alternative(facts, verdict.tf or tf, verdict.backend or "auto")
     hint = (f"instead: {alt.command}; " if alt else "") + "--force builds it anyway, --cpu a CPU-only environment"
     return NotReady("\n".join(lines), hint=hint)
 
 
-def alternative(facts: Mapping[str, Any], blocked_tf: str) -> Recommendation | None:
+def alternative(facts: Mapping[str, Any], blocked_tf: str, backend: str = "auto") -> Recommendation | None:
     """What works here instead of a blocked target: the doctor's recommendation (a release that uses the GPU,
-    else the CPU route)."""
+    else the CPU route; for a container backend, that route's best release first)."""
     from tfgpu.knowledge import load_kb
     from tfgpu.verdict import recommend_instead
 
-    return recommend_instead(as_facts(facts), load_kb(), blocked_tf)
+    return recommend_instead(as_facts(facts), load_kb(), blocked_tf, backend=backend)
 
 
 def what_force_replaces(prefix: str, force: bool) -> str | None:

@@ -295,7 +295,7 @@ def plan_container(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str, im
     (a series by its newest release that can work here). Pure: ``smoke_script`` and ``cache_dir`` are handed in.
     It lives here, not in tfgpu.containers, because it judges the target with the verdicts, which judge the
     container route with tfgpu.containers."""
-    from tfgpu.containers import choose_image, image_source_urls, judge_container
+    from tfgpu.containers import choose_image, gpu_args_for, image_source_urls, judge_container
     from tfgpu.knowledge import container_images
     from tfgpu.runners import CONTAINER, RUNNERS, ContainerRunner
     from tfgpu.verdict import BLOCKED, Machine, resolve_version
@@ -330,7 +330,8 @@ def plan_container(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str, im
     return Plan(
         tf=tfs, backend=choice.backend, backend_reason=reason,
         prefix=runner.target(image, cache_dir), name=name, python=choice.python, tool=choice.tool,
-        steps=runner.steps(image, smoke_script=smoke_script, cache_dir=cache_dir),
+        steps=runner.steps(image, smoke_script=smoke_script, cache_dir=cache_dir,
+                           gpu_args=gpu_args_for(facts, backend)),
         env_vars={"TF_FORCE_GPU_ALLOW_GROWTH": "true"}, notes=tuple(dict.fromkeys(notes)), recipe_id=image,
         sources=tuple(image_source_urls(kb, row)), env_python="python3",
         verdict=tv.verdict if (judged or machine_blocked) and tv is not None else "",
@@ -434,7 +435,11 @@ def plan_environment(
     conda_part, pip_part = _recipe_parts(recipe.packages)
     pip_reqs: list[str] = []
     if recipe.backend == "pip":
-        pip_reqs.append(f"{dist}[and-cuda]=={tfs}" if "[and-cuda]" in recipe.packages else f"{dist}=={tfs}")
+        install_as = kb.install_as_for(v, recipe.id)
+        tf_pip = install_as.install if install_as else tfs
+        if install_as:
+            notes.append(f"installs {dist} {tf_pip} for {tfs}: {install_as.why}")
+        pip_reqs.append(f"{dist}[and-cuda]=={tf_pip}" if "[and-cuda]" in recipe.packages else f"{dist}=={tf_pip}")
     elif recipe.backend == "conda+pip":
         for spec in _split_specs(pip_part, "", tfs):
             if spec.split("=")[0].split("<")[0].strip() == "tensorflow":
@@ -504,10 +509,10 @@ def plan_environment(
         sources.append(ANACONDA_TOS_SOURCE)
 
     # -- steps: the chosen runner's (tfgpu.runners) ---------------------------------------------
-    from tfgpu.runners import RECIPE_RUNNERS, Build
+    from tfgpu.runners import RECIPE_RUNNERS, PlannedBuild
 
     env_vars: dict[str, str] = {}
-    steps = RECIPE_RUNNERS[choice.backend].steps(Build(
+    steps = RECIPE_RUNNERS[choice.backend].steps(PlannedBuild(
         recipe=recipe, tf=v, os=os_name, prefix=prefix, conda_name=name if conda_named else None, tool=choice.tool,
         tools=tools, channels=tuple(chans), conda_specs=tuple(conda_specs), pip_requirements=tuple(pip_reqs),
         python=py_ver, base_python=base_python, env_python=py_in_env, facts=facts, kb=kb,

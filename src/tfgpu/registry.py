@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 import sys
 import time
 import uuid
@@ -118,6 +119,7 @@ def load() -> list[dict[str, Any]]:
     except OSError as exc:
         msg = f"tfgpu's environment registry {path} is unreadable: {exc.strerror or exc}"
         raise InputError(msg, hint=f"move it aside (mv {path} {path}.bak); tfgpu starts a new one") from None
+    _check_registry_owner(path)
     try:
         data = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as exc:
@@ -125,6 +127,25 @@ def load() -> list[dict[str, Any]]:
         raise InputError(msg, hint=f"move it aside (mv {path} {path}.bak); tfgpu starts a new one") from None
     envs = data.get("envs") if isinstance(data, dict) else None
     return [e for e in envs if isinstance(e, dict)] if isinstance(envs, list) else []
+
+
+def _check_registry_owner(path: Path) -> None:
+    """The registry names programs and directories that `run`, `shell` and `remove` act on: one that
+    another user can write (a shared TFGPU_HOME) is refused, as the knowledge-base cache is ignored."""
+    if not hasattr(os, "getuid"):  # pragma: no cover - Windows
+        return
+    try:
+        st, parent = path.lstat(), path.parent.stat()
+    except OSError:
+        return
+    others = stat.S_IWGRP | stat.S_IWOTH
+    why = ("it is writable by other users" if st.st_mode & others
+           else f"it belongs to another user (uid {st.st_uid})" if st.st_uid not in (os.getuid(), 0)
+           else f"its directory {path.parent} is writable by other users"
+           if parent.st_mode & stat.S_IWOTH and not parent.st_mode & stat.S_ISVTX else "")
+    if why:
+        msg = f"tfgpu's environment registry {path} is not trusted: {why}"
+        raise InputError(msg, hint=f"chmod go-w {path.parent} {path}, or set TFGPU_HOME to a directory of your own")
 
 
 def open_lock_file(path: Path) -> IO[bytes]:
@@ -184,7 +205,8 @@ def find(name_or_prefix: str) -> dict[str, Any] | None:
 
 
 def record(*, name: str | None, prefix: str, backend: str, tool: str, tf: str, python: str,
-           recipe: str, env_python: str, env_id: str | None = None) -> dict[str, Any]:
+           recipe: str, env_python: str, env_id: str | None = None,
+           gpu_args: tuple[str, ...] = ()) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "name": name, "prefix": prefix, "backend": backend, "tool": tool, "tf": tf, "python": python,
         "recipe": recipe, "env_python": env_python,
@@ -192,6 +214,8 @@ def record(*, name: str | None, prefix: str, backend: str, tool: str, tf: str, p
     }
     if env_id is not None:
         entry["id"] = env_id
+    if gpu_args:  # a container reached through Docker's CDI: `tfgpu run` gives it the same devices
+        entry["gpu_args"] = list(gpu_args)
     with _registry_lock():
         envs = [e for e in load() if e.get("prefix") != prefix]
         envs.append(entry)
@@ -292,10 +316,20 @@ def stranded(prefixes: list[Path] | None = None) -> list[Stranded]:
             for child in children:
                 # the engine's own partial installs carry a random tail: .NAME.tfgpu-partial-PID-XXXX
                 pid_text = child.name[len(head):].split("-", 1)[0] if child.name.startswith(head) else ""
-                if pid_text.isdigit() and child not in seen and not pid_alive(int(pid_text)):
+                if pid_text.isdigit() and child not in seen and _ours(child) and not pid_alive(int(pid_text)):
                     seen.add(child)
                     found.append(Stranded(child, prefix, kind, int(pid_text)))
     return sorted(found, key=lambda s: (str(s.prefix), ASIDE_KINDS.index(s.kind)))
+
+
+def _ours(path: Path) -> bool:
+    """A real directory (not a link) of this user: what a killed create of ours can have left. Anything
+    else with such a name was put there by someone else, and restoring it would hand them the prefix."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and (not hasattr(os, "getuid") or st.st_uid == os.getuid())
 
 
 def recover(item: Stranded, log: Any = None) -> str:
@@ -392,7 +426,11 @@ def remove(name_or_prefix: str) -> dict[str, Any]:
             if not is_environment(prefix):
                 msg = f"{prefix} does not look like an environment (no pyvenv.cfg or conda-meta/); not deleting it"
                 raise UsageError(msg, hint="delete it by hand if you are sure")
-            if entry.get("id") is not None and created_by_tfgpu(prefix) is None:
+            # an entry without an id (v0.1's format, or a line someone added to envs.json) is trusted only
+            # inside tfgpu's own envs directory
+            # (envs/ itself as a link would make "inside" mean anywhere)
+            if created_by_tfgpu(prefix) is None and (entry.get("id") is not None or prefix.parent != envs_dir()
+                                                     or envs_dir().is_symlink()):
                 raise not_created_error(prefix)
             shutil.rmtree(prefix)
         with _registry_lock():

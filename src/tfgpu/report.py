@@ -352,7 +352,13 @@ def step_summary(doc: Mapping[str, Any]) -> str:
 
 
 def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """A value from the facts as plain text in a Markdown table cell: one line, no HTML (``<img src=...>``
+    would load from anywhere), no Markdown link, image or code span (GitHub renders the job summary)."""
+    import html
+    import re
+
+    text = html.escape(" ".join(text.splitlines()), quote=False)
+    return re.sub(r"([\\`*_\[\]!|])", r"\\\1", text)
 
 
 def plain_log(doc: Mapping[str, Any]) -> str:
@@ -371,5 +377,6 @@ def plain_log(doc: Mapping[str, Any]) -> str:
 def write_step_summary(doc: Mapping[str, Any], env: Mapping[str, str]) -> None:
     path = env.get("GITHUB_STEP_SUMMARY")
     if path:
-        with Path(path).open("a", encoding="utf-8") as fh:
+        # a lone surrogate in the facts ("\udcff" is valid JSON) is written escaped, never a crash
+        with Path(path).open("a", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(step_summary(doc))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -62,8 +63,19 @@ class Result:
                     how = f"was killed by signal {signal.Signals(-self.returncode).name}"
                 except ValueError:
                     how = f"was killed by signal {-self.returncode}"
-            return f"{quote(self.argv)} {how}{tail}"
-        return f"{quote(self.argv)} succeeded"
+            return f"{shown(self.argv)} {how}{tail}"
+        return f"{shown(self.argv)} succeeded"
+
+
+#: The user-info part of a URL (``https://user:password@host``, ``https://token@host``).
+_URL_USERINFO = re.compile(r"(?<=://)([^/\s@:'\"]+)(:[^/\s@'\"]*)?@")
+
+
+def shown(argv: Sequence[str]) -> str:
+    """:func:`quote` for a terminal, a CI log or tfgpu's log files: a password or token inside a URL
+    (``--index-url https://user:TOKEN@host/simple``) becomes ``****``, as pip and uv print it. Generated
+    scripts (``plan --format sh``) keep the real text: they must run."""
+    return _URL_USERINFO.sub(lambda m: f"{m.group(1)}:****@" if m.group(2) else "****@", quote(argv))
 
 
 def quote(argv: Sequence[str]) -> str:
@@ -371,9 +383,9 @@ def run_step(
     if exe is None:
         msg = f"{argv[0]} is not installed or not on PATH"
         raise ProgramNotFound(msg, hint=f"install {argv[0]}, or choose another backend with --backend")
-    log.write(f"+ {quote(argv)}")
+    log.write(f"+ {shown(argv)}")
     if log.echo:
-        log.echo(f"+ {quote(argv)}")
+        log.echo(f"+ {shown(argv)}")
     start = time.monotonic()
     try:
         proc = _spawn(
@@ -399,6 +411,11 @@ def run_step(
         _stop_watchdog(dog)
 
 
+#: A step's output line is kept (and logged) up to this many bytes: a program printing hundreds of MB
+#: without a newline held gigabytes (the line, its decoded copy, the tail of lines kept for the error).
+MAX_STEP_LINE_BYTES = 64 * 1024
+
+
 def _follow_step(proc: subprocess.Popen[bytes], argv: tuple[str, ...], *, log: StepLog, start: float,
                  timeout: float | None, on_line: Callable[[str], None] | None) -> Result:
     assert proc.stdout is not None
@@ -408,12 +425,22 @@ def _follow_step(proc: subprocess.Popen[bytes], argv: tuple[str, ...], *, log: S
 
     def pump() -> None:
         assert proc.stdout is not None
-        for raw in iter(proc.stdout.readline, b""):
-            line = _decode(raw).rstrip("\r\n")
-            lines.append(line)
-            log.write(line)
-            if on_line:
-                on_line(line)
+        rest = False  # inside a line already cut at MAX_STEP_LINE_BYTES: its remainder is dropped
+        try:
+            while raw := proc.stdout.readline(MAX_STEP_LINE_BYTES):
+                whole = raw.endswith(b"\n")
+                if rest:
+                    rest = not whole
+                    continue
+                line = _decode(raw).rstrip("\r\n")
+                if not whole and len(raw) >= MAX_STEP_LINE_BYTES:
+                    rest, line = True, line + f" [line cut at {MAX_STEP_LINE_BYTES // 1024} KB]"
+                lines.append(line)
+                log.write(line)
+                if on_line:
+                    on_line(line)
+        except (ValueError, OSError):  # the pipe was closed under the reader (the step is over): stop quietly
+            return
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
@@ -433,8 +460,8 @@ def _follow_step(proc: subprocess.Popen[bytes], argv: tuple[str, ...], *, log: S
         _interrupt_tree(proc, INTERRUPT_GRACE)
         proc.wait()
         reader.join(timeout=2.0)
-        log.write(f"! interrupted: {quote(argv)}")
-        msg = f"interrupted while running {quote(argv)}"
+        log.write(f"! interrupted: {shown(argv)}")
+        msg = f"interrupted while running {shown(argv)}"
         raise Interrupted(msg) from None
     reader.join(timeout=5.0)
     proc.stdout.close()

@@ -88,7 +88,7 @@ class Context:
 
 
 @record
-class Build:
+class PlannedBuild:
     """What the planner decided for a recipe (tfgpu.plan.plan_environment), for its runner's ``steps``: where
     the environment goes, what goes in, and with which interpreter and tool."""
 
@@ -131,10 +131,10 @@ class Runner(Protocol):
 class RecipeRunner(Runner, Protocol):
     """A runner of compat/recipes.toml's recipes: its steps make the environment and install the packages."""
 
-    def steps(self, b: Build) -> list[Step]: ...
+    def steps(self, b: PlannedBuild) -> list[Step]: ...
 
 
-def _pip_into_conda_env(b: Build) -> list[Step]:
+def _pip_into_conda_env(b: PlannedBuild) -> list[Step]:
     """A conda+pip recipe (or a pip recipe in a conda-made interpreter): pip installs into the new environment."""
     from tfgpu.backends import pip as pip_backend
 
@@ -192,7 +192,7 @@ class PipRunner:
         install = f"install one (`uv python install {example}`)" if example else "install one"
         return UsageError(msg, hint=f"{install}, or use {other}")
 
-    def steps(self, b: Build) -> list[Step]:
+    def steps(self, b: PlannedBuild) -> list[Step]:
         """A venv (uv venv, else python -m venv), then pip (or uv pip) installs the recipe's requirements."""
         from tfgpu.backends import pip as pip_backend
 
@@ -224,7 +224,7 @@ class CondaRunner:
         return UsageError(msg, hint="install one (e.g. micromamba), or use --backend rattler "
                                     "(tfgpu's embedded conda engine)")
 
-    def steps(self, b: Build) -> list[Step]:
+    def steps(self, b: PlannedBuild) -> list[Step]:
         """`TOOL create --override-channels -c ...` (a fresh prefix, or -n NAME), then pip for a conda+pip recipe."""
         from tfgpu.backends import conda as conda_backend
 
@@ -250,7 +250,7 @@ class RattlerRunner:
         msg = "no mamba, micromamba or conda, and tfgpu's embedded conda engine needs Python >= 3.10"
         return UsageError(msg, hint="install micromamba (or mamba/conda), or run tfgpu with Python >= 3.10")
 
-    def steps(self, b: Build) -> list[Step]:
+    def steps(self, b: PlannedBuild) -> list[Step]:
         """`python -m tfgpu.engine create` (py-rattler solves and installs), then pip for a conda+pip recipe."""
         import sys
 
@@ -273,17 +273,19 @@ def sif_path(image: str, cache_dir: str) -> str:
 
 
 def gpu_run_argv(runtime: str, image: str, command: list[str], *, mounts: tuple[tuple[str, str, bool], ...] = (),
-                 workdir: str | None = None, env: tuple[tuple[str, str], ...] = (), tty: bool = False) -> tuple[str, ...]:
+                 workdir: str | None = None, env: tuple[tuple[str, str], ...] = (), tty: bool = False,
+                 gpu_args: tuple[str, ...] = ()) -> tuple[str, ...]:
     """One GPU container run, the way each runtime's documentation gives it: ``docker run --gpus all``,
     ``podman run --device nvidia.com/gpu=all`` (CDI), ``apptainer exec --nv``. ``mounts`` are
-    (host, container, read_only); ``image`` for apptainer is the .sif file or a docker:// URI."""
+    (host, container, read_only); ``image`` for apptainer is the .sif file or a docker:// URI. ``gpu_args``
+    replaces the usual flag (Docker through CDI: ``--device nvidia.com/gpu=all``, tfgpu.containers.Runtime)."""
     if runtime == "apptainer":  # --nv binds the host driver's libraries; no TTY flag (it inherits the terminal)
         argv = ["apptainer", "exec", "--nv"]
         mount_flag, workdir_flag = "--bind", "--pwd"
     else:
         argv = [runtime, "run", "--rm", *(["-it"] if tty else []),
-                *(["--gpus", "all"] if runtime == "docker" else ["--device", "nvidia.com/gpu=all",
-                                                                  "--security-opt=label=disable"])]
+                *(gpu_args or (["--gpus", "all"] if runtime == "docker" else ["--device", "nvidia.com/gpu=all",
+                                                                               "--security-opt=label=disable"]))]
         mount_flag, workdir_flag = "--volume", "--workdir"
     for host, inside, ro in mounts:
         argv += [mount_flag, f"{host}:{inside}" + (":ro" if ro else "")]
@@ -333,20 +335,22 @@ class ContainerRunner:
         """What the run step names: the image itself, or apptainer's .sif file in ``cache_dir``."""
         return sif_path(image, cache_dir) if self.name == "apptainer" else image
 
-    def smoke_argv(self, target: str, smoke_script: str, *args: str) -> tuple[str, ...]:
+    def smoke_argv(self, target: str, smoke_script: str, *args: str, gpu_args: tuple[str, ...] = ()) -> tuple[str, ...]:
         """tfgpu's smoke script (mounted read-only) run by the image's python3 with the GPU: the smoke step of
-        :meth:`steps`, and `tfgpu smoke --name NAME` for an image tfgpu recorded."""
+        :meth:`steps`, and `tfgpu smoke --name NAME` for an image tfgpu recorded (``gpu_args``: how the runtime
+        judged here reaches the GPUs, e.g. Docker's CDI devices; () = the usual flag)."""
         return gpu_run_argv(self.name, target, ["python3", SMOKE_IN_CONTAINER, *args],
                             mounts=((smoke_script, SMOKE_IN_CONTAINER, True),),
-                            env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),))
+                            env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),), gpu_args=gpu_args)
 
-    def steps(self, image: str, *, smoke_script: str, cache_dir: str) -> tuple[Step, ...]:
+    def steps(self, image: str, *, smoke_script: str, cache_dir: str, gpu_args: tuple[str, ...] = ()) -> tuple[Step, ...]:
         """Pull ``image`` (progress shown), then run tfgpu's smoke script inside it with the GPU."""
         target = self.target(image, cache_dir)
         pull = (("apptainer", "pull", target, f"docker://{image}") if self.name == "apptainer"
                 else (self.name, "pull", image))
         return (Step(pull, f"pull {image} (progress shown)"),
-                Step(self.smoke_argv(target, smoke_script), "run tfgpu's GPU smoke test inside the image, with the GPU"))
+                Step(self.smoke_argv(target, smoke_script, gpu_args=gpu_args),
+                     "run tfgpu's GPU smoke test inside the image, with the GPU"))
 
 
 # --------------------------------------------------------------------------- the table

@@ -40,6 +40,28 @@ def find_entry(name: str | None = None, prefix: str | None = None) -> dict[str, 
     return entry
 
 
+#: The programs a container entry may name as its runtime (Singularity: Apptainer's predecessor).
+CONTAINER_PROGRAMS = ("docker", "podman", "apptainer", "singularity")
+
+
+def container_of(entry: Mapping[str, Any]) -> tuple[str, str]:
+    """The runtime and the image (or Apptainer's .sif file) of a container entry, checked: the registry is a
+    file, and what it names becomes argv (a program of its choosing, or `-v/:/host` read as an option)."""
+    from tfgpu.containers import check_image_ref
+
+    runtime, image = str(entry.get("tool") or entry["backend"]), str(entry["prefix"])
+    if runtime not in CONTAINER_PROGRAMS:
+        msg = f"the registry names {runtime!r} as the container runtime of {entry.get('name') or image!r}"
+        raise UsageError(msg, hint=f"tfgpu runs only {', '.join(CONTAINER_PROGRAMS)}; `tfgpu remove` forgets the entry")
+    sif = runtime in ("apptainer", "singularity") and image.endswith(".sif")
+    if sif and not (Path(image).is_absolute() and image.isprintable()):
+        msg = f"the registry's image file {image!r} is not an absolute path"
+        raise UsageError(msg, hint="`tfgpu remove` forgets the entry; `tfgpu create --backend apptainer` pulls it again")
+    if not sif:
+        check_image_ref(image)
+    return runtime, image
+
+
 def is_conda_env(entry: Mapping[str, Any]) -> bool:
     return entry.get("backend") in ("conda", "rattler") or (Path(str(entry["prefix"])) / "conda-meta").is_dir()
 
@@ -88,8 +110,9 @@ def command_for(entry: Mapping[str, Any], cmd: Sequence[str], *, base: Mapping[s
     if entry.get("backend") in CONTAINER_BACKENDS:
         from tfgpu import containers
 
-        argv = containers.run_in_container(str(entry.get("tool") or entry["backend"]), str(entry["prefix"]),
-                                           list(cmd), cwd or str(Path.cwd()))
+        runtime, image = container_of(entry)
+        argv = containers.run_in_container(runtime, image, list(cmd), cwd or str(Path.cwd()),
+                                           entry.get("gpu_args") or ())
         return tuple(argv), env
     if os.name == "nt":
         return tuple(cmd), windows_environ(entry, env)

@@ -893,9 +893,19 @@ def cpu_recommendation(kb: KnowledgeBase, machine: Machine, reasons: Sequence[st
 
 
 def recommend_instead(facts: Facts, kb: KnowledgeBase, blocked_tf: str,
-                      machine: Machine | None = None) -> Recommendation | None:
-    """For a blocked --tf target: the best release that works here, else (no usable GPU) the CPU route."""
+                      machine: Machine | None = None, *, backend: str = "auto") -> Recommendation | None:
+    """For a blocked --tf target: the best release that works here, else (no usable GPU) the CPU route. A
+    container ``backend`` (docker, podman, apptainer, container) looks for the best release of that route
+    first (an image that works, e.g. 2.17.1-gpu when 2.18+'s images carry the wrong cuDNN), then any."""
+    from tfgpu.options import CONTAINER_BACKENDS
+
     machine = machine or Machine.from_facts(facts, kb)
+    if backend in CONTAINER_BACKENDS:
+        rec = recommend(facts, kb, judge_series(facts, kb, backend=backend, machine=machine), machine)
+        if rec is not None and rec.backend == "container":  # the runtime asked for, as the doctor says it
+            rec = replace(rec, command=f"tfgpu create --tf {rec.tf} --backend {backend}")
+        if rec is not None:
+            return replace(rec, instead_of=blocked_tf)
     verdicts = judge_series(facts, kb, machine=machine)
     rec = recommend(facts, kb, verdicts, machine)
     if rec is None:
@@ -952,7 +962,7 @@ def diagnose(facts: Facts, kb: KnowledgeBase, *, tf: str | None = None, backend:
     if target.verdict != BLOCKED:
         return DoctorResult(checks, [target], _recommendation(target, m), target_requested=tf, machine=m)
     # blocked: the best release that works here instead, with one line on why this one does not
-    rec = recommend_instead(facts, kb, target.tf, m)
+    rec = recommend_instead(facts, kb, target.tf, m, backend=backend)
     if rec is not None and target.blockers:
         rec = replace(rec, why_not=re.sub(r"^\[[^\]]*\] ", "", target.blockers[0].summary))  # without the "[pip: recipe]" tag
     no_gpu = no_gpu_reasons([target])

@@ -25,8 +25,11 @@ def create_container(plan: Plan, *, name: str, facts: Mapping[str, Any] | None, 
     log = _log(name, echo)
     pull, smoke = plan.steps[0], plan.steps[1]
     run.run_step(pull.argv, log=log, timeout=timeout, on_line=echo)  # docker/podman print layer progress lines
+    from tfgpu.containers import gpu_args_of
+
     entry = registry.record(name=name, prefix=plan.prefix, backend=plan.backend, tool=plan.tool, tf=plan.tf,
-                        python=plan.python, recipe=plan.recipe_id, env_python=plan.env_python)
+                        python=plan.python, recipe=plan.recipe_id, env_python=plan.env_python,
+                        gpu_args=gpu_args_of(smoke.argv))
     if no_smoke:
         return {"entry": entry, "smoke": None, "log": str(log.path)}
     report = smoke_in_image(smoke.argv, entry, facts=facts, timeout=timeout or 900, log=log, echo=echo)
@@ -49,9 +52,9 @@ def smoke_in_image(argv: tuple[str, ...], entry: Mapping[str, Any], *, facts: Ma
     output goes to ``log``. The one smoke runner of `create --backend docker|...` and `smoke --name NAME`."""
     from tfgpu.smoke.runner import build_report
 
-    log.write(f"+ {run.quote(argv)}")
+    log.write(f"+ {run.shown(argv)}")
     if echo:
-        echo(f"+ {run.quote(argv)}")
+        echo(f"+ {run.shown(argv)}")
     result = run.capture(argv, timeout=timeout)
     for line in (result.stdout + "\n" + result.stderr).splitlines():
         log.write(line)
@@ -79,7 +82,10 @@ def smoke_entry(entry: Mapping[str, Any], *, facts: Mapping[str, Any] | None, ti
     if runner is None:
         msg = f"{entry.get('name') or entry.get('prefix')!r} was made by {entry.get('backend')!r}, not a container runtime"
         raise UsageError(msg, hint="`tfgpu envs` lists what tfgpu made")
-    argv = runner.smoke_argv(str(entry["prefix"]), str(SCRIPT), *(("--benchmark",) if benchmark else ()))
+    from tfgpu.containers import recorded_gpu_args
+
+    argv = runner.smoke_argv(str(entry["prefix"]), str(SCRIPT), *(("--benchmark",) if benchmark else ()),
+                             gpu_args=recorded_gpu_args(runner.name, entry.get("gpu_args")))
     report = smoke_in_image(argv, entry, facts=facts, timeout=timeout, log=_log(str(entry.get("name") or "image"), None),
                             echo=echo)
     record_smoke(entry, report, allow_cpu=allow_cpu)

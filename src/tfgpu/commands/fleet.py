@@ -74,7 +74,8 @@ def _write_text(p: Path, text: str) -> None:
     a link planted there); the lockfile writer's mechanism."""
     from tfgpu.lockfiles import write_atomic
 
-    write_atomic(p, text)
+    # a lone surrogate from a report (JSON allows "\udcff") cannot be written as UTF-8: shown escaped
+    write_atomic(p, text.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 @fleet_app.command("slurm")

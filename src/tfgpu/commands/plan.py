@@ -40,7 +40,7 @@ def _facts(facts_file: str | None, driver: str | None = None, gpu_cc: str | None
 def _print_plan(plan: Any) -> None:
     """The plan as human text (tfgpu.output: styles on a terminal only, every value terminal-safe)."""
     from tfgpu import output
-    from tfgpu.run import quote
+    from tfgpu.run import shown
 
     lines: list[tuple[output.Piece, ...]] = [
         ((f"TensorFlow {plan.tf}", "bold"), " with ", (str(plan.tool), "bold"),
@@ -51,7 +51,7 @@ def _print_plan(plan: Any) -> None:
         lines.append((f"  {i}. {step.why}",))
         if step.kind == "run":
             env = " ".join(f"{k}={v}" for k, v in step.env)
-            lines.append(("     ", ("$", "dim"), f" {env + ' ' if env else ''}{quote(step.argv)}"))
+            lines.append(("     ", ("$", "dim"), f" {env + ' ' if env else ''}{shown(step.argv)}"))
         else:
             lines.append(("     ", ("append to" if step.kind == "append-file" else "write", "dim"),
                           f" {step.path or ''}"))
@@ -145,7 +145,7 @@ def plan_cmd(
         facts = _facts(facts_file, driver, gpu_cc, os_name)
         plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel or [],
                           facts=facts, find_links=find_links or [], index_url=index_url, offline=offline, cpu=cpu,
-                          for_another_machine=fmt is not None)
+                          for_another_machine=fmt is not None, facts_from_file=facts_file is not None)
     if json_out:
         from tfgpu import __version__
         from tfgpu.knowledge import data_version
@@ -175,7 +175,7 @@ def _alternative(facts: dict[str, Any], plan: Any) -> str:
     """The command that works here instead of a blocked plan (the doctor's recommendation)."""
     from tfgpu.pipeline import alternative
 
-    rec = alternative(facts, plan.tf)
+    rec = alternative(facts, plan.tf, plan.backend)
     return rec.command if rec else ""
 
 

@@ -34,7 +34,8 @@ _PATTERNS = {
     # Ansible host pattern (groups, globs, unions, exclusions); no Jinja braces
     "hosts": re.compile(r"[A-Za-z0-9_.\-:*!&,\[\]]{1,1024}"),
     "pip_spec": re.compile(r"[A-Za-z0-9_.\-+/:@=<>!~\[\],#]{1,1024}"),
-    "reports": re.compile(r"[A-Za-z0-9_.\-/]{1,1024}"),
+    # a directory; never a leading "-" (read as an option by `mkdir -p` and by `tfgpu fleet merge`)
+    "reports": re.compile(r"[A-Za-z0-9_./][A-Za-z0-9_.\-/]{0,1023}"),
 }
 
 

@@ -55,7 +55,7 @@ class Problem:
 
 
 @dataclass
-class Machine:
+class DistinctMachine:
     """One distinct machine (identical facts): its judgement and the nodes that reported it."""
 
     key: str
@@ -75,7 +75,7 @@ class Machine:
 class Fleet:
     """What `fleet merge` found: machines, problems, and how many reports were re-judged."""
 
-    machines: dict[str, Machine]
+    machines: dict[str, DistinctMachine]
     problems: list[Problem]
     reports: int
     rejudged: int
@@ -343,7 +343,7 @@ def merge(
     from tfgpu.facts import validate_facts
 
     judge = judge or _doctor_judge(kb)
-    machines: dict[str, Machine] = {}
+    machines: dict[str, DistinctMachine] = {}
     problems: list[Problem] = []
     foreign: Counter[str] = Counter()
     seen: set[str] = set()
@@ -391,7 +391,7 @@ def merge(
             if tf is not None:
                 target_doc = judge(facts, tf)
                 target = target_doc["targets"][0] if target_doc.get("targets") else None
-            machine = Machine(key=key, facts=facts, signature=signature(facts), checks=judged["checks"],
+            machine = DistinctMachine(key=key, facts=facts, signature=signature(facts), checks=judged["checks"],
                               targets=judged["targets"], target=target, rejudged=not current)
             machines[key] = machine
         reports += 1
@@ -417,13 +417,13 @@ def _doctor_judge(kb: KnowledgeBase) -> Callable[[Mapping[str, Any], str | None]
 # --------------------------------------------------------------------------- the fleet document
 
 
-def _group_key(m: Machine) -> str:
+def _group_key(m: DistinctMachine) -> str:
     """Machines an administrator sees as the same: same signature and the same verdicts."""
     return json.dumps([m.signature, sorted(m.verdicts().items()), (m.target or {}).get("verdict")],
                       sort_keys=True, default=str)
 
 
-def _series_order(machines: Iterable[Machine]) -> list[str]:
+def _series_order(machines: Iterable[DistinctMachine]) -> list[str]:
     """Every series any machine was judged on, newest first (a foreign name sorts last)."""
     from packaging.version import InvalidVersion, Version
 
@@ -442,7 +442,7 @@ def _series_order(machines: Iterable[Machine]) -> list[str]:
 
 def fleet_document(fleet: Fleet) -> dict[str, Any]:
     """The merged view as plain data (schema tfgpu.fleet/1)."""
-    groups: dict[str, list[Machine]] = {}
+    groups: dict[str, list[DistinctMachine]] = {}
     for m in fleet.machines.values():
         groups.setdefault(_group_key(m), []).append(m)
     ordered = sorted(groups.values(), key=lambda ms: (-sum(len(m.nodes) for m in ms), min(min(m.nodes) for m in ms)))
