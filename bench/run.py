@@ -663,12 +663,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.quick:
         create_section(rep, args=args, env=env, tfgpu=tfgpu, cache=args.cache)
     if args.only_create and args.out.exists():
-        args.out.write_text(splice(args.out.read_text(), rep))
+        args.out.write_text(public_paths(splice(args.out.read_text(), rep)))
         log(f"added the create figures to {args.out}")
     else:
         write(args.out, rep, partial=False)
         if CREATE_HEADING in previous:  # --quick keeps the last create figures rather than dropping them
-            args.out.write_text(carry_create(previous, args.out.read_text()))
+            args.out.write_text(public_paths(carry_create(previous, args.out.read_text())))
             log(f"kept the earlier create figures in {args.out}")
     return 0
 
@@ -723,6 +723,11 @@ def _fleet_section(out: Path) -> str:
     return ""
 
 
+def public_paths(text: str) -> str:
+    """The report without this machine's paths: the checkout is ".", the home directory "~"."""
+    return text.replace(str(ROOT), ".").replace(str(Path.home()), "~")
+
+
 def write(out: Path, rep: Report, *, partial: bool) -> None:
     budgets = "## Budgets (issue 9)\n\n" + md_table(["budget", "measured", "limit", "result"], rep.budgets)
     text = rep.parts[0] + "\n\n" + budgets + "\n\n## Figures\n\n" + "\n\n".join(p for p in rep.parts[1:] if p)
@@ -730,7 +735,7 @@ def write(out: Path, rep: Report, *, partial: bool) -> None:
     if partial:
         text += "\n\n(create benchmark still running)"
     kept = _fleet_section(out)
-    out.write_text(text + "\n" + (f"\n{kept}\n" if kept else ""))
+    out.write_text(public_paths(text + "\n" + (f"\n{kept}\n" if kept else "")))
     if not partial:
         print(budgets + "\n", flush=True)
         log(f"wrote {out}")
