@@ -14,7 +14,7 @@ from tests.conftest import RTX3080_FACTS
 from tfgpu.options import FACTS_OPTIONS, SHARED
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "tfgpu"
-FACTS_COMMANDS = ("doctor", "plan", "create", "lock", "smoke", "explain")
+FACTS_COMMANDS = ("doctor", "plan", "create", "lock", "smoke", "explain", "lint")
 
 
 def _commands() -> dict[str, Any]:
@@ -36,6 +36,20 @@ def test_every_command_that_reads_the_machine_takes_the_same_facts_options(comma
         assert param.metavar == spec.metavar
         if key != "facts":  # --facts may say more about what the facts are for (explain)
             assert param.help == spec.help
+
+
+def test_lint_judges_the_host_the_overrides_give(cli: Any, tmp_path: Path) -> None:
+    # tabbyAPI's base image carries CUDA 12.8.1 (driver >= 570.26); the thread's host had 550.144.03
+    dockerfile = Path(__file__).resolve().parent / "data" / "lint" / "tabbyapi.Dockerfile"
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(RTX3080_FACTS))
+    code, out, err = cli("lint", str(dockerfile), "--facts", str(path), "--driver", "550.144.03", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["host"]["driver"] == "550.144.03"
+    assert any(c["status"] == "fail" and "570.26" in c["summary"] for c in doc["files"][0]["checks"])
+    code, out, err = cli("lint", str(dockerfile), "--facts", str(path), "--driver", "575.51.03", "--json")
+    assert not any(c["status"] == "fail" for c in json.loads(out)["files"][0]["checks"])
 
 
 def test_backend_means_the_same_and_defaults_to_auto_everywhere() -> None:

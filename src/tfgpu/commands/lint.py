@@ -16,27 +16,28 @@ def lint(
     facts_file: Optional[str] = typer_option(
         "facts", help="Read the facts (or an earlier `tfgpu doctor --json` report) from this file instead of probing "
                       "this machine: the host the files are judged against."),
+    driver: Optional[str] = typer_option("driver"),
+    gpu_cc: Optional[str] = typer_option("gpu_cc"),
+    os_name: Optional[str] = typer_option("os"),
     strict: bool = typer_option("strict"),
 ) -> int:
     """Check Dockerfiles and compose files for GPU problems: base image CUDA vs the host driver, pip-installed
     TensorFlow vs the image, two CUDAs, LD_LIBRARY_PATH, hidden GPUs, services without a GPU reservation."""
-    return run_lint(files, json_out=json_out, facts_file=facts_file, strict=strict)
+    from tfgpu.options import overrides
+
+    return run_lint(files, json_out=json_out, facts_file=facts_file, strict=strict,
+                    overrides=overrides(driver, gpu_cc, os_name))
 
 
-def run_lint(files: list[str], *, json_out: bool = False, facts_file: str | None = None, strict: bool = False) -> int:
-
+def run_lint(files: list[str], *, json_out: bool = False, facts_file: str | None = None, strict: bool = False,
+             overrides: dict[str, str | None] | None = None) -> int:
+    """The host comes from tfgpu.doctor.gather_facts, as for every command: probes or ``--facts``, then the
+    ``--driver``/``--gpu-cc``/``--os`` overrides and TFGPU_* variables."""
+    from tfgpu.doctor import gather_facts
     from tfgpu.knowledge import load_kb
     from tfgpu.lint import exit_code, lint_paths
 
-    facts: dict[str, Any] | None
-    if facts_file:
-        from tfgpu.facts import load_facts_file
-
-        facts = load_facts_file(facts_file)
-    else:
-        from tfgpu.probe import detect_facts
-
-        facts = detect_facts()
+    facts, _ = gather_facts(facts_file=facts_file, overrides=overrides)
     doc = lint_paths(files, load_kb(), facts)
     code = exit_code(doc, strict=strict)
     doc["exit_code"] = code
