@@ -65,8 +65,10 @@ def test_no_color_means_no_escape_sequence_on_a_terminal(monkeypatch: pytest.Mon
 def test_a_terminal_gets_styles_and_a_pipe_gets_none(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setenv("TERM", "xterm-256color")
-    _, styled, _ = run_on(Tty(), "plan", "--tf", "2.15", "--facts", FACTS)
-    _, plain, _ = run_on(io.StringIO(), "plan", "--tf", "2.15", "--facts", FACTS)
+    # --backend conda: with auto, which runner plan picks depends on this machine's tools (uv on PATH in a
+    # nox venv, the interpreters installed), and these tests are about the output, not the choice
+    _, styled, _ = run_on(Tty(), "plan", "--tf", "2.15", "--facts", FACTS, "--backend", "conda")
+    _, plain, _ = run_on(io.StringIO(), "plan", "--tf", "2.15", "--facts", FACTS, "--backend", "conda")
     assert "\x1b[1m" in styled  # bold: the target line
     assert "\x1b" not in plain
     assert plain.splitlines()[0].startswith("TensorFlow 2.15.0 with ")
@@ -80,7 +82,7 @@ def test_values_are_neither_escapes_nor_markup_even_on_a_terminal(monkeypatch: p
     facts["conda"]["path"] = "/opt/" + HOSTILE + "/conda"
     path = tmp_path / "facts.json"
     path.write_text(json.dumps(facts))
-    rc, out, err = run_on(Tty(), "plan", "--tf", "2.15", "--facts", str(path))
+    rc, out, err = run_on(Tty(), "plan", "--tf", "2.15", "--facts", str(path), "--backend", "conda")
     assert rc in (0, 1), err
     for raw in ("\x07", "\u202e", "\x1b]", "\x1b[2J", "\x1b[1;31m"):
         assert raw not in out + err
@@ -102,7 +104,7 @@ def test_one_line_shows_a_newline_inside_a_value_escaped() -> None:
 
 def test_json_is_written_plainly_even_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NO_COLOR", raising=False)
-    rc, out, _ = run_on(Tty(), "plan", "--tf", "2.15", "--facts", FACTS, "--json")
+    rc, out, _ = run_on(Tty(), "plan", "--tf", "2.15", "--facts", FACTS, "--json", "--backend", "conda")
     assert rc in (0, 1)
     assert json.loads(out)["tf"] == "2.15.0"
     assert "\x1b" not in out
