@@ -355,8 +355,10 @@ def _with_container_choices(result: DoctorResult, kb: KnowledgeBase, facts: Fact
     if rec is None or rec.backend == "cpu":
         return result
     if rec.backend == CONTAINER:
+        from tfgpu.verdict import for_container_backend
+
         chosen = next((t for t in targets if t.tf == rec.tf), None)
-        rec = replace(rec, command=f"tfgpu create --tf {rec.tf} --backend {prefs.backend}")
+        rec = for_container_backend(rec, prefs.backend)
         if chosen is not None and chosen.recipe_id:
             rec = replace(rec, recipe=chosen.recipe_id, recipe_id=chosen.recipe_id)
     # else: the verdict recommends a pip or conda release instead (the container route is blocked here); its

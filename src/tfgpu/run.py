@@ -404,8 +404,8 @@ def run_step(
     try:
         dog = _start_watchdog(proc.pid)
         return _follow_step(proc, argv, log=log, start=start, timeout=timeout, on_line=on_line)
-    except BaseException:
-        _kill_tree(proc)  # whatever escapes (a signal between two statements), the group does not outlive it
+    except BaseException:  # Ctrl-C, a signal or an error: kill the step's group (it must not outlive us), re-raise
+        _kill_tree(proc)
         raise
     finally:
         _stop_watchdog(dog)

@@ -40,14 +40,13 @@ def find_entry(name: str | None = None, prefix: str | None = None) -> dict[str, 
     return entry
 
 
-#: The programs a container entry may name as its runtime (Singularity: Apptainer's predecessor).
-CONTAINER_PROGRAMS = ("docker", "podman", "apptainer", "singularity")
 
 
 def container_of(entry: Mapping[str, Any]) -> tuple[str, str]:
     """The runtime and the image (or Apptainer's .sif file) of a container entry, checked: the registry is a
     file, and what it names becomes argv (a program of its choosing, or `-v/:/host` read as an option)."""
     from tfgpu.containers import check_image_ref
+    from tfgpu.probe.containers import RUNTIMES as CONTAINER_PROGRAMS  # the runtimes tfgpu knows and probes
 
     runtime, image = str(entry.get("tool") or entry["backend"]), str(entry["prefix"])
     if runtime not in CONTAINER_PROGRAMS:

@@ -858,6 +858,12 @@ def create_command(tv: TargetVerdict, machine: Machine | None = None) -> str:
     return cmd
 
 
+def for_container_backend(rec: Recommendation, backend: str) -> Recommendation:
+    """A recommendation of the container route under ``--backend docker|podman|apptainer|container``: its
+    command names the backend asked for (the route's recipes say only "container"); any other is as it is."""
+    return replace(rec, command=f"tfgpu create --tf {rec.tf} --backend {backend}") if rec.backend == "container" else rec
+
+
 def recommend(facts: Facts, kb: KnowledgeBase, verdicts: list[TargetVerdict] | None = None,
               machine: Machine | None = None) -> Recommendation | None:
     """The newest release that will use the GPU here: ready first, else the newest with caveats."""
@@ -902,10 +908,8 @@ def recommend_instead(facts: Facts, kb: KnowledgeBase, blocked_tf: str,
     machine = machine or Machine.from_facts(facts, kb)
     if backend in CONTAINER_BACKENDS:
         rec = recommend(facts, kb, judge_series(facts, kb, backend=backend, machine=machine), machine)
-        if rec is not None and rec.backend == "container":  # the runtime asked for, as the doctor says it
-            rec = replace(rec, command=f"tfgpu create --tf {rec.tf} --backend {backend}")
         if rec is not None:
-            return replace(rec, instead_of=blocked_tf)
+            return replace(for_container_backend(rec, backend), instead_of=blocked_tf)
     verdicts = judge_series(facts, kb, machine=machine)
     rec = recommend(facts, kb, verdicts, machine)
     if rec is None:
