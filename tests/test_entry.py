@@ -105,3 +105,50 @@ def test_the_doctor_forks_before_any_thread_exists(tmp_path):
     assert doc["facts"]["probe"]["process"] == "a forked child"  # the child did not die of the warning
     nvml = doc["facts"]["driver"]["sources"]["nvml"]
     assert "crashed" not in str(nvml.get("error"))  # nor did the NVML process
+
+
+@pytest.mark.real_subprocess
+def test_the_doctor_forks_its_probe_child_before_the_heavy_imports(tmp_path):
+    """The probe child is the doctor's longest path on a GPU machine: it forks right after the options are
+    parsed, before typing, pathlib, json or the knowledge base are imported (both processes then import what
+    they need at the same time, on two cores), and it never imports the knowledge base itself."""
+    probe = ("import os, sys\n"
+             "base = set(sys.modules)\n"
+             "real, me = os.fork, os.getpid()\n"
+             "def fork():\n"
+             "    if os.getpid() == me and not getattr(fork, 'done', False):\n"
+             "        fork.done = True\n"
+             "        sys.stderr.write('AT_FORK ' + ' '.join(sorted(set(sys.modules) - base)) + '\\n')\n"
+             "        sys.stderr.flush()\n"
+             "    return real()\n"
+             "os.fork = fork\n"
+             "sys.argv = ['tfgpu', 'doctor', '--json']\n"
+             "from tfgpu.entry import main; main()")
+    env = {**os.environ, "TFGPU_PROBE_FORK": "1", "TFGPU_PROBE_NVML": "0", "TFGPU_CACHE_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=False,
+                          timeout=60)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert json.loads(proc.stdout)["facts"]["probe"]["process"] == "a forked child"
+    at_fork = set(next(ln for ln in proc.stderr.splitlines() if ln.startswith("AT_FORK")).split()[1:])
+    assert {"tfgpu.doctor", "tfgpu.probe._child"} <= at_fork
+    heavy = {"typing", "pathlib", "json", "packaging.version", "tfgpu.facts", "tfgpu.knowledge", "tfgpu.report",
+             "tfgpu.verdict", "tfgpu.safety"}
+    assert not at_fork & heavy, sorted(at_fork & heavy)
+
+
+@pytest.mark.real_subprocess
+def test_the_probes_do_not_import_the_knowledge_base(tmp_path):
+    probe = ("import sys\n"
+             "base = set(sys.modules)\n"
+             "from tfgpu.probe import detect_facts\n"
+             "facts = detect_facts()\n"
+             "assert facts['schema'] == 'tfgpu.facts/1'\n"
+             "print(' '.join(sorted(set(sys.modules) - base)))")
+    env = {**os.environ, "TFGPU_PROBE_NVML": "0"}
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=False,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    modules = set(proc.stdout.split())
+    assert "tfgpu.probe.cuda" in modules
+    assert not modules & {"tfgpu.knowledge", "packaging.version", "typing"}, sorted(modules & {
+        "tfgpu.knowledge", "packaging.version", "typing"})

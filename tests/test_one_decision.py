@@ -23,6 +23,7 @@ from tfgpu.doctor import doctor_result
 from tfgpu.errors import TfgpuError, UsageError
 from tfgpu.knowledge import load_kb, series_of
 from tfgpu.lock import lock_target
+from tfgpu.options import CONTAINER_BACKENDS
 from tfgpu.plan import Plan, plan_cpu_environment, plan_environment, resolve_target
 
 KB = load_kb()
@@ -93,6 +94,10 @@ def assert_one_decision(facts: dict[str, Any], tf: str, tools: dict[str, str | N
         assert row.recipe_id is None, (target, row)
         return
     assert row.recipe_id == plan.recipe_id, (target, row.tf, row.verdict, plan.backend_reason)
+    # the row names one recipe, blocked or not: the one plan builds, with its backend family
+    assert row.recipe == plan.recipe_id, (target, row.tf, row.verdict)
+    assert row.backend == ("pip" if plan.backend == "pip" else "conda") or plan.backend in CONTAINER_BACKENDS, (
+        target, row.backend, plan.backend)
     if plan.verdict:
         assert row.verdict == plan.verdict
         assert row.tf == plan.tf
@@ -471,3 +476,58 @@ def test_a_target_the_doctor_blocks_before_any_container_route_is_a_blocked_cont
     assert "os.windows_gpu" in {b.check for b in plan.blockers}
     assert "blocked" in plan.backend_reason  # what `tfgpu create` refuses
     assert_one_container_decision(facts, "2.15", "docker")
+
+
+# --------------------------------------------------------------------------- the patch-release shortcut
+
+def _series_judged_in_full(facts: dict[str, Any], backend: str = "auto") -> list[Any]:
+    """judge_series with every patch release judged (verdict._blocked_by_cuda turned off)."""
+    from unittest import mock
+
+    from tfgpu import verdict
+
+    with mock.patch.object(verdict, "_blocked_by_cuda", return_value=False):
+        return verdict.judge_series(facts, KB, backend=backend)
+
+
+def assert_shortcut_changes_nothing(facts: dict[str, Any], backend: str = "auto") -> None:
+    from tfgpu import verdict
+
+    assert verdict.judge_series(facts, KB, backend=backend) == _series_judged_in_full(facts, backend)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(MACHINES, st.sampled_from(("auto", "pip", "conda", "docker")))
+def test_skipping_patch_releases_blocked_by_cuda_never_changes_a_verdict(facts: dict[str, Any], backend: str) -> None:
+    # judge_newest_workable does not judge an older patch release whose every recipe's CUDA rules out a GPU:
+    # the series' verdicts are the same as when every patch release is judged
+    assert_shortcut_changes_nothing(facts, backend)
+
+
+@pytest.mark.parametrize("case", _cases(), ids=lambda c: c.id)
+def test_skipping_patch_releases_changes_no_casebook_verdict(case: Any) -> None:
+    assert_shortcut_changes_nothing(copy.deepcopy(case.facts), case.backend)
+
+
+def test_an_h100_judges_one_release_of_each_series_its_gpu_is_too_new_for() -> None:
+    # every patch release of 1.15-2.11 uses CUDA <= 11.x, which knows no compute capability 9.0: the newest of
+    # each series is judged (and shown), the older ones are skipped, and the verdicts are those of judging all
+    from unittest import mock
+
+    from tfgpu import verdict
+
+    facts = machine("linux", "550.54.15", GPUS[9], ["3.10"], None, None)
+    judged: list[str] = []
+    real = verdict._judge_release
+
+    def counting(facts: Any, kb: Any, v: Version, **kw: Any) -> Any:
+        judged.append(str(v))
+        return real(facts, kb, v, **kw)
+
+    with mock.patch.object(verdict, "_judge_release", counting):
+        series = verdict.judge_series(facts, KB)
+    blocked = {series_of(Version(t.tf)) for t in series if t.verdict == "blocked"}
+    assert {"2.11", "2.9", "2.0"} <= blocked
+    for s in ("2.11", "2.9", "2.0"):
+        assert [v for v in judged if series_of(Version(v)) == s] == [str(KB.gpu_versions_in(s, "linux")[0])]
+    assert series == _series_judged_in_full(facts)

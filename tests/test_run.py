@@ -63,6 +63,35 @@ def test_capture_hung_program_times_out_and_its_children_die(tmp_path):
         pytest.fail("grandchild survived the timeout")
 
 
+@pytest.mark.parametrize("pidfd", ["pidfd", "no pidfd", "ENOSYS"])
+def test_capture_sees_the_exit_with_or_without_a_pidfd(tmp_path, monkeypatch, pidfd):
+    # Linux: a pidfd wakes capture the moment the program exits (Popen.wait(timeout) polls with sleeps up to
+    # 50 ms); without one (another OS, an old kernel) it waits as before. Exit codes and timeouts are the same.
+    opened: list[int] = []
+    if pidfd == "pidfd":
+        if not hasattr(os, "pidfd_open"):
+            pytest.skip("no os.pidfd_open here")
+        real = os.pidfd_open
+        monkeypatch.setattr(os, "pidfd_open", lambda pid, *a: opened.append(pid) or real(pid, *a))
+    elif pidfd == "no pidfd":
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    else:
+        def enosys(pid, *a):
+            raise OSError(38, "Function not implemented")
+
+        monkeypatch.setattr(os, "pidfd_open", enosys, raising=False)
+    done = script(tmp_path, "done", "import sys; print('bye'); sys.exit(5)")
+    res = run.capture([str(done)], timeout=10)
+    assert (res.returncode, res.stdout, res.timed_out) == (5, "bye\n", False)
+    assert len(opened) == (1 if pidfd == "pidfd" else 0)
+    hang = script(tmp_path, "hang", "import time; time.sleep(30)")
+    start = time.monotonic()
+    res = run.capture([str(hang)], timeout=0.5)
+    assert res.timed_out
+    assert res.returncode is None
+    assert time.monotonic() - start < 10
+
+
 def test_capture_bounds_output(tmp_path, monkeypatch):
     monkeypatch.setattr(run, "MAX_CAPTURE_BYTES", 1000)
     exe = script(tmp_path, "spew", "import sys\nfor _ in range(10000): sys.stdout.write('x' * 100)\n")

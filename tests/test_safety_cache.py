@@ -69,6 +69,30 @@ def test_decode_refuses_classes_outside_the_allow_list() -> None:
         _kbcache.decode(["r", "Popen", "args", ["l", "sh"]], classes, knowledge.Version, knowledge.VersionSpec)
     with pytest.raises(ValueError, match="not cache data"):
         _kbcache.decode(["x", 1], classes, knowledge.Version, knowledge.VersionSpec)
+    # a record holds its fields by position: fewer values than the class has fields, or a dangling extra
+    # name without its value, is not something encode wrote
+    kb = knowledge.load_kb()
+    toolkit = _kbcache.encode(kb.toolkits[0], classes)
+    for broken in (toolkit[:-1], [*toolkit, "_memo"]):
+        with pytest.raises(ValueError, match="not cache data"):
+            _kbcache.decode(broken, classes, knowledge.Version, knowledge.VersionSpec)
+
+
+def test_records_are_cached_by_position_and_keep_what_else_they_hold(cache_dir: Path) -> None:
+    # the field names are not repeated in every record (a fifth of the file was names); state beyond the
+    # fields (the knowledge base's indexes) follows as name, value pairs
+    classes = knowledge._cache_classes()
+    kb = knowledge.load_kb()
+    toolkit = kb.toolkits[0]
+    encoded = _kbcache.encode(toolkit, classes)
+    assert encoded[:2] == ["r", "Toolkit"]
+    assert len(encoded) == 2 + len(type(toolkit).__record_fields__)
+    assert _kbcache.decode(encoded, classes, knowledge.version, knowledge.VersionSpec) == toolkit
+    whole = _kbcache.encode(kb, classes)
+    assert whole[2 + len(knowledge.KnowledgeBase.__record_fields__)] == "_memo"
+    again = _kbcache.decode(whole, classes, knowledge.version, knowledge.VersionSpec)
+    assert again == kb
+    assert again._memo.keys() == kb._memo.keys()
     with pytest.raises(TypeError):
         _kbcache.encode(_Boom(), classes)
 
@@ -145,3 +169,18 @@ def test_an_absent_optional_table_keeps_the_cache_on(cache_dir: Path, monkeypatc
     after = knowledge._cache_file()
     assert after is not None  # it returned None: every doctor ran without a cache
     assert after != before
+
+
+def test_writing_the_cache_removes_the_old_pickled_caches(cache_dir: Path, tmp_path: Path) -> None:
+    # tfgpu before the data-only cache wrote kb-<key>.pickle files; nothing reads them now, so the next cache
+    # written removes them (ours only: a symlink or a file that is not a regular file stays)
+    old = cache_dir / "kb-0123456789abcdef.pickle"
+    old.write_bytes(b"\x80\x04N.")
+    elsewhere = tmp_path / "not-ours.pickle"
+    elsewhere.write_bytes(b"x")
+    (cache_dir / "kb-fedcba9876543210.pickle").symlink_to(elsewhere)
+    knowledge.load_kb()
+    assert not old.exists()
+    assert (cache_dir / "kb-fedcba9876543210.pickle").is_symlink()
+    assert elsewhere.read_bytes() == b"x"
+    assert [p.name for p in cache_dir.glob("kb-*.json") if p.name.count(".") == 1]

@@ -368,13 +368,15 @@ def test_parsed_knowledge_base_cache_is_keyed_by_content(tmp_path, monkeypatch, 
 def test_the_cache_key_changes_when_a_data_file_or_a_cached_module_changes(tmp_path, monkeypatch):
     import os
 
-    from tfgpu import _kbcache, _record, knowledge
+    from tfgpu import _kbcache, _record, gpu_rules, knowledge, verdict
 
     monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path))
     before = knowledge._cache_file()
     assert before == knowledge._cache_file()  # stable while nothing changes
+    # the indexes in the cache are filled by tfgpu.verdict's indexer and tfgpu.gpu_rules' derived values:
+    # a cache built by older code of theirs is stale too
     for path in (knowledge.compat_dir() / "cuda.toml", Path(knowledge.__file__), Path(_record.__file__),
-                 Path(_kbcache.__file__)):
+                 Path(_kbcache.__file__), Path(verdict.__file__), Path(gpu_rules.__file__)):
         st = path.stat()
         try:
             os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))

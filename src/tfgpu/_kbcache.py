@@ -3,9 +3,9 @@
 A cache that executes code when it is read (pickle) gives whoever can write the cache directory (a shared
 TFGPU_CACHE_DIR, a non-sticky shared directory) the victim's rights. This format is data only: JSON whose
 lists carry a one-letter tag (tuple, list, frozenset, dict, Version, VersionSpec, record) and records of
-an allow-list of classes, rebuilt without running any of their code. And even data is only read from a
-regular file that is not a symlink, is owned by the current user, and sits in a directory nobody else
-can write (or a sticky one, like /tmp). Files are written under unpredictable names with
+an allow-list of classes (their fields by position, in the class's order), rebuilt without running any of
+their code. And even data is only read from a regular file that is not a symlink, is owned by the current
+user, and sits in a directory nobody else can write (or a sticky one, like /tmp). Files are written under unpredictable names with
 O_CREAT | O_EXCL | O_NOFOLLOW, then renamed into place (issue 16, High 6).
 
 A corrupt or foreign file is ignored (the caller rebuilds), and ``read`` says why in one line.
@@ -18,7 +18,10 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["CacheRefused", "decode", "encode", "read", "remove_stale", "write"]
 
@@ -65,9 +68,14 @@ def encode(obj: Any, classes: dict[str, type]) -> Any:
                 return [_REF, ref]
             seen[id(o)] = len(seen)
             keep.append(o)
-            flat = [_RECORD, name]
-            for k, v in vars(o).items():
-                flat += [k, enc(v)]
+            # the record's fields by position (the class's field order: the cache key covers the module that
+            # defines it), then anything else in its __dict__ (a cached index) as name, value pairs
+            state = vars(o)
+            names = getattr(t, "__record_fields__", ())
+            flat = [_RECORD, name, *(enc(state[k]) for k in names)]
+            for k, v in state.items():
+                if k not in names:
+                    flat += [k, enc(v)]
             return flat
         msg = f"cannot cache a {t.__module__}.{name}"
         raise TypeError(msg)
@@ -75,11 +83,14 @@ def encode(obj: Any, classes: dict[str, type]) -> Any:
     return enc(obj)
 
 
-def decode(data: Any, classes: dict[str, type], version: type, spec: type) -> Any:
+def decode(data: Any, classes: dict[str, type], version: Callable[[str], Any], spec: Callable[[str], Any]) -> Any:
     """The inverse of ``encode``; raises ValueError on anything it did not write. (Written for speed:
-    it runs on every `tfgpu doctor`; equal versions are parsed once.)"""
+    it runs on every `tfgpu doctor`; equal versions and equal ranges are parsed once, and parsing them
+    was half of the decoding.)"""
     records: list[Any] = []
     versions: dict[str, Any] = {}
+    specs: dict[str, Any] = {}
+    fields_of: dict[type, tuple[str, ...]] = {}
     new = object.__new__
     scalars = (str, int, float, bool)
 
@@ -100,10 +111,19 @@ def decode(data: Any, classes: dict[str, type], version: type, spec: type) -> An
         if tag == "@":
             return records[o[1]]
         if tag == "r":
-            rec: Any = new(classes[o[1]])  # KeyError: a class outside the allow-list
+            cls = classes[o[1]]  # KeyError: a class outside the allow-list
+            rec: Any = new(cls)
             records.append(rec)
             state = rec.__dict__
-            for i in range(2, len(o) - 1, 2):
+            names = fields_of.get(cls)
+            if names is None:
+                names = fields_of[cls] = getattr(cls, "__record_fields__", ())
+            end = 2 + len(names)
+            if len(o) < end or (len(o) - end) % 2:
+                raise ValueError("not cache data")  # noqa: EM101
+            for key, value in zip(names, o[2:end]):
+                state[key] = value if type(value) is str else dec(value)
+            for i in range(end, len(o) - 1, 2):
                 key, value = o[i], o[i + 1]
                 if type(key) is not str:
                     raise ValueError("not cache data")  # noqa: EM101
@@ -116,7 +136,10 @@ def decode(data: Any, classes: dict[str, type], version: type, spec: type) -> An
         if tag == "d":
             return {dec(o[i]): dec(o[i + 1]) for i in range(1, len(o) - 1, 2)}
         if tag == "s":
-            return spec(o[1])
+            found = specs.get(o[1])
+            if found is None:
+                found = specs[o[1]] = spec(o[1])
+            return found
         raise ValueError("not cache data")  # noqa: EM101
 
     try:

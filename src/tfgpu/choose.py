@@ -304,7 +304,8 @@ def choose_for_target(kb: KnowledgeBase, facts: Facts, tv: TargetVerdict,
 def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Facts,
                  tools: Mapping[str, str | None] | None = None, prefs: Preferences | None = None) -> DoctorResult:
     """The doctor's per-target recipes and its recommendation, as `tfgpu plan` would build them: each
-    target that is not blocked names the recipe and backend :func:`choose` picks, and ``recipe_id``."""
+    target names the recipe and backend :func:`choose` picks, and ``recipe_id`` (a blocked one too: what
+    `tfgpu plan` would build, and its blockers say why it would not run)."""
     from tfgpu._record import replace
     from tfgpu.verdict import BLOCKED, create_command
 
@@ -319,12 +320,12 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Facts,
         if c is None:
             targets.append(tv)
             continue
-        if tv.verdict == BLOCKED:
-            targets.append(replace(tv, recipe_id=c.recipe.id))
-            continue
+        # a blocked target names what `tfgpu plan` would build for it too (and says why it would not run):
+        # its backend, recipe and recipe_id, as for any other target (its blockers say which backend has which)
         targets.append(replace(tv, backend="pip" if c.recipe.backend == "pip" and not c.python_from_conda
                                else "conda", recipe=c.recipe.id, recipe_id=c.recipe.id))
-        runner[tv.tf] = c.backend
+        if tv.verdict != BLOCKED:
+            runner[tv.tf] = c.backend
     result.targets = targets
     rec = result.recommendation
     if rec is not None and rec.backend != "cpu":

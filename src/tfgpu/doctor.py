@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from tfgpu import options as _options
 from tfgpu._record import replace
 from tfgpu.errors import UsageError
-from tfgpu.facts import as_facts
 from tfgpu.options import SHARED, OptionSpec, fast_options
 
+# What the console script imports before the probe child forks is kept small (no typing, pathlib or json
+# here): the child starts sooner, and both processes import the rest at the same time on two cores.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
+    from typing import Any
 
     from tfgpu.knowledge import KnowledgeBase
     from tfgpu.verdict import DoctorResult
@@ -110,20 +112,23 @@ def start_facts(
     """Start gathering facts and return a function that finishes it (see :func:`gather_facts`).
 
     With ``fork`` (the console script), probing the machine runs in a forked child on Linux while
-    this process loads the knowledge base (tfgpu.probe._child); the result is the same."""
-    from tfgpu.facts import apply_overrides, load_facts_file, overrides_from_env
-
+    this process loads the knowledge base (tfgpu.probe._child); the result is the same. The child forks
+    before anything else is imported: the probes and the knowledge base each import what they need."""
     if facts_file is not None:
+        from tfgpu.facts import load_facts_file
+
         facts: dict[str, Any] = load_facts_file(facts_file)
 
         def probed() -> dict[str, Any]:
             return facts
     else:
-        from tfgpu.probe import DEFAULT_TIMEOUT, detect_facts
+        from tfgpu.probe import DEFAULT_TIMEOUT
 
         budget = timeout if timeout and timeout > 0 else DEFAULT_TIMEOUT
 
         def detect() -> dict[str, Any]:
+            from tfgpu.probe import detect_facts
+
             return detect_facts(timeout=budget, isolate_nvml=fork)
 
         probed = detect
@@ -140,6 +145,8 @@ def start_facts(
                 probed = _child.start(in_child, here, budget + _child.DEADLINE_GRACE)
 
     def finish() -> tuple[dict[str, Any], list[str]]:
+        from tfgpu.facts import apply_overrides, overrides_from_env
+
         merged = overrides_from_env(os.environ)
         merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
         return apply_overrides(probed(), merged)
@@ -162,6 +169,7 @@ def doctor_result(facts: dict[str, Any], kb: KnowledgeBase, *, tf: str | None = 
     """Everything the doctor says (tfgpu.verdict.diagnose), with each target's recipe and the recommendation
     chosen as `tfgpu plan` chooses them (tfgpu.choose): the doctor and the planner cannot disagree."""
     from tfgpu.choose import Preferences, with_choices
+    from tfgpu.facts import as_facts
     from tfgpu.verdict import diagnose
 
     result = diagnose(as_facts(facts), kb, tf=tf, backend=backend)
@@ -178,9 +186,7 @@ def run_doctor(
     if backend not in BACKENDS:
         msg = f"--backend {backend!r} is not one of {', '.join(BACKENDS)}"
         raise UsageError(msg)
-    from tfgpu.safety import check_timeout
-
-    timeout = check_timeout(timeout)
+    timeout = _options.check_timeout(timeout)
     # Probes start first; with fork_probes they run in a child process while this one loads the
     # knowledge base (in a thread instead, it was slower: GIL and import-lock contention).
     pending = start_facts(facts_file=facts_file, overrides=overrides, timeout=timeout, fork=fork_probes)

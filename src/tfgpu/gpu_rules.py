@@ -14,7 +14,7 @@ from tfgpu.machine import gpu_cc_of, machine_memo
 from tfgpu.versions import normalize_cuda, version
 
 if TYPE_CHECKING:
-    from tfgpu.knowledge import ArchTargets, KnowledgeBase
+    from tfgpu.knowledge import ArchTargets, KnowledgeBase, Toolkit
     from tfgpu.machine import Machine
 
 
@@ -64,7 +64,8 @@ def _judge_gpus(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
     toolkit = kb.toolkit(_libs_cuda(kb, v, cuda, m.tf_os))
     for name, cc_text in _gpu_kinds(m, kb):
         cc = _cc(cc_text)
-        if toolkit and toolkit.cc_max and cc.major > _cc(toolkit.cc_max).major:
+        outside = _outside_toolkit(cc, toolkit)
+        if outside == "newer" and toolkit is not None:
             newer = _first_series_supporting(kb, cc, m.tf_os)
             blockers.append(Finding(
                 "gpu.arch",
@@ -73,7 +74,7 @@ def _judge_gpus(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
                 fix=f"use TensorFlow >= {newer}" if newer else _no_wheel_fix(kb, cc, cc_text, m.tf_os),
             ))
             continue
-        if toolkit and toolkit.cc_min and cc < _cc(toolkit.cc_min):
+        if outside == "older" and toolkit is not None:
             blockers.append(Finding(
                 "gpu.arch",
                 f"{name} is older than CUDA {cuda} supports (compute capability >= {toolkit.cc_min})",
@@ -127,6 +128,23 @@ def _judge_gpus(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
             f"{archs.ptx or 'none'})", fix="use a newer TensorFlow",
         ))
     return blockers, caveats, jit
+
+
+def _outside_toolkit(cc: Version, toolkit: Toolkit | None) -> str | None:
+    """The first GPU rule: "newer" when a GPU's architecture is newer than any a CUDA toolkit knows (its
+    libraries carry no kernels for it), "older" when the toolkit no longer supports it, else None."""
+    if toolkit and toolkit.cc_max and cc.major > _cc(toolkit.cc_max).major:
+        return "newer"
+    if toolkit and toolkit.cc_min and cc < _cc(toolkit.cc_min):
+        return "older"
+    return None
+
+
+def cuda_rules_out(m: Machine, kb: KnowledgeBase, v: Version, cuda: str) -> bool:
+    """Whether release ``v`` with CUDA ``cuda`` is blocked for one of the visible GPUs by the first rule alone
+    (:func:`_outside_toolkit`): then :func:`gpu_findings` blocks it whatever the binaries carry."""
+    toolkit = kb.toolkit(_libs_cuda(kb, v, cuda, m.tf_os))
+    return toolkit is not None and any(_outside_toolkit(_cc(cc_text), toolkit) for _name, cc_text in _gpu_kinds(m, kb))
 
 
 def _usable_ptx(archs: ArchTargets, cc: Version) -> Version | None:

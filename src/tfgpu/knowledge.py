@@ -18,6 +18,9 @@ from packaging.version import InvalidVersion, Version
 from tfgpu import __version__
 from tfgpu._record import field, record, replace
 from tfgpu.errors import DataError, UsageError
+from tfgpu.pci import (
+    normalize_pci_device_id as normalize_pci_device_id,  # re-exported: the device table uses it
+)
 from tfgpu.versions import normalize_cuda as normalize_cuda  # re-exported: compat is where callers look
 from tfgpu.versions import series_of as series_of
 from tfgpu.versions import version as version
@@ -175,7 +178,7 @@ class VersionSpec:
                 msg = f"{part.strip()!r}: a wildcard is only allowed as ==X.* or !=X.*"
                 raise InvalidSpecifier(msg)
             try:
-                parsed.append((op, Version(ver[:-2] if ver.endswith(".*") else ver), ver.endswith(".*")))
+                parsed.append((op, version(ver[:-2] if ver.endswith(".*") else ver), ver.endswith(".*")))
             except InvalidVersion:
                 msg = f"{part.strip()!r} is not a version specifier"
                 raise InvalidSpecifier(msg) from None
@@ -977,9 +980,10 @@ class KnowledgeBase:
         key = ("archs_for", f"{version_text(vv)}/{os}/{build}/{cuda}")
         if key not in self._memo:
             cv = version(normalize_cuda(cuda)) if cuda else None
-            rows = [a for a in self.archs if vv in a.tf and a.os in (os, "any") and a.build == build
-                    and (a.cuda is None or cv is None or cv in a.cuda)]
-            self._memo[key] = rows[0] if rows else (self.archs_for(vv, os) if build != "pip" else None)
+            # the cheap tests first, the version ranges last; file order kept: the first matching row wins
+            row = next((a for a in self.archs if a.build == build and a.os in (os, "any")
+                        and (a.cuda is None or cv is None or cv in a.cuda) and vv in a.tf), None)
+            self._memo[key] = row if row is not None else (self.archs_for(vv, os) if build != "pip" else None)
         found: ArchTargets | None = self._memo[key]
         return found
 
@@ -1143,16 +1147,6 @@ def normalize_gpu_name(name: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def normalize_pci_device_id(value: str | None) -> str | None:
-    """An NVIDIA PCI device ID as 4 lowercase hex digits from the forms the probes read: sysfs "0x1e81",
-    lspci "1e81", nvidia-smi "0x1E8110DE" (device << 16 | vendor), NVML pciDeviceId as hex. None when
-    it is not one."""
-    text = str(value or "").strip().lower().removeprefix("0x")
-    if re.fullmatch(r"[0-9a-f]{8}", text):
-        return text[:4] if text.endswith("10de") else None
-    return text if re.fullmatch(r"[0-9a-f]{4}", text) else None
-
-
 def _parse_kb() -> KnowledgeBase:
     meta = load_toml("meta")
     tf = load_toml("tensorflow")
@@ -1305,9 +1299,10 @@ def _cache_file() -> Path | None:
     """Where the parsed knowledge base is cached between runs, keyed by the data files' identity.
 
     Parsing ~200 kB of TOML costs ~0.1 s on every `tfgpu doctor`; reading the checked records back
-    from plain JSON (tfgpu._kbcache: data only, never pickle) costs a few ms. The key is tfgpu's version plus the size and modification time (ns) of every data
-    file and of the modules whose classes are cached: stat calls, where hashing the contents meant
-    reading them all and importing hashlib (~5 ms). TFGPU_CACHE_DIR overrides the directory;
+    from plain JSON (tfgpu._kbcache: data only, never pickle) costs a few ms. The key is tfgpu's version
+    plus the size and modification time (ns) of every data file, of the modules whose classes are cached
+    and of those that fill its indexes: stat calls, where hashing the contents meant reading them all and
+    importing hashlib (~5 ms). TFGPU_CACHE_DIR overrides the directory;
     TFGPU_NO_CACHE=1 disables the cache."""
     import os
     import zlib
@@ -1316,7 +1311,11 @@ def _cache_file() -> Path | None:
         return None
     here = Path(__file__).resolve().parent
     parts = [__version__]
-    for path in (Path(__file__), here / "_record.py", here / "_kbcache.py", *(compat_dir() / f"{name}.toml" for name in (*KB_FILES, *SECTION_FILES))):
+    # the modules whose classes are cached, and those whose code fills the cached indexes (their indexers and
+    # kb.derived values: tfgpu.verdict, tfgpu.gpu_rules): a change to any of them is a new cache
+    modules = ("_record.py", "_kbcache.py", "verdict.py", "gpu_rules.py")
+    for path in (Path(__file__), *(here / m for m in modules),
+                 *(compat_dir() / f"{name}.toml" for name in (*KB_FILES, *SECTION_FILES))):
         try:
             st = path.stat()
         except FileNotFoundError:  # an optional table that is absent: its absence is part of the key
@@ -1348,7 +1347,7 @@ def _read_cache(cache: Path, classes: dict[str, type]) -> tuple[Any, bool]:
     from tfgpu import _kbcache
 
     try:
-        return _kbcache.decode(_kbcache.read(cache), classes, Version, VersionSpec), True
+        return _kbcache.decode(_kbcache.read(cache), classes, version, VersionSpec), True
     except FileNotFoundError:
         pass
     except ValueError:  # valid JSON, not what tfgpu wrote
@@ -1367,7 +1366,10 @@ def _write_cache(cache: Path, obj: Any, classes: dict[str, type]) -> None:
 
     try:
         _kbcache.write(cache, _kbcache.encode(obj, classes))
-        _kbcache.remove_stale(cache.parent, keep=cache.name.split(".")[0], pattern="kb-*.json")
+        keep = cache.name.split(".")[0]
+        _kbcache.remove_stale(cache.parent, keep=keep, pattern="kb-*.json")
+        # the pickled caches of tfgpu before the data-only format (never read since): ours, and dead weight
+        _kbcache.remove_stale(cache.parent, keep=keep, pattern="kb-*.pickle")
     except (OSError, TypeError, _kbcache.CacheRefused):
         pass  # a read-only home is fine: the cache is an optimisation
 

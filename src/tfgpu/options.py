@@ -7,12 +7,28 @@ framework is loaded) is generated from the same table as the typer commands (:fu
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from tfgpu._record import record
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing before the doctor's probe child forks
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
+
+#: The longest wait tfgpu accepts (a week): more is a typo, and inf/1e308 overflow every clock.
+MAX_TIMEOUT = 7 * 24 * 3600.0
+
+
+def check_timeout(value: float | None, what: str = "--timeout") -> float | None:
+    """A timeout in seconds: finite, > 0 and at most a week; UsageError (rc 2) otherwise."""
+    if value is None:
+        return None
+    if not (value > 0 and value <= MAX_TIMEOUT):  # also false for NaN
+        from tfgpu.errors import UsageError
+
+        msg = f"{what} {value:g} is not a number of seconds between 0 and {MAX_TIMEOUT:g}"
+        raise UsageError(msg, hint=f"e.g. {what} 600")
+    return float(value)
+
 
 #: The values --backend takes, everywhere (doctor, plan, create, lock).
 BACKENDS = ("auto", "pip", "conda", "rattler")

@@ -22,6 +22,11 @@ from tfgpu._termtext import _CONTROL as _CONTROL
 from tfgpu._termtext import _escape_control as _escape_control
 from tfgpu._termtext import terminal_safe as terminal_safe
 
+# --timeout's check lives with the option's definition (tfgpu.options, which the doctor imports before its
+# probe child forks); it is re-exported here beside the other input checks
+from tfgpu.options import MAX_TIMEOUT as MAX_TIMEOUT
+from tfgpu.options import check_timeout as check_timeout
+
 
 def check_text(value: str, what: str) -> str:
     """``value`` unchanged, or UsageError (rc 2) when it holds a control character (a newline in a
@@ -30,20 +35,6 @@ def check_text(value: str, what: str) -> str:
         msg = f"refusing {what} {value!r}: it contains control characters"
         raise UsageError(msg, hint="remove the newline, tab or escape character from it")
     return value
-
-
-#: The longest wait tfgpu accepts (a week): more is a typo, and inf/1e308 overflow every clock.
-MAX_TIMEOUT = 7 * 24 * 3600.0
-
-
-def check_timeout(value: float | None, what: str = "--timeout") -> float | None:
-    """A timeout in seconds: finite, > 0 and at most a week; UsageError (rc 2) otherwise."""
-    if value is None:
-        return None
-    if not (value > 0 and value <= MAX_TIMEOUT):  # also false for NaN
-        msg = f"{what} {value:g} is not a number of seconds between 0 and {MAX_TIMEOUT:g}"
-        raise UsageError(msg, hint=f"e.g. {what} 600")
-    return float(value)
 
 
 def too_deep(obj: object, limit: int = 64) -> bool:

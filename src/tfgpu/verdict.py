@@ -13,7 +13,7 @@ Vocabulary (README, "Verdicts"):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
@@ -43,7 +43,7 @@ from tfgpu.versions import normalize_cuda, series_of, version
 
 if TYPE_CHECKING:
     from tfgpu.facts import Facts
-    from tfgpu.knowledge import KnowledgeBase, Recipe, Release
+    from tfgpu.knowledge import Build, KnowledgeBase, Recipe, Release
 
 
 #: GPUs with at most this much memory get the memory-growth advice (seed 000: MX150 2 GB,
@@ -595,21 +595,11 @@ def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str 
     if backend in CONTAINER_BACKENDS and os in ("linux", "wsl2") and not m.arm_linux:
         container_v = judge_container(facts, kb, v, m, wanted=backend)
     rel = kb.gpu_release(v, m.tf_os)
-    recipes = [r for r in kb.recipes_for(v, os) if r.gpu]
-    if os == "wsl2":  # Linux recipes work in WSL2 too; its own rows come first
-        recipes += [r for r in kb.recipes_for(v, "linux") if r.gpu and r not in recipes]
     verdicts: list[BackendVerdict] = []
     per_cuda: dict[tuple[str, str], tuple[list[Finding], list[Finding], bool, list[Finding], list[Finding]]] = {}
-    driver_cuda = m.driver_cuda_version(kb)
-    for recipe in recipes:
-        name = _backend_name(recipe)
-        if backend not in ("auto", name) and not (backend == "rattler" and name == "conda"):
-            continue
-        if not recipe_available(kb, recipe, v, os):
-            continue
+    for recipe, name, cuda, cudnn in _recipes_judged(kb, m, v, os, build, backend):
         b_block: list[Finding] = []
         b_cav: list[Finding] = []
-        cuda, cudnn = _recipe_cuda(kb, recipe, v, os, build.cuda, build.cudnn, driver_cuda)
         judged = (cuda, _arch_build(recipe))
         if judged not in per_cuda:  # recipes of one release mostly share their CUDA: judge the GPUs once
             g_block, g_cav, jit = gpu_findings(m, kb, v, cuda, judged[1])
@@ -692,6 +682,41 @@ def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str 
     unmitigated = [c for c in all_cav if not c.mitigated_by]
     return TargetVerdict(str(v), CAVEATS if unmitigated else READY, best.backend, best.recipe, (),
                          tuple(all_cav), tuple(verdicts), str(v))
+
+
+def _recipes_judged(kb: KnowledgeBase, m: Machine, v: Version, os: str, build: Build,
+                    backend: str) -> Iterator[tuple[Recipe, str, str, str]]:
+    """The GPU recipes judged for release ``v`` under ``backend`` (those whose packages exist), each with its
+    backend name and the CUDA and cuDNN it brings here: (recipe, "pip" | "conda", cuda, cudnn)."""
+    recipes = [r for r in kb.recipes_for(v, os) if r.gpu]
+    if os == "wsl2":  # Linux recipes work in WSL2 too; its own rows come first
+        recipes += [r for r in kb.recipes_for(v, "linux") if r.gpu and r not in recipes]
+    driver_cuda = m.driver_cuda_version(kb)
+    for recipe in recipes:
+        name = _backend_name(recipe)
+        if backend not in ("auto", name) and not (backend == "rattler" and name == "conda"):
+            continue
+        if not recipe_available(kb, recipe, v, os):
+            continue
+        cuda, cudnn = _recipe_cuda(kb, recipe, v, os, build.cuda, build.cudnn, driver_cuda)
+        yield recipe, name, cuda, cudnn
+
+
+def _blocked_by_cuda(kb: KnowledgeBase, m: Machine, v: Version, backend: str) -> bool:
+    """Whether release ``v`` is certainly BLOCKED here because every recipe's CUDA is too new or too old for
+    one of the GPUs (the first rule of tfgpu.gpu_rules, which then blocks that recipe), or it has no recipe at
+    all. A shortcut, never a different answer: :func:`judge_newest_workable` skips older patch releases that
+    are blocked this way (on an H100, every patch of 1.15-2.11), as judging them would only find them blocked."""
+    from tfgpu.gpu_rules import cuda_rules_out
+    from tfgpu.options import CONTAINER_BACKENDS
+
+    if backend in CONTAINER_BACKENDS:
+        return False  # the container route is judged on its own terms
+    build = kb.build_for(v, m.tf_os)
+    if build is None:
+        return True  # "no GPU build": blocked
+    return all(cuda_rules_out(m, kb, v, cuda) for _r, _n, cuda, _c in _recipes_judged(kb, m, v, m.os or "linux",
+                                                                                   build, backend))
 
 
 def rank_backends(backends: Iterable[BackendVerdict]) -> list[BackendVerdict]:
@@ -814,6 +839,13 @@ def warm_up(kb: KnowledgeBase, os: str = "linux") -> None:
 def _index_for_verdicts(kb: KnowledgeBase) -> None:
     for os in ("linux", "wsl2", "windows"):
         warm_up(kb, os)
+        # every release, not only each series' newest: an older patch release is judged when the newest is
+        # not ready here, and its look-ups (recipes, conda packages, GPU code) then come from the cache
+        facts: Facts = {"platform": {"os": "linux", "wsl": 2} if os == "wsl2" else {"os": os}}
+        m = Machine.from_facts(facts, kb)
+        for series in kb.series(m.tf_os):
+            for v in kb.gpu_versions_in(series, m.tf_os) or kb.gpu_versions_in(series, "linux"):
+                _judge_release(facts, kb, v, machine=m)
 
 
 register_indexer(_index_for_verdicts)  # the knowledge base fills these indexes before it caches itself
@@ -827,25 +859,27 @@ def judge_newest_workable(facts: Facts, kb: KnowledgeBase, releases: list[Versio
     (2.9.1 for CUDA 11.0, which driver 450.80.02 runs; 2.9.3 needs 11.2). When the pick is not the newest
     release, a mitigated ``tf.patch`` caveat says why."""
     m = machine or Machine.from_facts(facts, kb)
-    judged: list[TargetVerdict] = []
+    judged: list[tuple[Version, TargetVerdict]] = []
     for v in releases:
+        if judged and _blocked_by_cuda(kb, m, v, backend):
+            continue  # an older release that would be judged blocked is never picked: no need to judge it
         tv = _judge_release(facts, kb, v, backend=backend, machine=m)  # presented once picked (_presented)
-        judged.append(tv)
+        judged.append((v, tv))
         if tv.verdict == READY:
             break  # nothing older can be better
         if tv.verdict == BLOCKED and any(b.check in MACHINE_BLOCKERS for b in tv.blockers):
             break  # the machine blocks every release alike: no older patch release can help
-    pick = next((i for i, t in enumerate(judged) if t.verdict == READY), None)
+    pick = next((i for i, (_v, t) in enumerate(judged) if t.verdict == READY), None)
     if pick is None:
-        pick = next((i for i, t in enumerate(judged) if t.verdict == CAVEATS), 0)
-    newest, best = judged[0], judged[pick]
+        pick = next((i for i, (_v, t) in enumerate(judged) if t.verdict == CAVEATS), 0)
+    newest, (picked, best) = judged[0][1], judged[pick]
     if pick > 0:
         why = (newest.blockers or newest.caveats or (Finding("", "it is not ready here"),))[0]
         best = replace(best, caveats=(*best.caveats, Finding(
             "tf.patch", f"TensorFlow {newest.tf}, the newest {series_of(version(newest.tf))} release, is "
             f"{newest.verdict} here ({why.summary}); {best.tf} is the newest release of the series that is {best.verdict}",
             fix=why.fix, mitigated_by=f"tfgpu recommends {best.tf}")))
-    return _presented(facts, kb, releases[pick], best, backend=backend, machine=m)
+    return _presented(facts, kb, picked, best, backend=backend, machine=m)
 
 
 def create_command(tv: TargetVerdict, machine: Machine | None = None) -> str:

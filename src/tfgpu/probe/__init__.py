@@ -7,11 +7,15 @@ something is absent; nothing needs root. Every probe runs concurrently and is bo
 from __future__ import annotations
 
 import os
-import threading
 import time
-from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any
+
+# Importing the package is cheap (the doctor's console script imports it before its probe child forks):
+# detect_facts imports the probes, threading and pathlib when it runs.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from pathlib import Path
+    from typing import Any
 
 SCHEMA = "tfgpu.facts/1"
 DEFAULT_TIMEOUT = 2.0
@@ -95,7 +99,7 @@ def _nvml_caller(timeout: float, *, isolate: bool, env: Mapping[str, str]) -> Ca
 
 
 def detect_facts(
-    *, root: Path = Path("/"), env: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT,
+    *, root: Path | str = "/", env: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT,
     isolate_nvml: bool = False,
 ) -> dict[str, Any]:
     """Probe the machine (or the profile tree at ``root``) and return the facts document.
@@ -108,6 +112,9 @@ def detect_facts(
     taking turns with them on the GIL, and a call that hangs or crashes (a GPU fallen off the bus) is
     killed or contained there and reported as this probe's error.
     """
+    import threading
+    from pathlib import Path
+
     from tfgpu.probe import cuda, driver, system
     from tfgpu.probe._ctx import Ctx, run_concurrently
 

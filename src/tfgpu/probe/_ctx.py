@@ -9,10 +9,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from tfgpu import run
 from tfgpu._record import field, record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the doctor's probe child runs this)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: A probe file read never keeps more than this (a /proc file or header is small; a device is not).
 MAX_READ = 1024 * 1024

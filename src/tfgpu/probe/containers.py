@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from tfgpu.probe._ctx import Ctx
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the doctor's probe child runs this)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Runtimes in the order tfgpu prefers them for the container backend.
 RUNTIMES = ("docker", "podman", "apptainer", "singularity")

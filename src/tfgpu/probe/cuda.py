@@ -17,7 +17,6 @@ from __future__ import annotations
 import glob
 import os
 import re
-from typing import Any
 
 from tfgpu.probe._ctx import Ctx
 from tfgpu.probe.parsers import (
@@ -30,6 +29,10 @@ from tfgpu.probe.parsers import (
     parse_nvcc_version,
     soname_version,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the doctor's probe child runs this)
+if TYPE_CHECKING:
+    from typing import Any
 
 _LIB_PATTERNS = re.compile(r"^(libcudart\.so\.\d[\d.]*|libcudnn\.so\.\d[\d.]*|cudart64_\d+\.dll|cudnn64_\d+\.dll)$")
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-from typing import Any
 
 from tfgpu.errors import clip_words
 from tfgpu.probe._ctx import Ctx
@@ -26,6 +25,10 @@ from tfgpu.probe.parsers import (
     parse_smi_xml,
     parse_sys_module_version,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the doctor's probe child runs this)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Where the user-space driver libraries live (libnvidia-ml.so.<version> names the installed version).
 _LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/lib/aarch64-linux-gnu",

@@ -12,9 +12,12 @@ other sources (/proc, nvidia-smi, lspci) still answer.
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from tfgpu.probe.parsers import cuda_int_to_version
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the doctor's probe child runs this)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: NVML return codes -> our short error kinds (values from pynvml: NVML_ERROR_*)
 _KINDS = {

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from tfgpu.errors import clip_words
-from tfgpu.knowledge import normalize_pci_device_id
+from tfgpu.pci import normalize_pci_device_id
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the doctor's probe child runs this)
+if TYPE_CHECKING:
+    from typing import Any
 
 _NA = {"", "n/a", "[n/a]", "[not supported]", "not supported", "[unknown error]", "unknown error", "err!"}
 

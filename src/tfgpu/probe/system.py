@@ -8,7 +8,6 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 from tfgpu.probe._ctx import Ctx
 from tfgpu.probe.parsers import (
@@ -20,6 +19,10 @@ from tfgpu.probe.parsers import (
     parse_py_launcher,
     parse_version_output,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the doctor's probe child runs this)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: TensorFlow distributions (PyPI names) a user may have installed instead of / beside `tensorflow`.
 TF_DISTRIBUTIONS = (
