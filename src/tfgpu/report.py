@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -62,8 +63,9 @@ def _target_json(target: Any, *, verified: bool) -> dict[str, Any]:
 
 #: Every repetition is bounded: an unbounded one that can fail (``token\w*`` before a missing ``=``, a JWT
 #: start without its dots, URL credentials without an ``@``) is tried again at each start and made ~1 MB
-#: of hostile text take minutes. Real keys, tokens and passwords fit these bounds.
-_TOKEN = re.compile(
+#: of hostile text take minutes. Real keys, tokens and passwords fit these bounds. Compiled on first use
+#: (:func:`_token`): ~2 ms that `tfgpu doctor` without --redact never needs.
+_TOKEN_RE = (
     # a private key pasted into a log: the whole block
     r"(?:-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----|\Z)|"
     r"gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255}|glpat-[A-Za-z0-9_-]{20,255}|"
@@ -84,6 +86,13 @@ _TOKEN = re.compile(
     # command-line flags: --password VALUE, --token=VALUE
     r"(?i:--(?:token|secret|password|passwd|api[_-]?key|access[_-]?key)(?:=|\s{1,20}))\S{1,4096})"
 )
+
+
+@functools.cache
+def _token() -> re.Pattern[str]:
+    return re.compile(_TOKEN_RE)
+
+
 _HOME = re.compile(r"(/home/|/Users/|\\Users\\|/export/home/)([^/\\\s:;,'\"]+)")
 #: What may surround a name that is a whole path component (or a whole value, or a URL's host).
 _BEFORE = r"(?:(?<=[/\\@])|(?<=://)|^)"
@@ -128,7 +137,7 @@ def redactor(user: str | None = None, host: str | None = None, home: str | None 
             # only where a path starts with it: /var/home/alice is not ~ with /var in front
             text = re.sub(r"(?<![^\s:;,'\"=(\[])" + re.escape(home) + r"(?=[/\\]|$|[\s:;,'\"])", "~", text)
         text = _HOME.sub(lambda m: m.group(1) + "<user>", text)
-        text = _TOKEN.sub("<redacted>", text)
+        text = _token().sub("<redacted>", text)
         for pattern, mark in names:
             text = pattern.sub(mark, text)
         return text
