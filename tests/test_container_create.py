@@ -125,6 +125,21 @@ def test_run_mounts_the_current_directory():
                         tty=True) == ("apptainer", "exec", "--nv", "--bind", "/h:/c:ro", "--env", "A=1", "x.sif", "bash")
 
 
+@pytest.mark.parametrize(("runtime", "cwd"), [("apptainer", "/home/u/a,b"), ("apptainer", "/home/u/x:y"),
+                                               ("docker", "/home/u/x:y"), ("podman", "/data/run:2")])
+def test_a_directory_the_mount_flag_would_split_is_refused(runtime: str, cwd: str):
+    # apptainer's --bind is a comma-separated list and every --volume/--bind splits at ':': /home/u/a,b would
+    # bind /home/u/a and a second path "b" (a found bug): refused with the way out, exit 2
+    with pytest.raises(UsageError) as info:
+        run_in_container(runtime, "img:1", ["python3", "train.py"], cwd)
+    assert "separator" in info.value.message
+    assert "directory whose path has no" in (info.value.hint or "")
+    # a comma is only apptainer's separator: docker and podman mount it as it is
+    if runtime != "apptainer" and "," not in cwd:
+        argv = run_in_container(runtime, "img:1", ["true"], "/home/u/a,b")
+        assert argv[argv.index("--volume") + 1] == "/home/u/a,b:/workspace"
+
+
 @pytest.mark.parametrize("bad", ["evil;rm -rf /", "a b", "UPPER/case:1", "img:tag\nRUN x", "-v:1"])
 def test_image_references_are_checked_before_any_use(bad: str):
     with pytest.raises(UsageError):

@@ -32,6 +32,36 @@ def meta(prefix: Path) -> dict[str, dict[str, object]]:
     return out
 
 
+# --------------------------------------------------------------------------- the worker thread's time limit
+
+def test_a_solve_past_its_timeout_is_cancelled_and_named() -> None:
+    # `tfgpu lock --timeout N` bounds each platform's solve (engine.solve(timeout=...), through _run): the
+    # coroutine is cancelled, the worker stops, and the error says what timed out (exit 1)
+    import asyncio
+    import time
+
+    state: dict[str, bool] = {}
+
+    async def slow() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            state["cancelled"] = True
+            raise
+
+    start = time.monotonic()
+    with pytest.raises(StepFailed, match=r"solving for linux-64 timed out after 0.3 s") as info:
+        engine._run(slow(), timeout=0.3, what="solving for linux-64")
+    assert time.monotonic() - start < 10
+    assert state == {"cancelled": True}
+    assert "--timeout" in (info.value.hint or "")
+
+    async def quick() -> int:
+        return 7
+
+    assert engine._run(quick(), timeout=5) == 7
+
+
 # --------------------------------------------------------------------------- virtual packages (pure)
 
 def test_conda_override_cuda_sets_and_empty_removes() -> None:

@@ -167,6 +167,25 @@ def test_a_hanging_uv_is_stopped_by_the_timeout(home: Path, tmp_dir: Path, tmp_p
 
 
 @pytest.mark.real_subprocess
+def test_lock_takes_timeout_from_the_command_line(cli: Cli, home: Path, tmp_dir: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # `tfgpu lock --timeout N` bounds uv as `--timeout` bounds create's steps (it had no such flag: uv got 900 s)
+    fake_uv(tmp_path, monkeypatch, FAKE_UV_SLEEP="60")
+    out = tmp_path / "requirements.lock.txt"
+    start = time.monotonic()
+    code, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.20.0", "--backend", "pip", "-o", str(out),
+                       "--timeout", "1")
+    assert code == 1, err
+    assert "timed out after 1 s" in err
+    assert time.monotonic() - start < 15
+    assert not out.exists()
+    assert list(tmp_dir.iterdir()) == []
+    code, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.20.0", "--timeout", "-3")
+    assert code == 2
+    assert "--timeout -3 is not a number of seconds" in err
+
+
+@pytest.mark.real_subprocess
 def test_sigterm_stops_uv_and_leaves_no_lock(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A real `tfgpu lock` process: SIGTERM while uv runs stops uv's process group, exits 130, writes no
     lock and leaves no temporary directory."""

@@ -149,9 +149,9 @@ def lock_virtual_packages(platform: str, cuda: str | None, explicit: Sequence[st
 
 
 def lock_conda(kb: KnowledgeBase, req: LockRequest, *, cache_dir: Path | None = None,
-               env: Mapping[str, str] | None = None) -> tuple[Lock, list[str]]:
+               env: Mapping[str, str] | None = None, timeout: float | None = None) -> tuple[Lock, list[str]]:
     """Solve the recipe's conda packages for every platform with the embedded engine; returns the Lock
-    and notes. Needs the channels (network) unless they are local."""
+    and notes. Needs the channels (network) unless they are local. ``timeout`` bounds each platform's solve."""
     from tfgpu import __version__, engine
     from tfgpu.knowledge import data_version
 
@@ -170,7 +170,7 @@ def lock_conda(kb: KnowledgeBase, req: LockRequest, *, cache_dir: Path | None = 
         notes.extend(f"{platform}: {n}" for n in vnotes)
         notes.append(f"{platform}: recipe {target.recipe}: {' '.join(target.specs)} from {', '.join(channels)}"
                      f" with {' '.join(str(v) for v in vps)}")
-        records = engine.solve(target.specs, channels, platform, vps, cache_dir=cache_dir)
+        records = engine.solve(target.specs, channels, platform, vps, cache_dir=cache_dir, timeout=timeout)
         packages.extend(package_from_record(r, platform) for r in records)
         hashes[platform] = content_hash(channels=channels, specs=target.specs, platform=platform,
                                         virtual_packages=[str(v) for v in vps], pip=target.pip)
@@ -194,6 +194,9 @@ def lock_conda(kb: KnowledgeBase, req: LockRequest, *, cache_dir: Path | None = 
 UV_PLATFORMS = {"linux-64": "x86_64-manylinux_2_28", "linux-aarch64": "aarch64-manylinux_2_28",
                 "win-64": "x86_64-pc-windows-msvc"}
 
+
+#: Seconds uv may take to lock (`tfgpu lock --timeout` overrides it): resolving TensorFlow's tree is a minute or two.
+PIP_LOCK_TIMEOUT = 900.0
 
 #: The files of a pip lock plan, in its private working directory.
 PIP_LOCK_INPUT = "requirements.in"
@@ -242,7 +245,7 @@ def find_uv(tools: Mapping[str, str | None] | None = None) -> str | None:
 
 
 def lock_pip(kb: KnowledgeBase, tf: str, platform: str, out: Path, *, python: str | None = None,
-             index_url: str | None = None, timeout: float = 900, facts: Mapping[str, Any] | None = None,
+             index_url: str | None = None, timeout: float = PIP_LOCK_TIMEOUT, facts: Mapping[str, Any] | None = None,
              tools: Mapping[str, str | None] | None = None, target: LockTarget | None = None,
              echo: Callable[[str], None] | None = None) -> list[str]:
     """Lock a pip recipe to a ``--require-hashes`` requirements file: ``plan_pip_lock``'s steps run by the
@@ -311,12 +314,13 @@ def check_lock_backend(backend: str) -> None:
 def lock_environment(
     *, tf: str, platforms: tuple[str, ...], output: Path | None, channels: tuple[str, ...], backend: str,
     python: str | None, virtual_packages: tuple[str, ...], cache_dir: Path | None, force: bool,
-    facts: Mapping[str, Any] | None = None, say: Callable[[str], None] | None = None,
+    facts: Mapping[str, Any] | None = None, say: Callable[[str], None] | None = None, timeout: float | None = None,
 ) -> LockOutcome:
     """`tfgpu lock` as a library call: resolve the target (``latest`` included, as plan and create do), choose
     what to lock (the recipe ``tfgpu plan`` chooses here, for --backend auto), lock it, write the file.
     ``say`` gets the progress lines (the backend auto took, channels from the config file, the step
-    runner's ``+ cmd``)."""
+    runner's ``+ cmd``). ``timeout`` bounds each platform's solve, or the uv run of a pip lock (default: no
+    limit for a solve, 900 s for uv)."""
     from tfgpu.backends.config import load_config
     from tfgpu.backends.detect import detect_tools
     from tfgpu.knowledge import load_kb
@@ -353,7 +357,7 @@ def lock_environment(
             msg = "--backend pip locks one platform per requirements file"
             raise UsageError(msg, hint="run tfgpu lock once per --platform with its own -o")
         notes = lock_pip(kb, tf, platforms[0], out, python=python, facts=facts, tools=tools, target=pip_target,
-                         echo=say)
+                         echo=say, timeout=timeout if timeout is not None else PIP_LOCK_TIMEOUT)
     else:
         if backend == "conda":
             # Handing the solve to an installed conda-lock is not implemented yet: the embedded engine
@@ -365,7 +369,7 @@ def lock_environment(
             note(f"# channels from {config.path}: {', '.join(channels)}")
         req = LockRequest(tf=tf, platforms=platforms, channels=channels, python=python,
                           virtual_packages=virtual_packages, facts=facts, tools=tools, prefer=config.prefer)
-        lock, notes = lock_conda(kb, req, cache_dir=cache_dir)
+        lock, notes = lock_conda(kb, req, cache_dir=cache_dir, timeout=timeout)
         write_lockfile(lock, out, force=force)
         counts = ", ".join(f"{p}: {len(lock.for_platform(p))}" for p in lock.platforms)
         notes.append(f"packages per platform: {counts}")

@@ -288,12 +288,25 @@ def gpu_run_argv(runtime: str, image: str, command: list[str], *, mounts: tuple[
                                                                                "--security-opt=label=disable"]))]
         mount_flag, workdir_flag = "--volume", "--workdir"
     for host, inside, ro in mounts:
+        _check_mount(runtime, mount_flag, host, inside)
         argv += [mount_flag, f"{host}:{inside}" + (":ro" if ro else "")]
     if workdir:
         argv += [workdir_flag, workdir]
     for k, v in env:
         argv += ["--env", f"{k}={v}"]
     return (*argv, image, *command)
+
+
+def _check_mount(runtime: str, flag: str, host: str, inside: str) -> None:
+    """A mount the runtime would read as something else is refused (exit 2): ``--volume SRC:DST[:ro]`` splits
+    at every ':', and apptainer's ``--bind`` takes a comma-separated list, so a directory named ``a,b`` would
+    become two binds (apptainer's documentation: "--bind src[:dest[:opts]][,src[:dest[:opts]]]")."""
+    separators = ",:" if runtime == "apptainer" else ":"
+    for path in (host, inside):
+        found = next((c for c in separators if c in path), None)
+        if found is not None:
+            msg = f"{runtime} cannot mount {path!r}: {flag} reads its {found!r} as a separator"
+            raise UsageError(msg, hint=f"run tfgpu from a directory whose path has no {' or '.join(map(repr, separators))}")
 
 
 class ContainerRunner:

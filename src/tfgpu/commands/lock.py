@@ -37,6 +37,9 @@ def lock(
     driver: Optional[str] = typer_option("driver"),
     gpu_cc: Optional[str] = typer_option("gpu_cc"),
     os_name: Optional[str] = typer_option("os"),
+    timeout: Optional[float] = typer_option(
+        "timeout", help="Give up after this many seconds: on each platform's solve, or on uv for --backend pip "
+                        "(default: no limit for a solve, 900 for uv)."),
 ) -> int:
     """Lock a TensorFlow GPU environment: exact URLs and hashes per platform (needs the network).
 
@@ -44,27 +47,30 @@ def lock(
     from tfgpu.doctor import gather_facts
     from tfgpu.engine import parse_virtual_package
     from tfgpu.lock import check_lock_backend
+    from tfgpu.options import check_timeout
 
     check_lock_backend(backend)  # bad input is exit 2 before the machine is probed
+    timeout = check_timeout(timeout)
     for vp in virtual_package or ():
         parse_virtual_package(vp)
     facts, _ = gather_facts(facts_file=facts_file, overrides=overrides(driver, gpu_cc, os_name))
     return run_lock(tf=tf, platforms=tuple(platform or ("linux-64",)), output=output,
                     channels=tuple(channel or ()), backend=backend, python=python,
-                    virtual_packages=tuple(virtual_package or ()), cache_dir=cache_dir, force=force, facts=facts)
+                    virtual_packages=tuple(virtual_package or ()), cache_dir=cache_dir, force=force, facts=facts,
+                    timeout=timeout)
 
 
 def run_lock(
     *, tf: str, platforms: tuple[str, ...], output: Path | None, channels: tuple[str, ...], backend: str,
     python: str | None, virtual_packages: tuple[str, ...], cache_dir: Path | None, force: bool,
-    facts: dict[str, Any] | None = None,
+    facts: dict[str, Any] | None = None, timeout: float | None = None,
 ) -> int:
     from tfgpu import output as ui  # `output` is the lockfile option here
     from tfgpu.lock import lock_environment
 
     outcome = lock_environment(tf=tf, platforms=platforms, output=output, channels=channels, backend=backend,
                                python=python, virtual_packages=virtual_packages, cache_dir=cache_dir, force=force,
-                               facts=facts, say=ui.note)
+                               facts=facts, say=ui.note, timeout=timeout)
     for n in outcome.notes:
         ui.say(f"# {n}")
     ui.say(f"wrote {outcome.path}")

@@ -207,8 +207,9 @@ def default_cache_dir() -> Path:
     return user_dir("cache", "rattler") / "cache"
 
 
-def _run(coro: Any) -> Any:
-    """Run a rattler coroutine in a worker thread; Ctrl-C cancels it and waits for it to stop.
+def _run(coro: Any, timeout: float | None = None, what: str = "rattler") -> Any:
+    """Run a rattler coroutine in a worker thread; Ctrl-C cancels it and waits for it to stop, and so does
+    ``timeout`` (seconds; None: no limit), which then raises StepFailed naming ``what``.
 
     Running it on the main thread would leave rattler's linker running in the background after a
     KeyboardInterrupt while we delete its target directory.
@@ -230,18 +231,26 @@ def _run(coro: Any) -> Any:
         finally:
             loop.close()
 
-    worker = threading.Thread(target=work, name="tfgpu-rattler", daemon=True)
-    worker.start()
-    try:
-        while worker.is_alive():
-            worker.join(0.05)
-    except KeyboardInterrupt:
+    def cancel() -> None:
         if task_box and not loop.is_closed():
             try:
                 loop.call_soon_threadsafe(task_box[0].cancel)
             except RuntimeError:  # the loop closed in between
                 pass
         worker.join(60)
+
+    worker = threading.Thread(target=work, name="tfgpu-rattler", daemon=True)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.05)
+            if deadline is not None and worker.is_alive() and time.monotonic() >= deadline:
+                cancel()
+                msg = f"{what} timed out after {timeout:g} s"
+                raise StepFailed(msg, hint="pass a larger --timeout, or check the network to the channels")
+    except KeyboardInterrupt:
+        cancel()
         raise
     if "error" in result:
         raise result["error"]
@@ -299,10 +308,12 @@ def solve(
     *,
     cache_dir: Path | None = None,
     offline: bool = False,
+    timeout: float | None = None,
 ) -> list[RepoDataRecord]:
     """Solve ``specs`` against ``channels`` for ``platform`` (+ noarch); returns the records to install.
 
-    ``virtual_packages=None`` means this machine's (``detect_virtual_packages``).
+    ``virtual_packages=None`` means this machine's (``detect_virtual_packages``). ``timeout`` bounds the solve,
+    fetching the channels' repodata included (StepFailed past it; None: no limit).
     """
     require()
     from rattler import BuildString, Gateway, GenericVirtualPackage, PackageName, Subdir, Version
@@ -328,10 +339,12 @@ def solve(
     try:
         records: list[RepoDataRecord] = _run(r_solve(
             chans, match_specs, gateway=gateway, platforms=subdirs, virtual_packages=vps,
-        ))
+        ), timeout=timeout, what=f"solving for {platform}")
     except KeyboardInterrupt:
         msg = "interrupted while solving"
         raise Interrupted(msg) from None
+    except TfgpuError:  # the timeout: said as it is
+        raise
     except Exception as exc:
         kind = type(exc).__name__
         if kind == "SolverError":
