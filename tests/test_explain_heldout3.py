@@ -7,8 +7,9 @@ harmless when the thread established that nothing failed (then the right answer 
 measures: no engine or catalog change.
 
 First score (engine and catalog of main at 9f39739), measured once: 22/25 (tune 10/12, hold 12/13).
-The tune misses and why are in SOURCES.md (batch 4); the hold miss is only counted here.
-The floors below equal that first score, so any regression on these logs fails the test.
+The tune misses and why are in SOURCES.md (batch 4); the hold miss is only counted here. After the catalog fix for
+the tune miss nvct-394: 24/25 (tune 11/12, hold 13/13; the hold gain is not blind, see SOURCES.md).
+The floors below equal the last score, so any regression on these logs fails the test.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from .test_explain_heldout import load_heldout
 from .test_explain_heldout2 import check_batch, right, score_halves, stamped_lines_not_in_catalog
 
 HELDOUT3 = DATA / "explain" / "heldout" / "heldout3.toml"
-#: Right answers at the first measurement (see the docstring and SOURCES.md batch 4).
-FLOOR_TUNE = 10
-FLOOR_HOLD = 12
+#: Right answers now (first measurement: 10 and 12; see the docstring and SOURCES.md batch 4).
+FLOOR_TUNE = 11
+FLOOR_HOLD = 13
 
 
 def load_batch() -> list[dict[str, Any]]:

@@ -65,7 +65,7 @@ def interpreters(facts: Facts, tools: Mapping[str, str | None]) -> dict[str, str
     found: dict[str, str] = {}
     py = facts.get("python") or {}
     for it in py.get("interpreters") or []:
-        if isinstance(it, Mapping) and it.get("version"):
+        if isinstance(it, Mapping) and it.get("version") and it.get("bits") != 32:  # no TF wheel fits a 32-bit one
             try:
                 xy = _xy(str(it["version"]))
             except InvalidVersion:  # a garbled version in a facts file is not fatal for planning

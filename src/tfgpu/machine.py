@@ -65,6 +65,9 @@ class Machine:
     toolkits_known: bool = True
     cudnns_known: bool = True
     driver_source: str = ""  # "override" when --driver / TFGPU_DRIVER_VERSION set it
+    #: X.Y of the interpreters known to be 32-bit builds and not also present as a 64-bit (or unknown) one: they
+    #: are not in ``pythons``, as no TensorFlow wheel installs into them (compat/rules.toml wheels-64-bit-only)
+    pythons_32bit: tuple[str, ...] = ()
 
     @classmethod
     def from_facts(cls, facts: Facts, kb: KnowledgeBase | None = None) -> Machine:
@@ -94,13 +97,16 @@ class Machine:
                 visible = _apply_cvd(all_gpus, str(cvd), kb)
         py = facts.get("python") if "python" in facts else None
         pythons: tuple[str, ...] | None = None
+        only_32: tuple[str, ...] = ()
         if isinstance(py, dict):
-            found = []
-            for entry in [{"version": py.get("current")}, *(py.get("interpreters") or [])]:
-                vv = maybe_version((entry or {}).get("version"))
+            found: list[str] = []
+            found_32: list[str] = []
+            for entry in [{"version": py.get("current"), "bits": py.get("bits")}, *(py.get("interpreters") or [])]:
+                vv = maybe_version((entry or {}).get("version")) if isinstance(entry, dict) else None
                 if vv is not None:
-                    found.append(f"{vv.major}.{vv.minor}")
+                    (found_32 if entry.get("bits") == 32 else found).append(f"{vv.major}.{vv.minor}")
             pythons = tuple(dict.fromkeys(found))
+            only_32 = tuple(p for p in dict.fromkeys(found_32) if p not in pythons)
         lspci = facts.get("lspci_nvidia")
         tf = facts.get("tensorflow") if "tensorflow" in facts else None
         return cls(
@@ -116,7 +122,7 @@ class Machine:
             cuda_visible=None if cvd is None else str(cvd),
             ld_library_path=env.get("LD_LIBRARY_PATH"),
             toolkits=tuple(facts.get("cuda_toolkits") or ()), cudnns=tuple(facts.get("cudnn") or ()),
-            pythons=pythons,
+            pythons=pythons, pythons_32bit=only_32,
             conda=conda if isinstance(conda, dict) and conda.get("kind") else None,
             tensorflow=tuple(tf) if isinstance(tf, list) else None,
             arch=str(plat.get("arch") or "").strip().lower() or None,

@@ -612,7 +612,17 @@ def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str 
         if limit is not None:  # a package the recipe pins has wheels for fewer Pythons (compat/pins.toml)
             pythons = tuple(p for p in pythons if p in limit.python)
         if name == "pip":
-            if m.pythons is not None and pythons and not set(pythons) & set(m.pythons):
+            bits_32 = [p for p in pythons if p in m.pythons_32bit]
+            if (m.pythons is not None and pythons and not set(pythons) & set(m.pythons) and bits_32
+                    and kb.rule("wheels-64-bit-only").holds(v)):
+                b_block.append(Finding(
+                    "python.bits",
+                    f"Python {bits_32[-1]} here is a 32-bit build, and TensorFlow's wheels are 64-bit only: pip finds "
+                    f"no TensorFlow {v} to install into it",
+                    fix=f"install the 64-bit Python {bits_32[-1]} (python.org's 64-bit installer, or uv python install "
+                    f"{bits_32[-1]}), or use the conda backend, which brings its own Python",
+                ))
+            elif m.pythons is not None and pythons and not set(pythons) & set(m.pythons):
                 b_block.append(Finding(
                     "python.range",
                     f"pip needs Python {pythons[0]}-{pythons[-1]} for TensorFlow {v}; this machine has "

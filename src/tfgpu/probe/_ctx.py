@@ -68,6 +68,14 @@ class Ctx:
         except (OSError, ValueError):
             return None
 
+    def head(self, p: str | os.PathLike[str], size: int = 4096) -> bytes | None:
+        """The first ``size`` bytes of a machine file (an executable's header), or None. Never raises."""
+        try:
+            with self.path(p).open("rb") as fh:
+                return fh.read(size)
+        except (OSError, ValueError):
+            return None
+
     def exists(self, p: str | os.PathLike[str]) -> bool:
         try:
             return self.path(p).exists()

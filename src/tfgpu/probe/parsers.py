@@ -386,6 +386,23 @@ def parse_py_launcher(text: str) -> list[dict[str, Any]]:
     return out
 
 
+def executable_bits(head: bytes | None) -> int | None:
+    """32 or 64 from the start of a program file: an ELF's class byte (EI_CLASS: 1 = 32-bit, 2 = 64-bit) or a
+    PE's machine field (0x14c i386; 0x8664 x86-64, 0xaa64 ARM64); None for anything else (a shell-script
+    wrapper, a Store alias, a truncated file). The ELF and PE layouts are the System V ABI's and Microsoft's
+    PE format specification's."""
+    if not head:
+        return None
+    if head[:4] == b"\x7fELF" and len(head) > 4:
+        return {1: 32, 2: 64}.get(head[4])
+    if head[:2] == b"MZ" and len(head) >= 0x40:
+        offset = int.from_bytes(head[0x3C:0x40], "little")
+        if offset + 6 <= len(head) and head[offset:offset + 4] == b"PE\0\0":
+            machine = int.from_bytes(head[offset + 4:offset + 6], "little")
+            return {0x14C: 32, 0x8664: 64, 0xAA64: 64}.get(machine)
+    return None
+
+
 def parse_version_output(text: str) -> str | None:
     """`conda --version` ("conda 23.7.0"), `mamba --version` (first line "mamba 1.5.8"), `micromamba
     --version` ("1.5.8") -> the first version-looking token."""

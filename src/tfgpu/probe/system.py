@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tfgpu.probe._ctx import Ctx
 from tfgpu.probe.parsers import (
+    executable_bits,
     parse_cpuinfo_flags,
     parse_ldd_version,
     parse_nv_tegra_release,
@@ -145,13 +146,16 @@ def probe_python(ctx: Ctx, os_name: str) -> dict[str, Any]:
     current = sys.version.split()[0]  # what platform.python_version() returns, without importing platform
     found: dict[str, dict[str, Any]] = {}
 
-    def add(path: str, version: str | None, source: str) -> None:
+    def add(path: str, version: str | None, source: str, bits: int | None = None) -> None:
         machine = ctx.unroot(path)
         real = os.path.realpath(ctx.path(machine))
         key = real if os.path.exists(real) else machine
         entry = found.get(key)
         if entry is None:
-            found[key] = {"version": version, "path": machine, "source": source}
+            # a 32-bit interpreter cannot install TensorFlow (64-bit wheels only): its word size, from its
+            # header (a wrapper script or an alias says nothing: null)
+            found[key] = {"version": version, "path": machine, "source": source,
+                          "bits": bits or executable_bits(ctx.head(real, 1024))}
         elif entry["version"] is None or (version and len(version) > len(entry["version"])):
             entry["version"] = version or entry["version"]
 
@@ -199,7 +203,8 @@ def probe_python(ctx: Ctx, os_name: str) -> dict[str, Any]:
         res = ctx.run(["py", "-0p"])
         if res.ok:
             for e in parse_py_launcher(res.stdout):
-                add(e["path"] or f"py -{e['version']}", e["version"], "py -0p")
+                bits = {"32": 32, "64": 64, "arm64": 64}.get(str(e.get("bits")))
+                add(e["path"] or f"py -{e['version']}", e["version"], "py -0p", bits)
     if ask:
         code = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
         from concurrent.futures import ThreadPoolExecutor  # only when there is something to ask
@@ -209,7 +214,8 @@ def probe_python(ctx: Ctx, os_name: str) -> dict[str, Any]:
                 v = parse_version_output(res.stdout) if res.ok else None
                 add(path, v, "PATH")
     interpreters = sorted(found.values(), key=lambda e: (e["source"], e["path"]))
-    return {"current": current, "executable": sys.executable, "implementation": _IMPLEMENTATIONS.get(sys.implementation.name, sys.implementation.name),
+    return {"current": current, "bits": 64 if sys.maxsize > 2**32 else 32, "executable": sys.executable,
+            "implementation": _IMPLEMENTATIONS.get(sys.implementation.name, sys.implementation.name),
             "interpreters": interpreters}
 
 
