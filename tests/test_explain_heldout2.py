@@ -82,6 +82,15 @@ def check_batch(excerpts: Sequence[dict[str, Any]], sources: Path) -> None:
     assert {e["id"] for e in excerpts if e["split"] == "tune"} == split_rule(excerpts)
 
 
+def check_later_batch(excerpts: Sequence[dict[str, Any]], sources: Path) -> None:
+    """:func:`check_batch` for batches 4 and later: 20-30 excerpts, and every excerpt is either `none` or has an
+    `expect` regex."""
+    assert 20 <= len(excerpts) <= 30
+    check_batch(excerpts, sources)
+    for e in excerpts:
+        assert e.get("none") or e["expect"], e["id"]
+
+
 def assert_threads_are_new(excerpts: Sequence[dict[str, Any]], earlier: Sequence[Path]) -> None:
     """No excerpt's thread is cited by the catalog (source URL, ``owner/repo#N`` or ``repo#N``) or by an earlier batch
     file: the point of a held-out batch."""

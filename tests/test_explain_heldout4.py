@@ -25,7 +25,7 @@ from .conftest import DATA
 from .test_explain_heldout import load_heldout
 from .test_explain_heldout2 import (
     assert_threads_are_new,
-    check_batch,
+    check_later_batch,
     score_halves,
     stamped_lines_not_in_catalog,
 )
@@ -42,10 +42,7 @@ def load_batch() -> list[dict[str, Any]]:
 
 def test_batch5_is_well_formed() -> None:
     excerpts = load_batch()
-    assert 20 <= len(excerpts) <= 30
-    check_batch(excerpts, HELDOUT4.parent / "SOURCES.md")
-    for e in excerpts:
-        assert e.get("none") or e["expect"], e["id"]
+    check_later_batch(excerpts, HELDOUT4.parent / "SOURCES.md")
     # the brief of this batch: a few excerpts where the right answer is to claim nothing
     assert sum(1 for e in excerpts if e.get("none") or e.get("harmless")) >= 3
 
