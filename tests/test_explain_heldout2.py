@@ -82,6 +82,34 @@ def check_batch(excerpts: Sequence[dict[str, Any]], sources: Path) -> None:
     assert {e["id"] for e in excerpts if e["split"] == "tune"} == split_rule(excerpts)
 
 
+def check_later_batch(excerpts: Sequence[dict[str, Any]], sources: Path) -> None:
+    """:func:`check_batch` for batches 4 and later: 20-30 excerpts, and every excerpt is either `none` or has an
+    `expect` regex."""
+    assert 20 <= len(excerpts) <= 30
+    check_batch(excerpts, sources)
+    for e in excerpts:
+        assert e.get("none") or e["expect"], e["id"]
+
+
+def assert_threads_are_new(excerpts: Sequence[dict[str, Any]], earlier: Sequence[Path]) -> None:
+    """No excerpt's thread is cited by the catalog (source URL, ``owner/repo#N`` or ``repo#N``) or by an earlier batch
+    file: the point of a held-out batch."""
+    from tfgpu.knowledge import compat_dir
+
+    catalog = (compat_dir() / "explain.toml").read_text(encoding="utf-8")
+    before = "".join(path.read_text(encoding="utf-8") for path in earlier)
+    for e in excerpts:
+        url = e["url"].rstrip("/")
+        assert url not in catalog, e["id"]
+        assert url not in before, e["id"]
+        if "github.com/" in url:
+            owner_repo, number = re.split(r"/(?:issues|pull)/", url.split("github.com/")[-1])
+            repo = owner_repo.split("/")[-1]
+            cited = re.compile(rf"(?<![\w-]){re.escape(repo)}(?:#|/issues/|/pull/){number}(?!\d)")
+            assert not cited.search(catalog), e["id"]
+            assert not cited.search(before), e["id"]
+
+
 def stamped_lines_not_in_catalog(excerpts: Sequence[dict[str, Any]]) -> int:
     """Asserts that no catalog sample is a timestamped line of ``excerpts``; returns how many such lines there are."""
     from tfgpu.knowledge import load_toml

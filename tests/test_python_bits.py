@@ -83,3 +83,17 @@ def test_the_planner_never_picks_a_32_bit_interpreter() -> None:
         {"version": "3.8.10", "path": "C:/Python38/python.exe", "bits": 64},
         {"version": "3.6.8", "path": "C:/Python36/python.exe"}]})
     assert interpreters(copy.deepcopy(facts), {}) == {"3.8": "C:/Python38/python.exe", "3.6": "C:/Python36/python.exe"}
+
+
+def test_a_fifo_or_device_named_like_an_interpreter_is_not_read(tmp_path: Path) -> None:
+    # reading the header must not block on a FIFO (nothing writes to it) nor read a device: word size unknown
+    import os
+
+    bin_dir = tmp_path / "usr" / "bin"
+    bin_dir.mkdir(parents=True)
+    os.mkfifo(bin_dir / "python3.10")
+    (bin_dir / "python3.12").symlink_to("/dev/zero")
+    ctx = Ctx(root=tmp_path, env={"PATH": "/usr/bin"}, timeout=2.0)
+    assert ctx.head("/usr/bin/python3.10") is None
+    found = {e["version"]: e["bits"] for e in probe_python(ctx, "linux")["interpreters"]}
+    assert found["3.10"] is None

@@ -60,6 +60,10 @@ def _judge_gpus(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
     blockers: list[Finding] = []
     caveats: list[Finding] = []
     jit = False
+    if m.all_gpus is None:  # as for an undescribed driver, CUDA or cuDNN: said, not taken for fine
+        caveats.append(Finding(
+            "gpu.unknown", f"the facts do not describe the GPUs: whether TensorFlow {v}'s GPU code runs on them is not "
+            "checked", fix="run tfgpu doctor on the machine itself (it reads the GPUs), or pass --gpu-cc X.Y"))
     archs = kb.archs_for(v, m.tf_os, build, cuda if build != "pip" else None)
     toolkit = kb.toolkit(_libs_cuda(kb, v, cuda, m.tf_os))
     for name, cc_text in _gpu_kinds(m, kb):

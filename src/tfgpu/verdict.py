@@ -334,7 +334,11 @@ def driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: boo
     blockers: list[Finding] = []
     caveats: list[Finding] = []
     if m.driver is None:
-        return blockers, caveats  # the machine-level blocker covers it
+        if not m.driver_known:  # as for an undescribed CUDA or cuDNN: said, not taken for fine
+            caveats.append(Finding(
+                "driver.unknown", f"the facts do not describe the NVIDIA driver: whether it runs CUDA {cuda} is not checked",
+                fix="run tfgpu doctor on the machine itself (it reads the driver), or pass --driver VERSION"))
+        return blockers, caveats  # a known missing driver: the machine-level blocker covers it
     want = _v(normalize_cuda(cuda))
     have = m.driver_cuda_version(kb)
     if want is None:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -69,12 +70,20 @@ class Ctx:
             return None
 
     def head(self, p: str | os.PathLike[str], size: int = 4096) -> bytes | None:
-        """The first ``size`` bytes of a machine file (an executable's header), or None. Never raises."""
+        """The first ``size`` bytes of a regular machine file (an executable's header), or None. Never raises,
+        never blocks: a FIFO or a device named like a program (opened without waiting for a writer) is not read."""
         try:
-            with self.path(p).open("rb") as fh:
-                return fh.read(size)
+            fd = os.open(self.path(p), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
         except (OSError, ValueError):
             return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            return os.read(fd, size)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
 
     def exists(self, p: str | os.PathLike[str]) -> bool:
         try:
