@@ -54,8 +54,10 @@ def load_case(path: Path) -> Case:
     if not str(doc.get("url", "")).startswith("https://"):
         problems.append("url must be an https:// address")
     target = doc.get("target") or {}
-    if not isinstance(target.get("tf"), str) or target.get("backend") not in ("auto", "pip", "conda", "rattler"):
-        problems.append("target: {tf: release or series, backend: auto|pip|conda|rattler} is required")
+    backends = ("auto", "pip", "conda", "rattler", "container", "docker", "podman", "apptainer")
+    if not isinstance(target.get("tf"), str) or target.get("backend") not in backends:
+        problems.append("target: {tf: release or series, backend: auto|pip|conda|rattler, or a container route "
+                        "(container|docker|podman|apptainer)} is required")
     expect = doc.get("expect") or {}
     verdicts = expect.get("verdict")
     if not isinstance(verdicts, list) or not verdicts or not set(verdicts) <= set(VERDICTS):

@@ -263,7 +263,10 @@ def _cases() -> list[Any]:
 def test_doctor_plan_and_lock_agree_on_the_casebook(case: Any) -> None:
     # every real machine of tests/cases/, with the target and backend its thread used, then `latest`
     facts = copy.deepcopy(case.facts)
-    assert_one_decision(facts, case.tf, tools_for(facts, uv=False), case.backend)
+    if case.backend in CONTAINER_BACKENDS:  # a thread that ran TensorFlow's image: the container route
+        assert_one_container_decision(facts, case.tf, case.backend)
+    else:
+        assert_one_decision(facts, case.tf, tools_for(facts, uv=False), case.backend)
     assert_one_decision(facts, "latest", tools_for(facts, True))
     assert_recommendation_builds(facts, tools_for(facts, True))
 
