@@ -194,7 +194,8 @@ def run_doctor(
         from tfgpu import report
         from tfgpu.knowledge import load_kb
         kb = load_kb()
-    except BaseException:  # a bad knowledge base or Ctrl-C: stop the probe child before the error goes up
+    except (Exception, KeyboardInterrupt):  # a bad knowledge base, a bug, or Ctrl-C / a signal (tfgpu turns
+        # SIGINT/SIGTERM/SIGHUP into KeyboardInterrupt): stop the probe child before the error goes up
         pending.cancel()  # type: ignore[attr-defined]
         raise
     facts, active = pending()

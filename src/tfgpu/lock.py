@@ -245,17 +245,19 @@ def find_uv(tools: Mapping[str, str | None] | None = None) -> str | None:
 
 
 def lock_pip(kb: KnowledgeBase, tf: str, platform: str, out: Path, *, python: str | None = None,
-             index_url: str | None = None, timeout: float = PIP_LOCK_TIMEOUT, facts: Mapping[str, Any] | None = None,
+             index_url: str | None = None, timeout: float | None = None, facts: Mapping[str, Any] | None = None,
              tools: Mapping[str, str | None] | None = None, target: LockTarget | None = None,
              echo: Callable[[str], None] | None = None) -> list[str]:
     """Lock a pip recipe to a ``--require-hashes`` requirements file: ``plan_pip_lock``'s steps run by the
     step runner (tfgpu.execute.run_plan_steps: ``+ cmd`` to ``echo``, a timeout, the full output in
     tfgpu's logs, a signal stops uv's process group) in a private temporary directory; the result is then
-    written to ``out`` atomically with a header, so a failed or interrupted lock leaves ``out`` as it was."""
+    written to ``out`` atomically with a header, so a failed or interrupted lock leaves ``out`` as it was.
+    ``timeout``: seconds uv may take (None: :data:`PIP_LOCK_TIMEOUT`)."""
     import tempfile
 
     from tfgpu.execute import run_plan_steps
 
+    timeout = PIP_LOCK_TIMEOUT if timeout is None else timeout
     if platform not in UV_PLATFORMS:
         msg = f"tfgpu does not lock for platform {platform}"
         raise UsageError(msg, hint=f"use one of: {', '.join(UV_PLATFORMS)}")
@@ -357,7 +359,7 @@ def lock_environment(
             msg = "--backend pip locks one platform per requirements file"
             raise UsageError(msg, hint="run tfgpu lock once per --platform with its own -o")
         notes = lock_pip(kb, tf, platforms[0], out, python=python, facts=facts, tools=tools, target=pip_target,
-                         echo=say, timeout=timeout if timeout is not None else PIP_LOCK_TIMEOUT)
+                         echo=say, timeout=timeout)
     else:
         if backend == "conda":
             # Handing the solve to an installed conda-lock is not implemented yet: the embedded engine

@@ -163,7 +163,8 @@ def open_lock_file(path: Path) -> IO[bytes]:
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
         return os.fdopen(fd, "r+b")
-    except BaseException:  # a refused file or Ctrl-C before fdopen owns the descriptor: close it, re-raise
+    except (OSError, ValueError, KeyboardInterrupt):  # a refused file, fdopen failing, or Ctrl-C / a signal
+        # before fdopen owns the descriptor: close it, re-raise
         os.close(fd)
         raise
 

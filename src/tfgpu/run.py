@@ -432,7 +432,8 @@ def run_step(
     try:
         dog = _start_watchdog(proc.pid)
         return _follow_step(proc, argv, log=log, start=start, timeout=timeout, on_line=on_line)
-    except BaseException:  # Ctrl-C, a signal or an error: kill the step's group (it must not outlive us), re-raise
+    except (Exception, KeyboardInterrupt):  # an error, or Ctrl-C / a signal (raised as KeyboardInterrupt by
+        # tfgpu's handlers): kill the step's group (it must not outlive us), re-raise
         _kill_tree(proc)
         raise
     finally:
