@@ -62,9 +62,9 @@ def machines(count: int, rng: random.Random) -> list[dict[str, Any]]:
 
 def write_reports(folder: Path, nodes: int, distinct: int, seed: int = 20) -> None:
     sys.path.insert(0, str(ROOT / "src"))
-    from tfgpu import report
-    from tfgpu.knowledge import load_kb
-    from tfgpu.verdict import diagnose
+    from tfgpu.judge.verdict import diagnose
+    from tfgpu.kb.knowledge import load_kb
+    from tfgpu.render import report
 
     kb = load_kb()
     rng = random.Random(seed)

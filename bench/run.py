@@ -429,8 +429,8 @@ def doctor_section(rep: Report, *, title: str, env: dict[str, str], args: argpar
 def importtime_section(rep: Report, tfgpu_argv_module: list[str], env: dict[str, str]) -> None:
     log("import profile")
     parts = []
-    for label, argv in (("`python -X importtime -c 'import tfgpu.cli'`", [sys.executable, "-X", "importtime", "-c",
-                                                                            "import tfgpu.cli"]),
+    for label, argv in (("`python -X importtime -c 'import tfgpu.cli.app'`", [sys.executable, "-X", "importtime", "-c",
+                                                                            "import tfgpu.cli.app"]),
                         ("`python -X importtime -m tfgpu doctor --json` (the whole command)",
                          [sys.executable, "-X", "importtime", "-m", "tfgpu", "doctor", "--json"])):
         measure(argv, env=env)  # warm the page cache

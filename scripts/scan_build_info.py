@@ -19,7 +19,7 @@ Two steps, like scripts/scan_wheel_archs.py (whose zip-by-range streaming this r
      what was read and from which member).
   2. render (offline, always): the wheel rows of compat/tensorflow.toml `corrections` (those with
      `wheel = ...`), one per (series, os) and field where the wheel disagrees with the docs table.
-     tfgpu follows the wheel there (tfgpu.knowledge applies these rows to the build it returns): the
+     tfgpu follows the wheel there (tfgpu.kb.knowledge applies these rows to the build it returns): the
      wheel is what a machine loads; the docs table is kept (`old`) and cited.
 
 Usage:
@@ -324,7 +324,7 @@ def render(record: dict[str, Any], text: str) -> str:
         "  # A wheel that disagrees with the docs table (field = cuda / cudnn; old = the docs' value, new = what",
         "  # the wheel loads, `read` = where in the wheel; `patches` = how many patch releases of the series were",
         "  # read and agree, from `wheel` (the first) to `wheel_newest`; `differs` = patches that read otherwise).",
-        "  # tfgpu follows the wheel (tfgpu.knowledge.build_for):",
+        "  # tfgpu follows the wheel (tfgpu.kb.knowledge.build_for):",
         "  # a machine runs the wheel, not the table; the docs value stays quoted in `old`.",
         *(_row(r) for r in rows),
     ]

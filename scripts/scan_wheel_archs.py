@@ -4,7 +4,7 @@
 Two steps:
   1. scan (network, `--scan`): for each chosen wheel, read the zip central directory with HTTP range
      requests, then stream-decompress only its shared objects (.so / .pyd / .dll) and parse them as they
-     stream (src/tfgpu/binscan.py): fatbin containers in `.nv_fatbin` (SASS sm_XX, PTX compute_XX),
+     stream (src/tfgpu/facts/binscan.py): fatbin containers in `.nv_fatbin` (SASS sm_XX, PTX compute_XX),
      the highest GLIBC_/GLIBCXX_ symbol version from `.gnu.version_r`, DT_NEEDED CUDA libraries.
      tensorflow/python/platform/build_info.py is read as one small member. Nothing is stored but the
      result; a wheel is never written to disk. Results go to compat/wheel_scan.json (the scan record:
@@ -50,7 +50,7 @@ import tomllib
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from tfgpu import binscan  # noqa: E402
+from tfgpu.facts import binscan  # noqa: E402
 
 PYPI = "https://pypi.org/pypi/{name}/json"
 USER_AGENT = "tfgpu-scan-wheel-archs/1 (+stdlib urllib)"
@@ -578,7 +578,7 @@ ARCHS_HEADER = """\
 # A row covers its minor series: when the first and the newest patch differ, the first patch's row covers
 # the patches before the newest. Patches in between were not read (assumed like the row's wheel).
 #
-# Rule the verdict applies (tfgpu.verdict, gpu.arch / gpu.ptx_jit): a GPU runs a container's SASS when
+# Rule the verdict applies (tfgpu.judge.verdict, gpu.arch / gpu.ptx_jit): a GPU runs a container's SASS when
 # the SASS has its major and a minor <= its own. SASS in `sass` -> native. SASS only below 90% (in
 # `sass_partial`, not in `sass`) -> that share of the kernels is native and the rest needs PTX: with a
 # PTX <= the GPU (the highest such one in ptx_all) it is JIT-compiled (warning, the share is named),

@@ -8,7 +8,7 @@ Each NVIDIA (vendor 10de) device line reads "<id>  <chip> [<marketing name> / <n
 
 The join, in two steps, uses no fact that is not in one of the two sources:
   1. name: a device whose marketing name is, after tfgpu's GPU-name normalisation
-     (tfgpu.knowledge.normalize_gpu_name), a model of compat/gpus.toml `models` (NVIDIA's CUDA GPUs page)
+     (tfgpu.kb.knowledge.normalize_gpu_name), a model of compat/gpus.toml `models` (NVIDIA's CUDA GPUs page)
      gets that model's compute capability (via = "name").
   2. chip: a compute capability belongs to the silicon, so when more than half of the named devices
      of a chip family (GM107, GA104, ...; the chip column without its M/GL/GLM variant suffix) that
@@ -41,7 +41,7 @@ from pathlib import Path
 
 import tomllib
 
-from tfgpu.knowledge import normalize_gpu_name
+from tfgpu.kb.knowledge import normalize_gpu_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/_table_io.py
 from _table_io import write_or_diff

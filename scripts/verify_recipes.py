@@ -1,7 +1,7 @@
 """Prove tfgpu's pip recipes by real installs: `nox -s recipes` (slow, networked; not in .ci/run).
 
 For the newest patch of every GPU minor series (and 2.2.0, the seed's release) it builds the environment
-through tfgpu's own create code path (tfgpu.pipeline.build_plan -> tfgpu.execute.run_plan, pip
+through tfgpu's own create code path (tfgpu.build.pipeline.build_plan -> tfgpu.build.execute.run_plan, pip
 backend, the Python the plan picks among those installed), runs the smoke test (the CPU part counts on a
 machine without a GPU, as `tfgpu create --allow-cpu` does), then scripts/recipe_probe.py inside the
 environment: import TensorFlow, the resolved versions, and a ctypes load of every CUDA library the
@@ -58,7 +58,7 @@ def targets(kb: Any, only: list[str]) -> list[str]:
 
 
 def _skip_reason(kb: Any, tf: str, exc: Exception) -> str:
-    from tfgpu.knowledge import version
+    from tfgpu.kb.knowledge import version
 
     wheels = kb.pythons_for(version(tf), "linux")
     return (f"no Python installed here has a Linux wheel (wheels: {', '.join(wheels) or 'none'}; "
@@ -99,12 +99,12 @@ def verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, log
 
 
 def _verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, log: Any) -> dict[str, str]:
-    from tfgpu import run
-    from tfgpu.errors import TfgpuError
-    from tfgpu.execute import activation_env, run_plan
-    from tfgpu.knowledge import load_kb, version
-    from tfgpu.pipeline import build_plan
-    from tfgpu.smoke.runner import child_env, run_smoke
+    from tfgpu.build.execute import activation_env, run_plan
+    from tfgpu.build.pipeline import build_plan
+    from tfgpu.core import process as run
+    from tfgpu.core.errors import TfgpuError
+    from tfgpu.kb.knowledge import load_kb, version
+    from tfgpu.verify.runner import child_env, run_smoke
 
     kb = load_kb()
     today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
@@ -193,7 +193,7 @@ def prepare(scratch: Path) -> dict[str, Any]:
     os.environ["PATH"] = pyenv_path()
     if str(ROOT / "src") not in sys.path:
         sys.path.insert(0, str(ROOT / "src"))
-    from tfgpu.commands.plan import _facts
+    from tfgpu.cli.commands.plan import _facts
 
     facts: dict[str, Any] = _facts(None)
     return facts
@@ -212,7 +212,7 @@ def render_table(rows: list[dict[str, str]]) -> str:
 
 def write(rows: list[dict[str, str]], path: Path) -> None:
     """Merge ``rows`` into compat/verified.toml (a row per release + recipe; newer runs replace older)."""
-    from tfgpu.knowledge import dump_verified, load_toml, verified_from_row
+    from tfgpu.kb.knowledge import dump_verified, load_toml, verified_from_row
 
     old: dict[tuple[str, str], dict[str, str]] = {}
     sources = {k: dict(v) for k, v in SOURCES.items()}
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
 
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="tfgpu-recipes-")).resolve()
     facts = prepare(scratch)
-    from tfgpu.knowledge import load_kb
+    from tfgpu.kb.knowledge import load_kb
 
     def log(msg: str) -> None:
         print(msg, flush=True)

@@ -13,14 +13,13 @@ from typing import Any
 
 import pytest
 
-from tfgpu import run as run_mod
+from tfgpu.core import process as run_mod
 
-# The parsed knowledge base is cached between runs (tfgpu.knowledge._cache_file); tests use their own dir.
+# The parsed knowledge base is cached between runs (tfgpu.kb.knowledge._cache_file); tests use their own dir.
 os.environ.setdefault("TFGPU_CACHE_DIR", tempfile.mkdtemp(prefix="tfgpu-test-cache-"))
 
-REPO = Path(__file__).resolve().parent.parent
 
-#: pytester runs the subprocess guard itself (tests/test_safety_guard.py).
+#: pytester runs the subprocess guard itself (tests/security/test_guard.py).
 pytest_plugins = ["pytester"]
 DATA = Path(__file__).resolve().parent / "data"
 #: The machine `tfgpu lock` tests lock for (lock chooses its recipe for a machine, as plan does; unit tests
@@ -51,7 +50,7 @@ def _subprocess_protection(request: pytest.FixtureRequest, monkeypatch: pytest.M
         attempts.append(repr(argv))
         raise RealSubprocessBlocked(
             f"unit test tried to start a real subprocess {argv!r}: install a fake "
-            "(monkeypatch tfgpu.run._spawn) or mark the test real_subprocess"
+            "(monkeypatch tfgpu.core.process._spawn) or mark the test real_subprocess"
         )
 
     monkeypatch.setattr(run_mod, "_spawn", blocked)
@@ -63,14 +62,14 @@ def _subprocess_protection(request: pytest.FixtureRequest, monkeypatch: pytest.M
 
 
 #: Tests that need tfgpu's embedded conda engine (py-rattler >= 0.26, so Python >= 3.10).
-needs_engine = pytest.mark.skipif(not __import__("tfgpu.engine").engine.available(),
+needs_engine = pytest.mark.skipif(not __import__("importlib").import_module("tfgpu.backends.rattler").available(),
                                   reason="the embedded conda engine needs Python >= 3.10 (py-rattler >= 0.26)")
 
 
 @pytest.fixture(autouse=True)
 def _no_forced_colour(monkeypatch: pytest.MonkeyPatch) -> None:
     """A FORCE_COLOR in the environment running the tests (CI) must not style the output tests read
-    (tfgpu.output honours it, as rich does)."""
+    (tfgpu.render.output honours it, as rich does)."""
     monkeypatch.delenv("FORCE_COLOR", raising=False)
 
 
@@ -104,7 +103,8 @@ def fake_venv_plan(prefix: Path, *steps: Any) -> Any:
     """A pip plan whose first step makes a fake venv at ``prefix`` (MAKE_VENV), then ``steps``."""
     import sys
 
-    from tfgpu.plan import Plan, Step
+    from tfgpu.backends.steps import Step
+    from tfgpu.plan.model import Plan
 
     return Plan(tf="2.20.0", backend="pip", backend_reason="test", prefix=str(prefix), name=None, python="3",
                 steps=(Step((sys.executable, "-c", MAKE_VENV, str(prefix)), "make the venv"), *steps),
@@ -134,7 +134,7 @@ def data_dir() -> Path:
 @pytest.fixture
 def cli() -> Callable[..., tuple[int, str, str]]:
     """Run the CLI in-process: returns (exit code, stdout, stderr)."""
-    from tfgpu.cli import main
+    from tfgpu.cli.app import main
 
     def invoke(*argv: str) -> tuple[int, str, str]:
         import contextlib
@@ -149,7 +149,7 @@ def cli() -> Callable[..., tuple[int, str, str]]:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The casebook's score (tests/test_casebook.py), printed whatever -s/-q say."""
+    """The casebook's score (tests/casebook/test_casebook.py), printed whatever -s/-q say."""
     from tests.casebook import RESULTS, summary_lines
 
     for line in summary_lines(RESULTS):

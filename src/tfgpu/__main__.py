@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfgpu.entry import main
+from tfgpu.cli.entry import main
 
 if __name__ == "__main__":
     main()

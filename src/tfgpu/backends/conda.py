@@ -12,10 +12,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tfgpu.steps import Step
+from tfgpu.backends.steps import Step
 
 if TYPE_CHECKING:
-    from tfgpu.knowledge import KnowledgeBase
+    from tfgpu.kb.knowledge import KnowledgeBase
 
 #: Channels as Anaconda's `defaults` multichannel is named by tools that do not know `defaults`.
 _DEFAULTS_FOR = {"micromamba": "anaconda", "rattler": "anaconda"}
@@ -84,10 +84,10 @@ def rattler_create_steps(
     driver_cuda: str | None = None,
 ) -> list[Step]:
     """The embedded engine's create step. ``driver_cuda`` is the newest CUDA the driver supports as the
-    verdict derives it (tfgpu.plan.engine_driver_cuda: "none" when the facts show no driver, None when they
+    verdict derives it (tfgpu.plan.planner.engine_driver_cuda: "none" when the facts show no driver, None when they
     do not say): given, the engine child does not probe the machine again."""
     platform = {"windows": "win-64", "macos": "osx-64"}.get(os_name, "linux-64")
-    argv = [engine_python or sys.executable, "-m", "tfgpu.engine", "create", "--prefix", prefix]
+    argv = [engine_python or sys.executable, "-m", "tfgpu.backends.rattler", "create", "--prefix", prefix]
     for c in _channels("rattler", channels):
         argv += ["--channel", c]
     argv += ["--platform", platform]

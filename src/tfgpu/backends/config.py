@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tfgpu._record import record
-from tfgpu.errors import InputError
+from tfgpu.core.errors import InputError
+from tfgpu.core.record import record
 
 CONFIG_ENV = "TFGPU_CONFIG"
 PREFER = ("pip", "conda", "rattler")
@@ -48,7 +48,7 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     if env.get(CONFIG_ENV):
         return Path(env[CONFIG_ENV]).expanduser()
-    from tfgpu._sysio import user_dir
+    from tfgpu.core.sysio import user_dir
 
     return user_dir("config") / "config.toml"
 

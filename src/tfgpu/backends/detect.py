@@ -8,13 +8,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tfgpu import run
-from tfgpu.choose import CONDA_TOOLS
+from tfgpu.backends.runners import CONDA_TOOLS
+from tfgpu.core import process as run
 
 
 def detect_tools(facts: Mapping[str, Any], env: Mapping[str, str] | None = None) -> dict[str, str | None]:
     """Paths of uv, mamba, micromamba, conda and of every Python interpreter the facts list ("python3.11")."""
-    from tfgpu import engine
+    from tfgpu.backends import rattler as engine
 
     tools: dict[str, str | None] = {"uv": run.which("uv", env),
                                     "rattler": "embedded" if engine.available() else None}
@@ -67,7 +67,7 @@ def cleanup_after_failure(prefix: Path, log: Callable[[str], None]) -> list[Path
     is gone. Never raises: a cleanup problem is logged.
     """
     try:
-        from tfgpu.engine import cleanup_partial
+        from tfgpu.backends.rattler import cleanup_partial
 
         removed = cleanup_partial(prefix)
     except OSError as exc:

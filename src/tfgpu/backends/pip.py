@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tfgpu.steps import Step
+from tfgpu.backends.steps import Step
 
 
 def venv_step(base_python: str, prefix: str, *, uv: str | None, python: str) -> Step:

@@ -1,0 +1,166 @@
+"""`tfgpu doctor` as a library: gather facts, judge them, render the report.
+
+Nothing here imports typer: the console entry point (tfgpu.cli.entry) runs the doctor through
+:func:`parse_fast` without loading the CLI framework, which is most of a cold start.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from tfgpu.backends import names
+from tfgpu.cli.options import SHARED, OptionSpec, fast_options
+from tfgpu.core.errors import UsageError
+from tfgpu.core.record import replace
+
+# What the console script imports before the probe child forks is kept small (no typing, pathlib or json
+# here): the child starts sooner, and both processes import the rest at the same time on two cores.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+    from tfgpu.judge.verdict import DoctorResult
+    from tfgpu.kb.knowledge import KnowledgeBase
+
+#: What `doctor --backend` takes: the recipe backends and the container routes (tfgpu.cli.options, defined once).
+BACKENDS = (*names.BACKENDS, *names.CONTAINER_BACKENDS)
+
+#: Every option of `tfgpu doctor`, in --help's order. Both the typer command (tfgpu.cli.commands.doctor, through
+#: tfgpu.cli.options.typer_command) and the console script's fast path (:data:`OPTIONS`) are generated from
+#: this one table: the shared options as tfgpu.cli.options.SHARED defines them, the doctor's own beside them.
+DOCTOR_OPTIONS: tuple[OptionSpec, ...] = (
+    replace(SHARED["tf"], help="TensorFlow: a release (2.2.0), a series (2.2) or `latest`, judged alone; exit 1 if "
+                               "it is not ready."),
+    replace(SHARED["json"], help="Print the versioned JSON document (tfgpu.doctor/1)."),
+    SHARED["facts"],
+    replace(SHARED["backend"], help="The backend, judged alone: auto, pip, conda, rattler, or the container route "
+                                    "(container, docker, podman, apptainer)."),
+    OptionSpec(("--require-gpu",), "require_gpu", bool, default=False,
+               help="Exit 1 when no usable NVIDIA GPU is found."),
+    SHARED["strict"],
+    OptionSpec(("--ci",), "ci", bool, default=False,
+               help="JSON on stdout, a plain log on stderr, GitHub annotations and step summary when available."),
+    SHARED["redact"],
+    SHARED["driver"],
+    SHARED["gpu_cc"],
+    SHARED["os"],
+    replace(SHARED["timeout"], help="Give up after this many seconds: on each probe (env TFGPU_PROBE_TIMEOUT; "
+                                    "default 2)."),
+)
+#: The fast path's table: flag -> (keyword of run_doctor, type), every spelling of every option above.
+OPTIONS: dict[str, tuple[str, type]] = fast_options(DOCTOR_OPTIONS)
+OVERRIDE_KEYS = {"driver": "driver", "gpu_cc": "gpu_cc", "os_name": "os"}
+
+
+def doctor_keywords(values: dict[str, Any]) -> dict[str, Any]:
+    """Option values (keyed as in :data:`DOCTOR_OPTIONS`) -> run_doctor keywords: the overrides gathered.
+    Used by the fast path and the typer command alike."""
+    out = {k: v for k, v in values.items() if k not in OVERRIDE_KEYS}
+    out["overrides"] = {OVERRIDE_KEYS[k]: v for k, v in values.items() if k in OVERRIDE_KEYS}
+    return out
+
+
+def parse_fast(args: list[str]) -> dict[str, Any] | None:
+    """`tfgpu doctor` arguments -> run_doctor keywords, or None for anything unusual (help, an
+    unknown option, a missing or bad value): the full CLI then handles it and reports errors."""
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(args):
+        flag, eq, value = args[i].partition("=")
+        spec = OPTIONS.get(flag)
+        if spec is None:
+            return None
+        dest, kind = spec
+        if kind is bool:
+            if eq:
+                return None
+            out[dest] = True
+            i += 1
+            continue
+        if not eq:
+            if i + 1 >= len(args) or args[i + 1].startswith("--"):
+                return None
+            value = args[i + 1]
+            i += 1
+        i += 1
+        if kind is float:
+            try:
+                number = float(value)
+            except ValueError:
+                return None
+            out[dest] = number
+        else:
+            out[dest] = value
+    return doctor_keywords(out)
+
+
+def doctor_result(facts: dict[str, Any], kb: KnowledgeBase, *, tf: str | None = None, backend: str = "auto",
+                  tools: dict[str, str | None] | None = None, prefer: str | None = None,
+                  prefer_source: str = "config") -> DoctorResult:
+    """Everything the doctor says (tfgpu.judge.verdict.diagnose), with each target's recipe and the recommendation
+    chosen as `tfgpu plan` chooses them (tfgpu.plan.choose): the doctor and the planner cannot disagree."""
+    from tfgpu.facts.document import as_facts
+    from tfgpu.judge.verdict import diagnose
+    from tfgpu.plan.choose import Preferences, with_choices
+
+    result = diagnose(as_facts(facts), kb, tf=tf, backend=backend)
+    return with_choices(result, kb, as_facts(facts), tools, Preferences(backend=backend, prefer=prefer,
+                                                                  prefer_source=prefer_source))
+
+
+def run_doctor(
+    *, tf: str | None = None, json_out: bool = False, facts_file: str | Path | None = None, backend: str = "auto",
+    require_gpu: bool = False, strict: bool = False, ci: bool = False, redact_out: bool = False,
+    overrides: dict[str, str | None] | None = None, timeout: float | None = None, fork_probes: bool = False,
+) -> int:
+
+    if backend not in BACKENDS:
+        msg = f"--backend {backend!r} is not one of {', '.join(BACKENDS)}"
+        raise UsageError(msg)
+    from tfgpu.core.timeouts import check_timeout
+
+    timeout = check_timeout(timeout)
+    # Probes start first; with fork_probes they run in a child process while this one loads the
+    # knowledge base (in a thread instead, it was slower: GIL and import-lock contention).
+    from tfgpu.facts.gather import start_facts
+
+    pending = start_facts(facts_file=facts_file, overrides=overrides, timeout=timeout, fork=fork_probes)
+    try:
+        from tfgpu.kb.knowledge import load_kb
+        from tfgpu.render import report
+        kb = load_kb()
+    except (Exception, KeyboardInterrupt):  # a bad knowledge base, a bug, or Ctrl-C / a signal (tfgpu turns
+        # SIGINT/SIGTERM/SIGHUP into KeyboardInterrupt): stop the probe child before the error goes up
+        pending.cancel()  # type: ignore[attr-defined]
+        raise
+    facts, active = pending()
+    from tfgpu.backends.config import load_config
+
+    config = load_config()  # its [backends] prefer steers the recipe exactly as it does for plan and create
+    result = doctor_result(facts, kb, tf=tf, backend=backend, prefer=config.prefer, prefer_source=config.source)
+    doc = report.doctor_document(facts, result, data_version=kb.data_version, overrides=active)
+    code = result.exit_code(require_gpu=require_gpu, strict=strict)
+    doc["exit_code"] = code
+    if redact_out:
+        doc = report.redact(doc)
+    if ci:
+        from tfgpu.render import output
+
+        output.write_json(doc)
+        from tfgpu.core.safety import terminal_safe, workflow_safe
+
+        # every line written in CI mode: no escape sequences, no workflow command from the facts
+        sys.stderr.write(workflow_safe(terminal_safe(report.plain_log(doc))))
+        if os.environ.get("GITHUB_ACTIONS") == "true":
+            for line in report.ci_annotations(doc):
+                sys.stderr.write(terminal_safe(line, keep_newlines=False) + "\n")
+        report.write_step_summary(doc, os.environ)
+    elif json_out:
+        from tfgpu.render import output
+
+        output.write_json(doc)
+    else:
+        report.render_human(doc, sys.stdout)
+    return int(code)

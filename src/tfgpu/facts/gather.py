@@ -1,0 +1,80 @@
+"""Facts from a file or from probing, then the single-fact overrides: the one way every command reads the machine.
+
+Nothing here imports typing, pathlib or json at module level: the console script forks its probe child after
+importing this module, and the child should start soon."""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+    from typing import Any
+
+
+def gather_facts(
+    *, facts_file: str | Path | None = None, overrides: dict[str, str | None] | None = None,
+    timeout: float | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """Facts from a file or from probing, then single-fact overrides: flags beat TFGPU_* variables."""
+    return start_facts(facts_file=facts_file, overrides=overrides, timeout=timeout, fork=False)()
+
+
+def start_facts(
+    *, facts_file: str | Path | None = None, overrides: dict[str, str | None] | None = None,
+    timeout: float | None = None, fork: bool = False,
+) -> Callable[[], tuple[dict[str, Any], list[str]]]:
+    """Start gathering facts and return a function that finishes it (see :func:`gather_facts`).
+
+    With ``fork`` (the console script), probing the machine runs in a forked child on Linux while
+    this process loads the knowledge base (tfgpu.facts.probe._child); the result is the same. The child forks
+    before anything else is imported: the probes and the knowledge base each import what they need."""
+    if facts_file is not None:
+        from tfgpu.facts.document import load_facts_file
+
+        facts: dict[str, Any] = load_facts_file(facts_file)
+
+        def probed() -> dict[str, Any]:
+            return facts
+    else:
+        from tfgpu.facts.probe import DEFAULT_TIMEOUT
+
+        budget = timeout if timeout and timeout > 0 else DEFAULT_TIMEOUT
+
+        def detect() -> dict[str, Any]:
+            from tfgpu.facts.probe import detect_facts
+
+            return detect_facts(timeout=budget, isolate_nvml=fork)
+
+        probed = detect
+        if fork:
+            from tfgpu.facts.probe import _child
+
+            if _child.fork_enabled(os.environ):
+                def in_child() -> dict[str, Any]:
+                    return _mark(detect(), "a forked child")
+
+                def here(why: str) -> dict[str, Any]:
+                    return _mark(detect(), f"this process (the probe child {why})")
+
+                probed = _child.start(in_child, here, budget + _child.DEADLINE_GRACE)
+
+    def finish() -> tuple[dict[str, Any], list[str]]:
+        from tfgpu.facts.document import apply_overrides, overrides_from_env
+
+        merged = overrides_from_env(os.environ)
+        merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
+        return apply_overrides(probed(), merged)
+
+    finish.cancel = getattr(probed, "cancel", lambda: None)  # type: ignore[attr-defined]
+    return finish
+
+
+def _mark(facts: dict[str, Any], where: str) -> dict[str, Any]:
+    """Record in facts["probe"]["process"] where the probes ran (a report of a fallback explains a slow run)."""
+    probe = facts.get("probe")
+    if isinstance(probe, dict):
+        probe["process"] = where
+    return facts

@@ -1,0 +1,1 @@
+"""Pure judgements: facts + knowledge base -> checks, per-target verdicts, findings; a log's known problems. No effects."""

@@ -1,0 +1,223 @@
+"""The GPU rules: can a release's binaries run on this machine's GPUs? A GPU's compute capability against
+the CUDA a build uses (its range of compute capabilities) and the code its binaries carry (SASS per
+architecture, PTX to JIT-compile; compat/tf_archs.toml, read from the wheels). tfgpu.judge.verdict judges
+releases with them, tfgpu.judge.containers the TensorFlow images (which hold the pip wheels)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from packaging.version import Version
+
+from tfgpu.facts.machine import gpu_cc_of, machine_memo
+from tfgpu.judge.findings import Finding
+from tfgpu.kb.versions import normalize_cuda, version
+
+if TYPE_CHECKING:
+    from tfgpu.facts.machine import Machine
+    from tfgpu.kb.knowledge import ArchTargets, KnowledgeBase, Toolkit
+
+
+def _cc(text: str) -> Version:
+    return version(str(text))
+
+
+def gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
+                 build: str = "pip") -> tuple[list[Finding], list[Finding], bool]:
+    """Compute capability of each visible GPU against the code of ``build``'s binaries ("pip": the official
+    wheels, "conda-forge": the feedstock's) and their CUDA. Returns (blockers, caveats, needs_ptx_jit).
+    Judged once per machine and (release, CUDA, build): the recipes of a release and TensorFlow's own image
+    of it mostly ask the same question."""
+    memo = machine_memo(m)
+    key = ("gpu", id(kb), v, cuda, build)
+    if key not in memo:
+        memo[key] = _judge_gpus(m, kb, v, cuda, build)
+    blockers, caveats, jit = memo[key]
+    return list(blockers), list(caveats), jit
+
+
+def _gpu_kinds(m: Machine, kb: KnowledgeBase) -> list[tuple[str, str]]:
+    """The visible GPUs by kind, each kind once (8 x H100 are judged once): (how a finding names them, compute
+    capability), for the GPUs whose compute capability is known. Worked out once per machine."""
+    memo = machine_memo(m)
+    key = ("gpu_kinds", id(kb))
+    if key not in memo:
+        kinds: dict[tuple[str, str], int] = {}
+        for g in m.gpus or ():
+            cc_text = gpu_cc_of(kb, g)
+            if cc_text:
+                kind = (str(g.get("name") or "GPU of unknown model"), cc_text)
+                kinds[kind] = kinds.get(kind, 0) + 1
+        memo[key] = [(f"{f'{count} x ' if count > 1 else ''}{gpu_name} (compute capability {cc_text}, "
+                      f"{kb.arch_name(cc_text) or 'unknown arch'})", cc_text)
+                     for (gpu_name, cc_text), count in kinds.items()]
+    found: list[tuple[str, str]] = memo[key]
+    return found
+
+
+def _judge_gpus(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
+                build: str) -> tuple[list[Finding], list[Finding], bool]:
+    blockers: list[Finding] = []
+    caveats: list[Finding] = []
+    jit = False
+    if m.all_gpus is None:  # as for an undescribed driver, CUDA or cuDNN: said, not taken for fine
+        caveats.append(Finding(
+            "gpu.unknown", f"the facts do not describe the GPUs: whether TensorFlow {v}'s GPU code runs on them is not "
+            "checked", fix="run tfgpu doctor on the machine itself (it reads the GPUs), or pass --gpu-cc X.Y"))
+    archs = kb.archs_for(v, m.tf_os, build, cuda if build != "pip" else None)
+    toolkit = kb.toolkit(_libs_cuda(kb, v, cuda, m.tf_os))
+    for name, cc_text in _gpu_kinds(m, kb):
+        cc = _cc(cc_text)
+        outside = _outside_toolkit(cc, toolkit)
+        if outside == "newer" and toolkit is not None:
+            newer = _first_series_supporting(kb, cc, m.tf_os)
+            blockers.append(Finding(
+                "gpu.arch",
+                f"{name} is newer than CUDA {cuda} (up to compute capability {toolkit.cc_max}): its cuDNN/cuBLAS carry no "
+                "kernels for this GPU ('no kernel image is available', CUDNN_STATUS_ARCH_MISMATCH, or minutes of PTX JIT)",
+                fix=f"use TensorFlow >= {newer}" if newer else _no_wheel_fix(kb, cc, cc_text, m.tf_os),
+            ))
+            continue
+        if outside == "older" and toolkit is not None:
+            blockers.append(Finding(
+                "gpu.arch",
+                f"{name} is older than CUDA {cuda} supports (compute capability >= {toolkit.cc_min})",
+                fix=f"use an older TensorFlow whose CUDA supports compute capability {cc_text}",
+            ))
+            continue
+        if archs is None:
+            continue
+        sass = [_cc(s) for s in archs.sass]
+        ptx = _usable_ptx(archs, cc)
+        if sass and cc < min(sass) and (ptx is None or cc < ptx):
+            blockers.append(Finding(
+                "gpu.arch",
+                f"{name}: TensorFlow {v}'s official wheels carry code for compute capability >= {min(sass)} only "
+                f"(SASS {', '.join(archs.sass)})",
+                fix="use an older TensorFlow that still supports this GPU, or build TensorFlow from source",
+            ))
+            continue
+        if any(s.major == cc.major and s <= cc for s in sass):
+            continue  # SASS runs on later minors of the same major
+        share = archs.partial_share(cc)
+        if share and not (ptx is not None and ptx <= cc):
+            blockers.append(Finding(
+                "gpu.arch", f"{name}: only {share:.0%} of TensorFlow {v}'s kernels carry SASS for it and there is no "
+                f"PTX it can JIT-compile (SASS {', '.join(archs.sass)}, PTX {archs.ptx or 'none'}): the others have "
+                "no kernel image", fix=_no_wheel_fix(kb, cc, cc_text, m.tf_os)))
+            continue
+        if ptx is not None and ptx <= cc and any(_cc(f) == cc for f in archs.ptx_fails):
+            blockers.append(Finding(
+                "gpu.arch",
+                f"{name}: TensorFlow {v}'s official wheels carry no SASS for it, and their compute_"
+                f"{str(ptx).replace('.', '')} PTX is reported not to load on it (CUDA_ERROR_INVALID_PTX, then "
+                "CUDA_ERROR_INVALID_HANDLE at the first GPU op)",
+                fix=_no_wheel_fix(kb, cc, cc_text, m.tf_os),
+            ))
+            continue
+        if ptx is not None and ptx <= cc:
+            jit = True
+            some = (f"SASS for it in only {share:.0%} of TensorFlow {v}'s kernels (SASS {', '.join(archs.sass)}); "
+                    "the others" if share else
+                    f"no SASS for it in TensorFlow {v} (SASS {', '.join(archs.sass)}); kernels")
+            caveats.append(Finding(
+                "gpu.ptx_jit",
+                f"{name}: {some} will be JIT-compiled "
+                f"from compute_{str(ptx).replace('.', '')} PTX at start-up (minutes on first run)",
+                fix="export CUDA_CACHE_MAXSIZE=4294967296 to keep the JIT cache, or use a newer TensorFlow",
+            ))
+            continue
+        blockers.append(Finding(
+            "gpu.arch", f"{name}: TensorFlow {v} carries no code that can run on it (SASS {', '.join(archs.sass)}, PTX "
+            f"{archs.ptx or 'none'})", fix="use a newer TensorFlow",
+        ))
+    return blockers, caveats, jit
+
+
+def _outside_toolkit(cc: Version, toolkit: Toolkit | None) -> str | None:
+    """The first GPU rule: "newer" when a GPU's architecture is newer than any a CUDA toolkit knows (its
+    libraries carry no kernels for it), "older" when the toolkit no longer supports it, else None."""
+    if toolkit and toolkit.cc_max and cc.major > _cc(toolkit.cc_max).major:
+        return "newer"
+    if toolkit and toolkit.cc_min and cc < _cc(toolkit.cc_min):
+        return "older"
+    return None
+
+
+def cuda_rules_out(m: Machine, kb: KnowledgeBase, v: Version, cuda: str) -> bool:
+    """Whether release ``v`` with CUDA ``cuda`` is blocked for one of the visible GPUs by the first rule alone
+    (:func:`_outside_toolkit`): then :func:`gpu_findings` blocks it whatever the binaries carry."""
+    toolkit = kb.toolkit(_libs_cuda(kb, v, cuda, m.tf_os))
+    return toolkit is not None and any(_outside_toolkit(_cc(cc_text), toolkit) for _name, cc_text in _gpu_kinds(m, kb))
+
+
+def _usable_ptx(archs: ArchTargets, cc: Version) -> Version | None:
+    """The PTX a GPU of compute capability ``cc`` JIT-compiles from: the highest target not above ``cc``
+    (PTX compiles forward only); when every target is above it, the lowest (the verdict then blocks).
+    Rows list every PTX target where a build carries several: TF <= 2.2 embedded PTX for each listed
+    architecture (compat/tf_archs.toml; tests/cases: a Maxwell MX110, 5.0, runs TF 2.0.1 after minutes of JIT)."""
+    ptxs = sorted(_cc(p) for p in (archs.ptx_all or ((archs.ptx,) if archs.ptx else ())))
+    if not ptxs:
+        return None
+    below = [p for p in ptxs if p <= cc]
+    return below[-1] if below else ptxs[0]
+
+
+def _no_wheel_fix(kb: KnowledgeBase, cc: Version, cc_text: str, os: str) -> str:
+    """What to do when no official wheel runs on a GPU: conda-forge's build if one carries its code."""
+    cf = _conda_forge_release_supporting(kb, cc, "linux")
+    if cf:
+        where = "inside WSL2 (native Windows has no such build), " if os == "windows" else ""
+        return (f"{where}use conda-forge's TensorFlow {cf}, built with code for compute capability {cc_text}: "
+                f"tfgpu create --tf {cf} --backend conda")
+    return (f"no TensorFlow release known to tfgpu runs on compute capability {cc_text}: use NVIDIA's NGC TensorFlow "
+            "container (nvcr.io/nvidia/tensorflow, 25.02 or later is reported to work on RTX 50-series) or build "
+            "TensorFlow from source")
+
+
+def _conda_forge_release_supporting(kb: KnowledgeBase, cc: Version, os: str) -> str | None:
+    """The newest conda-forge TensorFlow whose CUDA and GPU code both cover ``cc`` (None: none does)."""
+
+    def find() -> str | None:
+        if os != "linux":
+            return None
+        for r in kb.conda_forge_tf_builds():
+            t = kb.toolkit(r.cuda)
+            archs = kb.archs_for(r.version, "linux", "conda-forge", r.cuda)
+            if not (t and t.cc_max and _cc(t.cc_max).major >= cc.major and archs and archs.build == "conda-forge"):
+                continue
+            if any(_cc(s).major == cc.major and _cc(s) <= cc for s in archs.sass):
+                return str(r.version)
+        return None
+
+    return kb.derived("conda_forge_supporting", f"{cc}/{os}", find)
+
+
+def _libs_cuda(kb: KnowledgeBase, v: Version, cuda: str, os: str) -> str:
+    """The newest CUDA whose libraries a pip install may bring: `tensorflow[and-cuda]` from 2.20 pins
+    ranges such as nvidia-cublas-cu12<13.0,>=12.5.3.2 (PyPI metadata), so pip takes the newest 12.x."""
+    rel = kb.gpu_release(v, os)
+    if rel is None or not rel.and_cuda or any("==" in req for req in rel.and_cuda):
+        return cuda
+    major = version(normalize_cuda(cuda)).major
+    same = [t.cuda for t in kb.toolkits if t.cuda.major == major]
+    return str(max(same)) if same else cuda
+
+
+def _first_series_supporting(kb: KnowledgeBase, cc: Version, os: str) -> str | None:
+    return kb.derived("first_series_supporting", f"{cc}/{os}", lambda: _find_first_series_supporting(kb, cc, os))
+
+
+def _find_first_series_supporting(kb: KnowledgeBase, cc: Version, os: str) -> str | None:
+    for series in reversed(kb.series(os)):
+        build = kb.build_for(series + ".0", os)
+        if build is None:
+            continue
+        newest = kb.resolve_tf(series, os)
+        t = kb.toolkit(_libs_cuda(kb, newest, build.cuda, os))
+        archs = kb.archs_for(newest, os)
+        if archs is not None and any(_cc(f) == cc for f in archs.ptx_fails):
+            continue  # its CUDA knows the GPU, but its PTX is reported not to load on it
+        if t and t.cc_max and _cc(t.cc_max).major >= cc.major:
+            return series
+    return None

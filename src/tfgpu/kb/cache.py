@@ -1,0 +1,244 @@
+"""The knowledge base's cache file: plain JSON data (never pickle), read only when it is safe to trust.
+
+A cache that executes code when it is read (pickle) gives whoever can write the cache directory (a shared
+TFGPU_CACHE_DIR, a non-sticky shared directory) the victim's rights. This format is data only: JSON whose
+lists carry a one-letter tag (tuple, list, frozenset, dict, Version, VersionSpec, record) and records of
+an allow-list of classes (their fields by position, in the class's order), rebuilt without running any of
+their code. And even data is only read from a regular file that is not a symlink, is owned by the current
+user, and sits in a directory nobody else can write (or a sticky one, like /tmp). Files are written under unpredictable names with
+O_CREAT | O_EXCL | O_NOFOLLOW, then renamed into place (issue 16, High 6).
+
+A corrupt or foreign file is ignored (the caller rebuilds), and ``read`` says why in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["CacheRefused", "decode", "encode", "read", "remove_stale", "write"]
+
+#: Tags of the encoded form: every JSON list starts with one of them (decode spells them out, for speed).
+_TUPLE, _LIST, _FSET, _DICT, _VERSION, _SPEC, _RECORD, _REF = "t", "l", "f", "d", "v", "s", "r", "@"
+
+#: Bigger than any knowledge base (~0.3 MB encoded): a larger file is not ours.
+MAX_BYTES = 16 * 1024 * 1024
+
+
+class CacheRefused(Exception):
+    """The cache file cannot be used; the message names the file and why, in one line."""
+
+
+def encode(obj: Any, classes: dict[str, type]) -> Any:
+    """``obj`` as plain JSON data. Records (of ``classes`` only) keep their identity: a record met
+    again is a reference to the first, as pickle kept it."""
+    seen: dict[int, int] = {}
+    keep: list[Any] = []  # ids stay unique while the objects live
+
+    def enc(o: Any) -> Any:
+        if o is None or isinstance(o, (bool, int, float, str)):
+            return o
+        t = type(o)
+        if t is tuple:
+            return [_TUPLE, *map(enc, o)]
+        if t is list:
+            return [_LIST, *map(enc, o)]
+        if t in (frozenset, set):
+            return [_FSET, *map(enc, sorted(o, key=repr))]
+        if t is dict:
+            flat: list[Any] = [_DICT]
+            for k, v in o.items():
+                flat += [enc(k), enc(v)]
+            return flat
+        name = t.__name__
+        if name == "Version" and t.__module__.startswith("packaging"):
+            return [_VERSION, str(o)]
+        if name == "VersionSpec":
+            return [_SPEC, str(o)]
+        if classes.get(name) is t:
+            ref = seen.get(id(o))
+            if ref is not None:
+                return [_REF, ref]
+            seen[id(o)] = len(seen)
+            keep.append(o)
+            # the record's fields by position (the class's field order: the cache key covers the module that
+            # defines it), then anything else in its __dict__ (a cached index) as name, value pairs
+            state = vars(o)
+            names = getattr(t, "__record_fields__", ())
+            flat = [_RECORD, name, *(enc(state[k]) for k in names)]
+            for k, v in state.items():
+                if k not in names:
+                    flat += [k, enc(v)]
+            return flat
+        msg = f"cannot cache a {t.__module__}.{name}"
+        raise TypeError(msg)
+
+    return enc(obj)
+
+
+def decode(data: Any, classes: dict[str, type], version: Callable[[str], Any], spec: Callable[[str], Any]) -> Any:
+    """The inverse of ``encode``; raises ValueError on anything it did not write. (Written for speed:
+    it runs on every `tfgpu doctor`; equal versions and equal ranges are parsed once, and parsing them
+    was half of the decoding.)"""
+    records: list[Any] = []
+    versions: dict[str, Any] = {}
+    specs: dict[str, Any] = {}
+    fields_of: dict[type, tuple[str, ...]] = {}
+    new = object.__new__
+    scalars = (str, int, float, bool)
+
+    def dec(o: Any) -> Any:
+        t = type(o)
+        if t is not list:
+            if t in scalars or o is None:
+                return o
+            raise ValueError("not cache data")  # noqa: EM101 - internal, caught by read()
+        tag = o[0]
+        if tag == "t":
+            return tuple([x if type(x) is str else dec(x) for x in o[1:]])
+        if tag == "v":
+            v = versions.get(o[1])
+            if v is None:
+                v = versions[o[1]] = version(o[1])
+            return v
+        if tag == "@":
+            return records[o[1]]
+        if tag == "r":
+            cls = classes[o[1]]  # KeyError: a class outside the allow-list
+            rec: Any = new(cls)
+            records.append(rec)
+            state = rec.__dict__
+            names = fields_of.get(cls)
+            if names is None:
+                names = fields_of[cls] = getattr(cls, "__record_fields__", ())
+            end = 2 + len(names)
+            if len(o) < end or (len(o) - end) % 2:
+                raise ValueError("not cache data")  # noqa: EM101
+            for key, value in zip(names, o[2:end]):
+                state[key] = value if type(value) is str else dec(value)
+            for i in range(end, len(o) - 1, 2):
+                key, value = o[i], o[i + 1]
+                if type(key) is not str:
+                    raise ValueError("not cache data")  # noqa: EM101
+                state[key] = value if type(value) is str else dec(value)
+            return rec
+        if tag == "l":
+            return [x if type(x) is str else dec(x) for x in o[1:]]
+        if tag == "f":
+            return frozenset([dec(x) for x in o[1:]])
+        if tag == "d":
+            return {dec(o[i]): dec(o[i + 1]) for i in range(1, len(o) - 1, 2)}
+        if tag == "s":
+            found = specs.get(o[1])
+            if found is None:
+                found = specs[o[1]] = spec(o[1])
+            return found
+        raise ValueError("not cache data")  # noqa: EM101
+
+    try:
+        return dec(data)
+    except (IndexError, KeyError, TypeError, RecursionError, AttributeError) as exc:
+        raise ValueError(type(exc).__name__) from None
+
+
+def _check_dir(path: Path) -> None:
+    """The directory holding the cache must not be writable by anyone else (sticky ones excepted)."""
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode) and os.name == "posix":
+        st = path.stat()  # a symlinked cache directory is fine if where it leads is safe
+    if os.name != "posix":  # pragma: no cover - Windows ACLs are not modes
+        return
+    if st.st_uid not in (os.getuid(), 0):
+        msg = f"its directory {path} belongs to another user"
+        raise CacheRefused(msg)
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        msg = f"its directory {path} is writable by other users"
+        raise CacheRefused(msg)
+
+
+def read(path: Path) -> Any:
+    """The data in the cache file ``path``; FileNotFoundError when there is none, CacheRefused when it
+    is there but must not (or cannot) be used."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # ELOOP: the name is a symlink
+        why = "it is a symlink" if path.is_symlink() else (exc.strerror or str(exc))
+        msg = f"not reading the cache {path}: {why}"
+        raise CacheRefused(msg) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            msg = f"not reading the cache {path}: not a regular file"
+            raise CacheRefused(msg)
+        if os.name == "posix" and st.st_uid != os.getuid():
+            msg = f"not reading the cache {path}: it belongs to another user (uid {st.st_uid})"
+            raise CacheRefused(msg)
+        try:
+            _check_dir(path.parent)
+        except CacheRefused as exc:
+            msg = f"not reading the cache {path}: {exc}"
+            raise CacheRefused(msg) from None
+        if st.st_size > MAX_BYTES:
+            msg = f"ignored the corrupt cache {path} (too large); rebuilt it"
+            raise CacheRefused(msg)
+        with os.fdopen(fd, "rb") as fh:
+            fd = -1
+            raw = fh.read(MAX_BYTES + 1)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        msg = f"ignored the corrupt cache {path}; rebuilt it"
+        raise CacheRefused(msg) from None
+
+
+def write(path: Path, data: Any) -> None:
+    """Write ``data`` to ``path`` atomically: a new file under an unpredictable name (O_EXCL,
+    O_NOFOLLOW, mode 0600) renamed over ``path``. Raises OSError or CacheRefused."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _check_dir(path.parent)
+    from tfgpu.core.sysio import replace_file
+
+    replace_file(path, json.dumps(data, separators=(",", ":")).encode(), mode=0o600)
+
+
+def remove_stale(directory: Path, *, keep: str, pattern: str) -> list[Path]:
+    """Remove the files matching ``pattern`` in ``directory`` whose name does not start with ``keep``
+    (cache files of other data or other tfgpu versions). Only regular files of the current user are
+    removed, never a symlink nor another user's file; what cannot be removed stays. Returns the removed."""
+    removed = []
+    for path in directory.glob(pattern):
+        if path.name.startswith(keep):
+            continue
+        try:
+            st = os.lstat(path)
+            if not stat.S_ISREG(st.st_mode) or (os.name == "posix" and st.st_uid != os.getuid()):
+                continue
+            path.unlink()
+        except OSError:
+            continue
+        removed.append(path)
+    return removed
+
+
+def note(text: str) -> None:
+    """The one-line note about a cache that was not used (its path comes from TFGPU_CACHE_DIR or XDG_CACHE_HOME:
+    terminal-safe, as every line tfgpu prints)."""
+    from tfgpu.core.termtext import terminal_safe
+
+    try:
+        sys.stderr.write(terminal_safe(f"tfgpu: note: {text}", keep_newlines=False) + "\n")
+    except (OSError, ValueError):  # pragma: no cover - a closed stderr
+        pass

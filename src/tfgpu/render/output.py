@@ -1,0 +1,131 @@
+"""The one output layer: every command writes its human text through here, JSON and generated files too.
+
+- Human text is rich, built from (text, style) pieces and never parsed as markup, so a value from a facts
+  file, a lockfile, a log or an option cannot style or redraw the terminal: every piece goes through
+  tfgpu.core.safety.safe_console (tfgpu.core.termtext's rules).
+- Styles only where they can be read: a terminal, no ``NO_COLOR`` (https://no-color.org), ``TERM`` not
+  ``dumb``. Otherwise the text is plain, with no escape sequence at all.
+- JSON documents and generated files (a shell script, environment.yml, a Dockerfile) are written plainly:
+  they are data for another program, not rich markup.
+
+rich is imported only when human text is printed: the doctor's ``--json`` path never loads it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Any, TextIO, Union
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from rich.console import Console
+
+#: A piece of a line: plain text, or (text, rich style name) such as ("READY", "bold green").
+Piece = Union[str, "tuple[str, str]"]
+
+
+def use_style(stream: TextIO | None = None, env: Mapping[str, str] | None = None) -> bool:
+    """Whether text written to ``stream`` may carry styles: a terminal (or ``FORCE_COLOR`` set, as rich
+    reads it, e.g. for CI logs that show colours), ``NO_COLOR`` unset or empty, ``TERM`` not ``dumb``.
+    No rich import."""
+    env = os.environ if env is None else env
+    if env.get("NO_COLOR", "") != "" or env.get("TERM") == "dumb":
+        return False
+    if env.get("FORCE_COLOR", "") != "":
+        return True
+    stream = sys.stdout if stream is None else stream
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # a closed or stream-less file
+        return False
+
+
+def console(*, err: bool = False, file: TextIO | None = None, style: bool | None = None,
+            width: int | None = None, soft_wrap: bool = True) -> Console:
+    """A rich Console for human text: terminal-safe (tfgpu.core.safety.safe_console), styles only when
+    :func:`use_style` says so (``style`` forces the answer, for tests and the doctor's callers), no
+    highlighting of numbers or paths. Without ``file`` it writes to the current sys.stdout (or sys.stderr
+    with ``err``), looked up at each print."""
+    from tfgpu.core.safety import safe_console
+
+    stream = file if file is not None else (sys.stderr if err else sys.stdout)
+    styled = use_style(stream) if style is None else style
+    kwargs: dict[str, Any] = {"highlight": False, "soft_wrap": soft_wrap, "emoji": False, "markup": False,
+                              "force_terminal": styled, "no_color": not styled,
+                              "color_system": "auto" if styled else None}
+    if file is not None:
+        kwargs["file"] = file
+    else:
+        kwargs["stderr"] = err
+    if width is not None:
+        kwargs["width"] = width
+    return safe_console(**kwargs)
+
+
+def line(*pieces: Piece, one_line: bool = False) -> Any:
+    """A rich Text from pieces; strings are literal text, never markup. With ``one_line`` a newline or tab
+    inside a value is shown escaped (``\\n``) rather than obeyed."""
+    from rich.text import Text
+
+    # made safe here, not only by the console: rich would drop a carriage return or a BEL silently
+    return Text.assemble(*((_safe(p[0], one_line), p[1]) if isinstance(p, tuple) else _safe(p, one_line)
+                           for p in pieces))
+
+
+def say(*pieces: Piece, err: bool = False, one_line: bool = False) -> None:
+    """One line of human text (pieces as in :func:`line`) on stdout, or stderr with ``err``."""
+    lines([pieces], err=err, one_line=one_line)
+
+
+def lines(rows: Iterable[Sequence[Piece]], *, err: bool = False, one_line: bool = False) -> None:
+    """Lines of human text, each a sequence of pieces (as in :func:`line`), on stdout (stderr with ``err``).
+
+    Where no style may be shown (a pipe, NO_COLOR, TERM=dumb) the text is written as rich would write it
+    unstyled (tests/unit/render/test_output.py checks that they agree), without importing rich: `tfgpu plan` in a
+    script does not pay rich's start-up."""
+    stream = sys.stderr if err else sys.stdout
+    if use_style(stream):
+        out = console(err=err)
+        for row in rows:
+            out.print(line(*row, one_line=one_line))
+        return
+    stream.write("".join("".join(_safe(p[0] if isinstance(p, tuple) else p, one_line) for p in row)
+                         .expandtabs(8) + "\n" for row in rows))
+
+
+def _safe(text: str, one_line: bool) -> str:
+    from tfgpu.core.termtext import terminal_safe
+
+    return terminal_safe(text, keep_newlines=not one_line)
+
+
+def note(text: str) -> None:
+    """A line for the user on stderr (progress, what tfgpu chose and why), kept out of stdout's data."""
+    say(text, err=True)
+
+
+def write_json(doc: object, *, ensure_ascii: bool = True) -> None:
+    """A JSON document on stdout, as is: no markup, no styles, no wrapping."""
+    import json
+
+    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=ensure_ascii) + "\n")
+    sys.stdout.flush()
+
+
+def write_document(text: str) -> None:
+    """A generated file (a shell script, environment.yml, a Dockerfile, a manifest) on stdout, as is.
+    Its renderer has made every value safe for that format (tfgpu.core.safety.comment_safe and friends)."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def confirm(question: str, *, default: bool) -> bool:
+    """Ask a yes/no question on the terminal (the caller has checked that there is one)."""
+    from rich.prompt import Confirm
+
+    try:
+        return bool(Confirm.ask(line(question), default=default, console=console(err=True)))
+    except EOFError:  # stdin closed mid-question: as Ctrl-C (typer.confirm's Abort), nothing was changed
+        raise KeyboardInterrupt from None

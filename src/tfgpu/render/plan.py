@@ -1,0 +1,38 @@
+"""A plan as human text: what `tfgpu plan` prints and `tfgpu create` shows before it asks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tfgpu.plan.model import Plan
+
+
+def print_plan(plan: Plan) -> None:
+    """The plan as human text (tfgpu.render.output: styles on a terminal only, every value terminal-safe)."""
+    from tfgpu.core.process import shown
+    from tfgpu.render import output
+
+    lines: list[tuple[output.Piece, ...]] = [
+        ((f"TensorFlow {plan.tf}", "bold"), " with ", (str(plan.tool), "bold"),
+         f" ({plan.backend}), recipe {plan.recipe_id}"),
+        (f"  why this backend: {plan.backend_reason}",),
+        (f"  environment: {plan.prefix}  (Python {plan.python})",)]
+    for i, step in enumerate(plan.steps, 1):
+        lines.append((f"  {i}. {step.why}",))
+        if step.kind == "run":
+            env = " ".join(f"{k}={v}" for k, v in step.env)
+            lines.append(("     ", ("$", "dim"), f" {env + ' ' if env else ''}{shown(step.argv)}"))
+        else:
+            lines.append(("     ", ("append to" if step.kind == "append-file" else "write", "dim"),
+                          f" {step.path or ''}"))
+    lines += [(f"  activation sets {k}={v}",) for k, v in plan.env_vars.items()]
+    lines += [("  ", ("note", "yellow"), f": {n}") for n in plan.notes]
+    if getattr(plan, "verdict", ""):
+        colour = {"ready": "green", "caveats": "yellow", "blocked": "red"}.get(plan.verdict, "bold")
+        lines.append(("  verdict here: ", (plan.verdict.upper(), colour), " (CPU only)" if plan.cpu else ""))
+        lines += [("  ", ("✗", "red"), f" {b.summary}" + (f" (fix: {b.fix})" if b.fix else ""))
+                  for b in plan.blockers]
+        lines += [("  ", ("!", "yellow"), f" {c.summary}"
+                   + (f" (handled: {c.mitigated_by})" if c.mitigated_by else "")) for c in plan.caveats]
+    output.lines(lines, one_line=True)  # one value per line: a newline in a value is shown escaped, not obeyed

@@ -1,0 +1,374 @@
+"""Render a doctor result: the versioned JSON document, the human report, CI annotations."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TextIO, cast
+
+from tfgpu import __version__
+from tfgpu.judge.findings import chosen_blockers
+from tfgpu.judge.verdict import BLOCKED, CAVEATS, ERROR, FAIL, PASS, READY, SKIP, WARN, DoctorResult
+
+DOCTOR_SCHEMA = "tfgpu.doctor/1"
+
+MARKS = {PASS: "✓", WARN: "!", FAIL: "✗", SKIP: "-", ERROR: "?"}
+STYLES = {PASS: "green", WARN: "yellow", FAIL: "red", SKIP: "dim", ERROR: "magenta",
+          READY: "green", CAVEATS: "yellow", BLOCKED: "red"}
+
+GROUPS = (
+    ("Platform", ("os.", "cpu.", "glibc.")),
+    ("NVIDIA driver", ("driver.",)),
+    ("GPUs", ("gpu.",)),
+    ("CUDA", ("cuda.",)),
+    ("cuDNN", ("cudnn.",)),
+    ("Python", ("python.",)),
+    ("Environment", ("env.",)),
+    ("TensorFlow in this environment", ("tf.",)),
+)
+
+
+def doctor_document(facts: Mapping[str, Any], result: DoctorResult, *, data_version: str,
+                    overrides: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "schema": DOCTOR_SCHEMA,
+        "tfgpu_version": __version__,
+        "data_version": data_version,
+        "facts": dict(facts),
+        "overrides": list(overrides or []),
+        "checks": [c.to_json() for c in result.checks],
+        "targets": [_target_json(t, verified=result.target_requested is not None) for t in result.targets],
+        "no_gpu": list(result.no_gpu),
+        "recommendation": result.recommendation.to_json() if result.recommendation is not None else None,
+    }
+
+
+def _target_json(target: Any, *, verified: bool) -> dict[str, Any]:
+    """A target's JSON; for `doctor --tf` each recipe also says whether a real install proved it
+    (compat/verified.toml, written by `nox -s recipes`)."""
+    doc: dict[str, Any] = target.to_json()
+    if verified:
+        from tfgpu.kb.knowledge import verified_status
+
+        for b in doc.get("backends") or []:
+            if b.get("recipe"):
+                b["verified"] = verified_status(doc["tf"], b["recipe"], b["backend"])
+        if doc.get("recipe") and doc.get("backend"):
+            doc["verified"] = verified_status(doc["tf"], doc["recipe"], doc["backend"])
+    return doc
+
+
+# --------------------------------------------------------------------------- redaction
+
+#: Every repetition is bounded: an unbounded one that can fail (``token\w*`` before a missing ``=``, a JWT
+#: start without its dots, URL credentials without an ``@``) is tried again at each start and made ~1 MB
+#: of hostile text take minutes. Real keys, tokens and passwords fit these bounds. Compiled on first use
+#: (:func:`_token`): ~2 ms that `tfgpu doctor` without --redact never needs.
+_TOKEN_RE = (
+    # a private key pasted into a log: the whole block
+    r"(?:-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----|\Z)|"
+    r"gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255}|glpat-[A-Za-z0-9_-]{20,255}|"
+    r"xox[abpr]-[A-Za-z0-9-]{10,255}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{20,255}|sk-[A-Za-z0-9_-]{20,255}|"
+    r"pypi-[A-Za-z0-9_-]{16,512}|AIza[0-9A-Za-z_-]{30,255}|"  # PyPI upload tokens, Google API keys
+    r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{10,4096}\.[A-Za-z0-9_-]{10,4096}\.[A-Za-z0-9_-]{10,4096}|"
+    r"(?i:bearer\s{1,20})[A-Za-z0-9._~+/-]{16,4096}=*|"
+    # an Authorization header of any scheme (token, Basic, Digest...)
+    r"(?i:authorization[\"']?\s{0,20}[=:]\s{0,20}[\"']?[A-Za-z]{1,20}\s{1,20})[A-Za-z0-9._~+/-]{8,4096}=*|"
+    # credentials in a URL (user:password@host), the password may hold '/' (s3://KEY:SECRET/x@bucket)
+    r"(?<=://)[^/\s:@]{1,256}:[^\s@]{1,256}(?=@)|"
+    # a token as a URL's user name (https://TOKEN@github.com/...): every user part of a URL goes
+    r"(?<=://)[^/\s:@]{1,512}(?=@)|"
+    # KEY=value and KEY: value, also inside longer names (AWS_SECRET_ACCESS_KEY=..., HF_TOKEN=...), a
+    # quoted value whole (spaces included), and JSON's "key": "value"
+    r"(?i:(?:token|secret|password|passwd|api[_-]?key|access[_-]?key)\w{0,40}[\"']?\s{0,20}[=:]\s{0,20})"
+    r"(?:\"[^\"\n]{0,4096}\"?|'[^'\n]{0,4096}'?|\S{1,4096})|"
+    # command-line flags: --password VALUE, --token=VALUE
+    r"(?i:--(?:token|secret|password|passwd|api[_-]?key|access[_-]?key)(?:=|\s{1,20}))\S{1,4096})"
+)
+
+
+@functools.cache
+def _token() -> re.Pattern[str]:
+    return re.compile(_TOKEN_RE)
+
+
+_HOME = re.compile(r"(/home/|/Users/|\\Users\\|/export/home/)([^/\\\s:;,'\"]+)")
+#: What may surround a name that is a whole path component (or a whole value, or a URL's host).
+_BEFORE = r"(?:(?<=[/\\@])|(?<=://)|^)"
+_AFTER = r"(?=[/\\:]|$|[\s;,'\"])"
+
+
+def redactor(user: str | None = None, host: str | None = None, home: str | None = None) -> Any:
+    """A function that removes user names, host names and token-like strings from a value.
+
+    A user or host name is matched as a whole path component, a whole value or a URL's host, in any
+    case: a user called `cuda` or `python` must not turn /usr/bin/python3 or CUDA 12.4 into something
+    else (the report would judge another machine). The short host name goes too when the name is a
+    fully qualified one."""
+    try:
+        import getpass
+
+        user = user if user is not None else getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (containers)
+        user = ""
+    import socket
+
+    host = host if host is not None else socket.gethostname()
+    home = home if home is not None else str(Path.home())
+    names: list[tuple[re.Pattern[str], str]] = []
+
+    def add(name: str, mark: str) -> None:
+        # in any case as a whole path component, value or URL host (/home/Alice, C:\\Users\\ALICE)...
+        names.append((re.compile(_BEFORE + re.escape(name) + _AFTER, re.IGNORECASE), mark))
+        # ...and as a word of free text in its own case ("probed on gpu-box-17 by alice")
+        names.append((re.compile(rf"(?<![A-Za-z0-9_-]){re.escape(name)}(?![A-Za-z0-9_-])"), mark))
+
+    if user and len(user) > 1:
+        add(user, "<user>")
+    if host and len(host) > 1:
+        add(host, "<host>")
+        short = host.split(".", 1)[0]
+        if short != host and len(short) > 1:  # the FQDN is known: its short name is private too
+            add(short, "<host>")
+
+    def clean(text: str) -> str:
+        if home and home not in ("/", "~") and len(home) > 1:
+            # only where a path starts with it: /var/home/alice is not ~ with /var in front
+            text = re.sub(r"(?<![^\s:;,'\"=(\[])" + re.escape(home) + r"(?=[/\\]|$|[\s:;,'\"])", "~", text)
+        text = _HOME.sub(lambda m: m.group(1) + "<user>", text)
+        text = _token().sub("<redacted>", text)
+        for pattern, mark in names:
+            text = pattern.sub(mark, text)
+        return text
+
+    return clean
+
+
+#: Fields whose values are tfgpu's own vocabulary (an OS, a status, a schema id), never private: a user or
+#: host called `linux` or `ready` must not change them.
+_VOCABULARY = frozenset({"schema", "os", "arch", "status", "verdict", "backend", "tool", "id", "kind", "mode",
+                         "severity", "confidence", "subdir", "method", "machine", "family", "manager", "recipe",
+                         "tf", "version", "python", "cuda", "cudnn", "driver", "cc", "compute_capability"})
+
+
+def redact(obj: Any, clean: Any = None) -> Any:
+    """Redact every string value inside a JSON-like value. Keys are never changed: they are the
+    document's structure (a redacted report must judge the same machine as the original)."""
+    clean = clean or redactor()
+    if isinstance(obj, str):
+        return clean(obj)
+    if isinstance(obj, dict):
+        return {k: v if k in _VOCABULARY and isinstance(v, str) else redact(v, clean) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [redact(v, clean) for v in obj]
+    return obj
+
+
+# --------------------------------------------------------------------------- human report
+
+
+def _group(check_id: str) -> str:
+    for title, prefixes in GROUPS:
+        if check_id.startswith(prefixes):
+            return title
+    return "Other"
+
+
+def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = None) -> None:
+    """The doctor's report for a person (tfgpu.render.output: styles only on a terminal without NO_COLOR;
+    ``color`` forces the answer)."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from tfgpu.core.safety import terminal_safe_doc
+    from tfgpu.render import output
+
+    # facts come from this machine's tools or from a file: no escape sequence (CSI, OSC 8 links, a
+    # window title) and no lone surrogate reaches the terminal raw
+    doc = cast("Mapping[str, Any]", terminal_safe_doc(doc))
+    styled = output.use_style(out) if color is None else color
+    console = output.console(file=out, style=styled, soft_wrap=False,
+                             width=max(100, Console(file=out).width if styled else 100))
+    facts = doc.get("facts", {})
+    plat = facts.get("platform") or {}
+    console.print(Text(f"tfgpu {doc['tfgpu_version']} doctor · knowledge base {doc['data_version']}", style="bold"))
+    if plat:
+        where = " ".join(str(x) for x in (plat.get("os"), plat.get("distro"), plat.get("arch")) if x)
+        console.print(Text(f"machine: {where}", style="dim"))
+    if doc.get("overrides"):
+        console.print(Text("overrides active: " + ", ".join(doc["overrides"]), style="yellow"))
+    current = None
+    for check in doc["checks"]:
+        group = _group(check["id"])
+        if group != current:
+            current = group
+            console.print(Text(f"\n{group}", style="bold"))
+        mark = MARKS.get(check["status"], "?")
+        line = Text(f"  [{mark}] ", style=STYLES.get(check["status"], ""))
+        line.append(check["summary"])
+        if check.get("source") and check["status"] != SKIP:
+            line.append(f"  ({check['source']})", style="dim")
+        console.print(line)
+        if check.get("evidence") and check["status"] in (WARN, FAIL, ERROR):
+            console.print(Text(f"      evidence: {check['evidence']}", style="dim"))
+        if check.get("fix") and check["status"] in (WARN, FAIL, ERROR):
+            console.print(Text(f"      fix: {check['fix']}", style="cyan"))
+    targets = doc.get("targets", [])
+    if len(targets) == 1:
+        t = targets[0]
+        console.print(Text(f"\nTensorFlow {t['tf']}: {t['verdict'].upper()}"
+                           + (f" via {t['backend']} ({t['recipe']})" if t.get("backend") and t["verdict"] != BLOCKED else ""),
+                           style="bold " + STYLES.get(t["verdict"], "")))
+        for b in t.get("backends") or []:
+            if b.get("verified"):
+                console.print(Text(f"  recipe {b['recipe']} ({b['backend']}): {b['verified']['text']}",
+                                   style="green" if b["verified"]["status"] == "verified" else "dim"))
+        shown, others = chosen_blockers(t)
+        for b in shown:
+            console.print(Text(f"  ✗ {b['summary']}", style="red"))
+            if b.get("fix"):
+                console.print(Text(f"      fix: {b['fix']}", style="cyan"))
+        if others:
+            console.print(Text(f"  {others}", style="dim"))
+        for c in t["caveats"]:
+            style = "dim" if c.get("mitigated_by") else "yellow"
+            console.print(Text(f"  ! {c['summary']}", style=style))
+            if c.get("mitigated_by"):
+                console.print(Text(f"      handled: {c['mitigated_by']}", style="dim"))
+            elif c.get("fix"):
+                console.print(Text(f"      fix: {c['fix']}", style="cyan"))
+        for b in t.get("backends") or []:
+            if b.get("backend") != "container" or t.get("backend") == "container":
+                continue
+            state = "ready" if b["viable"] else "blocked"
+            where = f" with {b['runtime']}" if b.get("runtime") else ""
+            console.print(Text(f"\n  Container route: {state} ({b.get('image') or 'no image'}{where})",
+                               style="bold " + ("green" if b["viable"] else "red")))
+            for f in b["blockers"]:
+                console.print(Text(f"  ✗ {f['summary']}", style="red"))
+                if f.get("fix"):
+                    console.print(Text(f"      fix: {f['fix']}", style="cyan"))
+            for f in b["caveats"]:
+                console.print(Text(f"  ! {f['summary']}", style="yellow"))
+    elif targets and doc.get("no_gpu"):  # the machine blocks every release alike: say so once
+        console.print(Text(f"\nNo TensorFlow release can use a GPU here ({len(targets)} releases checked):", style="bold"))
+        for reason in doc["no_gpu"]:
+            console.print(Text(f"  ✗ {reason}", style="red"))
+    elif targets:
+        console.print(Text("\nTensorFlow releases on this machine (newest of each series)", style="bold"))
+        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+        with_container = any(b.get("backend") == "container" for t in targets for b in t.get("backends") or [])
+        for col in ("release", "verdict", "backend", *(("container",) if with_container else ()), "why"):
+            table.add_column(col, overflow="fold")
+        for t in targets:
+            why = ""
+            if t["blockers"]:
+                why = t["blockers"][0]["summary"]
+            else:
+                open_caveats = [c for c in t["caveats"] if not c.get("mitigated_by")]
+                if open_caveats:
+                    why = open_caveats[0]["summary"]
+            cells: list[Any] = [t["tf"], Text(t["verdict"], style=STYLES.get(t["verdict"], "")), t.get("backend") or ""]
+            if with_container:
+                cb = next((b for b in t.get("backends") or [] if b.get("backend") == "container"), None)
+                cells.append(Text("ready" if cb and cb["viable"] else "blocked" if cb else "",
+                                  style="green" if cb and cb["viable"] else "red"))
+            table.add_row(*cells, clip(why, 160))
+        console.print(table)
+        console.print(Text("every reason and its fix: tfgpu doctor --tf RELEASE", style="dim"))
+    rec = doc.get("recommendation")
+    console.print()
+    if rec and rec.get("why_not"):
+        console.print(Text(f"Not {rec['instead_of']}: {rec['why_not']}", style="red"))
+    if rec and rec.get("backend") == "cpu":
+        console.print(Text(f"Recommendation: TensorFlow {rec['tf']} on the CPU (no usable GPU here)", style="bold green"))
+        console.print(Text(f"  {rec['command']}", style="bold"))
+    elif rec:
+        instead = f" instead of {rec['instead_of']}" if rec.get("instead_of") else ""
+        console.print(Text(f"Recommendation{instead}: TensorFlow {rec['tf']} with the {rec['backend']} backend "
+                           f"({rec['verdict']})", style="bold green"))
+        console.print(Text(f"  {rec['command']}", style="bold"))
+    else:
+        console.print(Text("Recommendation: none — no TensorFlow release can use a GPU here as the machine is; "
+                           "fix the ✗ items above first.", style="bold red"))
+        console.print(Text("  meanwhile, on the CPU: tfgpu create --tf latest --cpu", style="dim"))
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut at a word boundary to at most ``limit`` characters, with an ellipsis when cut."""
+    from tfgpu.core.errors import clip_words
+
+    return clip_words(text, limit)
+
+
+# --------------------------------------------------------------------------- CI
+
+
+def ci_annotations(doc: Mapping[str, Any]) -> list[str]:
+    """GitHub Actions workflow commands for failing and warning checks and blocked targets."""
+    lines = []
+    for c in doc["checks"]:
+        if c["status"] in (FAIL, ERROR, WARN):
+            level = "warning" if c["status"] == WARN else "error"
+            msg = c["summary"] + (f" — fix: {c['fix']}" if c.get("fix") else "")
+            lines.append(f"::{level} title=tfgpu {c['id']}::{_escape(msg)}")
+    for t in doc["targets"]:
+        if t["verdict"] == BLOCKED and len(doc["targets"]) == 1:
+            for b in t["blockers"]:
+                lines.append(f"::error title=tfgpu TensorFlow {t['tf']} blocked::{_escape(b['summary'] + ' — fix: ' + b['fix'])}")
+    return lines
+
+
+def _escape(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def step_summary(doc: Mapping[str, Any]) -> str:
+    """A Markdown summary for $GITHUB_STEP_SUMMARY."""
+    out = [f"## tfgpu doctor ({doc['tfgpu_version']}, knowledge base {doc['data_version']})", "",
+           "| check | status | summary |", "|---|---|---|"]
+    if doc.get("overrides"):
+        out[1:1] = [f"**Overrides active (not probed):** {_md(', '.join(doc['overrides']))}", ""]
+    for c in doc["checks"]:
+        out.append(f"| `{c['id']}` | {MARKS.get(c['status'], '?')} {c['status']} | {_md(c['summary'])} |")
+    out += ["", "| TensorFlow | verdict | backend | why |", "|---|---|---|---|"]
+    for t in doc["targets"]:
+        why = t["blockers"][0]["summary"] if t["blockers"] else ""
+        out.append(f"| {t['tf']} | {t['verdict']} | {t.get('backend') or ''} | {_md(why)} |")
+    rec = doc.get("recommendation")
+    out += ["", f"**Recommendation:** `{rec['command']}`" if rec else "**Recommendation:** none", ""]
+    return "\n".join(out)
+
+
+def _md(text: str) -> str:
+    """A value from the facts as plain text in a Markdown table cell: one line, no HTML (``<img src=...>``
+    would load from anywhere), no Markdown link, image or code span (GitHub renders the job summary)."""
+    import html
+    import re
+
+    text = html.escape(" ".join(text.splitlines()), quote=False)
+    return re.sub(r"([\\`*_\[\]!|])", r"\\\1", text)
+
+
+def plain_log(doc: Mapping[str, Any]) -> str:
+    from tfgpu.core.safety import comment_safe  # one line per check, whatever the facts' strings hold
+
+    lines = [comment_safe(f"overrides active (not probed): {', '.join(doc['overrides'])}")] if doc.get("overrides") else []
+    for c in doc["checks"]:
+        lines.append(f"[{MARKS.get(c['status'], '?')}] {c['id']}: {comment_safe(str(c['summary']))}")
+    for t in doc["targets"]:
+        lines.append(f"TensorFlow {t['tf']}: {t['verdict']}" + (f" ({t['backend']})" if t.get("backend") else ""))
+    rec = doc.get("recommendation")
+    lines.append(f"recommendation: {rec['command']}" if rec else "recommendation: none")
+    return "\n".join(lines) + "\n"
+
+
+def write_step_summary(doc: Mapping[str, Any], env: Mapping[str, str]) -> None:
+    path = env.get("GITHUB_STEP_SUMMARY")
+    if path:
+        # a lone surrogate in the facts ("\udcff" is valid JSON) is written escaped, never a crash
+        with Path(path).open("a", encoding="utf-8", errors="backslashreplace") as fh:
+            fh.write(step_summary(doc))

@@ -1,0 +1,714 @@
+"""`tfgpu lint`: the GPU problems of a user's own Dockerfiles and compose files, in the doctor's check format.
+
+Pure apart from :func:`lint_paths` reading the files: a small Dockerfile parser (line continuations, the
+``escape`` directive, comments inside continued lines, heredocs, ``ARG`` substitution in ``FROM``), compose
+files through PyYAML's safe loader (bounded: size, aliases), and checks against compat/ (the base image's
+CUDA and the host driver, the TensorFlow that ``pip install`` brings against the image's CUDA/cuDNN,
+``tensorflow[and-cuda]`` on a CUDA image, ``LD_LIBRARY_PATH``, variables that hide every GPU, compose
+services without a GPU reservation). The host is this machine's facts or ``--facts``.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from packaging.version import Version
+
+from tfgpu.core.errors import InputError
+from tfgpu.core.record import record
+from tfgpu.facts.document import as_facts
+from tfgpu.judge.verdict import ERROR, FAIL, PASS, SKIP, WARN, Check, Machine
+from tfgpu.kb.knowledge import KnowledgeBase, container_images, ngc_images, version
+
+SCHEMA = "tfgpu.lint/1"
+MAX_BYTES = 1024 * 1024
+MAX_ALIASES = 64
+#: A compose file nests a handful of levels; PyYAML's parser slows down badly on deep flow nesting (a
+#: 200 KB file of ``[[[[...`` ran for minutes), so the event scan stops far before that.
+MAX_YAML_DEPTH = 64
+_DIRECTIVE = re.compile(r"^#\s*(escape|syntax|check)\s*=\s*(\S+)\s*$", re.IGNORECASE)
+INSTRUCTIONS = frozenset({"FROM", "RUN", "CMD", "LABEL", "MAINTAINER", "EXPOSE", "ENV", "ADD", "COPY", "ENTRYPOINT",
+                          "VOLUME", "USER", "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL"})
+COMPOSE_DOCS = "https://docs.docker.com/compose/how-tos/gpu-support/"
+CUDA_IMAGE_REPOS = ("nvidia/cuda", "nvcr.io/nvidia/cuda")
+
+
+# --------------------------------------------------------------------------- Dockerfile parsing
+
+
+@record
+class Instruction:
+    cmd: str  # upper case, e.g. "RUN"; a line that is no instruction keeps its first word as written
+    args: str  # the arguments, continuation lines joined with a space
+    line: int  # 1-based line of the instruction's first line
+    known: bool = True
+
+
+def parse_dockerfile(text: str) -> list[Instruction]:
+    """Instructions in order. Parser directives (``# escape=``` ``) are honoured only before the first
+    instruction or comment, as BuildKit does; comment lines inside a continued instruction are dropped;
+    a heredoc (``RUN <<EOF``) runs to its terminator."""
+    lines = text.splitlines()
+    escape = "\\"
+    out: list[Instruction] = []
+    i = 0
+    directives_open = True
+    while i < len(lines):
+        raw = lines[i]
+        stripped = raw.strip()
+        if directives_open and (m := _DIRECTIVE.match(stripped)):
+            if m.group(1).lower() == "escape" and m.group(2) in ("\\", "`"):
+                escape = m.group(2)
+            i += 1
+            continue
+        directives_open = False
+        if not stripped or stripped.startswith("#"):
+            i += 1
+            continue
+        start = i
+        parts = [stripped]
+        while parts[-1].endswith(escape) and i + 1 < len(lines):
+            parts[-1] = parts[-1][:-1].rstrip()
+            i += 1
+            nxt = lines[i].strip()
+            while nxt.startswith("#") and i + 1 < len(lines):  # comments inside a continued instruction
+                i += 1
+                nxt = lines[i].strip()
+            parts.append(nxt)
+        if parts[-1].endswith(escape):
+            parts[-1] = parts[-1][:-1].rstrip()
+        joined = " ".join(p for p in parts if p)
+        word, _, args = joined.partition(" ")
+        heredocs = re.findall(r"<<-?[\"']?([A-Za-z_][A-Za-z0-9_]*)[\"']?", args)
+        for marker in heredocs:  # body lines up to the terminator belong to the instruction
+            body = []
+            while i + 1 < len(lines):
+                i += 1
+                if lines[i].strip() == marker:
+                    break
+                body.append(lines[i])
+            args += "\n" + "\n".join(body)
+        cmd = word.upper()
+        out.append(Instruction(cmd if cmd in INSTRUCTIONS else word, args.strip(), start + 1, cmd in INSTRUCTIONS))
+        i += 1
+    return out
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?([-+])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+#: An ARG value after substitution is cut here: ARGs that repeat each other (ARG B=$A$A..., ARG C=$B$B...)
+#: grow geometrically, and a 5 KB Dockerfile expanded to gigabytes. An image reference is at most 255.
+MAX_SUBSTITUTED_CHARS = 64 * 1024
+
+
+def substitute(text: str, values: Mapping[str, str]) -> str:
+    """``${VAR}``, ``${VAR:-default}``, ``${VAR:+alt}`` and ``$VAR`` as Docker expands them in FROM/ENV; the
+    result is cut at :data:`MAX_SUBSTITUTED_CHARS` (built piece by piece, never whole first)."""
+    def repl(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(4)
+        value = values.get(name, "")
+        if m.group(2) == "-":
+            return value or m.group(3) or ""
+        if m.group(2) == "+":
+            return m.group(3) or "" if value else ""
+        return value
+    pieces: list[str] = []
+    size = pos = 0
+    for m in _VAR.finditer(text):
+        pieces += [text[pos:m.start()], repl(m)]
+        size += m.start() - pos + len(pieces[-1])
+        pos = m.end()
+        if size > MAX_SUBSTITUTED_CHARS:
+            return "".join(pieces)[:MAX_SUBSTITUTED_CHARS]
+    pieces.append(text[pos:])
+    return "".join(pieces)[:MAX_SUBSTITUTED_CHARS]
+
+
+#: shlex builds each word a character at a time (quadratic in a word's length): past this many characters
+#: a text is split on whitespace instead (a 900 KB RUN line took 13 s; real instructions are a few KB).
+MAX_SHLEX_CHARS = 64 * 1024
+
+
+def _words(text: str) -> list[str]:
+    """Shell words of ``text`` (shlex), or its whitespace-separated words when it is unbalanced or huge."""
+    if len(text) <= MAX_SHLEX_CHARS:
+        try:
+            return shlex.split(text, posix=True)
+        except ValueError:
+            pass
+    return text.split()
+
+
+def _key_values(args: str) -> dict[str, str]:
+    """``ENV``/``ARG`` arguments: ``K=V K2="V 2"`` or the legacy ``K V`` form."""
+    words = _words(args)
+    if not words:
+        return {}
+    if "=" not in words[0]:
+        return {words[0]: " ".join(words[1:])} if len(words) > 1 else {words[0]: ""}
+    out = {}
+    for w in words:
+        k, sep, v = w.partition("=")
+        if sep:
+            out[k] = v
+        else:
+            out[k] = ""
+    return out
+
+
+def _exec_form(args: str) -> str:
+    """``RUN ["pip", "install", "x"]`` (the exec form, a JSON array) as the words it runs; else as written."""
+    import json
+
+    if args.lstrip().startswith("["):
+        try:
+            words = json.loads(args)
+        except ValueError:
+            return args
+        if isinstance(words, list) and all(isinstance(w, str) for w in words):
+            return shlex.join(words)
+    return args
+
+
+@record
+class Stage:
+    image: str  # after ARG substitution
+    name: str
+    line: int
+    env: dict[str, tuple[str, int]]  # ENV set in this stage: name -> (value, line)
+    runs: tuple[tuple[str, int], ...]
+
+
+def stages(instructions: Sequence[Instruction]) -> list[Stage]:
+    """Build stages: each FROM's image (global ARG defaults substituted; a stage name as image refers to
+    that stage's image), its ENV and its RUN lines."""
+    global_args: dict[str, str] = {}
+    out: list[Stage] = []
+    names: dict[str, str] = {}
+    for ins in instructions:
+        if ins.cmd == "ARG" and not out:
+            for k, v in _key_values(ins.args).items():
+                global_args[k] = substitute(v, global_args)
+        elif ins.cmd == "FROM":
+            words = [w for w in ins.args.split() if not w.startswith("--")]
+            image = substitute(words[0], global_args) if words else ""
+            name = words[2] if len(words) >= 3 and words[1].lower() == "as" else ""
+            image = names.get(image.lower(), image)
+            if name:
+                names[name.lower()] = image
+            out.append(Stage(image, name, ins.line, {}, ()))
+        elif out and ins.cmd == "ENV":
+            for k, v in _key_values(ins.args).items():
+                out[-1].env[k] = (v, ins.line)
+        elif out and ins.cmd == "RUN":
+            out[-1] = Stage(out[-1].image, out[-1].name, out[-1].line, out[-1].env,
+                            (*out[-1].runs, (_exec_form(ins.args), ins.line)))
+    return out
+
+
+# --------------------------------------------------------------------------- images and pip installs
+
+
+@record
+class BaseImage:
+    ref: str
+    kind: str  # "cuda" | "tensorflow" | "ngc" | "other"
+    cuda: str = ""
+    cudnn: str = ""  # "" unknown/absent; "8", "9" or "yes" (a 12.x "-cudnn-" tag: the cuDNN of that release)
+    tf: str = ""
+    driver: Version | None = None
+    driver_text: str = ""
+    ngc: Any = None
+    image: Any = None  # TensorFlow's own image (a tfgpu.kb.knowledge.ContainerImage), judged by tfgpu.judge.containers
+
+
+def classify_image(ref: str, kb: KnowledgeBase) -> BaseImage:
+    """What a base image carries: nvidia/cuda's CUDA/cuDNN from its tag, TensorFlow's -gpu images from
+    compat/containers.toml's rule, NGC TensorFlow images from its rows."""
+    repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
+    repo = repo.lower()
+    if repo in CUDA_IMAGE_REPOS:
+        m = re.match(r"^(\d+\.\d+(?:\.\d+)?)", tag)
+        cuda = m.group(1) if m else ""
+        cm = re.search(r"cudnn(\d*)", tag)
+        toolkit = kb.toolkit(".".join(cuda.split(".")[:2])) if cuda else None
+        return BaseImage(ref, "cuda", cuda, (cm.group(1) or "yes") if cm else "",
+                         driver=toolkit.linux_min_driver if toolkit else None,
+                         driver_text=toolkit.min_driver_text("linux") if toolkit else "")
+    if repo in ("tensorflow/tensorflow", "docker.io/tensorflow/tensorflow") and "gpu" in tag:
+        m = re.match(r"^(\d+\.\d+\.\d+)", tag)
+        if m:
+            images = container_images(kb, m.group(1))
+            own = next((i for i in images if i.family == "tensorflow"), None)
+            if own is not None:
+                return BaseImage(ref, "tensorflow", own.cuda, own.cudnn, m.group(1), own.driver, own.driver_text,
+                                 image=own)
+        return BaseImage(ref, "tensorflow", tf=m.group(1) if m else "")
+    if repo == "nvcr.io/nvidia/tensorflow":
+        row = next((i for i in ngc_images() if i.ref.lower() == ref.lower()), None)
+        if row is not None:
+            return BaseImage(ref, "ngc", row.cuda, row.cudnn, str(row.tf), row.driver, row.driver_text, row)
+        return BaseImage(ref, "ngc")
+    return BaseImage(ref, "other")
+
+
+_PIP = re.compile(r"(?:^|[\s;&|(])(?:python[\d.]*\s+-m\s+)?pip[\d.]*\s+install\b([^;&|]*)")
+_OP = r"(?:~=|==|>=|<=|!=|<|>)"
+#: name, extras, then the whole specifier set (its first clause's operator and version apart, for the messages)
+_TF_REQ = re.compile(rf"^(tensorflow(?:-gpu|-cpu)?)(\[[^\]]*\])?\s*(({_OP})\s*([\w.*]+)(?:\s*,\s*{_OP}\s*[\w.*]+)*)?",
+                     re.IGNORECASE)
+
+
+@record
+class TfInstall:
+    dist: str
+    extras: str
+    op: str
+    version: str
+    line: int
+    spec: str = ""  # the whole specifier set as written, e.g. "~=2.4" or ">=2.4,<2.6"
+
+
+def tf_installs(run_args: str, line: int) -> list[TfInstall]:
+    """The TensorFlow requirements a RUN line's pip installs name (``tensorflow==2.15``,
+    ``'tensorflow[and-cuda]'``, ``tensorflow-gpu==1.0``), by tokenising each ``pip install`` command."""
+    out = []
+    for m in _PIP.finditer(run_args):
+        for w in _words(m.group(1)):
+            if w.startswith("-"):
+                continue
+            req = _TF_REQ.match(w)
+            if req and (len(w) == req.end() or w[req.end()] in ",;<>!="):
+                out.append(TfInstall(req.group(1).lower(), (req.group(2) or "").lower(), req.group(4) or "",
+                                     req.group(5) or "", line, re.sub(r"\s+", "", req.group(3) or "")))
+    return out
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _check(cid: str, status: str, summary: str, *, evidence: str = "", fix: str = "", source: str = "") -> Check:
+    return Check(cid, status, summary, evidence, source, fix)
+
+
+def hides_every_gpu(name: str, value: str) -> bool:
+    """NVIDIA_VISIBLE_DEVICES none/void/empty; CUDA_VISIBLE_DEVICES empty, -1 or starting with an entry that is
+    neither an index, a GPU-/MIG- UUID (CUDA stops at the first invalid entry: no GPU at all)."""
+    v = value.strip().strip("'\"")
+    if name == "NVIDIA_VISIBLE_DEVICES":
+        return v.lower() in ("", "none", "void")
+    if name == "CUDA_VISIBLE_DEVICES":
+        first = v.split(",")[0].strip()
+        if not first:
+            return True
+        return not (first.isdigit() or first.upper().startswith(("GPU-", "MIG-")))
+    return False
+
+
+def _driver_check(base: BaseImage, m: Machine | None, where: str) -> Check:
+    if not base.driver:
+        return _check("image.driver", SKIP, f"{where}: {base.ref} — its CUDA is not known to tfgpu")
+    floor = base.driver_text or str(base.driver)
+    what = f"{where}: {base.ref} carries CUDA {base.cuda}, which needs host driver >= {floor}"
+    if m is None or m.driver is None:
+        return _check("image.driver", SKIP, what, evidence="no host driver known",
+                      fix="run tfgpu lint on the GPU machine, or pass --facts FILE from it (tfgpu doctor --json)")
+    ok = m.driver >= base.driver
+    if not ok and base.ngc is not None:
+        from tfgpu.judge.containers import is_datacenter_gpu
+
+        names = [str(g.get("name") or "") for g in m.gpus or ()]
+        ok = bool(names) and all(is_datacenter_gpu(n) for n in names) and base.ngc.driver_ok(m.driver, datacenter=True)
+    if ok:
+        return _check("image.driver", PASS, f"{what}; the host has {m.driver_text}")
+    return _check("image.driver", FAIL, f"{what}; the host has {m.driver_text} (nvidia-container-cli: 'requirement "
+                  f"error: unsatisfied condition: cuda>={'.'.join(base.cuda.split('.')[:2])}')",
+                  fix=f"install NVIDIA driver >= {floor} on the host, or use a base image whose CUDA the driver "
+                  f"supports (the host's driver reports CUDA {m.driver_cuda or '?'})")
+
+
+#: What a RUN line installs that puts cuDNN 9 into an image whose tag carries cuDNN 8 (tfgpu.kb.knowledge.ImageFault):
+#: NVIDIA's apt package (the workaround of tensorflow/tensorflow#62412), pip's cuDNN wheel, or the [and-cuda] extra.
+_CUDNN9 = re.compile(r"\bcudnn9(?:-cuda-12)?\b|\bnvidia-cudnn-cu12\b|tensorflow\[[^\]]*and-cuda")
+
+
+def _fault_check(base: BaseImage, kb: KnowledgeBase, where: str, runs: Sequence[tuple[str, int]]) -> Check | None:
+    """The FROM image as tfgpu.judge.containers judges it (a tf_image_faults row): FAIL for a blocked tag, WARN when a
+    RUN line of the same stage installs cuDNN 9 on top (the workaround; the built image still needs a GPU check)."""
+    from tfgpu.core.record import replace
+    from tfgpu.judge.containers import fault_finding
+
+    # the tag as written (a -gpu-jupyter tag carries the same cuDNN as its -gpu image)
+    finding = fault_finding(replace(base.image, ref=base.ref), kb) if base.image is not None else None
+    if finding is None:
+        return None
+    url = str(kb.sources("containers").get(base.image.fault.source, {}).get("url", ""))
+    fixed = next((line for args, line in runs if _CUDNN9.search(args)), None)
+    if fixed is not None:
+        return _check("image.cudnn", WARN, f"{where}: {finding.summary}; line {fixed} installs cuDNN 9 on top",
+                      evidence="the workaround the threads report; check that TensorFlow lists the GPU in the built image",
+                      source=url, fix="build it, then check that TensorFlow lists the GPU: docker run --rm --gpus all "
+                      "IMAGE python3 -c \"import tensorflow as tf; print(tf.config.list_physical_devices('GPU'))\"")
+    status = FAIL if base.image.fault.verdict == "blocked" else WARN
+    return _check("image.cudnn", status, f"{where}: {finding.summary}", source=url, fix=finding.fix)
+
+
+def _tf_checks(base: BaseImage, inst: TfInstall, kb: KnowledgeBase, where: str) -> list[Check]:
+    """A pip-installed TensorFlow against the CUDA/cuDNN its base image carries."""
+    out: list[Check] = []
+    label = f"{where}: RUN pip install {inst.dist}{inst.extras}{inst.spec}"
+    and_cuda = "and-cuda" in inst.extras
+    if and_cuda and base.kind in ("cuda", "tensorflow", "ngc"):
+        out.append(_check("pip.and_cuda", WARN, f"{label} on {base.ref}: two CUDAs — the nvidia-* wheels of "
+                          f"[and-cuda] and the image's own CUDA {base.cuda or ''}".rstrip(),
+                          evidence="the image's LD_LIBRARY_PATH / ld.so.conf find its CUDA first; versions that differ "
+                          "end in 'Could not load dynamic library' or cuDNN version mismatches",
+                          fix="base the image on python:3.X-slim or ubuntu (the wheels bring CUDA), or drop [and-cuda] "
+                          "and match TensorFlow to the image's CUDA"))
+    if inst.spec and inst.op != "==" and not and_cuda:
+        return out + _range_checks(base, inst, kb, label)
+    if inst.op != "==" or not inst.version:
+        return out
+    wanted = inst.version if inst.version.count(".") >= 2 or "*" in inst.version else f"{inst.version}.0"
+    try:  # pip's ==2.15 means 2.15.0, not the newest 2.15.x
+        v = kb.resolve_tf(wanted if inst.op == "==" else inst.version, "linux")
+    except Exception:
+        out.append(_check("pip.tensorflow", WARN, f"{label}: tfgpu knows no TensorFlow {inst.version} GPU build"))
+        return out
+    build = kb.build_for(v, "linux")
+    if build is None:
+        return out
+    if base.kind == "tensorflow" and base.tf and version(base.tf) != v:
+        out.append(_check("pip.tensorflow", WARN, f"{label} replaces the image's TensorFlow {base.tf}; {v} is built "
+                          f"for CUDA {build.cuda} / cuDNN {build.cudnn}, the image carries CUDA {base.cuda}",
+                          fix=f"use FROM tensorflow/tensorflow:{v}-gpu instead"))
+        return out
+    if and_cuda:  # the nvidia-* wheels bring CUDA and cuDNN (judged above against the image's own)
+        return out
+    if base.kind == "other":
+        release = kb.gpu_release(v, "linux")
+        if release is not None and release.and_cuda:  # compat/releases.toml: the [and-cuda] extra (2.14+)
+            out.append(_check("pip.tensorflow", WARN, f"{label}: from {_and_cuda_since(kb)} the GPU libraries come with "
+                              f"tensorflow[and-cuda]; plain '{inst.dist}' on {base.ref} finds no CUDA",
+                              fix=f"pip install 'tensorflow[and-cuda]=={v}'"))
+        else:
+            out.append(_check("pip.tensorflow", FAIL, f"{label}: TensorFlow {v} loads the system CUDA {build.cuda} and "
+                              f"cuDNN {build.cudnn}; {base.ref} has neither",
+                              fix=f"FROM nvidia/cuda:{build.cuda}.x-cudnn{build.cudnn.split('.')[0]}-runtime-<os>, or "
+                              f"FROM tensorflow/tensorflow:{v}-gpu"))
+        return out
+    if base.kind != "cuda" or not base.cuda:
+        return out
+    problems = _image_problems(base, build, v, kb)
+    want_cudnn = str(build.cudnn).split(".")[0]
+    if problems:
+        out.append(_check("pip.tensorflow", FAIL, f"{label}: " + "; ".join(problems.values()) + " — TensorFlow will "
+                          "print 'Could not load dynamic library' and run on the CPU",
+                          fix=f"FROM nvidia/cuda:{build.cuda}-cudnn{want_cudnn}-runtime-<os> (TensorFlow {v}'s tested "
+                          f"build), or FROM tensorflow/tensorflow:{v}-gpu"))
+    else:
+        out.append(_check("pip.tensorflow", PASS, f"{label}: its CUDA {build.cuda} / cuDNN {build.cudnn} match {base.ref}"))
+    return out
+
+
+def _image_problems(base: BaseImage, build: Any, v: Version, kb: KnowledgeBase) -> dict[str, str]:
+    """What TensorFlow ``v`` (its tested ``build``) misses in a CUDA image, by kind: "cuda", "cudnn"."""
+    from tfgpu.judge.verdict import system_cuda_serves
+
+    have = version(".".join(base.cuda.split(".")[:2]))
+    built = version(".".join(str(build.cuda).split(".")[:2])) if "." in str(build.cuda) else version(f"{build.cuda}.0")
+    problems = {}
+    if not system_cuda_serves(have, built, v, kb):
+        problems["cuda"] = f"it loads CUDA {build.cuda}, the image has CUDA {base.cuda}"
+    want_cudnn = str(build.cudnn).split(".")[0]
+    if not base.cudnn:
+        problems["cudnn"] = f"it loads cuDNN {build.cudnn}, and {base.ref} has no cuDNN (no 'cudnn' in its tag)"
+    elif base.cudnn.isdigit() and base.cudnn != want_cudnn:
+        problems["cudnn"] = f"it loads cuDNN {build.cudnn}, the image has cuDNN {base.cudnn}"
+    return problems
+
+
+def _range_checks(base: BaseImage, inst: TfInstall, kb: KnowledgeBase, label: str) -> list[Check]:
+    """A version range (``tensorflow~=2.4``, ``tensorflow-gpu>=2.1.*``) on a CUDA image: pip may pick any GPU
+    release the range allows, so a problem is reported only when every one of them has it (the same kind
+    for all: the image's CUDA, or its cuDNN). ``>=X.*`` (accepted by pip before 20.3) reads as ``>=X``."""
+    from tfgpu.kb.knowledge import InvalidSpecifier, VersionSpec
+
+    if base.kind != "cuda" or not base.cuda:
+        return []
+    text = re.sub(r"(>=|<=|>|<|~=)\s*([\w.]+?)\.\*", r"\1\2", inst.spec)
+    try:
+        spec = VersionSpec(text)
+    except InvalidSpecifier:
+        return [_check("pip.tensorflow", WARN, f"{label}: '{inst.spec}' is not a version range pip accepts")]
+    found: list[tuple[Version, dict[str, str]]] = []
+    for r in sorted(kb.gpu_releases("linux"), key=lambda r: r.version):
+        build = kb.build_for(r.version, "linux")
+        if r.version in spec and build is not None:
+            found.append((r.version, _image_problems(base, build, r.version, kb)))
+    if not found:
+        return [_check("pip.tensorflow", WARN, f"{label}: tfgpu knows no TensorFlow GPU release in '{inst.spec}'")]
+    common = set(found[0][1]).intersection(*(set(p) for _v, p in found[1:]))
+    first, first_problems = found[0]
+    if not any(problems for _v, problems in found):
+        return [_check("pip.tensorflow", PASS, f"{label}: every GPU release it allows ({first}..{found[-1][0]}) matches "
+                       f"{base.ref}'s CUDA and cuDNN")]
+    if not common:
+        return [_check("pip.tensorflow", SKIP, f"{label}: pip picks one of {first}..{found[-1][0]}; some of them match "
+                       f"{base.ref}, some do not", fix=f"pin one: pip install '{inst.dist}=={found[-1][0]}'")]
+    what = "; ".join(first_problems[k] for k in sorted(common))
+    later = f" (and every later release the range allows, up to {found[-1][0]})" if len(found) > 1 else ""
+    build = kb.build_for(first, "linux")
+    tested = (f"FROM nvidia/cuda:{build.cuda}-cudnn{str(build.cudnn).split('.')[0]}-runtime-<os> (its tested build), or "
+              if build is not None else "")
+    return [_check("pip.tensorflow", FAIL, f"{label}: the oldest TensorFlow it allows, {first}: {what}{later} — "
+                   "TensorFlow will print 'Could not load dynamic library' and run on the CPU",
+                   evidence=f"{len(found)} GPU releases match '{inst.spec}'",
+                   fix=f"pin TensorFlow ({inst.dist}=={first}) and base the image on it: {tested}"
+                   f"FROM tensorflow/tensorflow:{first}-gpu")]
+
+
+def lint_dockerfile(text: str, kb: KnowledgeBase, m: Machine | None) -> list[Check]:
+    instructions = parse_dockerfile(text)
+    checks: list[Check] = []
+    for ins in instructions:
+        if not ins.known:
+            checks.append(_check("dockerfile.syntax", FAIL, f"line {ins.line}: '{ins.cmd[:40]}' is not a Dockerfile "
+                                 "instruction (docker build stops here: 'unknown instruction')",
+                                 fix="remove it (an unresolved merge conflict leaves <<<<<<< / ======= / >>>>>>> lines)"))
+    all_stages = stages(instructions)
+    if not all_stages:
+        checks.append(_check("dockerfile.from", ERROR, "no FROM instruction"))
+        return checks
+    final = all_stages[-1]
+    for st in all_stages:
+        where = f"line {st.line}"
+        base = classify_image(st.image, kb)
+        if base.kind != "other" and st is final:  # the image that runs; build stages' CUDA is build-time only
+            checks.append(_driver_check(base, m, where))
+            fault = _fault_check(base, kb, where, st.runs)
+            if fault is not None:
+                checks.append(fault)
+        for args, line in st.runs:
+            for inst in tf_installs(args, line):
+                checks += _tf_checks(base, inst, kb, f"line {line}")
+        for name, (value, line) in st.env.items():
+            if name in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") and hides_every_gpu(name, value):
+                checks.append(_check("env.visible_devices", FAIL, f"line {line}: ENV {name}={value} hides every GPU",
+                                     fix=f"remove it, or set {name}=all (NVIDIA_) / 0,1,... (CUDA_)"))
+            if name == "LD_LIBRARY_PATH" and any(k in base.kind for k in ("cuda", "tensorflow", "ngc")):
+                checks.append(_check("env.ld_library_path", WARN, f"line {line}: ENV LD_LIBRARY_PATH={value} replaces "
+                                     f"the one {base.ref} sets, so its CUDA libraries (or pip's) may be shadowed",
+                                     fix="append instead: ENV LD_LIBRARY_PATH=/your/dir:${LD_LIBRARY_PATH}"
+                                     if "$LD_LIBRARY_PATH" not in value and "${LD_LIBRARY_PATH" not in value
+                                     else "keep the image's directories first"))
+    if not any(c.id in ("image.driver", "pip.tensorflow", "pip.and_cuda") for c in checks):
+        checks.append(_check("image.gpu", SKIP, f"{final.image}: not a CUDA or TensorFlow GPU image, and no TensorFlow "
+                             "is pip-installed here; nothing GPU-specific to check"))
+    return checks
+
+
+# --------------------------------------------------------------------------- compose
+
+
+def load_yaml_bounded(text: str) -> Any:
+    """PyYAML's safe loader, refusing alias bombs (more than :data:`MAX_ALIASES` aliases) and deep
+    nesting (more than :data:`MAX_YAML_DEPTH` levels) before building."""
+    import yaml
+
+    aliases = 0
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    msg = f"nested more than {MAX_YAML_DEPTH} levels deep"
+                    raise InputError(msg)
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                depth -= 1
+            elif isinstance(event, yaml.AliasEvent):
+                aliases += 1
+                if aliases > MAX_ALIASES:
+                    msg = f"more than {MAX_ALIASES} YAML aliases"
+                    raise InputError(msg)
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        msg = f"not valid YAML: {str(exc).splitlines()[0]}"
+        raise InputError(msg) from None
+
+
+def _env_items(env: Any) -> list[tuple[str, str]]:
+    if isinstance(env, Mapping):  # `NAME:` with no value passes the host's value through, as above
+        return [(str(k), str(v)) for k, v in env.items() if v is not None]
+    if isinstance(env, list):
+        out = []
+        for item in env:
+            k, sep, v = str(item).partition("=")
+            if sep:  # `- NAME` alone passes the host's value through: unknown here, never "empty"
+                out.append((k, v))
+        return out
+    return []
+
+
+def _gpu_access(svc: Mapping[str, Any]) -> str:
+    """"reservation" (deploy.resources.reservations.devices with capability gpu), "gpus" (the `gpus:`
+    attribute), "runtime" (legacy `runtime: nvidia`), or ""."""
+    deploy = svc.get("deploy")
+    if isinstance(deploy, Mapping):
+        res = deploy.get("resources")
+        res = res.get("reservations") if isinstance(res, Mapping) else None
+        devices = res.get("devices") if isinstance(res, Mapping) else None
+        for d in devices if isinstance(devices, list) else []:
+            caps = d.get("capabilities") if isinstance(d, Mapping) else None
+            flat: list[str] = []
+            for x in caps if isinstance(caps, list) else []:  # [gpu] or [[gpu, utility]] (the engine's form)
+                flat += [str(c) for c in x] if isinstance(x, list) else [str(x)]
+            if "gpu" in flat:
+                return "reservation"
+    if svc.get("gpus"):
+        return "gpus"
+    if str(svc.get("runtime") or "") == "nvidia":
+        return "runtime"
+    return ""
+
+
+def _looks_gpu(svc: Mapping[str, Any], kb: KnowledgeBase) -> str:
+    image = str(svc.get("image") or "")
+    if image and classify_image(image, kb).kind != "other":
+        return f"its image {image} is a GPU image"
+    for k, v in _env_items(svc.get("environment")):
+        if k in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES") and not hides_every_gpu(k, v):
+            return f"it sets {k}"
+    return ""
+
+
+def lint_compose(text: str, kb: KnowledgeBase, m: Machine | None) -> list[Check]:
+    doc = load_yaml_bounded(text)
+    services = doc.get("services") if isinstance(doc, Mapping) else None
+    if not isinstance(services, Mapping):
+        return [_check("compose.services", ERROR, "no services mapping")]
+    checks: list[Check] = []
+    with_gpu = []
+    for name, svc in services.items():
+        if not isinstance(svc, Mapping):
+            continue
+        access = _gpu_access(svc)
+        if str(svc.get("runtime") or "") == "nvidia":  # with a reservation too: the daemon refuses an unknown runtime
+            checks.append(_check("compose.gpu_runtime", WARN, f"service {name}: `runtime: nvidia` needs the nvidia "
+                                 "runtime registered in the daemon's daemon.json ('unknown or invalid runtime name: "
+                                 "nvidia' otherwise)",
+                                 fix=f"remove `runtime: nvidia`: the service's {'gpus: attribute' if access == 'gpus' else 'reservation'}"
+                                 " already gives it the GPU" if access in ("reservation", "gpus") else
+                                 f"reserve the GPU instead ({COMPOSE_DOCS}): deploy.resources."
+                                 "reservations.devices: [{driver: nvidia, count: all, capabilities: [gpu]}]"))
+        if access:
+            with_gpu.append(str(name))
+        else:
+            why = _looks_gpu(svc, kb)
+            if why:
+                checks.append(_check("compose.gpu_reservation", FAIL, f"service {name}: {why} but reserves no GPU, so "
+                                     "the container starts without one", fix=f"add ({COMPOSE_DOCS}): deploy.resources."
+                                     "reservations.devices: [{driver: nvidia, count: all, capabilities: [gpu]}]"))
+        for k, v in _env_items(svc.get("environment")):
+            if k in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") and hides_every_gpu(k, v):
+                checks.append(_check("env.visible_devices", FAIL, f"service {name}: {k}={v or '(empty)'} hides every GPU",
+                                     fix=f"remove {k}, or list the GPUs"))
+        image = str(svc.get("image") or "")
+        if access and image:
+            base = classify_image(image, kb)
+            if base.kind != "other":
+                checks.append(_driver_check(base, m, f"service {name}"))
+                fault = _fault_check(base, kb, f"service {name}", ())
+                if fault is not None:
+                    checks.append(fault)
+    if with_gpu:
+        checks.append(_check("compose.gpu_reservation", PASS, f"GPU access: {', '.join(with_gpu)}"))
+    elif not any(c.id == "compose.gpu_reservation" for c in checks):
+        checks.append(_check("compose.gpu_reservation", WARN, f"no service of {len(services)} reserves a GPU: each "
+                             "container starts without one (nvidia-smi and CUDA find nothing)",
+                             fix=f"add to the service that needs it ({COMPOSE_DOCS}): deploy.resources.reservations."
+                             "devices: [{driver: nvidia, count: all, capabilities: [gpu]}]"))
+    return checks
+
+
+# --------------------------------------------------------------------------- files
+
+
+def detect_kind(text: str) -> str | None:
+    """"dockerfile" when the first instruction is FROM/ARG (or a parser directive starts it), "compose" when
+    a top-level ``services:`` key exists; by content, not by name."""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        word = line.split()[0].upper()
+        if word in ("FROM", "ARG") and not line.endswith(":"):
+            return "dockerfile"
+        break
+    if re.search(r"(?m)^services\s*:", text):
+        return "compose"
+    if re.search(r"(?im)^\s*FROM\s+\S+", text) and not re.search(r"(?m)^\S+\s*:\s*$", text):
+        return "dockerfile"
+    return None
+
+
+def lint_text(text: str, kb: KnowledgeBase, m: Machine | None) -> tuple[str, list[Check]]:
+    kind = detect_kind(text)
+    if kind == "dockerfile":
+        return kind, lint_dockerfile(text, kb, m)
+    if kind == "compose":
+        return kind, lint_compose(text, kb, m)
+    msg = "neither a Dockerfile (no FROM) nor a compose file (no top-level services:)"
+    raise InputError(msg)
+
+
+def read_input(path: str) -> str:
+    p = Path(path)
+    try:
+        if not p.is_file():
+            msg = f"{path}: not a file"
+            raise InputError(msg)
+        if p.stat().st_size > MAX_BYTES:
+            msg = f"{path}: larger than {MAX_BYTES // 1024} KiB; not a Dockerfile or compose file"
+            raise InputError(msg)
+        data = p.read_bytes()
+    except OSError as exc:
+        msg = f"{path}: cannot be read ({exc.strerror or exc})"
+        raise InputError(msg) from None
+    if b"\x00" in data:
+        msg = f"{path}: binary data, not a Dockerfile or compose file"
+        raise InputError(msg)
+    return data.decode("utf-8", "replace")
+
+
+def _and_cuda_since(kb: KnowledgeBase) -> str:
+    """The first series whose wheels have the [and-cuda] extra (compat/releases.toml: 2.14)."""
+    first = kb.and_cuda_from()
+    return f"{first.major}.{first.minor}" if first is not None else "?"
+
+
+def lint_paths(paths: Sequence[str], kb: KnowledgeBase, facts: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The lint document (tfgpu.lint/1) for ``paths``; raises InputError (exit 2) on unreadable input."""
+    m = Machine.from_facts(as_facts(facts), kb) if facts else None
+    files = []
+    for path in paths:
+        text = read_input(path)
+        try:
+            kind, checks = lint_text(text, kb, m)
+        except InputError as exc:
+            msg = f"{path}: {exc.message}"
+            raise InputError(msg, hint="tfgpu lint reads Dockerfiles and docker compose files") from None
+        files.append({"path": path, "kind": kind, "checks": [c.to_json() for c in checks]})
+    return {"schema": SCHEMA, "files": files,
+            "host": {"driver": m.driver_text if m else None, "gpus": [g.get("name") for g in (m.gpus or ())] if m else []}}
+
+
+def exit_code(doc: Mapping[str, Any], *, strict: bool) -> int:
+    bad = any(c["status"] in (WARN, FAIL, ERROR) for f in doc["files"] for c in f["checks"])
+    return 1 if strict and bad else 0

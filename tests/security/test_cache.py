@@ -1,0 +1,188 @@
+"""Issue 16, High 6: the knowledge-base cache is data only (never pickle), is read only from a regular
+file owned by this user in a directory nobody else can write, is written under unpredictable names with
+O_EXCL | O_NOFOLLOW, and a corrupt one is ignored and rebuilt with a one-line note naming it."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import TESTS
+from tfgpu.kb import cache as _kbcache
+from tfgpu.kb import knowledge
+
+pytestmark = pytest.mark.safety
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    d = tmp_path / "cache"
+    d.mkdir(mode=0o700)
+    monkeypatch.setenv("TFGPU_CACHE_DIR", str(d))
+    knowledge.load_kb.cache_clear()
+    yield d
+    knowledge.load_kb.cache_clear()
+
+
+class _Boom:
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Path("/nonexistent-never").touch, ())  # what a planted pickle would run (harmlessly failing)
+
+
+def _planted(flag: Path) -> bytes:
+    class Exploit:
+        def __reduce__(self) -> tuple[Any, ...]:
+            return (flag.touch, ())
+
+    return pickle.dumps(Exploit())
+
+
+def test_a_planted_pickle_never_runs(cache_dir: Path, tmp_path: Path, cli: Any) -> None:
+    flag = tmp_path / "pwned"
+    target = knowledge._cache_file()
+    assert target is not None
+    for name in (target.name, target.with_suffix(".pickle").name):
+        (cache_dir / name).write_bytes(_planted(flag))
+    rc, _, err = cli("doctor", "--json", "--facts", str(TESTS / "data/facts/r740-4x-tesla-m60.json"))
+    assert rc in (0, 1), err
+    assert not flag.exists()
+    assert f"ignored the corrupt cache {target}" in err
+    assert err.count("\n") <= 2
+
+
+def test_the_cache_round_trips_the_knowledge_base_with_shared_records(cache_dir: Path) -> None:
+    kb = knowledge.load_kb()
+    again = knowledge.load_kb.__wrapped__()
+    assert again == kb
+    assert again.series("linux") == kb.series("linux")
+    # identity shared as it was: one Release object reached from two places stays one object
+    assert again.__dict__.get("_memo") is not None
+
+
+def test_decode_refuses_classes_outside_the_allow_list() -> None:
+    classes = knowledge._cache_classes()
+    with pytest.raises(ValueError, match="KeyError"):
+        _kbcache.decode(["r", "Popen", "args", ["l", "sh"]], classes, knowledge.Version, knowledge.VersionSpec)
+    with pytest.raises(ValueError, match="not cache data"):
+        _kbcache.decode(["x", 1], classes, knowledge.Version, knowledge.VersionSpec)
+    # a record holds its fields by position: fewer values than the class has fields, or a dangling extra
+    # name without its value, is not something encode wrote
+    kb = knowledge.load_kb()
+    toolkit = _kbcache.encode(kb.toolkits[0], classes)
+    for broken in (toolkit[:-1], [*toolkit, "_memo"]):
+        with pytest.raises(ValueError, match="not cache data"):
+            _kbcache.decode(broken, classes, knowledge.Version, knowledge.VersionSpec)
+
+
+def test_records_are_cached_by_position_and_keep_what_else_they_hold(cache_dir: Path) -> None:
+    # the field names are not repeated in every record (a fifth of the file was names); state beyond the
+    # fields (the knowledge base's indexes) follows as name, value pairs
+    classes = knowledge._cache_classes()
+    kb = knowledge.load_kb()
+    toolkit = kb.toolkits[0]
+    encoded = _kbcache.encode(toolkit, classes)
+    assert encoded[:2] == ["r", "Toolkit"]
+    assert len(encoded) == 2 + len(type(toolkit).__record_fields__)
+    assert _kbcache.decode(encoded, classes, knowledge.version, knowledge.VersionSpec) == toolkit
+    whole = _kbcache.encode(kb, classes)
+    assert whole[2 + len(knowledge.KnowledgeBase.__record_fields__)] == "_memo"
+    again = _kbcache.decode(whole, classes, knowledge.version, knowledge.VersionSpec)
+    assert again == kb
+    assert again._memo.keys() == kb._memo.keys()
+    with pytest.raises(TypeError):
+        _kbcache.encode(_Boom(), classes)
+
+
+def _refused(path: Path) -> str:
+    with pytest.raises(_kbcache.CacheRefused) as info:
+        _kbcache.read(path)
+    return str(info.value)
+
+
+def test_a_symlinked_cache_file_is_not_read(cache_dir: Path, tmp_path: Path) -> None:
+    real = tmp_path / "elsewhere.json"
+    real.write_text('["t"]')
+    link = cache_dir / "kb.json"
+    link.symlink_to(real)
+    assert "it is a symlink" in _refused(link)
+
+
+def test_a_cache_in_a_directory_others_can_write_is_not_read(cache_dir: Path) -> None:
+    f = cache_dir / "kb.json"
+    f.write_text('["t"]')
+    cache_dir.chmod(0o777)
+    try:
+        assert "writable by other users" in _refused(f)
+        cache_dir.chmod(0o1777)  # sticky, like /tmp: others cannot replace our file
+        assert _kbcache.read(f) == ["t"]
+    finally:
+        cache_dir.chmod(0o700)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file another user owns needs root")
+def test_a_cache_file_owned_by_another_user_is_not_read_nor_replaced(cache_dir: Path, cli: Any) -> None:
+    target = knowledge._cache_file()
+    assert target is not None
+    target.write_text("[]")
+    os.chown(target, 65534, 65534)
+    assert "belongs to another user" in _refused(target)
+    knowledge.load_kb.cache_clear()
+    knowledge.load_kb()
+    assert target.stat().st_uid == 65534  # not rewritten either
+
+
+def test_writes_use_unpredictable_names_and_never_follow_a_planted_link(cache_dir: Path, tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    target = cache_dir / "kb.json"
+    # the old predictable temporary name, planted as a link to a file the victim owns
+    (cache_dir / f"kb.{os.getpid()}.tmp").symlink_to(victim)
+    target.symlink_to(victim)  # and the final name too: the rename replaces the link itself
+    _kbcache.write(target, ["t", 1])
+    assert victim.read_text() == "keep"
+    assert not target.is_symlink()
+    assert _kbcache.read(target) == ["t", 1]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+def test_a_truncated_cache_is_rebuilt_with_a_note(cache_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kb = knowledge.load_kb()
+    target = knowledge._cache_file()
+    assert target is not None
+    target.write_bytes(target.read_bytes()[:1000])
+    knowledge.load_kb.cache_clear()
+    assert knowledge.load_kb() == kb
+    err = capsys.readouterr().err
+    assert err == f"tfgpu: note: ignored the corrupt cache {target}; rebuilt it\n"
+    knowledge.load_kb.cache_clear()
+    knowledge.load_kb()
+    assert capsys.readouterr().err == ""  # rebuilt: read cleanly next time
+
+
+def test_an_absent_optional_table_keeps_the_cache_on(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = knowledge._cache_file()
+    monkeypatch.setattr(knowledge, "KB_FILES", (*knowledge.KB_FILES, "no-such-table"))
+    after = knowledge._cache_file()
+    assert after is not None  # it returned None: every doctor ran without a cache
+    assert after != before
+
+
+def test_writing_the_cache_removes_the_old_pickled_caches(cache_dir: Path, tmp_path: Path) -> None:
+    # tfgpu before the data-only cache wrote kb-<key>.pickle files; nothing reads them now, so the next cache
+    # written removes them (ours only: a symlink or a file that is not a regular file stays)
+    old = cache_dir / "kb-0123456789abcdef.pickle"
+    old.write_bytes(b"\x80\x04N.")
+    elsewhere = tmp_path / "not-ours.pickle"
+    elsewhere.write_bytes(b"x")
+    (cache_dir / "kb-fedcba9876543210.pickle").symlink_to(elsewhere)
+    knowledge.load_kb()
+    assert not old.exists()
+    assert (cache_dir / "kb-fedcba9876543210.pickle").is_symlink()
+    assert elsewhere.read_bytes() == b"x"
+    assert [p.name for p in cache_dir.glob("kb-*.json") if p.name.count(".") == 1]

@@ -1,0 +1,171 @@
+"""Issue 17, item 4: the knowledge base owns its tables and its cache. With the cache warm, `tfgpu compat`,
+`tfgpu doctor` (including the container route, which reads compat/containers.toml and compat/pins.toml)
+and `tfgpu explain` parse no TOML at all; cache files of other data or other tfgpu versions are removed."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import TESTS
+from tfgpu.judge import explain
+from tfgpu.kb import knowledge
+
+FACTS = str(TESTS / "data/facts/r740-4x-tesla-m60.json")
+RUNS = (
+    ("compat", "--tf", "2.2", "--json"),
+    ("compat", "--json"),
+    ("doctor", "--json", "--facts", FACTS),
+    ("doctor", "--json", "--facts", FACTS, "--tf", "2.15", "--backend", "docker"),
+    ("plan", "--facts", FACTS, "--tf", "2.9", "--json"),
+)
+
+
+def _clear() -> None:
+    for f in (knowledge.load_kb, knowledge.load_explain_data, knowledge.load_gpu_devices, knowledge.load_toml,
+              explain.load_catalog):
+        f.cache_clear()
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    d = tmp_path / "cache"
+    d.mkdir(mode=0o700)
+    monkeypatch.setenv("TFGPU_CACHE_DIR", str(d))
+    _clear()
+    yield d
+    _clear()
+
+
+def _no_toml(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make every TOML parse fail (and record who tried): tomllib itself and tfgpu's reader."""
+    import tomllib
+
+    tried: list[str] = []
+
+    def refuse(*args: Any, **_kw: Any) -> Any:
+        tried.append(str(args[0]) if args else "?")
+        msg = f"a TOML file was parsed with a warm cache: {args[0] if args else ''}"
+        raise AssertionError(msg)
+
+    monkeypatch.setattr(tomllib, "load", refuse)
+    monkeypatch.setattr(tomllib, "loads", refuse)
+    return tried
+
+
+def test_compat_doctor_plan_and_explain_read_no_toml_when_the_cache_is_warm(
+    cache_dir: Path, cli: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cold = [cli(*argv) for argv in RUNS]
+    cold_catalog = explain.load_catalog()
+    assert all(rc in (0, 1) for rc, _, _ in cold), [(argv, err) for argv, (_, _, err) in zip(RUNS, cold)]
+    assert sorted(p.name.split(".", 1)[1] for p in cache_dir.iterdir()) == ["devices.json", "explain.json", "json"]
+    _clear()  # a new process: nothing parsed in memory, only the cache files on disk
+    tried = _no_toml(monkeypatch)
+    warm = [cli(*argv) for argv in RUNS]
+    assert not tried
+    assert warm == cold  # same exit codes, same documents, nothing on stderr that was not there before
+    assert explain.load_catalog() == cold_catalog
+    assert not tried
+
+
+def test_the_cached_tables_are_the_parsed_tables(cache_dir: Path) -> None:
+    parsed = knowledge._parse_kb()
+    knowledge.load_kb()  # writes the cache
+    _clear()
+    cached = knowledge.load_kb()
+    assert cached is not parsed
+    for name in ("notes", "pins", "python_limits", "verified", "container_images", "container_series",
+                 "container_rules", "macos_tags", "source_tables"):
+        assert getattr(cached, name) == getattr(parsed, name), name
+    assert cached.pins
+    assert cached.notes
+    assert cached.container_images
+    assert cached.sources("pins") == dict(knowledge.load_toml("pins")["sources"])
+    assert knowledge.pin_source_urls(cached.pins[0]).startswith("http")
+    assert cached.gpu_devices() == parsed.gpu_devices() == parsed.devices
+    assert len(parsed.devices) > 500
+
+
+def test_the_doctor_reads_the_gpu_devices_only_for_a_gpu_without_a_compute_capability(cache_dir: Path) -> None:
+    """The PCI device table (a fifth of the tables) is a section of the cache of its own: a GPU that reports its
+    compute capability is judged without decoding it; one that does not is judged with it, read from there."""
+    from tfgpu.judge.verdict import gpu_cc_of
+
+    knowledge.load_kb()
+    _clear()
+    cached = knowledge.load_kb()
+    assert cached.devices == ()
+    assert cached.devices_elsewhere
+    h100 = {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "pci_device_id": "2330"}
+    assert gpu_cc_of(cached, h100) == "9.0"
+    assert knowledge.load_gpu_devices.cache_info().currsize == 0  # not read
+    assert gpu_cc_of(cached, {**h100, "compute_capability": None}) == "9.0"  # by its PCI device ID
+    assert knowledge.load_gpu_devices.cache_info().currsize == 1
+    assert knowledge.load_gpu_devices() == knowledge._parse_kb().devices
+
+
+def test_old_cache_files_are_removed_but_never_a_symlink(cache_dir: Path, tmp_path: Path) -> None:
+    old = cache_dir / "kb-0123456789abcdef.json"
+    old_explain = cache_dir / "kb-0123456789abcdef.explain.json"
+    elsewhere = tmp_path / "precious"
+    elsewhere.write_text("keep me")
+    link = cache_dir / "kb-fedcba9876543210.json"
+    link.symlink_to(elsewhere)
+    other = cache_dir / "notes.json"  # not a cache file
+    for path in (old, old_explain, other):
+        path.write_text("[]")
+    knowledge.load_kb()
+    knowledge.load_explain_data()
+    current = knowledge._cache_file()
+    assert current is not None
+    assert not old.exists()
+    assert not old_explain.exists()
+    assert link.is_symlink()
+    assert elsewhere.read_text() == "keep me"
+    assert other.exists()
+    assert current.exists()
+    assert current.with_name(current.name.replace(".json", ".explain.json")).exists()
+
+
+def test_a_corrupt_explain_section_is_ignored_with_one_line(cache_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    knowledge.load_explain_data()
+    current = knowledge._cache_file()
+    assert current is not None
+    section = current.with_name(current.name.replace(".json", ".explain.json"))
+    section.write_text('{"not": "ours"')
+    os.chmod(section, 0o600)
+    _clear()
+    assert knowledge.load_explain_data() == knowledge.load_toml("explain")
+    err = capsys.readouterr().err
+    assert err == f"tfgpu: note: ignored the corrupt cache {section}; rebuilt it\n"
+
+
+def test_the_cache_holds_the_verdicts_indexes_and_one_written_without_them_is_indexed_next_time(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The knowledge base imports no verdict code (tests/unit/build/test_pipeline.py walks the imports): tfgpu.judge.verdict
+    registers the indexes it wants cached. A cache written by a process that had not imported the verdicts
+    lacks them; the next process that has them indexes it and writes it again."""
+    import tfgpu.judge.verdict  # registers its indexer
+
+    assert knowledge._INDEXERS
+    monkeypatch.setattr(knowledge, "_INDEXERS", [])  # a process that never imported the verdicts
+    knowledge.load_kb()
+    _clear()
+    bare = knowledge.load_kb()
+    assert knowledge._INDEXED not in bare._memo
+    assert not {kind for kind, _ in bare._memo} & {"recipes_for", "archs_for"}
+    monkeypatch.setattr(knowledge, "_INDEXERS", [tfgpu.judge.verdict._index_for_verdicts])
+    _clear()
+    healed = knowledge.load_kb()
+    assert healed._memo[knowledge._INDEXED] is True
+    _clear()
+    _no_toml(monkeypatch)
+    cached = knowledge.load_kb()  # read back, indexes included, no TOML parsed
+    assert cached._memo[knowledge._INDEXED] is True
+    assert {kind for kind, _ in cached._memo} >= {"series", "recipes_for", "archs_for", "gpu_releases"}

@@ -1,0 +1,215 @@
+"""Pure parts of --from-lock and the config file: lock reading, plans from locks, config precedence, ToS notes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import TESTS
+from tests.conftest import needs_engine
+from tfgpu.backends import lockfiles
+from tfgpu.backends.config import Config, load_config, parse_config
+from tfgpu.backends.lockfiles import Lock, LockedPackage, detect_lock_kind, read_custom_metadata, read_lock
+from tfgpu.core.errors import InputError, UsageError
+from tfgpu.core.record import replace
+from tfgpu.kb.knowledge import load_kb
+from tfgpu.plan.planner import is_anaconda_channel, plan_environment, plan_from_lock
+
+KB = load_kb()
+DATA = TESTS / "data" / "lock"
+RECORDED = DATA / "conda-lock-4912053-install-with-pip-deps.yml"
+HOME = "/home/u/.local/share/tfgpu"
+FACTS: dict[str, Any] = {"schema": "tfgpu.facts/1", "platform": {"os": "linux", "wsl": None},
+                         "python": {"interpreters": [{"version": "3.11.7", "path": "/usr/bin/python3.11"}]},
+                         "gpus": [{"memory_mib": 2048}], "driver": {"version": "550.54.15", "cuda": "12.4"}}
+TOOLS: dict[str, str | None] = {"uv": "/usr/bin/uv", "mamba": None, "micromamba": None, "conda": None}
+
+
+
+# --------------------------------------------------------------------------- reading locks
+
+@needs_engine
+def test_a_real_conda_lock_with_pip_packages_plans_hashed_no_deps_installs() -> None:
+    info = read_lock(RECORDED)
+    assert info.kind == "conda"
+    assert info.platforms == ("linux-64", "linux-aarch64")
+    plan = plan_from_lock(KB, FACTS, info, platform="linux-64", prefix="/envs/x", engine_python="/py")
+    assert plan.steps[0].argv == ("/py", "-m", "tfgpu.backends.rattler", "install-lock", "--prefix", "/envs/x", "--lock",
+                                  str(RECORDED), "--platform", "linux-64")
+    pip = plan.steps[1].argv
+    assert pip[:6] == ("/envs/x/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--no-deps")
+    req = next(a for a in pip if a.startswith("requests @ "))
+    assert req.endswith("#sha256=58cd2187c01e70e6e26505bca751777aa9f2ee0b7f4300988b709f44e013003f")
+    assert plan.python == "3.12"
+    assert "python=3.12.0=hab00c5b_0_cpython" in plan.conda_specs
+    assert plan.env_vars == {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}  # a 2 GB GPU in the facts
+    assert any(s.kind == "write-file" and "activate.d" in (s.path or "") for s in plan.steps)
+
+
+@needs_engine
+def test_custom_metadata_round_trips_through_our_writer_and_unlocked_pip_part_is_planned(tmp_path: Path) -> None:
+    lock = replace(lockfiles.read_conda_lock(RECORDED), content_hash={"linux-64": "a" * 64, "linux-aarch64": "b" * 64},
+                   custom_metadata={"tfgpu_tf": "2.11.1", "tfgpu_recipe_linux-64": "conda-forge-cudatoolkit-pip-2.11",
+                                    "tfgpu_pip_linux-64": "tensorflow==2.11.*", "odd": "it's: 'quoted'"})
+    path = lockfiles.write_lockfile(lock, tmp_path / "conda-lock.yml")
+    text = path.read_text()
+    assert read_custom_metadata(text) == lock.custom_metadata
+    info = read_lock(path)
+    plan = plan_from_lock(KB, FACTS, info, platform="linux-64", prefix="/envs/x")
+    assert plan.tf == "2.11.1"
+    assert plan.recipe_id == "conda-forge-cudatoolkit-pip-2.11"
+    unlocked = plan.steps[2].argv
+    assert "tensorflow==2.11.1" in unlocked
+    assert "numpy<2" in unlocked  # create's pins come along
+    assert "LD_LIBRARY_PATH" in plan.env_vars  # the recipe's activation
+    assert "XLA_FLAGS" in plan.env_vars
+    assert any("not locked" in s.why for s in plan.steps)
+
+
+def test_custom_metadata_absent_or_empty() -> None:
+    assert read_custom_metadata(RECORDED.read_text()) == {}
+    assert read_custom_metadata("version: 1\nmetadata:\n  custom_metadata: {}\n  platforms: []\npackage: []\n") == {}
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("# comment\nversion: 1\nmetadata: {}\n", "conda"),
+    ("tensorflow==2.20.0 \\\n    --hash=sha256:" + "a" * 64 + "\n", "pip"),
+    ("just text\n", "conda"),  # the conda-lock reader refuses it in one line
+    ("version: 6\nenvironments: {}\n", "conda"),  # pixi.lock
+])
+def test_lock_kind_comes_from_the_content(text: str, kind: str) -> None:
+    assert detect_lock_kind(text) == kind
+
+
+def test_pip_lock_plans_a_venv_and_require_hashes(tmp_path: Path) -> None:
+    path = tmp_path / "requirements.lock.txt"
+    path.write_text("# Locked by tfgpu (recipe pip-and-cuda) for linux-64, Python 3.11.\n"
+                    "tensorflow[and-cuda]==2.16.1 \\\n    --hash=sha256:" + "a" * 64 + "\n    # via -r req.in\n"
+                    "nvidia-cudnn-cu12==8.9.7.29 ; sys_platform == 'linux' \\\n    --hash=sha256:" + "b" * 64 + "\n")
+    info = read_lock(path)
+    assert (info.kind, info.python) == ("pip", "3.11")
+    assert [(p.name, p.version) for p in info.packages] == [("tensorflow", "2.16.1"), ("nvidia-cudnn-cu12", "8.9.7.29")]
+    plan = plan_from_lock(KB, FACTS, info, platform="", tools=TOOLS, home=HOME)
+    assert plan.prefix == f"{HOME}/envs/tf2.16.1"
+    assert plan.steps[0].argv == ("/usr/bin/uv", "venv", "--no-project", "--python", "/usr/bin/python3.11", plan.prefix)
+    assert plan.steps[1].argv[-4:] == ("--require-hashes", "--no-deps", "-r", str(path))
+    assert "LD_LIBRARY_PATH" in plan.env_vars  # 2.16 needs its nvidia/*/lib on LD_LIBRARY_PATH
+    with pytest.raises(UsageError, match=r"needs Python 3\.11"):
+        plan_from_lock(KB, dict(FACTS, python={}), info, platform="", tools={"uv": None})
+
+
+# --------------------------------------------------------------------------- the config file
+
+def test_config_is_read_from_tfgpu_config(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('channels = ["conda-forge", "https://example.invalid/m"]\n[backends]\nprefer = "pip"\n')
+    cfg = load_config({"TFGPU_CONFIG": str(path)})
+    assert cfg == Config(path=path, channels=("conda-forge", "https://example.invalid/m"), prefer="pip")
+    assert load_config({"XDG_CONFIG_HOME": str(tmp_path / "none")}) == Config()
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ("channel = ['conda-forge']\n", "unknown key"),
+    ("channels = 'conda-forge'\n", "list of channel"),
+    ("channels = ['']\n", "list of channel"),
+    ("[backends]\nprefer = 'poetry'\n", "not a backend"),
+    ("[backends]\nprefered = 'pip'\n", "unknown key"),
+    ("channels = [\n", "cannot be read"),
+])
+def test_bad_config_is_a_one_line_input_error(tmp_path: Path, text: str, match: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(InputError, match=match) as info:
+        load_config({"TFGPU_CONFIG": str(path)})
+    assert str(path) in info.value.one_line()
+    assert "\n" not in info.value.one_line()
+
+
+def test_missing_tfgpu_config_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="does not exist"):
+        load_config({"TFGPU_CONFIG": str(tmp_path / "nope.toml")})
+    assert parse_config({}, tmp_path / "x") == Config(path=tmp_path / "x")
+
+
+def test_preferred_backend_is_tried_first_and_falls_back_with_a_note() -> None:
+    auto = plan_environment(KB, FACTS, tf="2.16.1", tools=TOOLS, home=HOME)
+    assert auto.backend == "pip"
+    pref = plan_environment(KB, FACTS, tf="2.16.1", tools=TOOLS, home=HOME, prefer="rattler",
+                            prefer_source="config /c.toml", engine_python="/py")
+    assert pref.backend == "rattler"
+    assert pref.backend_reason.startswith("config /c.toml prefers rattler: ")
+    # TF 2.2 has no pip recipe that brings CUDA and no Python 3.8 here: the preference cannot apply
+    fallback = plan_environment(KB, FACTS, tf="2.2.0", tools=TOOLS, home=HOME, prefer="pip",
+                                prefer_source="config /c.toml", engine_python="/py")
+    assert fallback.backend == "rattler"
+    assert any(n.startswith("config /c.toml prefers backend pip, which cannot build") for n in fallback.notes)
+
+
+def test_config_channels_replace_the_recipes_with_a_note_naming_the_file() -> None:
+    plan = plan_environment(KB, FACTS, tf="2.2.0", backend="rattler", tools=TOOLS, home=HOME, engine_python="/py",
+                            channels=["conda-forge"], channels_source="config /c.toml")
+    argv = plan.steps[0].argv
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--channel"] == ["conda-forge"]
+    assert "channels from config /c.toml: conda-forge (recipe: defaults)" in plan.notes
+    assert not any("Anaconda's channels are covered" in n for n in plan.notes)
+    pip_plan = plan_environment(KB, FACTS, tf="2.16.1", tools=TOOLS, home=HOME, channels=["conda-forge"],
+                                channels_source="config /c.toml")
+    assert not any("channels" in n for n in pip_plan.notes)  # config channels do not concern pip plans
+
+
+# --------------------------------------------------------------------------- Anaconda's terms of service
+
+@pytest.mark.parametrize(("channel", "anaconda"), [
+    ("defaults", True), ("anaconda", True), ("https://repo.anaconda.com/pkgs/main", True),
+    ("https://conda.anaconda.org/anaconda", True), ("conda-forge", False),
+    ("https://conda.anaconda.org/conda-forge", False), ("file:///tmp/ch", False), ("nvidia", False),
+])
+def test_anaconda_channels_are_recognised(channel: str, anaconda: bool) -> None:
+    assert is_anaconda_channel(channel) is anaconda
+
+
+def test_defaults_recipe_plan_notes_the_terms_and_the_conda_forge_alternative() -> None:
+    p22 = plan_environment(KB, FACTS, tf="2.2.0", backend="rattler", tools=TOOLS, home=HOME, engine_python="/py")
+    (tos,) = [n for n in p22.notes if "Terms of Service" in n and n.startswith("defaults:")]
+    assert "200 or more people" in tos
+    assert "https://anaconda.com/pricing/terms-of-service-faqs" in p22.sources
+    assert "no conda-forge alternative for TensorFlow 2.2.0" in tos
+    # a conda-forge recipe pointed at `defaults` by --channel: the alternative is the recipe's own channel
+    p218 = plan_environment(KB, FACTS, tf="2.18.0", backend="rattler", tools=TOOLS, home=HOME, engine_python="/py",
+                            channels=["defaults"])
+    (tos,) = [n for n in p218.notes if "Terms of Service" in n]
+    assert "itself uses conda-forge" in tos
+    p218cf = plan_environment(KB, FACTS, tf="2.18.0", backend="rattler", tools=TOOLS, home=HOME, engine_python="/py")
+    assert not any("Anaconda's channels are covered" in n for n in p218cf.notes)
+
+
+def test_lock_from_anaconda_urls_gets_the_note() -> None:
+    pkgs = (LockedPackage("tensorflow-gpu", "2.2.0", "conda", "linux-64", build="h0d30ee6_0", sha256="0" * 64,
+                          url="https://repo.anaconda.com/pkgs/main/linux-64/tensorflow-gpu-2.2.0-h0d30ee6_0.conda"),
+            LockedPackage("python", "3.8.10", "conda", "linux-64", build="h12debd9_8", sha256="1" * 64,
+                          url="https://repo.anaconda.com/pkgs/main/linux-64/python-3.8.10-h12debd9_8.conda"))
+    info = Lock(path="/l.yml", kind="conda", platforms=("linux-64",), packages=pkgs,
+                    channels=("https://repo.anaconda.com/pkgs/main",))
+    plan = plan_from_lock(KB, FACTS, info, platform="linux-64", home=HOME)
+    assert (plan.tf, plan.python, plan.prefix) == ("2.2.0", "3.8", f"{HOME}/envs/tf2.2.0")
+    assert any("Terms of Service" in n for n in plan.notes)
+
+
+@needs_engine
+def test_from_lock_plans_match_the_plan_schema(tmp_path: Path) -> None:
+    import json
+    from importlib import resources
+
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(resources.files("tfgpu").joinpath("core/schemas/plan.schema.json").read_text(encoding="utf-8"))
+    pip_lock = tmp_path / "r.txt"
+    pip_lock.write_text("tensorflow==2.20.0 --hash=sha256:" + "a" * 64 + "\n")
+    plans = [plan_from_lock(KB, FACTS, read_lock(RECORDED), platform="linux-aarch64", home=HOME),
+             plan_from_lock(KB, FACTS, read_lock(pip_lock), platform="", tools=TOOLS, home=HOME)]
+    for plan in plans:
+        jsonschema.Draft202012Validator(schema).validate(plan.to_json())
+    assert plans[0].name == "conda-lock-4912053-install-with-pip-deps"  # no TensorFlow in it: named after the file
+    assert plans[0].tf == "unknown"
+    assert (plans[1].tf, plans[1].backend, plans[1].tool) == ("2.20.0", "pip", "uv")
