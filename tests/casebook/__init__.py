@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from tests import TESTS
 
 CASES_DIR = TESTS / "cases"
@@ -35,6 +38,9 @@ class Case:
     reason: str | None
     xfail: str | None
     doc: dict[str, Any] = field(repr=False, compare=False)
+    #: expect.recommend (optional): what the doctor's recommendation must be, as the thread established it
+    #: (tests/cases/README.md): {"gpu": bool, "tf": PEP 440 specifier, "backend": [names]}, each key optional.
+    recommend: dict[str, Any] | None = field(default=None, compare=False)
 
     @property
     def facts(self) -> dict[str, Any]:
@@ -66,6 +72,7 @@ def load_case(path: Path) -> Case:
         problems.append(f"expect.verdict: a non-empty list drawn from {VERDICTS}")
     if expect.get("reason") is not None and verdicts not in (["blocked"], ["caveats"]):
         problems.append("expect.reason only goes with expect.verdict ['blocked'] or ['caveats']")
+    problems.extend(_recommend_problems(expect.get("recommend")))
     facts = doc.get("facts")
     if not isinstance(facts, dict) or facts.get("schema") != "tfgpu.facts/1":
         problems.append("facts: a tfgpu.facts/1 document is required")
@@ -74,7 +81,39 @@ def load_case(path: Path) -> Case:
         raise ValueError(msg)
     return Case(id=doc["id"], part=path.parent.name, path=path, url=doc["url"], tf=target["tf"],
                 backend=target["backend"], verdicts=tuple(verdicts), reason=expect.get("reason"),
-                xfail=doc.get("xfail"), doc=doc)
+                xfail=doc.get("xfail"), doc=doc, recommend=expect.get("recommend"))
+
+
+#: The keys expect.recommend may hold (tests/cases/README.md, "Format").
+RECOMMEND_KEYS = ("gpu", "tf", "backend")
+
+
+def _recommend_problems(recommend: object) -> list[str]:
+    """What is wrong with an expect.recommend member (none when it is absent)."""
+    if recommend is None:
+        return []
+    if not isinstance(recommend, dict) or not recommend or not set(recommend) <= set(RECOMMEND_KEYS):
+        return [f"expect.recommend: a non-empty object with keys drawn from {RECOMMEND_KEYS}"]
+    problems = []
+    if "gpu" in recommend and not isinstance(recommend["gpu"], bool):
+        problems.append("expect.recommend.gpu: true or false")
+    if "tf" in recommend and not _is_specifier(recommend["tf"]):
+        problems.append("expect.recommend.tf: a PEP 440 version specifier such as '<2.16'")
+    backends = recommend.get("backend")
+    if "backend" in recommend and (not isinstance(backends, list) or not backends
+                                   or not all(isinstance(b, str) and b for b in backends)):
+        problems.append("expect.recommend.backend: a non-empty list of backend names ('cpu' is the CPU route)")
+    return problems
+
+
+def _is_specifier(value: object) -> bool:
+    if not isinstance(value, str) or not value:
+        return False
+    try:
+        SpecifierSet(value)
+    except InvalidSpecifier:
+        return False
+    return True
 
 
 def load_cases(root: Path = CASES_DIR) -> list[Case]:
@@ -82,9 +121,9 @@ def load_cases(root: Path = CASES_DIR) -> list[Case]:
     return [load_case(p) for part in PARTS for p in sorted((root / part).glob("*.json"))]
 
 
-def judge(case: Case) -> dict[str, Any]:
-    """The target of the doctor's JSON document for this case, computed as `tfgpu doctor --facts FILE --tf X
-    --backend B --json` computes it (tfgpu.cli.doctor.run_doctor: gather_facts, then doctor_result, then
+def judge_document(case: Case) -> dict[str, Any]:
+    """The doctor's JSON document for this case, computed as `tfgpu doctor --facts FILE --tf X --backend B
+    --json` computes it (tfgpu.cli.doctor.run_doctor: gather_facts, then doctor_result, then
     report.doctor_document), with no config file steering the recipe. Environment overrides (TFGPU_*) apply
     as they would on the command line, so callers clear them."""
     from tfgpu.cli.doctor import doctor_result
@@ -95,13 +134,55 @@ def judge(case: Case) -> dict[str, Any]:
     kb = load_kb()
     facts, active = gather_facts(facts_file=case.path, overrides={})
     result = doctor_result(facts, kb, tf=case.tf, backend=case.backend)
-    doc = report.doctor_document(facts, result, data_version=kb.data_version, overrides=active)
-    target: dict[str, Any] = doc["targets"][0]
+    doc: dict[str, Any] = report.doctor_document(facts, result, data_version=kb.data_version, overrides=active)
+    return doc
+
+
+def judge(case: Case) -> dict[str, Any]:
+    """The target of the doctor's JSON document for this case (see :func:`judge_document`)."""
+    target: dict[str, Any] = judge_document(case)["targets"][0]
     return target
 
 
-def mismatch(case: Case, target: dict[str, Any]) -> str | None:
-    """None when tfgpu's verdict agrees with the thread's outcome, else what differs."""
+#: mismatch()'s default for `recommendation`: not passed (a case with expect.recommend then cannot be judged).
+_NOT_GIVEN: dict[str, Any] = {}
+
+
+def mismatch(case: Case, target: dict[str, Any],
+             recommendation: dict[str, Any] | None = _NOT_GIVEN) -> str | None:
+    """None when tfgpu's verdict (and, for a case with expect.recommend, the document's recommendation) agrees
+    with the thread's outcome, else what differs. ``recommendation`` is the document's "recommendation" member
+    (None when the doctor recommends nothing); a case with expect.recommend needs it."""
+    problem = _verdict_mismatch(case, target)
+    if problem is None and case.recommend is not None:
+        if recommendation is _NOT_GIVEN:
+            msg = f"{case.id}: expect.recommend needs the document's recommendation (judge_document)"
+            raise ValueError(msg)
+        problem = recommend_mismatch(case.recommend, recommendation)
+    return problem
+
+
+def recommend_mismatch(want: dict[str, Any], rec: dict[str, Any] | None) -> str | None:
+    """None when the doctor's recommendation ``rec`` is what expect.recommend ``want`` asks for, else what
+    differs. gpu: true = a recommendation that uses the GPU (any backend but the CPU route), false = the CPU
+    route or none; tf: the recommended release lies in the specifier; backend: its backend is one listed."""
+    shown = "none" if rec is None else f"{rec.get('command') or rec.get('tf')} (backend {rec.get('backend')})"
+    uses_gpu = rec is not None and rec.get("backend") != "cpu"
+    if "gpu" in want and want["gpu"] != uses_gpu:
+        return f"expected a recommendation {'on the GPU' if want['gpu'] else 'of the CPU route'}, tfgpu recommends {shown}"
+    if "tf" in want:
+        try:
+            ok = rec is not None and Version(str(rec.get("tf"))) in SpecifierSet(str(want["tf"]))
+        except InvalidVersion:
+            ok = False
+        if not ok:
+            return f"expected a recommended release {want['tf']}, tfgpu recommends {shown}"
+    if "backend" in want and (rec is None or rec.get("backend") not in want["backend"]):
+        return f"expected a recommendation with backend {'/'.join(want['backend'])}, tfgpu recommends {shown}"
+    return None
+
+
+def _verdict_mismatch(case: Case, target: dict[str, Any]) -> str | None:
     verdict = target.get("verdict")
     if verdict not in case.verdicts:
         why = "; ".join(f"{b['check']}: {b['summary']}" for b in target.get("blockers", []))[:300]

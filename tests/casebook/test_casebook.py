@@ -13,7 +13,18 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from tests.casebook import CASES_DIR, RESULTS, Case, judge, load_case, load_cases, mismatch, summary_lines
+from tests.casebook import (
+    CASES_DIR,
+    RESULTS,
+    Case,
+    judge,
+    judge_document,
+    load_case,
+    load_cases,
+    mismatch,
+    recommend_mismatch,
+    summary_lines,
+)
 from tfgpu.facts.document import CONDA_OVERRIDE_CUDA, OVERRIDE_ENV, validate_facts
 
 CASES = load_cases()
@@ -35,7 +46,8 @@ def no_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.usefixtures("no_overrides")
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])
 def test_case_verdict_agrees_with_the_thread(case: Case) -> None:
-    problem = mismatch(case, judge(case))
+    doc = judge_document(case)
+    problem = mismatch(case, doc["targets"][0], doc.get("recommendation"))
     RESULTS[case.id] = (case.part, problem is None)
     assert problem is None, f"{case.url}: {problem}"
 
@@ -57,7 +69,8 @@ def _share_fits_rules(n_held: int, rates: list[float]) -> bool:
 def test_the_casebook_has_at_least_150_cases_and_the_held_out_share_its_split_rules_imply() -> None:
     """The held-out share is what the hash rules give, not a fixed third: the older cases are held out at a
     rate of 1/3 and batches 3 on at 1/2, so the expected share lies between the two and a batch's draw moves
-    it by chance (batch 6: 13 of 17). A case moved by hand to the other side fails the split test below."""
+    it by chance (batch 6: 13 of 17; batch 7: 14 of 29). A case moved by hand to the other side fails the split test
+    below."""
     held = [c for c in CASES if c.part == "heldout"]
     assert len(CASES) >= 150
     assert _share_fits_rules(len(held), [_held_out_rate(c) for c in CASES])
@@ -72,11 +85,11 @@ def test_the_share_bound_passes_a_fair_split_and_refuses_a_lopsided_one() -> Non
 
 def _modulus(case: Case) -> int:
     """3 for the first two batches, 2 for the third batch on (tests/cases/README.md)."""
-    return 2 if case.doc.get("batch") in (3, 4, 5, 6) else 3
+    return 2 if case.doc.get("batch") in (3, 4, 5, 6, 7) else 3
 
 
 def _held_out(case: Case) -> bool:
-    """The split rule of tests/cases/README.md: sha256(url) % 3 == 0, or % 2 == 0 for the third to sixth
+    """The split rule of tests/cases/README.md: sha256(url) % 3 == 0, or % 2 == 0 for the third to seventh
     batches."""
     return int(hashlib.sha256(case.url.encode()).hexdigest(), 16) % _modulus(case) == 0
 
@@ -133,6 +146,63 @@ def test_a_malformed_case_is_refused_with_its_file(tmp_path: Path) -> None:
     path.write_text(json.dumps({"case": "tfgpu.case/1", "id": "bad-case", "facts": {}}))
     with pytest.raises(ValueError, match=r"bad-case\.json: .*url must be an https"):
         load_case(path)
+
+
+def _case_file(tmp_path: Path, expect: dict[str, object]) -> Path:
+    path = tmp_path / "rec-case.json"
+    path.write_text(json.dumps({
+        "case": "tfgpu.case/1", "id": "rec-case", "url": "https://github.com/o/r/issues/1", "reported": "r",
+        "outcome": "o", "why": "w", "target": {"tf": "2.16", "backend": "auto"}, "expect": expect,
+        "facts": {"schema": "tfgpu.facts/1"}}))
+    return path
+
+
+def test_expect_recommend_is_optional_and_read_when_present(tmp_path: Path) -> None:
+    assert load_case(_case_file(tmp_path, {"verdict": ["blocked"]})).recommend is None
+    want = {"gpu": True, "tf": "<2.16", "backend": ["pip", "conda"]}
+    assert load_case(_case_file(tmp_path, {"verdict": ["blocked"], "recommend": want})).recommend == want
+
+
+@pytest.mark.parametrize("recommend", [{}, {"gpu": "yes"}, {"tf": "2.16 or older"}, {"tf": ""}, {"backend": "pip"},
+                                       {"backend": []}, {"release": "2.15"}, ["gpu"]])
+def test_a_malformed_expect_recommend_is_refused(tmp_path: Path, recommend: object) -> None:
+    with pytest.raises(ValueError, match=r"rec-case\.json: .*expect\.recommend"):
+        load_case(_case_file(tmp_path, {"verdict": ["blocked"], "recommend": recommend}))
+
+
+_GPU_REC = {"tf": "2.15", "backend": "pip", "command": "tfgpu create --tf 2.15 --backend pip"}
+_CPU_REC = {"tf": "2.21", "backend": "cpu", "command": "tfgpu create --tf 2.21 --cpu"}
+
+
+@pytest.mark.parametrize(("want", "rec", "right"), [
+    ({"gpu": True}, _GPU_REC, True),
+    ({"gpu": True}, _CPU_REC, False),
+    ({"gpu": True}, None, False),
+    ({"gpu": False}, _CPU_REC, True),
+    ({"gpu": False}, None, True),
+    ({"gpu": False}, _GPU_REC, False),
+    ({"tf": "<2.16"}, _GPU_REC, True),
+    ({"tf": "<2.15"}, _GPU_REC, False),
+    ({"tf": "==2.15.*"}, _GPU_REC, True),
+    ({"tf": "<2.16"}, None, False),
+    ({"backend": ["pip", "conda"]}, _GPU_REC, True),
+    ({"backend": ["conda"]}, _GPU_REC, False),
+    ({"gpu": True, "tf": "<1.3"}, {"tf": "1.2", "backend": "pip", "command": "c"}, True),
+])
+def test_recommend_mismatch_checks_each_key_it_is_given(want: dict[str, object], rec: dict[str, object] | None,
+                                                        right: bool) -> None:
+    problem = recommend_mismatch(want, rec)
+    assert (problem is None) == right, problem
+
+
+def test_a_case_with_expect_recommend_is_judged_with_the_recommendation(tmp_path: Path) -> None:
+    case = load_case(_case_file(tmp_path, {"verdict": ["blocked"], "recommend": {"gpu": True}}))
+    blocked = {"verdict": "blocked", "blockers": []}
+    assert mismatch(case, blocked, _GPU_REC) is None
+    assert mismatch(case, blocked, _CPU_REC) is not None
+    assert mismatch(case, {"verdict": "ready"}, _GPU_REC) is not None  # the verdict is checked first
+    with pytest.raises(ValueError, match="needs the document's recommendation"):
+        mismatch(case, blocked)
 
 
 def test_summary_lines_count_each_part() -> None:
