@@ -26,11 +26,11 @@ from typing import Any
 
 import pytest
 
-from tfgpu import explain as ex
-
-from .conftest import DATA
-from .test_explain_heldout import top_finding
-from .test_explain_heldout2 import claims_nothing, stamped_lines_not_in_catalog
+from tests import REPO
+from tests.conftest import DATA
+from tests.explain.test_heldout1 import top_finding
+from tests.explain.test_heldout_batch3 import claims_nothing, stamped_lines_not_in_catalog
+from tfgpu.judge import explain as ex
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -44,7 +44,7 @@ SOURCES = FOLDER / "SOURCES.md"
 FAMILIES = FOLDER / "batch6_families.md"
 EARLIER = sorted((FOLDER / "heldout").glob("heldout*.toml"))
 SCHEMA = "tfgpu.explain.batch6/1"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 #: Right answers now (first measurement at 409cfba, before any catalog change for this batch).
 FLOOR_TUNE = 8
 FLOOR_HOLD = 13
