@@ -62,7 +62,7 @@ def machines(count: int, rng: random.Random) -> list[dict[str, Any]]:
 
 def write_reports(folder: Path, nodes: int, distinct: int, seed: int = 20) -> None:
     sys.path.insert(0, str(ROOT / "src"))
-    from tfgpu.judge.verdict import diagnose
+    from tfgpu.judge.diagnose import diagnose
     from tfgpu.kb.knowledge import load_kb
     from tfgpu.render import report
 

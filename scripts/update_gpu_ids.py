@@ -41,7 +41,7 @@ from pathlib import Path
 
 import tomllib
 
-from tfgpu.kb.knowledge import normalize_gpu_name
+from tfgpu.kb.gpunames import normalize_gpu_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/_table_io.py
 from _table_io import write_or_diff

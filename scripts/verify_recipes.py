@@ -58,7 +58,7 @@ def targets(kb: Any, only: list[str]) -> list[str]:
 
 
 def _skip_reason(kb: Any, tf: str, exc: Exception) -> str:
-    from tfgpu.kb.knowledge import version
+    from tfgpu.kb.versions import version
 
     wheels = kb.pythons_for(version(tf), "linux")
     return (f"no Python installed here has a Linux wheel (wheels: {', '.join(wheels) or 'none'}; "
@@ -103,7 +103,8 @@ def _verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, lo
     from tfgpu.build.pipeline import build_plan
     from tfgpu.core import process as run
     from tfgpu.core.errors import TfgpuError
-    from tfgpu.kb.knowledge import load_kb, version
+    from tfgpu.kb.knowledge import load_kb
+    from tfgpu.kb.versions import version
     from tfgpu.verify.runner import child_env, run_smoke
 
     kb = load_kb()
@@ -212,7 +213,8 @@ def render_table(rows: list[dict[str, str]]) -> str:
 
 def write(rows: list[dict[str, str]], path: Path) -> None:
     """Merge ``rows`` into compat/verified.toml (a row per release + recipe; newer runs replace older)."""
-    from tfgpu.kb.knowledge import dump_verified, load_toml, verified_from_row
+    from tfgpu.kb.queries import dump_verified
+    from tfgpu.kb.parse import load_toml, verified_from_row
 
     old: dict[tuple[str, str], dict[str, str]] = {}
     sources = {k: dict(v) for k, v in SOURCES.items()}

@@ -9,14 +9,10 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from tfgpu.facts.machine import _apply_cvd
-from tfgpu.judge.verdict import (
-    Machine,
-    TargetVerdict,
-    judge_target,
-    system_cuda_installed,
-    system_cuda_serves,
-)
+from tfgpu.facts.machine import Machine, _apply_cvd
+from tfgpu.judge.findings import TargetVerdict
+from tfgpu.judge.system import system_cuda_installed, system_cuda_serves
+from tfgpu.judge.target import judge_target
 from tfgpu.kb.knowledge import load_kb
 from tfgpu.plan.planner import plan_environment
 

@@ -18,7 +18,9 @@ from tests.conftest import load_file_module
 from tests.unit.judge.test_verdict import base_facts
 from tfgpu.core.record import replace
 from tfgpu.judge.verdict import judge_release
-from tfgpu.kb.knowledge import ArchTargets, VersionSpec, load_kb
+from tfgpu.kb.knowledge import load_kb
+from tfgpu.kb.records import ArchTargets
+from tfgpu.kb.specifiers import VersionSpec
 
 COMPAT = REPO / "compat"
 KB = load_kb()
@@ -390,7 +392,8 @@ def test_every_python_tag_and_both_distributions_carry_the_same_gpu_code() -> No
 @pytest.mark.parametrize(("dist", "ver", "cpu"), [("tensorflow", "1.15.3", True), ("tensorflow", "1.15.0", False),
                                                    ("tensorflow", "2.0.0", True), ("tensorflow-gpu", "2.0.0", False)])
 def test_an_installed_cpu_only_build_is_named(dist: str, ver: str, cpu: bool) -> None:
-    from tfgpu.judge.verdict import Machine, machine_checks
+    from tfgpu.facts.machine import Machine
+    from tfgpu.judge.checks import machine_checks
 
     facts = base_facts(tensorflow=[{"distribution": dist, "version": ver, "path": "/env/lib/python3.7/site-packages"}])
     checks = {c.id: c for c in machine_checks(Machine.from_facts(facts), KB)}

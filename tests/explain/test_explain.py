@@ -14,7 +14,7 @@ from tests import REPO
 from tests.conftest import DATA
 from tfgpu.core.errors import DataError, InputError
 from tfgpu.judge import explain as ex
-from tfgpu.kb.knowledge import load_toml
+from tfgpu.kb.parse import load_toml
 
 LOGS = DATA / "logs"
 CATALOG = load_toml("explain")

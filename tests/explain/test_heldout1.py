@@ -65,7 +65,7 @@ def right_cause(excerpt: dict[str, Any], findings: Sequence[ex.LogFinding]) -> b
 def cited_by_catalog(excerpt: dict[str, Any]) -> bool:
     """Whether the catalog cites the excerpt's thread (a source URL, or "owner/repo#N" in its text):
     the catalog and this set were mined from the same public corpora, so some threads are in both."""
-    from tfgpu.kb.knowledge import compat_dir, load_toml
+    from tfgpu.kb.parse import compat_dir, load_toml
 
     urls = {str(v.get("url", "")).rstrip("/") for v in load_toml("explain").get("sources", {}).values()
             if isinstance(v, dict)}

@@ -93,7 +93,7 @@ def check_later_batch(excerpts: Sequence[dict[str, Any]], sources: Path) -> None
 def assert_threads_are_new(excerpts: Sequence[dict[str, Any]], earlier: Sequence[Path]) -> None:
     """No excerpt's thread is cited by the catalog (source URL, ``owner/repo#N`` or ``repo#N``) or by an earlier batch
     file: the point of a held-out batch."""
-    from tfgpu.kb.knowledge import compat_dir
+    from tfgpu.kb.parse import compat_dir
 
     catalog = (compat_dir() / "explain.toml").read_text(encoding="utf-8")
     before = "".join(path.read_text(encoding="utf-8") for path in earlier)
@@ -111,7 +111,7 @@ def assert_threads_are_new(excerpts: Sequence[dict[str, Any]], earlier: Sequence
 
 def stamped_lines_not_in_catalog(excerpts: Sequence[dict[str, Any]]) -> int:
     """Asserts that no catalog sample is a timestamped line of ``excerpts``; returns how many such lines there are."""
-    from tfgpu.kb.knowledge import load_toml
+    from tfgpu.kb.parse import load_toml
 
     stamp = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\.\d+|[IWEF]\d{4} \d\d:\d\d:\d+\.\d+")
     heldout_lines = {ln.strip() for e in excerpts for ln in e["log"].splitlines() if stamp.search(ln)}

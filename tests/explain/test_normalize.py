@@ -9,7 +9,7 @@ import html
 import pytest
 
 from tfgpu.judge import explain as ex
-from tfgpu.kb.knowledge import load_toml
+from tfgpu.kb.parse import load_toml
 
 
 def _samples() -> list[tuple[str, str]]:

@@ -21,6 +21,7 @@ from tests.unit.judge.test_container_verdict import DOCKER_OK, container_of, wit
 from tests.unit.judge.test_verdict import base_facts
 from tfgpu.core.errors import DataError
 from tfgpu.core.record import replace
+from tfgpu.facts.machine import Machine
 from tfgpu.facts.probe.containers import parse_docker_info
 from tfgpu.judge.containers import (
     choose_image,
@@ -29,9 +30,13 @@ from tfgpu.judge.containers import (
     judge_runtime,
     newest_unaffected,
 )
-from tfgpu.judge.verdict import BLOCKED, FAIL, READY, WARN, Machine, judge_release
-from tfgpu.kb import knowledge
-from tfgpu.kb.knowledge import VersionSpec, container_images, load_kb, version
+from tfgpu.judge.findings import BLOCKED, FAIL, READY, WARN
+from tfgpu.judge.verdict import judge_release
+from tfgpu.kb import parse
+from tfgpu.kb.knowledge import load_kb
+from tfgpu.kb.queries import container_images
+from tfgpu.kb.specifiers import VersionSpec
+from tfgpu.kb.versions import version
 from tfgpu.plan.planner import plan_container
 from tfgpu.tools.lint import lint_text
 
@@ -74,7 +79,7 @@ def test_the_images_of_affected_releases_carry_the_faults_cudnn():
 
 
 def _with(name: str, table: str, change: dict[str, Any], monkeypatch: pytest.MonkeyPatch, index: int = 0) -> None:
-    real = knowledge.load_toml
+    real = parse.load_toml
 
     def patched(n: str) -> dict[str, Any]:
         data = real(n)
@@ -83,7 +88,7 @@ def _with(name: str, table: str, change: dict[str, Any], monkeypatch: pytest.Mon
             data[table][index].update(change)
         return data
 
-    monkeypatch.setattr(knowledge, "load_toml", patched)
+    monkeypatch.setattr(parse, "load_toml", patched)
 
 
 @pytest.mark.parametrize(("table", "change", "message"), [
@@ -97,7 +102,7 @@ def _with(name: str, table: str, change: dict[str, Any], monkeypatch: pytest.Mon
 def test_a_bad_row_is_a_data_error(table: str, change: dict[str, Any], message: str, monkeypatch: pytest.MonkeyPatch):
     _with("containers", table, change, monkeypatch, index=1 if table == "ngc" else 0)
     with pytest.raises(DataError, match=message):
-        knowledge._parse_container_table() if table == "ngc" else knowledge._parse_image_faults()
+        parse._parse_container_table() if table == "ngc" else parse._parse_image_faults()
 
 
 # --------------------------------------------------------------------------- the verdict (doctor and plan)
@@ -419,7 +424,7 @@ def test_plan_with_an_unknown_image_on_a_gpu_machine_is_not_an_internal_error(cl
 
 
 def test_the_doctors_docker_recommendation_is_the_newest_unaffected_release():
-    from tfgpu.judge.verdict import diagnose
+    from tfgpu.judge.diagnose import diagnose
 
     result = diagnose(FACTS, KB, backend="docker")
     blocked = {t.tf for t in result.targets if t.verdict == BLOCKED}
@@ -431,7 +436,7 @@ def test_the_doctors_docker_recommendation_is_the_newest_unaffected_release():
 
 def test_a_blocked_docker_target_recommends_the_working_image_instead():
     from tfgpu.build.pipeline import alternative
-    from tfgpu.judge.verdict import diagnose
+    from tfgpu.judge.diagnose import diagnose
 
     result = diagnose(FACTS, KB, tf="2.18", backend="docker")
     rec = result.recommendation

@@ -15,7 +15,7 @@ import pytest
 
 from tests import TESTS
 from tfgpu.kb import cache as _kbcache
-from tfgpu.kb import knowledge
+from tfgpu.kb import knowledge, specifiers, store, versions
 
 pytestmark = pytest.mark.safety
 
@@ -45,7 +45,7 @@ def _planted(flag: Path) -> bytes:
 
 def test_a_planted_pickle_never_runs(cache_dir: Path, tmp_path: Path, cli: Any) -> None:
     flag = tmp_path / "pwned"
-    target = knowledge._cache_file()
+    target = store._cache_file()
     assert target is not None
     for name in (target.name, target.with_suffix(".pickle").name):
         (cache_dir / name).write_bytes(_planted(flag))
@@ -68,16 +68,16 @@ def test_the_cache_round_trips_the_knowledge_base_with_shared_records(cache_dir:
 def test_decode_refuses_classes_outside_the_allow_list() -> None:
     classes = knowledge._cache_classes()
     with pytest.raises(ValueError, match="KeyError"):
-        _kbcache.decode(["r", "Popen", "args", ["l", "sh"]], classes, knowledge.Version, knowledge.VersionSpec)
+        _kbcache.decode(["r", "Popen", "args", ["l", "sh"]], classes, versions.Version, specifiers.VersionSpec)
     with pytest.raises(ValueError, match="not cache data"):
-        _kbcache.decode(["x", 1], classes, knowledge.Version, knowledge.VersionSpec)
+        _kbcache.decode(["x", 1], classes, versions.Version, specifiers.VersionSpec)
     # a record holds its fields by position: fewer values than the class has fields, or a dangling extra
     # name without its value, is not something encode wrote
     kb = knowledge.load_kb()
     toolkit = _kbcache.encode(kb.toolkits[0], classes)
     for broken in (toolkit[:-1], [*toolkit, "_memo"]):
         with pytest.raises(ValueError, match="not cache data"):
-            _kbcache.decode(broken, classes, knowledge.Version, knowledge.VersionSpec)
+            _kbcache.decode(broken, classes, versions.Version, specifiers.VersionSpec)
 
 
 def test_records_are_cached_by_position_and_keep_what_else_they_hold(cache_dir: Path) -> None:
@@ -89,10 +89,10 @@ def test_records_are_cached_by_position_and_keep_what_else_they_hold(cache_dir: 
     encoded = _kbcache.encode(toolkit, classes)
     assert encoded[:2] == ["r", "Toolkit"]
     assert len(encoded) == 2 + len(type(toolkit).__record_fields__)
-    assert _kbcache.decode(encoded, classes, knowledge.version, knowledge.VersionSpec) == toolkit
+    assert _kbcache.decode(encoded, classes, versions.version, specifiers.VersionSpec) == toolkit
     whole = _kbcache.encode(kb, classes)
     assert whole[2 + len(knowledge.KnowledgeBase.__record_fields__)] == "_memo"
-    again = _kbcache.decode(whole, classes, knowledge.version, knowledge.VersionSpec)
+    again = _kbcache.decode(whole, classes, versions.version, specifiers.VersionSpec)
     assert again == kb
     assert again._memo.keys() == kb._memo.keys()
     with pytest.raises(TypeError):
@@ -127,7 +127,7 @@ def test_a_cache_in_a_directory_others_can_write_is_not_read(cache_dir: Path) ->
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a file another user owns needs root")
 def test_a_cache_file_owned_by_another_user_is_not_read_nor_replaced(cache_dir: Path, cli: Any) -> None:
-    target = knowledge._cache_file()
+    target = store._cache_file()
     assert target is not None
     target.write_text("[]")
     os.chown(target, 65534, 65534)
@@ -153,7 +153,7 @@ def test_writes_use_unpredictable_names_and_never_follow_a_planted_link(cache_di
 
 def test_a_truncated_cache_is_rebuilt_with_a_note(cache_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     kb = knowledge.load_kb()
-    target = knowledge._cache_file()
+    target = store._cache_file()
     assert target is not None
     target.write_bytes(target.read_bytes()[:1000])
     knowledge.load_kb.cache_clear()
@@ -166,9 +166,9 @@ def test_a_truncated_cache_is_rebuilt_with_a_note(cache_dir: Path, capsys: pytes
 
 
 def test_an_absent_optional_table_keeps_the_cache_on(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    before = knowledge._cache_file()
-    monkeypatch.setattr(knowledge, "KB_FILES", (*knowledge.KB_FILES, "no-such-table"))
-    after = knowledge._cache_file()
+    before = store._cache_file()
+    monkeypatch.setattr(store, "KB_FILES", (*store.KB_FILES, "no-such-table"))
+    after = store._cache_file()
     assert after is not None  # it returned None: every doctor ran without a cache
     assert after != before
 

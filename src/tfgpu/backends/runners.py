@@ -26,7 +26,8 @@ from tfgpu.core.errors import UsageError
 from tfgpu.core.record import field, record
 
 if TYPE_CHECKING:
-    from tfgpu.kb.knowledge import KnowledgeBase, Recipe
+    from tfgpu.kb.knowledge import KnowledgeBase
+    from tfgpu.kb.records import Recipe
 
 #: conda executables in the order tfgpu prefers them (issue 7: mamba, micromamba or conda).
 CONDA_TOOLS = ("mamba", "micromamba", "conda")

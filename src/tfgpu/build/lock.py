@@ -154,7 +154,7 @@ def lock_conda(kb: KnowledgeBase, req: LockRequest, *, cache_dir: Path | None = 
     and notes. Needs the channels (network) unless they are local. ``timeout`` bounds each platform's solve."""
     from tfgpu import __version__
     from tfgpu.backends import rattler as engine
-    from tfgpu.kb.knowledge import data_version
+    from tfgpu.kb.queries import data_version
 
     env = os.environ if env is None else env
     packages: list[LockedPackage] = []

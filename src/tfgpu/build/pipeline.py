@@ -18,7 +18,8 @@ from tfgpu.core.record import field, record
 from tfgpu.facts.document import as_facts
 
 if TYPE_CHECKING:
-    from tfgpu.judge.verdict import Recommendation, TargetVerdict
+    from tfgpu.judge.findings import TargetVerdict
+    from tfgpu.judge.recommend import Recommendation
 
 
 @record
@@ -118,7 +119,7 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
         tf = lock_plan.tf
     assert tf is not None
     # 1. judge
-    from tfgpu.judge.verdict import judge_target
+    from tfgpu.judge.target import judge_target
     from tfgpu.kb.knowledge import load_kb
 
     verdict: TargetVerdict | None = None
@@ -400,7 +401,7 @@ def blocked_error(facts: Mapping[str, Any], verdict: TargetVerdict, tf: str) -> 
 def alternative(facts: Mapping[str, Any], blocked_tf: str, backend: str = "auto") -> Recommendation | None:
     """What works here instead of a blocked target: the doctor's recommendation (a release that uses the GPU,
     else the CPU route; for a container backend, that route's best release first)."""
-    from tfgpu.judge.verdict import recommend_instead
+    from tfgpu.judge.recommend import recommend_instead
     from tfgpu.kb.knowledge import load_kb
 
     return recommend_instead(as_facts(facts), load_kb(), blocked_tf, backend=backend)

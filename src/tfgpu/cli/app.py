@@ -28,7 +28,7 @@ app = typer.Typer(
 
 def _version_callback(value: bool) -> None:
     if value:
-        from tfgpu.kb.knowledge import data_version
+        from tfgpu.kb.queries import data_version
         from tfgpu.render import output
 
         output.say(f"tfgpu {__version__} (knowledge base {data_version()})")

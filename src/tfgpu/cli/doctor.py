@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from tfgpu.judge.verdict import DoctorResult
+    from tfgpu.judge.diagnose import DoctorResult
     from tfgpu.kb.knowledge import KnowledgeBase
 
 #: What `doctor --backend` takes: the recipe backends and the container routes (tfgpu.cli.options, defined once).
@@ -99,10 +99,10 @@ def parse_fast(args: list[str]) -> dict[str, Any] | None:
 def doctor_result(facts: dict[str, Any], kb: KnowledgeBase, *, tf: str | None = None, backend: str = "auto",
                   tools: dict[str, str | None] | None = None, prefer: str | None = None,
                   prefer_source: str = "config") -> DoctorResult:
-    """Everything the doctor says (tfgpu.judge.verdict.diagnose), with each target's recipe and the recommendation
+    """Everything the doctor says (tfgpu.judge.diagnose.diagnose), with each target's recipe and the recommendation
     chosen as `tfgpu plan` chooses them (tfgpu.plan.choose): the doctor and the planner cannot disagree."""
     from tfgpu.facts.document import as_facts
-    from tfgpu.judge.verdict import diagnose
+    from tfgpu.judge.diagnose import diagnose
     from tfgpu.plan.choose import Preferences, with_choices
 
     result = diagnose(as_facts(facts), kb, tf=tf, backend=backend)

@@ -16,27 +16,26 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
-from tfgpu.backends.runners import CONTAINER, RUNNERS, Choice, ContainerRunner, Context, pick_container_runner
-
 # re-exported: where the container code looks for them
-from tfgpu.backends.runners import SMOKE_IN_CONTAINER as SMOKE_IN_CONTAINER
-from tfgpu.backends.runners import WORKDIR as WORKDIR
-from tfgpu.backends.runners import gpu_run_argv as gpu_run_argv
-from tfgpu.backends.runners import sif_path as sif_path
+from tfgpu.backends.runners import (
+    CONTAINER,
+    RUNNERS,
+    WORKDIR,
+    Choice,
+    ContainerRunner,
+    Context,
+    gpu_run_argv,
+    pick_container_runner,
+)
 from tfgpu.core.record import record
 from tfgpu.facts.machine import Machine, machine_memo
 from tfgpu.judge.findings import BackendVerdict, Finding
 from tfgpu.judge.gpu_rules import gpu_findings
-from tfgpu.kb.knowledge import (
-    ContainerImage,
-    ImageFault,
-    KnowledgeBase,
-    Recipe,
-    VersionSpec,
-    container_images,
-    ngc_images,
-    version,
-)
+from tfgpu.kb.knowledge import KnowledgeBase
+from tfgpu.kb.queries import container_images, ngc_images
+from tfgpu.kb.records import ContainerImage, ImageFault, Recipe
+from tfgpu.kb.specifiers import VersionSpec
+from tfgpu.kb.versions import version
 
 if TYPE_CHECKING:
     from tfgpu.facts.document import Facts

@@ -15,7 +15,8 @@ from tfgpu.kb.versions import normalize_cuda, version
 
 if TYPE_CHECKING:
     from tfgpu.facts.machine import Machine
-    from tfgpu.kb.knowledge import ArchTargets, KnowledgeBase, Toolkit
+    from tfgpu.kb.knowledge import KnowledgeBase
+    from tfgpu.kb.records import ArchTargets, Toolkit
 
 
 def _cc(text: str) -> Version:

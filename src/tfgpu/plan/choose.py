@@ -28,8 +28,10 @@ from tfgpu.kb.versions import version
 
 if TYPE_CHECKING:
     from tfgpu.facts.document import Facts
-    from tfgpu.judge.verdict import DoctorResult, TargetVerdict
-    from tfgpu.kb.knowledge import KnowledgeBase, Recipe
+    from tfgpu.judge.diagnose import DoctorResult
+    from tfgpu.judge.findings import TargetVerdict
+    from tfgpu.kb.knowledge import KnowledgeBase
+    from tfgpu.kb.records import Recipe
 
 # The values --backend takes are defined once in tfgpu.cli.options (a leaf module the verdict imports too); the
 # runners and their table in tfgpu.backends.runners (a leaf module tfgpu.judge.containers uses too); re-exported here.
@@ -118,7 +120,8 @@ def kb_order(kb: KnowledgeBase, facts: Facts, v: Version, os_name: str,
     """The order without a verdict to go by: the pip recipe that brings its own CUDA (one that needs the
     system's CUDA only when that CUDA is installed, or when no conda recipe exists), then the conda
     recipes (the official docs' conda+pip first, then conda-forge's builds, then Anaconda's)."""
-    from tfgpu.judge.verdict import Machine, system_cuda_installed
+    from tfgpu.facts.machine import Machine
+    from tfgpu.judge.system import system_cuda_installed
 
     pips = sorted((r for r in recipes if r.backend == "pip"), key=lambda r: not r.provides_cuda)
     condas = sorted((r for r in recipes if r.backend in _CONDA_FAMILY), key=lambda r: r.conda_preference())
@@ -133,7 +136,8 @@ def ranked_recipes(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | Non
     """The verdict's viable recipes in its order, then every other recipe in :func:`kb_order`. When the
     verdict says the release will work here, a conda recipe whose channel does not carry the release is
     left out, as the verdict leaves it out (the doctor names the release the plan builds)."""
-    from tfgpu.judge.verdict import BLOCKED, rank_backends, recipe_available
+    from tfgpu.judge.findings import BLOCKED
+    from tfgpu.judge.verdict import rank_backends, recipe_available
 
     recipes = candidate_recipes(kb, v, os_name)
     judged = verdict is not None and verdict.tf == str(v)
@@ -306,7 +310,8 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Facts,
     target names the recipe and backend :func:`choose` picks, and ``recipe_id`` (a blocked one too: what
     `tfgpu plan` would build, and its blockers say why it would not run)."""
     from tfgpu.core.record import replace
-    from tfgpu.judge.verdict import BLOCKED, create_command
+    from tfgpu.judge.findings import BLOCKED
+    from tfgpu.judge.recommend import create_command
 
     tools = tools_from_facts(facts) if tools is None else tools
     prefs = prefs or Preferences()
@@ -355,7 +360,7 @@ def _with_container_choices(result: DoctorResult, kb: KnowledgeBase, facts: Fact
     if rec is None or rec.backend == "cpu":
         return result
     if rec.backend == CONTAINER:
-        from tfgpu.judge.verdict import for_container_backend
+        from tfgpu.judge.recommend import for_container_backend
 
         chosen = next((t for t in targets if t.tf == rec.tf), None)
         rec = for_container_backend(rec, prefs.backend)

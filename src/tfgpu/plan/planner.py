@@ -18,7 +18,8 @@ from packaging.version import InvalidVersion, Version
 from tfgpu.backends.names import BACKENDS
 from tfgpu.backends.steps import Step
 from tfgpu.core.errors import InputError, UsageError
-from tfgpu.kb.knowledge import Pin, load_pins, pin_source_urls
+from tfgpu.kb.queries import load_pins, pin_source_urls
+from tfgpu.kb.records import Pin
 from tfgpu.plan.choose import CONDA_TOOLS as CONDA_TOOLS
 from tfgpu.plan.choose import target_os as target_os
 from tfgpu.plan.model import Plan
@@ -26,8 +27,7 @@ from tfgpu.plan.model import Plan
 if TYPE_CHECKING:
     from tfgpu.backends.lockfiles import Lock, LockedPackage
     from tfgpu.facts.document import Facts
-    from tfgpu.judge.findings import Finding
-    from tfgpu.judge.verdict import TargetVerdict
+    from tfgpu.judge.findings import Finding, TargetVerdict
     from tfgpu.kb.knowledge import KnowledgeBase
 
 #: GPUs with at most this much memory get TF_FORCE_GPU_ALLOW_GROWTH=true: TensorFlow maps nearly all GPU
@@ -256,13 +256,13 @@ def _check_python_and_name(python: str | None, name: str | None) -> str | None:
 
 def resolve_target(kb: KnowledgeBase, facts: Facts, spec: str, *, backend: str = "auto") -> tuple[str, list[str]]:
     """What --tf means for plan, create and lock: ``latest`` is the release the doctor recommends here
-    (tfgpu.judge.verdict.resolve_latest); a release or a series is returned as given (the planner picks a series'
+    (tfgpu.judge.target.resolve_latest); a release or a series is returned as given (the planner picks a series'
     release by its verdict). Returns (target, notes). Raises NotReady when ``latest`` has nothing that will
     use a GPU here."""
     spec = spec.strip()
     if spec != "latest":
         return spec, []
-    from tfgpu.judge.verdict import resolve_latest
+    from tfgpu.judge.target import resolve_latest
 
     _, rec = resolve_latest(facts, kb, backend=backend)
     if rec is None:
@@ -276,7 +276,8 @@ def resolve_target(kb: KnowledgeBase, facts: Facts, spec: str, *, backend: str =
 def judge_for_plan(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str) -> TargetVerdict | None:
     """The target's verdict as the doctor judges it (a release as is; a series by its best release), or None
     when the knowledge base cannot place the target here (the planner then says why)."""
-    from tfgpu.judge.verdict import Machine, judge_requested
+    from tfgpu.facts.machine import Machine
+    from tfgpu.judge.verdict import judge_requested
 
     try:
         return judge_requested(facts, kb, tf, backend=backend, machine=Machine.from_facts(facts, kb))
@@ -293,9 +294,10 @@ def plan_container(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str, im
     It lives here, not in tfgpu.judge.containers, because it judges the target with the verdicts, which judge the
     container route with tfgpu.judge.containers."""
     from tfgpu.backends.runners import CONTAINER, RUNNERS, ContainerRunner
+    from tfgpu.facts.machine import Machine, resolve_version
     from tfgpu.judge.containers import choose_image, gpu_args_for, image_source_urls, judge_container
-    from tfgpu.judge.verdict import BLOCKED, Machine, resolve_version
-    from tfgpu.kb.knowledge import container_images
+    from tfgpu.judge.findings import BLOCKED
+    from tfgpu.kb.queries import container_images
     from tfgpu.kb.versions import version
 
     m = Machine.from_facts(facts, kb)
@@ -572,7 +574,7 @@ def engine_driver_cuda(facts: Facts, kb: KnowledgeBase) -> str | None:
     engine child probes the machine itself)."""
     if "driver" not in facts:
         return None
-    from tfgpu.judge.verdict import Machine
+    from tfgpu.facts.machine import Machine
 
     m = Machine.from_facts(facts, kb)
     known = m.driver_cuda_version(kb) if m.driver is not None else None

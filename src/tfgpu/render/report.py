@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any, TextIO, cast
 
 from tfgpu import __version__
-from tfgpu.judge.findings import chosen_blockers
-from tfgpu.judge.verdict import BLOCKED, CAVEATS, ERROR, FAIL, PASS, READY, SKIP, WARN, DoctorResult
+from tfgpu.judge.diagnose import DoctorResult
+from tfgpu.judge.findings import BLOCKED, CAVEATS, ERROR, FAIL, PASS, READY, SKIP, WARN, chosen_blockers
 
 DOCTOR_SCHEMA = "tfgpu.doctor/1"
 
@@ -50,7 +50,7 @@ def _target_json(target: Any, *, verified: bool) -> dict[str, Any]:
     (compat/verified.toml, written by `nox -s recipes`)."""
     doc: dict[str, Any] = target.to_json()
     if verified:
-        from tfgpu.kb.knowledge import verified_status
+        from tfgpu.kb.queries import verified_status
 
         for b in doc.get("backends") or []:
             if b.get("recipe"):

@@ -16,19 +16,11 @@ from packaging.version import InvalidVersion, Version
 
 from tfgpu.core.errors import UsageError
 from tfgpu.core.record import record
-from tfgpu.kb.knowledge import (
-    OSES,
-    ArchTargets,
-    Build,
-    KnowledgeBase,
-    Recipe,
-    Release,
-    load_notes,
-    normalize_cuda,
-    series_of,
-    verified_status,
-    version,
-)
+from tfgpu.kb.knowledge import KnowledgeBase
+from tfgpu.kb.parse import OSES
+from tfgpu.kb.queries import load_notes, verified_status
+from tfgpu.kb.records import ArchTargets, Build, Recipe, Release
+from tfgpu.kb.versions import normalize_cuda, series_of, version
 
 SCHEMA = "tfgpu.compat/1"
 OS_ORDER = ("linux", "windows", "macos")
@@ -374,7 +366,8 @@ def _notes(kb: KnowledgeBase, build: Build, versions: list[Version], all_release
 def driver_verdict(kb: KnowledgeBase, driver: str, cuda: str, os: str) -> dict[str, Any]:
     """Can ``driver`` run a CUDA ``cuda`` build on ``os``? Reuses verdict's driver findings (toolkit floors,
     then minor-version compatibility)."""
-    from tfgpu.judge.verdict import Machine, driver_findings
+    from tfgpu.facts.machine import Machine
+    from tfgpu.judge.system import driver_findings
 
     if os == "macos":
         return {"driver": driver, "status": UNKNOWN,

@@ -21,8 +21,11 @@ from packaging.version import Version
 from tfgpu.core.errors import InputError
 from tfgpu.core.record import record
 from tfgpu.facts.document import as_facts
-from tfgpu.judge.verdict import ERROR, FAIL, PASS, SKIP, WARN, Check, Machine
-from tfgpu.kb.knowledge import KnowledgeBase, container_images, ngc_images, version
+from tfgpu.facts.machine import Machine
+from tfgpu.judge.findings import ERROR, FAIL, PASS, SKIP, WARN, Check
+from tfgpu.kb.knowledge import KnowledgeBase
+from tfgpu.kb.queries import container_images, ngc_images
+from tfgpu.kb.versions import version
 
 SCHEMA = "tfgpu.lint/1"
 MAX_BYTES = 1024 * 1024
@@ -418,7 +421,7 @@ def _tf_checks(base: BaseImage, inst: TfInstall, kb: KnowledgeBase, where: str) 
 
 def _image_problems(base: BaseImage, build: Any, v: Version, kb: KnowledgeBase) -> dict[str, str]:
     """What TensorFlow ``v`` (its tested ``build``) misses in a CUDA image, by kind: "cuda", "cudnn"."""
-    from tfgpu.judge.verdict import system_cuda_serves
+    from tfgpu.judge.system import system_cuda_serves
 
     have = version(".".join(base.cuda.split(".")[:2]))
     built = version(".".join(str(build.cuda).split(".")[:2])) if "." in str(build.cuda) else version(f"{build.cuda}.0")
@@ -437,7 +440,7 @@ def _range_checks(base: BaseImage, inst: TfInstall, kb: KnowledgeBase, label: st
     """A version range (``tensorflow~=2.4``, ``tensorflow-gpu>=2.1.*``) on a CUDA image: pip may pick any GPU
     release the range allows, so a problem is reported only when every one of them has it (the same kind
     for all: the image's CUDA, or its cuDNN). ``>=X.*`` (accepted by pip before 20.3) reads as ``>=X``."""
-    from tfgpu.kb.knowledge import InvalidSpecifier, VersionSpec
+    from tfgpu.kb.specifiers import InvalidSpecifier, VersionSpec
 
     if base.kind != "cuda" or not base.cuda:
         return []

@@ -42,8 +42,8 @@ def test_installed_wheel_reads_its_own_compat_outside_the_source_tree(wheel, tmp
     elsewhere.mkdir()
     env = {**os.environ, "PYTHONPATH": str(site)}
     probe = (
-        "import tfgpu, tfgpu.kb.knowledge as c; "
-        "print(tfgpu.__file__); print(c.compat_dir()); print(c.data_version())"
+        "import tfgpu, tfgpu.kb.parse as p, tfgpu.kb.queries as q; "
+        "print(tfgpu.__file__); print(p.compat_dir()); print(q.data_version())"
     )
     proc = subprocess.run([sys.executable, "-c", probe], cwd=elsewhere, env=env,
                           capture_output=True, text=True, check=False)

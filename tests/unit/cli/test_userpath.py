@@ -232,7 +232,7 @@ def test_python_range_refusal_names_the_range_first(tmp_path: Path, cli: Cli) ->
 
 def test_blocked_create_is_a_few_short_lines_with_the_chosen_backends_blockers() -> None:
     from tfgpu.build.pipeline import blocked_error
-    from tfgpu.judge.verdict import judge_target
+    from tfgpu.judge.target import judge_target
 
     facts = rtx_3080()
     verdict = judge_target(facts, KB, "2.2.3")

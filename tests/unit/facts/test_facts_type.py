@@ -8,7 +8,10 @@ import json
 
 from tests import REPO, TESTS
 from tfgpu.facts.document import Facts, as_facts, load_facts_file
-from tfgpu.judge import verdict
+from tfgpu.facts.machine import Machine
+from tfgpu.judge.diagnose import diagnose
+from tfgpu.judge.recommend import recommend
+from tfgpu.judge.target import judge_target
 from tfgpu.plan import choose
 from tfgpu.plan import planner as plan
 
@@ -22,7 +25,7 @@ def test_the_facts_type_names_the_schema_sections():
 
 
 def test_verdict_choose_and_plan_take_typed_facts():
-    for fn in (verdict.Machine.from_facts, verdict.diagnose, verdict.judge_target, verdict.recommend,
+    for fn in (Machine.from_facts, diagnose, judge_target, recommend,
                choose.choose, choose.ranked_recipes, choose.target_os, plan.resolve_target, plan.small_gpu):
         assert inspect.signature(fn).parameters["facts"].annotation == "Facts", fn.__qualname__
 

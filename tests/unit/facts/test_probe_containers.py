@@ -246,8 +246,10 @@ def test_the_doctor_judges_the_container_route_from_the_recorded_daemon(tmp_path
     # runtime-only: the recording is Docker Desktop's (WSL2), whose daemon lists the nvidia runtime while the
     # distribution's PATH may hold no nvidia-ctk; the runtime the daemon lists is what `docker run` uses
     from tests.unit.judge.test_verdict import gpu_facts
-    from tfgpu.judge.verdict import BLOCKED, READY, judge_release
-    from tfgpu.kb.knowledge import load_kb, version
+    from tfgpu.judge.findings import BLOCKED, READY
+    from tfgpu.judge.verdict import judge_release
+    from tfgpu.kb.knowledge import load_kb
+    from tfgpu.kb.versions import version
 
     prof = _docker_with_nvidia_runtime(tmp_path, ctk=ctk)
     section = probe_containers(Ctx(root=tmp_path, env=prof.env, timeout=5), uid=1000)
@@ -273,8 +275,10 @@ def test_a_daemon_that_lists_nvidia_cdi_devices_runs_the_gpu_without_the_nvidia_
     # docker/cli's own rendering of `docker info --format '{{json .}}'`: a reachable daemon with runc only and
     # the CDI devices it discovered (DiscoveredDevices), among them nvidia.com/gpu=gpu0
     from tests.unit.judge.test_verdict import gpu_facts
-    from tfgpu.judge.verdict import BLOCKED, READY, judge_release
-    from tfgpu.kb.knowledge import load_kb, version
+    from tfgpu.judge.findings import BLOCKED, READY
+    from tfgpu.judge.verdict import judge_release
+    from tfgpu.kb.knowledge import load_kb
+    from tfgpu.kb.versions import version
     from tfgpu.plan.planner import plan_container
 
     prof = _profile(tmp_path)

@@ -291,7 +291,7 @@ def test_jetson_nano_is_read_as_a_jetson_with_its_l4t_release(tmp_path: Path) ->
     """A Jetson Nano (L4T R32.7.6, recorded /etc/nv_tegra_release): no /proc/driver/nvidia (the integrated
     GPU has no discrete driver), no `uname` on the profile's PATH, so the architecture comes from the
     Jetson file. The doctor must say: no official GPU build, NVIDIA's JetPack wheels instead."""
-    from tfgpu.judge.verdict import diagnose
+    from tfgpu.judge.diagnose import diagnose
     from tfgpu.kb.knowledge import load_kb
 
     p = Profile(tmp_path)

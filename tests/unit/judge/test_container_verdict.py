@@ -11,9 +11,14 @@ from hypothesis import strategies as st
 
 from tests.conftest import DATA
 from tests.unit.judge.test_verdict import base_facts, gpu_facts
+from tfgpu.facts.machine import Machine
 from tfgpu.judge.containers import is_datacenter_gpu, judge_container, pick_runtime
-from tfgpu.judge.verdict import BLOCKED, READY, Machine, diagnose, judge_release
-from tfgpu.kb.knowledge import load_kb, ngc_images, version
+from tfgpu.judge.diagnose import diagnose
+from tfgpu.judge.findings import BLOCKED, READY
+from tfgpu.judge.verdict import judge_release
+from tfgpu.kb.knowledge import load_kb
+from tfgpu.kb.queries import ngc_images
+from tfgpu.kb.versions import version
 
 KB = load_kb()
 

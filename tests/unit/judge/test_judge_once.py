@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import DATA
-from tfgpu.judge.verdict import TargetVerdict, judge_release, judge_series
-from tfgpu.kb.knowledge import load_kb, version
+from tfgpu.judge.findings import TargetVerdict
+from tfgpu.judge.verdict import judge_release, judge_series
+from tfgpu.kb.knowledge import load_kb
+from tfgpu.kb.versions import version
 
 KB = load_kb()
 

@@ -23,7 +23,8 @@ from tfgpu.backends.names import CONTAINER_BACKENDS
 from tfgpu.build.lock import lock_target
 from tfgpu.cli.doctor import doctor_result
 from tfgpu.core.errors import TfgpuError, UsageError
-from tfgpu.kb.knowledge import load_kb, series_of
+from tfgpu.kb.knowledge import load_kb
+from tfgpu.kb.versions import series_of
 from tfgpu.plan.model import Plan
 from tfgpu.plan.planner import plan_cpu_environment, plan_environment, resolve_target
 

@@ -11,7 +11,9 @@ import pytest
 from tests import REPO
 from tests.probe_helpers import PROBE, FakeGpu, FakeNvmlLib, Profile, fake_nvml, r740_profile
 from tfgpu.facts.probe import detect_facts
-from tfgpu.judge.verdict import BLOCKED, READY, diagnose, judge_target
+from tfgpu.judge.diagnose import diagnose
+from tfgpu.judge.findings import BLOCKED, READY
+from tfgpu.judge.target import judge_target
 from tfgpu.kb.knowledge import load_kb
 from tfgpu.render.report import doctor_document
 

@@ -14,18 +14,15 @@ import pytest
 from packaging.version import Version
 
 from tests.conftest import DATA
-from tfgpu.judge.verdict import (
-    BLOCKED,
-    CAVEATS,
-    READY,
-    Machine,
-    diagnose,
-    judge_release,
-    judge_target,
-    machine_checks,
-    recommend,
-)
-from tfgpu.kb.knowledge import load_kb, normalize_cuda
+from tfgpu.facts.machine import Machine
+from tfgpu.judge.checks import machine_checks
+from tfgpu.judge.diagnose import diagnose
+from tfgpu.judge.findings import BLOCKED, CAVEATS, READY
+from tfgpu.judge.recommend import recommend
+from tfgpu.judge.target import judge_target
+from tfgpu.judge.verdict import judge_release
+from tfgpu.kb.knowledge import load_kb
+from tfgpu.kb.versions import normalize_cuda
 
 KB = load_kb()
 

@@ -18,8 +18,9 @@ from tests import REPO
 from tests.casebook.test_verdict_casebook_bugs import checks, linux_facts
 from tests.conftest import load_file_module
 from tfgpu.core.errors import DataError
-from tfgpu.judge.verdict import judge_target
-from tfgpu.kb.knowledge import _parse_builds, load_kb
+from tfgpu.judge.target import judge_target
+from tfgpu.kb.knowledge import load_kb
+from tfgpu.kb.parse import _parse_builds
 
 COMPAT = REPO / "compat"
 KB = load_kb()

@@ -13,7 +13,7 @@ import pytest
 
 from tests import TESTS
 from tfgpu.judge import explain
-from tfgpu.kb import knowledge
+from tfgpu.kb import knowledge, parse, queries, store
 
 FACTS = str(TESTS / "data/facts/r740-4x-tesla-m60.json")
 RUNS = (
@@ -26,7 +26,7 @@ RUNS = (
 
 
 def _clear() -> None:
-    for f in (knowledge.load_kb, knowledge.load_explain_data, knowledge.load_gpu_devices, knowledge.load_toml,
+    for f in (knowledge.load_kb, knowledge.load_explain_data, knowledge.load_gpu_devices, parse.load_toml,
               explain.load_catalog):
         f.cache_clear()
 
@@ -85,8 +85,8 @@ def test_the_cached_tables_are_the_parsed_tables(cache_dir: Path) -> None:
     assert cached.pins
     assert cached.notes
     assert cached.container_images
-    assert cached.sources("pins") == dict(knowledge.load_toml("pins")["sources"])
-    assert knowledge.pin_source_urls(cached.pins[0]).startswith("http")
+    assert cached.sources("pins") == dict(parse.load_toml("pins")["sources"])
+    assert queries.pin_source_urls(cached.pins[0]).startswith("http")
     assert cached.gpu_devices() == parsed.gpu_devices() == parsed.devices
     assert len(parsed.devices) > 500
 
@@ -94,7 +94,7 @@ def test_the_cached_tables_are_the_parsed_tables(cache_dir: Path) -> None:
 def test_the_doctor_reads_the_gpu_devices_only_for_a_gpu_without_a_compute_capability(cache_dir: Path) -> None:
     """The PCI device table (a fifth of the tables) is a section of the cache of its own: a GPU that reports its
     compute capability is judged without decoding it; one that does not is judged with it, read from there."""
-    from tfgpu.judge.verdict import gpu_cc_of
+    from tfgpu.facts.machine import gpu_cc_of
 
     knowledge.load_kb()
     _clear()
@@ -121,7 +121,7 @@ def test_old_cache_files_are_removed_but_never_a_symlink(cache_dir: Path, tmp_pa
         path.write_text("[]")
     knowledge.load_kb()
     knowledge.load_explain_data()
-    current = knowledge._cache_file()
+    current = store._cache_file()
     assert current is not None
     assert not old.exists()
     assert not old_explain.exists()
@@ -134,13 +134,13 @@ def test_old_cache_files_are_removed_but_never_a_symlink(cache_dir: Path, tmp_pa
 
 def test_a_corrupt_explain_section_is_ignored_with_one_line(cache_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     knowledge.load_explain_data()
-    current = knowledge._cache_file()
+    current = store._cache_file()
     assert current is not None
     section = current.with_name(current.name.replace(".json", ".explain.json"))
     section.write_text('{"not": "ours"')
     os.chmod(section, 0o600)
     _clear()
-    assert knowledge.load_explain_data() == knowledge.load_toml("explain")
+    assert knowledge.load_explain_data() == parse.load_toml("explain")
     err = capsys.readouterr().err
     assert err == f"tfgpu: note: ignored the corrupt cache {section}; rebuilt it\n"
 

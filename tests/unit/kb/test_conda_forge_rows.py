@@ -14,7 +14,9 @@ import pytest
 
 from tests.conftest import DATA
 from tests.unit.kb.test_tables import COMPAT, _load_script, needs_tomllib
-from tfgpu.kb.knowledge import load_kb, load_toml, normalize_cuda, version
+from tfgpu.kb.knowledge import load_kb
+from tfgpu.kb.parse import load_toml
+from tfgpu.kb.versions import normalize_cuda, version
 
 CF = DATA / "conda-forge"
 SCRIPT = _load_script("update_conda_forge")

@@ -6,8 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tfgpu.kb import knowledge
-from tfgpu.kb.knowledge import container_images, load_container_table, load_kb, ngc_images, version
+from tfgpu.kb import parse, records
+from tfgpu.kb.knowledge import load_kb
+from tfgpu.kb.queries import container_images, load_container_table, ngc_images
+from tfgpu.kb.versions import version
 
 
 def _yymm(text: str) -> tuple[int, int]:
@@ -77,7 +79,7 @@ def test_ngc_images_follow_the_release_series():
 
 
 @pytest.mark.parametrize("image", ngc_images(), ids=lambda i: i.ref)
-def test_driver_floor_cases_generated_from_the_rows(image: knowledge.ContainerImage):
+def test_driver_floor_cases_generated_from_the_rows(image: records.ContainerImage):
     assert image.driver is not None
     assert image.driver_ok(image.driver, datacenter=False)
     below = version(f"{image.driver.major - 1}.99")
@@ -103,7 +105,7 @@ NVIDIA_HOSTS = ("https://docs.nvidia.com/", "https://github.com/NVIDIA/", "https
 
 
 def _raw() -> dict:
-    return knowledge.load_toml("containers")
+    return parse.load_toml("containers")
 
 
 def test_a_verified_ngc_row_cites_only_nvidia():

@@ -16,10 +16,13 @@ from hypothesis import strategies as st
 
 from tests.conftest import DATA
 from tests.unit.kb.test_tables import COMPAT, _load_script, needs_tomllib
+from tfgpu.core.pci import normalize_pci_device_id
+from tfgpu.facts.machine import gpu_cc_of
 from tfgpu.facts.probe import parsers as P
 from tfgpu.facts.probe.driver import resolve_driver
-from tfgpu.judge.verdict import gpu_cc_of
-from tfgpu.kb.knowledge import load_kb, load_toml, normalize_gpu_name, normalize_pci_device_id
+from tfgpu.kb.gpunames import normalize_gpu_name
+from tfgpu.kb.knowledge import load_kb
+from tfgpu.kb.parse import load_toml
 
 KB = load_kb()
 SMI = DATA / "probe" / "nvidia-smi"
@@ -312,7 +315,8 @@ def test_machine_without_compute_cap_gets_its_device_id_from_sysfs(tmp_path: Pat
 
 
 def test_the_doctor_says_where_a_looked_up_capability_came_from() -> None:
-    from tfgpu.judge.verdict import Machine, machine_checks
+    from tfgpu.facts.machine import Machine
+    from tfgpu.judge.checks import machine_checks
 
     facts = {"schema": "tfgpu.facts/1", "platform": {"os": "linux"}, "driver": {"version": "450.57", "cuda": "11.0"},
              "gpus": [{"index": 0, "name": "TITAN Xp", "compute_capability": None, "pci_device_id": "1b02"},

@@ -12,16 +12,16 @@ from packaging.version import Version
 
 from tfgpu.core.errors import DataError
 from tfgpu.core.record import replace
-from tfgpu.facts.machine import _apply_cvd
-from tfgpu.judge.verdict import (
-    Machine,
-    judge_target,
-    last_windows_gpu_series,
-    machine_checks,
-    system_cuda_serves,
-)
-from tfgpu.kb import knowledge
-from tfgpu.kb.knowledge import RULE_IDS, KnowledgeBase, Rule, VersionSpec, load_kb, load_toml
+from tfgpu.facts.machine import Machine, _apply_cvd
+from tfgpu.judge.checks import machine_checks
+from tfgpu.judge.system import system_cuda_serves
+from tfgpu.judge.target import judge_target
+from tfgpu.judge.verdict import last_windows_gpu_series
+from tfgpu.kb import parse, records
+from tfgpu.kb.knowledge import KnowledgeBase, load_kb
+from tfgpu.kb.parse import load_toml
+from tfgpu.kb.records import RULE_IDS, Rule
+from tfgpu.kb.specifiers import VersionSpec
 from tfgpu.plan.choose import PIP, Context
 from tfgpu.plan.planner import cpu_dist
 from tfgpu.tools.lint import lint_dockerfile
@@ -53,12 +53,12 @@ def linux_facts(**extra: Any) -> dict[str, Any]:
 
 
 def test_the_rules_table_loads_into_typed_records_with_every_rule_the_code_asks_for() -> None:
-    assert load_toml("rules")["schema"] == knowledge.SCHEMAS["rules"] == "tfgpu.compat.rules/1"
+    assert load_toml("rules")["schema"] == parse.SCHEMAS["rules"] == "tfgpu.compat.rules/1"
     assert sorted(r.id for r in KB.rules) == sorted(RULE_IDS)
     for rule in KB.rules:
         assert isinstance(rule, Rule)
         assert isinstance(rule.applies, VersionSpec)
-        assert rule.subject in knowledge.RULE_SUBJECTS
+        assert rule.subject in records.RULE_SUBJECTS
         assert KB.rule(rule.id) is rule
 
 
@@ -75,7 +75,7 @@ def test_every_rule_cites_a_source_a_user_can_open_and_quotes_it() -> None:
 
 
 def test_a_missing_rule_is_a_data_error_not_a_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = knowledge.load_toml
+    real = parse.load_toml
 
     def without_mig(name: str) -> dict[str, Any]:
         data = real(name)
@@ -83,15 +83,15 @@ def test_a_missing_rule_is_a_data_error_not_a_default(monkeypatch: pytest.Monkey
             data = {**data, "rules": [r for r in data["rules"] if r["id"] != "mig"]}
         return data
 
-    monkeypatch.setattr(knowledge, "load_toml", without_mig)
+    monkeypatch.setattr(parse, "load_toml", without_mig)
     with pytest.raises(DataError, match="'mig'"):
-        knowledge._parse_rules()
+        parse._parse_rules()
     with pytest.raises(DataError, match="no rule 'mig'"):
         replace(KB, rules=tuple(r for r in KB.rules if r.id != "mig")).rule("mig")
 
 
 def test_a_rule_row_with_an_unknown_subject_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = knowledge.load_toml
+    real = parse.load_toml
 
     def bad(name: str) -> dict[str, Any]:
         data = real(name)
@@ -99,9 +99,9 @@ def test_a_rule_row_with_an_unknown_subject_is_refused(monkeypatch: pytest.Monke
             data = {**data, "rules": [{**r, "subject": "driver"} if r["id"] == "mig" else r for r in data["rules"]]}
         return data
 
-    monkeypatch.setattr(knowledge, "load_toml", bad)
+    monkeypatch.setattr(parse, "load_toml", bad)
     with pytest.raises(DataError, match="subject 'driver'"):
-        knowledge._parse_rules()
+        parse._parse_rules()
 
 
 def test_a_rule_checks_os_and_arch_only_when_they_are_known() -> None:

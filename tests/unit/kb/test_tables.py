@@ -14,8 +14,12 @@ from packaging.version import Version
 
 from tests import REPO
 from tests.conftest import DATA, load_file_module
-from tfgpu.kb import knowledge
-from tfgpu.kb.knowledge import PyRange, load_kb, load_notes, load_toml, normalize_cuda, series_of
+from tfgpu.kb import knowledge, parse, records, specifiers, store
+from tfgpu.kb.knowledge import load_kb
+from tfgpu.kb.parse import load_toml
+from tfgpu.kb.queries import load_notes
+from tfgpu.kb.specifiers import PyRange
+from tfgpu.kb.versions import normalize_cuda, series_of
 
 COMPAT = REPO / "compat"
 SCRIPTS = REPO / "scripts"
@@ -70,7 +74,7 @@ def test_every_row_is_one_line(path: Path):
     for line, row in zip(lines, rows):
         assert line.endswith("},"), line[:80]
         assert tomllib.loads("row = " + line[:-1])["row"] == row
-    assert data["schema"] == knowledge.SCHEMAS[path.stem]
+    assert data["schema"] == parse.SCHEMAS[path.stem]
 
 
 def test_sources_table_comes_last_so_no_array_hides_inside_it():
@@ -345,7 +349,6 @@ def test_noxfile_runs_every_update_script():
 
 def test_parsed_knowledge_base_cache_is_keyed_by_content(tmp_path, monkeypatch, capsys):
     from tfgpu.kb import cache as _kbcache
-    from tfgpu.kb import knowledge
 
     monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path))
     knowledge.load_kb.cache_clear()
@@ -362,7 +365,7 @@ def test_parsed_knowledge_base_cache_is_keyed_by_content(tmp_path, monkeypatch, 
         assert f"ignored the corrupt cache {cache}" in capsys.readouterr().err
         assert _kbcache.read(cache)[0] == "r"
         monkeypatch.setenv("TFGPU_NO_CACHE", "1")
-        assert knowledge._cache_file() is None
+        assert store._cache_file() is None
     finally:
         knowledge.load_kb.cache_clear()
 
@@ -373,22 +376,22 @@ def test_the_cache_key_changes_when_a_data_file_or_a_cached_module_changes(tmp_p
     from tfgpu.core import record as _record
     from tfgpu.judge import gpu_rules, verdict
     from tfgpu.kb import cache as _kbcache
-    from tfgpu.kb import knowledge
 
     monkeypatch.setenv("TFGPU_CACHE_DIR", str(tmp_path))
-    before = knowledge._cache_file()
-    assert before == knowledge._cache_file()  # stable while nothing changes
+    before = store._cache_file()
+    assert before == store._cache_file()  # stable while nothing changes
     # the indexes in the cache are filled by tfgpu.judge.verdict's indexer and tfgpu.judge.gpu_rules' derived values:
     # a cache built by older code of theirs is stale too
-    for path in (knowledge.compat_dir() / "cuda.toml", Path(knowledge.__file__), Path(_record.__file__),
+    for path in (parse.compat_dir() / "cuda.toml", Path(knowledge.__file__), Path(parse.__file__), Path(records.__file__),
+                 Path(specifiers.__file__), Path(store.__file__), Path(_record.__file__),
                  Path(_kbcache.__file__), Path(verdict.__file__), Path(gpu_rules.__file__)):
         st = path.stat()
         try:
             os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
-            assert knowledge._cache_file() != before, path.name
+            assert store._cache_file() != before, path.name
         finally:
             os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-        assert knowledge._cache_file() == before
+        assert store._cache_file() == before
 
 
 # --------------------------------------------------------------------------- VersionSpec == packaging's SpecifierSet
@@ -418,13 +421,13 @@ def _specs(draw: st.DrawFn) -> str:
 def test_version_spec_agrees_with_packaging(spec: str, version: str) -> None:
     from packaging.version import Version
 
-    from tfgpu.kb.knowledge import VersionSpec
+    from tfgpu.kb.specifiers import VersionSpec
 
     assert (Version(version) in VersionSpec(spec)) == (Version(version) in SpecifierSet(spec))
 
 
 def test_version_spec_refuses_what_packaging_refuses() -> None:
-    from tfgpu.kb.knowledge import InvalidSpecifier, VersionSpec
+    from tfgpu.kb.specifiers import InvalidSpecifier, VersionSpec
 
     for bad in ("banana", ">=", "=>2.1", "~=2", ">=2.*"):
         with pytest.raises(InvalidSpecifier):
@@ -438,8 +441,7 @@ def test_a_cached_knowledge_base_with_prebuilt_indexes_judges_exactly_as_a_fresh
     import json
 
     from tests.conftest import DATA
-    from tfgpu.judge.verdict import diagnose
-    from tfgpu.kb import knowledge
+    from tfgpu.judge.diagnose import diagnose
     from tfgpu.render import report
 
     facts = json.loads((DATA / "facts" / facts_name).read_text())
@@ -462,7 +464,6 @@ def test_a_cached_knowledge_base_with_prebuilt_indexes_judges_exactly_as_a_fresh
 
 def test_a_failing_index_warm_up_still_gives_a_knowledge_base(tmp_path, monkeypatch):
     import tfgpu.judge.verdict
-    from tfgpu.kb import knowledge
 
     def broken(kb, os="linux"):
         msg = "verdict bug"

@@ -15,18 +15,12 @@ from packaging.version import Version
 from tests import REPO
 from tests.conftest import DATA, load_file_module
 from tfgpu.core.errors import DataError
-from tfgpu.kb import knowledge
-from tfgpu.kb.knowledge import (
-    VERIFIED_PACKAGES,
-    dump_verified,
-    load_kb,
-    load_pins,
-    load_toml,
-    load_verified,
-    series_of,
-    verified_from_row,
-    verified_status,
-)
+from tfgpu.kb import queries, records
+from tfgpu.kb.knowledge import load_kb
+from tfgpu.kb.parse import load_toml, verified_from_row
+from tfgpu.kb.queries import dump_verified, load_pins, load_verified, verified_status
+from tfgpu.kb.records import VERIFIED_PACKAGES
+from tfgpu.kb.versions import series_of
 from tfgpu.plan.planner import pins_for
 
 KB = load_kb()
@@ -64,7 +58,7 @@ def test_every_linux_series_has_a_verified_row_and_the_headline_release_too():
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r.tf}-{r.recipe}")
-def test_verified_row_names_a_known_release_recipe_and_python(row: knowledge.Verified):
+def test_verified_row_names_a_known_release_recipe_and_python(row: records.Verified):
     assert KB.gpu_release(row.tf, "linux") is not None, f"{row.tf} is not a GPU release on Linux"
     recipe = next((r for r in KB.recipes if r.id == row.recipe), None)
     assert recipe is not None, f"recipe {row.recipe} is not in compat/recipes.toml"
@@ -77,7 +71,7 @@ def test_verified_row_names_a_known_release_recipe_and_python(row: knowledge.Ver
 
 
 @pytest.mark.parametrize("row", [r for r in ROWS if r.result != "skipped"], ids=lambda r: str(r.tf))
-def test_verified_row_installed_the_pins_tfgpu_plans_today(row: knowledge.Verified):
+def test_verified_row_installed_the_pins_tfgpu_plans_today(row: records.Verified):
     """A row proves today's pins only if the install used them: re-run `nox -s recipes` after a pin changes."""
     assert row.pins.split() == [p.requirement for p in pins_for(row.tf)]
     versions = dict(row.versions)
@@ -133,7 +127,7 @@ def test_a_bad_verified_row_is_refused(change: dict[str, str], message: str):
 def test_verified_status_says_which_recipes_were_proven(monkeypatch: pytest.MonkeyPatch):
     rows = (verified_from_row(GOOD), verified_from_row({**GOOD, "tf": "2.3.1", "result": "failed",
                                                          "reason": "import tensorflow failed"}))
-    monkeypatch.setattr(knowledge, "load_verified", lambda: rows)
+    monkeypatch.setattr(queries, "load_verified", lambda: rows)
     ok = verified_status("2.2.0", "pip-system-cuda", "pip")
     assert ok["status"] == "verified"
     assert ok["text"] == "install verified 2026-11-22 (TF 2.2.0, Python 3.8)"
@@ -180,10 +174,10 @@ def test_doctor_for_a_release_says_whether_its_recipes_were_proven(cli: Any):
 
 def test_doctor_without_tf_does_not_read_the_verified_table(cli: Any, monkeypatch: pytest.MonkeyPatch):
     """The full doctor stays fast: verified status is a `doctor --tf` detail."""
-    def boom() -> tuple[knowledge.Verified, ...]:
+    def boom() -> tuple[records.Verified, ...]:
         raise AssertionError("read verified.toml")
 
-    monkeypatch.setattr(knowledge, "load_verified", boom)
+    monkeypatch.setattr(queries, "load_verified", boom)
     _, out, _ = cli("doctor", "--facts", MX150, "--json")
     assert all("verified" not in t for t in json.loads(out)["targets"])
 

@@ -11,7 +11,7 @@ from packaging.specifiers import InvalidSpecifier as PackagingInvalid
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from tfgpu.kb.knowledge import InvalidSpecifier, VersionSpec
+from tfgpu.kb.specifiers import InvalidSpecifier, VersionSpec
 
 _release = st.lists(st.integers(0, 12), min_size=1, max_size=3).map(lambda xs: ".".join(map(str, xs)))
 _pre = st.sampled_from(["", "", "", "a1", "b2", "rc0", "rc1"])

@@ -11,7 +11,8 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from tfgpu.core.errors import UsageError
-from tfgpu.kb.knowledge import load_kb, load_pins
+from tfgpu.kb.knowledge import load_kb
+from tfgpu.kb.queries import load_pins
 from tfgpu.plan.choose import candidate_recipes
 from tfgpu.plan.model import Plan
 from tfgpu.plan.planner import (

@@ -8,7 +8,8 @@ from importlib.resources import files
 import pytest
 from packaging.version import Version
 
-from tfgpu.kb.knowledge import load_kb, normalize_cuda, series_of
+from tfgpu.kb.knowledge import load_kb
+from tfgpu.kb.versions import normalize_cuda, series_of
 from tfgpu.tools.compat import Query, compat_document, exit_code
 
 jsonschema = pytest.importorskip("jsonschema")

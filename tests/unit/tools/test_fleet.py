@@ -19,7 +19,7 @@ import yaml
 
 from tests import TESTS
 from tfgpu import __version__
-from tfgpu.judge.verdict import diagnose
+from tfgpu.judge.diagnose import diagnose
 from tfgpu.kb.knowledge import load_kb
 from tfgpu.render import report
 from tfgpu.tools.fleet import engines, render

@@ -14,7 +14,7 @@ from tests import REPO
 from tests.conftest import DATA
 from tests.unit.judge.test_verdict import gpu_facts
 from tfgpu.core.errors import InputError
-from tfgpu.judge.verdict import Machine
+from tfgpu.facts.machine import Machine
 from tfgpu.kb.knowledge import load_kb
 from tfgpu.tools.lint import (
     detect_kind,
@@ -225,7 +225,7 @@ def test_a_range_is_judged_only_by_what_every_release_in_it_shares():
        op=st.sampled_from([">=", "~="]))
 def test_a_failing_range_fails_for_each_release_pinned(floor: str, image: str, op: str):
     """A range fails only when each release it allows, pinned with ==, fails too (no range false positives)."""
-    from tfgpu.kb.knowledge import VersionSpec
+    from tfgpu.kb.specifiers import VersionSpec
 
     checks = _pip_checks(image, f"tensorflow{op}{floor}")
     if [s for s, _ in checks] != ["fail"]:

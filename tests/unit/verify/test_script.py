@@ -16,7 +16,7 @@ import pytest
 from tests import REPO
 from tests.conftest import DATA
 from tfgpu.judge import explain
-from tfgpu.kb.knowledge import load_toml
+from tfgpu.kb.parse import load_toml
 from tfgpu.verify import runner
 
 pytestmark = pytest.mark.real_subprocess

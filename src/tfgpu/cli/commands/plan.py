@@ -119,7 +119,7 @@ def plan_cmd(
                           for_another_machine=fmt is not None, facts_from_file=facts_file is not None)
     if json_out:
         from tfgpu import __version__
-        from tfgpu.kb.knowledge import data_version
+        from tfgpu.kb.queries import data_version
 
         doc = plan.to_json()
         doc["tfgpu_version"] = __version__

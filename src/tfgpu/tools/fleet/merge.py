@@ -405,7 +405,7 @@ def merge(
 
 
 def _doctor_judge(kb: KnowledgeBase) -> Callable[[Mapping[str, Any], str | None], dict[str, Any]]:
-    from tfgpu.judge.verdict import diagnose
+    from tfgpu.judge.diagnose import diagnose
     from tfgpu.render import report
 
     def judge(facts: Mapping[str, Any], tf: str | None) -> dict[str, Any]:
