@@ -2,6 +2,8 @@
 
 - CUDA 11.0 ships libcusolver.so.10; pip's TF 2.5+ loads libcusolver.so.11 (tensorflow/tensorflow#43947, #45263),
   so a system CUDA 11.0 does not serve TF >= 2.5 (compat/rules.toml cuda-libraries-per-major starts at 11.1).
+- explain's dlopen.cusolver cause: TF 2.4 loads .so.10; .so.11 is 2.5-2.11.
+- explain's container.cuda_requirement fix names NVIDIA_DISABLE_REQUIRE (nvidia-container-toolkit's spelling).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from packaging.version import Version
 
 from tests.test_rules_table import with_rule
 from tests.test_verdict_casebook_bugs import checks, linux_facts
+from tfgpu.explain import explain_lines, load_catalog
 from tfgpu.knowledge import load_kb, load_toml
 from tfgpu.verdict import judge_target, system_cuda_serves
 
@@ -60,3 +63,39 @@ def test_the_rule_rows_cite_the_threads_that_show_it() -> None:
     for rid in ("cuda-libraries-per-major", "system-cuda-any-minor"):
         cited = {rows[rid][k] for k in rows[rid] if re.fullmatch(r"source\d*", k)}
         assert "https://github.com/tensorflow/tensorflow/issues/43947" in {sources[c]["url"] for c in cited}, rid
+
+
+# --------------------------------------------------------------------------- explain
+
+
+def test_dlopen_cusolver_names_the_right_soname_per_release() -> None:
+    entry = next(e for e in load_catalog().entries if e.id == "dlopen.cusolver")
+    assert "TensorFlow 2.4 (built with CUDA 11.0) asks for libcusolver.so.10" in entry.cause
+    assert "TensorFlow 2.5-2.11 (built with CUDA 11.2) ask for libcusolver.so.11" in entry.cause
+    assert "2.4-2.11" not in entry.cause
+    # each log line is told only about the release range of its own soname
+    for have, tells, never in ((".so.10", "TensorFlow 2.4 ", "2.5-2.11"), (".so.11", "TensorFlow 2.5-2.11", "TensorFlow 2.4 ")):
+        line = (f"W tensorflow/stream_executor/platform/default/dso_loader.cc:60] Could not load dynamic library "
+                f"'libcusolver{have}'; dlerror: libcusolver{have}: cannot open shared object file: No such file or directory")
+        (found,) = explain_lines([line])
+        assert found.id == "dlopen.cusolver"
+        assert tells in found.cause, (have, found.cause)
+        assert never not in found.cause, (have, found.cause)
+
+
+def test_container_requirement_fix_names_the_variable_the_toolkit_reads() -> None:
+    entry = next(e for e in load_catalog().entries if e.id == "container.cuda_requirement")
+    assert "NVIDIA_DISABLE_REQUIRE=true" in entry.fix
+    assert "NVIDIA_DISABLE_REQUIRES" not in entry.fix
+    line = ("nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.4, please update your driver "
+            "to a newer version, or use an earlier cuda container: unknown")
+    found = explain_lines([line])
+    assert [f.id for f in found][:1] == ["container.cuda_requirement"]
+    assert "NVIDIA_DISABLE_REQUIRE=true" in found[0].fix
+
+
+def test_no_table_spells_the_variable_wrong() -> None:
+    from tests.conftest import REPO
+
+    for path in sorted((REPO / "compat").glob("*.toml")):
+        assert "NVIDIA_DISABLE_REQUIRES" not in path.read_text(encoding="utf-8"), path.name
