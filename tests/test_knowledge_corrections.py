@@ -4,6 +4,7 @@
   so a system CUDA 11.0 does not serve TF >= 2.5 (compat/rules.toml cuda-libraries-per-major starts at 11.1).
 - explain's dlopen.cusolver cause: TF 2.4 loads .so.10; .so.11 is 2.5-2.11.
 - explain's container.cuda_requirement fix names NVIDIA_DISABLE_REQUIRE (nvidia-container-toolkit's spelling).
+- containers.toml: the NGC `-py3` series ends at 19.10; `-tf1-py3` / `-tf2-py3` start at 19.11.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from packaging.version import Version
 from tests.test_rules_table import with_rule
 from tests.test_verdict_casebook_bugs import checks, linux_facts
 from tfgpu.explain import explain_lines, load_catalog
-from tfgpu.knowledge import load_kb, load_toml
+from tfgpu.knowledge import load_container_table, load_kb, load_toml
 from tfgpu.verdict import judge_target, system_cuda_serves
 
 KB = load_kb()
@@ -99,3 +100,17 @@ def test_no_table_spells_the_variable_wrong() -> None:
 
     for path in sorted((REPO / "compat").glob("*.toml")):
         assert "NVIDIA_DISABLE_REQUIRES" not in path.read_text(encoding="utf-8"), path.name
+
+
+# --------------------------------------------------------------------------- NGC series
+
+
+def _month_after(yymm: str) -> str:
+    yy, mm = (int(p) for p in yymm.split("."))
+    return f"{yy + (mm == 12):02d}.{mm % 12 + 1:02d}"
+
+
+def test_the_ngc_tf1_tf2_split_follows_the_last_single_flavour_release() -> None:
+    series = {s.id: s for s in load_container_table()[1]}
+    assert series["ngc-py3"].last == "19.10"  # rel_19.10: 19.10-py2 and 19.10-py3
+    assert series["ngc-tf1"].first == series["ngc-tf2"].first == _month_after(series["ngc-py3"].last)
