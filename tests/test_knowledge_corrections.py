@@ -5,6 +5,7 @@
 - explain's dlopen.cusolver cause: TF 2.4 loads .so.10; .so.11 is 2.5-2.11.
 - explain's container.cuda_requirement fix names NVIDIA_DISABLE_REQUIRE (nvidia-container-toolkit's spelling).
 - containers.toml: the NGC `-py3` series ends at 19.10; `-tf1-py3` / `-tf2-py3` start at 19.11.
+- rules.toml tensorflow-cpu-package: PyPI has macOS x86_64 tensorflow-cpu wheels up to 2.16.2.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tests.test_rules_table import with_rule
 from tests.test_verdict_casebook_bugs import checks, linux_facts
 from tfgpu.explain import explain_lines, load_catalog
 from tfgpu.knowledge import load_container_table, load_kb, load_toml
+from tfgpu.plan import cpu_dist
 from tfgpu.verdict import judge_target, system_cuda_serves
 
 KB = load_kb()
@@ -114,3 +116,16 @@ def test_the_ngc_tf1_tf2_split_follows_the_last_single_flavour_release() -> None
     series = {s.id: s for s in load_container_table()[1]}
     assert series["ngc-py3"].last == "19.10"  # rel_19.10: 19.10-py2 and 19.10-py3
     assert series["ngc-tf1"].first == series["ngc-tf2"].first == _month_after(series["ngc-py3"].last)
+
+
+# --------------------------------------------------------------------------- tensorflow-cpu on macOS
+
+
+def test_tensorflow_cpu_rule_states_the_macos_wheels_and_tfgpu_still_installs_tensorflow_there() -> None:
+    rule = KB.rule("tensorflow-cpu-package")
+    assert "2.16.2" in rule.text
+    assert "only the tensorflow name" not in rule.text
+    # on macOS tfgpu installs `tensorflow` (a CPU build there; arm64 and 2.17+ have no tensorflow-cpu wheel at all)
+    assert cpu_dist(KB, Version("2.16.2"), "macos", "x86_64") == "tensorflow"
+    assert cpu_dist(KB, Version("2.21.0"), "macos", "arm64") == "tensorflow"
+    assert cpu_dist(KB, Version("2.16.2"), "linux", "x86_64") == "tensorflow-cpu"
