@@ -78,10 +78,15 @@ def parse_pci_ids(text: str) -> tuple[str, list[tuple[str, str, str]]]:
 
 
 def chip_family(chip_column: str) -> str | None:
-    """"GM107GLM" -> "GM107", "GB203M / GN22" -> "GB203", "GB10B" -> "GB10B" (Tegra: its own family)."""
+    """"GM107GLM" -> "GM107", "GB203M / GN22" -> "GB203", "GK208BM" -> "GK208" (a B after a three-digit chip is
+    a revision of the same die: pci.ids lists GK110B next to GK110, GK208B next to GK208, TU117B next to TU117),
+    "GB10B" -> "GB10B" (Tegra: its own family)."""
     first = chip_column.split("/", 1)[0].strip().split(" ", 1)[0]
     m = CHIP.match(first)
-    return m.group(1) if m else None
+    if not m:
+        return None
+    family = m.group(1)
+    return family[:-1] if re.fullmatch(r"[A-Z]{2}\d{3}B", family) else family
 
 
 def marketing_names(desc: str) -> list[str]:
