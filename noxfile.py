@@ -131,18 +131,35 @@ def typecheck(session: nox.Session) -> None:
 def update_compat(session: nox.Session) -> None:
     """Regenerate compat/ tables from their upstreams; prints diffs, writes only with `-- --force`.
 
-    scripts/scan_wheel_archs.py first reads the TensorFlow wheels on PyPI that compat/wheel_scan.json
-    lacks (range requests, nothing stored but the record; an hour or more for a full scan on two cores),
-    then renders compat/tf_archs.toml and compat/wheels.toml from the record; scripts/scan_build_info.py then
-    reads the CUDA/cuDNN each GPU wheel loads into compat/build_info_scan.json and renders the wheel rows of
-    compat/tensorflow.toml `corrections` (a few minutes). Upstreams that are local
-    copies come from the environment: TFGPU_TF_DOCS (tensorflow/docs), TFGPU_CF_FEEDSTOCK
-    (conda-forge/tensorflow-feedstock), TFGPU_ANACONDA_FEEDSTOCK (AnacondaRecipes/tensorflow-feedstock),
-    TFGPU_PCI_IDS (a pci.ids file)."""
-    env = {"PYTHONPATH": os.fspath(ROOT / "src")}
-    session.install("packaging>=21")  # update_gpu_ids.py uses tfgpu's own GPU-name normalisation
+    First scripts/fetch_upstreams.py brings every upstream not given as a local copy in the environment
+    (TFGPU_TF_DOCS: tensorflow/docs, TFGPU_CF_FEEDSTOCK: conda-forge/tensorflow-feedstock, TFGPU_ANACONDA_FEEDSTOCK:
+    AnacondaRecipes/tensorflow-feedstock, TFGPU_PCI_IDS: a pci.ids file) into .nox/upstreams; the session fails,
+    naming each, when one cannot be read, and so does a script that finds no source (TFGPU_REQUIRE_UPSTREAMS=1).
+    PyPI is read by the scripts themselves. Then every scripts/update_*.py; scripts/scan_wheel_archs.py reads the
+    TensorFlow wheels on PyPI that compat/wheel_scan.json lacks (range requests, nothing stored but the record; an
+    hour or more for a full scan on two cores) and renders compat/tf_archs.toml and compat/wheels.toml from the
+    record; scripts/scan_build_info.py then reads the CUDA/cuDNN each GPU wheel loads into
+    compat/build_info_scan.json and renders the wheel rows of compat/tensorflow.toml `corrections` (a few minutes)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from fetch_upstreams import DEFAULT_DEST, UpstreamError, ensure_upstreams
+
+    env = {"PYTHONPATH": os.fspath(ROOT / "src"), "TFGPU_REQUIRE_UPSTREAMS": "1"}
+    try:
+        env.update(ensure_upstreams(DEFAULT_DEST, os.environ))
+    except UpstreamError as exc:
+        session.error(f"update_compat: {exc}")
+    session.install("packaging>=21")  # update_gpu_ids.py uses tfgpu's own GPU-name normalisation; _pypi.py
     for script in sorted((ROOT / "scripts").glob("update_*.py")):
         session.run("python", str(script), *session.posargs, env=env)
     session.run("python", str(ROOT / "scripts" / "scan_wheel_archs.py"), "--scan", *session.posargs, env=env)
     # after the arch scan: it takes its wheel list (and DT_NEEDED) from compat/wheel_scan.json
     session.run("python", str(ROOT / "scripts" / "scan_build_info.py"), "--scan", *session.posargs, env=env)
+
+
+@nox.session(default=False)
+def freshness(session: nox.Session) -> None:
+    """What PyPI has that compat/ lacks: the newest tensorflow, nvidia-cuda-runtime-cu* / nvidia-cuda-runtime and
+    nvidia-cudnn-cu* releases (scripts/freshness.py). Exit 0 when nothing is missing, 1 with the list, 2 when PyPI
+    cannot be read; pre-releases are notes, never missing. Meant for a scheduled CI job."""
+    session.install("packaging>=21")
+    session.run("python", str(ROOT / "scripts" / "freshness.py"), *session.posargs)

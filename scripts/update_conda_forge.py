@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/_table_io.py
-from _table_io import write_or_diff
+from _table_io import REQUIRE_ENV, skip_or_fail, write_or_diff
 
 ROOT = Path(__file__).resolve().parent.parent
 CONDA_TOML = ROOT / "compat" / "conda.toml"
@@ -394,9 +394,10 @@ def main(argv: list[str] | None = None) -> int:
     source = args.git_dir or os.environ.get("TFGPU_CF_FEEDSTOCK")
     anaconda = args.anaconda_git_dir or os.environ.get("TFGPU_ANACONDA_FEEDSTOCK")
     if not source and not anaconda:
-        print("update_conda_forge: no feedstock given (--git-dir / TFGPU_CF_FEEDSTOCK, --anaconda-git-dir / "
-              "TFGPU_ANACONDA_FEEDSTOCK); skipped")
-        return 0
+        return skip_or_fail("update_conda_forge", "no feedstock given (--git-dir / TFGPU_CF_FEEDSTOCK, "
+                            "--anaconda-git-dir / TFGPU_ANACONDA_FEEDSTOCK)")
+    if os.environ.get(REQUIRE_ENV) and not (source and anaconda):
+        return skip_or_fail("update_conda_forge", "only one of the two feedstocks given")
     path = Path(args.file)
     old = path.read_text(encoding="utf-8")
     new = old

@@ -41,6 +41,9 @@ from pathlib import Path
 
 import tomllib
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/_table_io.py
+from _table_io import skip_or_fail
+
 LINUX_MD = "site/en/install/source.md"
 WINDOWS_MD = "site/en/install/source_windows.md"
 # historic name of source.md before 2018-09 (tensorflow/docs commit c3fa8643e)
@@ -364,9 +367,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.docs is None and args.git_dir is None:
         env = os.environ.get("TFGPU_TF_DOCS", "")
         if not env:
-            print("update_tensorflow: skipped, no tensorflow/docs given (--docs DIR, --git-dir DIR or "
-                  "TFGPU_TF_DOCS=DIR)", file=sys.stderr)
-            return 0
+            return skip_or_fail("update_tensorflow", "no tensorflow/docs given (--docs DIR, --git-dir DIR or "
+                                "TFGPU_TF_DOCS=DIR)", stream=sys.stderr)
+        if not Path(env).exists():
+            print(f"update_tensorflow: TFGPU_TF_DOCS={env} does not exist", file=sys.stderr)
+            return 2
         if (Path(env) / LINUX_MD).is_file():
             args.docs = Path(env)
         else:

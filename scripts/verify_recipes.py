@@ -213,8 +213,8 @@ def render_table(rows: list[dict[str, str]]) -> str:
 
 def write(rows: list[dict[str, str]], path: Path) -> None:
     """Merge ``rows`` into compat/verified.toml (a row per release + recipe; newer runs replace older)."""
-    from tfgpu.kb.queries import dump_verified
     from tfgpu.kb.parse import load_toml, verified_from_row
+    from tfgpu.kb.queries import dump_verified
 
     old: dict[tuple[str, str], dict[str, str]] = {}
     sources = {k: dict(v) for k, v in SOURCES.items()}

@@ -79,7 +79,7 @@ SHARED: dict[str, OptionSpec] = {
                           help="No network: pip/uv use only the given wheels; --from-lock installs from the package "
                                "cache only."),
     "cpu": OptionSpec(("--cpu",), "cpu", bool, default=False,
-                      help="The CPU route: tensorflow-cpu (or tensorflow where the release has no -cpu build), never "
+                      help="The CPU route: tensorflow-cpu on x86_64 Linux and Windows from 2.1 (else tensorflow, a CPU build there), never "
                            "\\[and-cuda] or nvidia-* wheels; the smoke test checks CPU ops. For a machine without a "
                            "usable GPU."),
     "allow_cpu": OptionSpec(("--allow-cpu",), "allow_cpu", bool, default=False,

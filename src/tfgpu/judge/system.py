@@ -21,16 +21,24 @@ if TYPE_CHECKING:
 
 def system_cuda_serves(have: Version, built: Version, tf: Version, kb: KnowledgeBase) -> bool:
     """Does a system CUDA toolkit ``have`` provide the libraries pip's TensorFlow ``tf`` (built with CUDA ``built``)
-    loads? The same major.minor always; any minor of the same major where both rules of compat/rules.toml hold:
-    `cuda-libraries-per-major` (CUDA 11+ sonames carry the major only) and `system-cuda-any-minor` (TF 2.5+;
-    2.4 loads libcusolver.so.10, which only CUDA 11.0 ships)."""
+    loads? The same major.minor always; another minor of the same major where both rules of compat/rules.toml hold:
+    `cuda-libraries-per-major` for the toolkit installed and the one TF was built with (from CUDA 11.1 the sonames
+    carry the major only; CUDA 11.0 ships libcusolver.so.10) and `system-cuda-any-minor` for TF (2.5+; 2.4 loads
+    libcusolver.so.10, which only CUDA 11.0 ships)."""
     if have.major != built.major:
         return False
-    return have.minor == built.minor or _any_minor_serves(built, tf, kb)
+    return have.minor == built.minor or (_any_minor_serves(built, tf, kb)
+                                         and kb.rule("cuda-libraries-per-major").holds(have))
 
 
 def _any_minor_serves(built: Version, tf: Version, kb: KnowledgeBase) -> bool:
     return kb.rule("cuda-libraries-per-major").holds(built) and kb.rule("system-cuda-any-minor").holds(tf)
+
+
+def _first_minor_serving(major: int, kb: KnowledgeBase) -> int:
+    """The lowest minor of CUDA ``major`` whose libraries serve programs built with its other minors (11 -> 1)."""
+    rule = kb.rule("cuda-libraries-per-major")
+    return next((m for m in range(100) if rule.holds(f"{major}.{m}")), 0)
 
 
 def system_cuda_installed(m: Machine, cuda: str, tf: Version, kb: KnowledgeBase) -> bool:
@@ -153,7 +161,7 @@ def _arm_fix(m: Machine, kb: KnowledgeBase) -> str:
 def _system_library_findings(
     m: Machine, kb: KnowledgeBase, v: Version, cuda: str, cudnn: str,
 ) -> tuple[list[Finding], list[Finding]]:
-    """pip installs up to 2.13 load the system CUDA (the built major.minor; any 11.x from TF 2.5, see
+    """pip installs up to 2.13 load the system CUDA (the built major.minor; from TF 2.5 any 11.x from 11.1, see
     system_cuda_serves) and a cuDNN of the built major with at least its minor. Returns (blockers, caveats):
     a library the facts do not describe at all (no cuda_toolkits / cudnn section) is a caveat to check, not a
     blocker; an empty section is "none installed"."""
@@ -164,7 +172,11 @@ def _system_library_findings(
     # every 11.x (CUDA 12 dropped the ".0", but no pip TensorFlow loads a system CUDA 12)
     xy = f"{version(cuda_n).major}.0" if kb.rule("cuda-libraries-per-major").holds(cuda_n) else cuda_n
     so = f"cudart64_{xy.replace('.', '')}.dll" if m.os == "windows" else f"libcudart.so.{xy}"
-    wanted = f"{version(cuda_n).major}.x" if _any_minor_serves(version(cuda_n), v, kb) else cuda_n
+    wanted = cuda_n
+    if _any_minor_serves(version(cuda_n), v, kb):  # "11.x (11.1 or later)": CUDA 11.0 ships libcusolver.so.10
+        major = version(cuda_n).major
+        first = _first_minor_serving(major, kb)
+        wanted = f"{major}.x" + (f" ({major}.{first} or later)" if first else "")
     if not m.toolkits_known:
         unknown.append(Finding(
             "cuda.system_toolkit",

@@ -598,8 +598,9 @@ def _judged(verdict: TargetVerdict | None, tfs: str, kind: str, backend: str, re
 
 def cpu_dist(kb: KnowledgeBase, v: Version, os_name: str, arch: str = "x86_64") -> str:
     """The PyPI project that installs TensorFlow ``v`` for the CPU only: tensorflow-cpu where compat/rules.toml
-    `tensorflow-cpu-package` holds (x86_64 Linux and Windows from 2.1), else tensorflow (CPU-only up to 2.0; the
-    only name on aarch64 and macOS). Neither pulls nvidia-* wheels without [and-cuda]."""
+    `tensorflow-cpu-package` holds (x86_64 Linux and Windows from 2.1), else tensorflow (CPU-only up to 2.0; aarch64
+    has no tensorflow-cpu wheel; on macOS, where tensorflow-cpu stops at 2.16.2, tensorflow is a CPU build as well).
+    Neither pulls nvidia-* wheels without [and-cuda]."""
     return "tensorflow-cpu" if kb.rule("tensorflow-cpu-package").holds(v, os_name, arch) else "tensorflow"
 
 

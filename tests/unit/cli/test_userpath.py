@@ -86,7 +86,8 @@ def test_cpu_plan_never_installs_cuda(series: str) -> None:
 
 
 def test_cpu_dist_follows_pypi() -> None:
-    # https://pypi.org/simple/tensorflow-cpu/: x86_64 Linux and Windows wheels from 2.1.0; aarch64 and macOS: none
+    # https://pypi.org/pypi/tensorflow-cpu/json: x86_64 Linux and Windows wheels from 2.1.0; no aarch64 wheel; macOS
+    # x86_64 wheels only up to 2.16.2, where tfgpu installs tensorflow (a CPU build on macOS too)
     assert cpu_dist(KB, Version("2.21.0"), "linux") == "tensorflow-cpu"
     assert cpu_dist(KB, Version("2.21.0"), "windows", "AMD64") == "tensorflow-cpu"
     assert cpu_dist(KB, Version("2.0.4"), "linux") == "tensorflow"  # up to 2.0 `tensorflow` is the CPU build

@@ -114,7 +114,7 @@ def test_device_id_wins_over_the_name_and_a_reported_cc_over_both() -> None:
     # the three chips pci.ids sells as "GeForce GT 730": GF108 (0f02), GK107 (0fc9), GK208B (1287)
     assert KB.gpu_cc("GeForce GT 730", "0f02") == "2.1"
     assert KB.gpu_cc("GeForce GT 730", "0fc9") == "3.0"
-    assert KB.gpu_cc("GeForce GT 730", "1287") is None  # listed, but no table names a GK208B part
+    assert KB.gpu_cc("GeForce GT 730", "1287") == "3.5"  # GK208B: GK208's Quadro K610M/K510M are 3.5 (issue 27)
     assert gpu_cc_of(KB, {"name": "GeForce GTX 960", "pci_device_id": "139b", "compute_capability": "5.2"}) == "5.2"
     assert gpu_cc_of(KB, {"name": "GeForce GTX 960", "pci_device_id": "139b"}) == "5.0"
 
@@ -271,9 +271,11 @@ def test_generator_diff_then_force(tmp_path: Path) -> None:
     script = _load_script("update_gpu_ids")
     table = tmp_path / "gpus.toml"
     table.write_text((COMPAT / "gpus.toml").read_text(encoding="utf-8"), encoding="utf-8")
-    assert script.main(["--pci-ids", str(EXCERPT), "--file", str(table)]) == 1  # 24 lines != the full table
-    assert script.main(["--pci-ids", str(EXCERPT), "--file", str(table), "--force"]) == 0
-    assert script.main(["--pci-ids", str(EXCERPT), "--file", str(table)]) == 0
+    # the excerpt (2026.08.22) is older than the pci.ids the table was made from: --allow-older
+    older = ["--pci-ids", str(EXCERPT), "--file", str(table), "--allow-older"]
+    assert script.main(older) == 1  # 24 lines != the full table
+    assert script.main([*older, "--force"]) == 0
+    assert script.main(older) == 0
     assert table.read_text().count('source = "pci-ids" },') == 22
 
 
@@ -287,7 +289,8 @@ def test_generator_refuses_an_older_pci_ids(tmp_path: Path, capsys: pytest.Captu
     before = (COMPAT / "gpus.toml").read_text(encoding="utf-8")
     table.write_text(before, encoding="utf-8")
     assert script.main(["--pci-ids", str(old_ids), "--file", str(table), "--force"]) == 0
-    assert "older than the 2026.08.22" in capsys.readouterr().out
+    made_from = re.search(r"from pci\.ids version (\S+):", before).group(1)  # 2026.10.24 since issue 27
+    assert f"older than the {made_from}" in capsys.readouterr().out
     assert table.read_text(encoding="utf-8") == before
 
 

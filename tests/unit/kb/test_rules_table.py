@@ -119,7 +119,9 @@ def test_system_cuda_any_minor_follows_the_row() -> None:
     have, built, tf = Version("11.1"), Version("11.2"), Version("2.5.0")
     assert system_cuda_serves(have, built, tf, KB)
     assert not system_cuda_serves(have, built, tf, with_rule(KB, "system-cuda-any-minor", ">=2.6"))
-    assert system_cuda_serves(Version("11.1"), Version("11.0"), Version("2.4.1"),
+    # (a toolkit pair the cuda-libraries-per-major row lets through: from 11.1; CUDA 11.0 ships libcusolver.so.10)
+    assert not system_cuda_serves(Version("11.1"), Version("11.2"), Version("2.4.1"), KB)
+    assert system_cuda_serves(Version("11.1"), Version("11.2"), Version("2.4.1"),
                               with_rule(KB, "system-cuda-any-minor", ">=2.4"))
 
 

@@ -95,7 +95,8 @@ def test_every_row_names_a_source_that_exists():
         for key, rows in _arrays(data).items():
             for row in rows:
                 assert row.get("source") in sources, f"{path.name} {key}: {row}"
-                for extra in ("source2", "arch_source", "compat_source"):
+                extras = {k for k in row if re.fullmatch(r"source\d+", k)} | {"arch_source", "compat_source"}
+                for extra in sorted(extras):
                     if extra in row:
                         assert row[extra] in sources, f"{path.name} {key}: {extra} {row[extra]}"
         for key, src in sources.items():

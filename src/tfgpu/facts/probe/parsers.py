@@ -104,8 +104,10 @@ def parse_smi_csv(text: str, fields: tuple[str, ...] | None = None) -> list[dict
 
 
 _TABLE_SMI = re.compile(r"NVIDIA-SMI\s+(\S+)")
-_TABLE_DRIVER = re.compile(r"Driver Version:\s*(\S+)")
-_TABLE_CUDA = re.compile(r"CUDA Version:\s*(\S+)")
+# R610+ drivers print "KMD Version:" / "CUDA UMD Version:" where older ones print "Driver Version:" / "CUDA Version:"
+# (sgl-project/sglang#27487: "| NVIDIA-SMI 610.43.02   KMD Version: 610.43.02   CUDA UMD Version: 13.3 |")
+_TABLE_DRIVER = re.compile(r"(?:Driver|KMD) Version:\s*(\S+)")
+_TABLE_CUDA = re.compile(r"CUDA (?:UMD )?Version:\s*(\S+)")
 # a GPU row: "|   0  TITAN Xp            On   | 00000000:17:00.0 Off |" (the name may hold spaces)
 _TABLE_GPU = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(On|Off|WDDM|TCC)\s+\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)")
 _TABLE_MEM = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB")
@@ -115,7 +117,8 @@ def parse_smi_table(text: str) -> dict[str, Any]:
     """The default `nvidia-smi` table: driver version, CUDA version and GPU rows (names may be truncated).
 
     Returns {"smi_version", "driver_version", "cuda", "gpus": [{"index", "name", "memory_mib", "pci_bus_id"}]}.
-    Pre-410 drivers print no "CUDA Version"; WSL2 may print "CUDA Version: ERR!" (-> None).
+    Pre-410 drivers print no "CUDA Version"; WSL2 may print "CUDA Version: ERR!" (-> None); R610+ drivers print
+    "KMD Version" and "CUDA UMD Version" instead (both spellings are read).
     """
     out: dict[str, Any] = {"smi_version": None, "driver_version": None, "cuda": None, "gpus": []}
     lines = text.splitlines()
