@@ -14,7 +14,10 @@ from tests import REPO
 from tests.conftest import DATA
 from tfgpu.core.errors import DataError, InputError
 from tfgpu.judge import explain as ex
+from tfgpu.judge import explain_catalog as excat
+from tfgpu.judge import explain_refine as exref
 from tfgpu.kb.parse import load_toml
+from tfgpu.tools import explain as exread
 
 LOGS = DATA / "logs"
 CATALOG = load_toml("explain")
@@ -38,10 +41,10 @@ M60 = LOGS / "tesla_m60_tf114_cuda100_missing.log"
 
 
 def test_catalog_is_big_enough_and_well_formed() -> None:
-    cat = ex.load_catalog()
+    cat = excat.load_catalog()
     assert len(cat.entries) >= 250  # issue 15: the catalog was mined from real threads, keep it that big
     assert len({e.id for e in cat.entries}) == len(cat.entries)
-    assert {e.severity for e in cat.entries} <= set(ex.SEVERITIES)
+    assert {e.severity for e in cat.entries} <= set(excat.SEVERITIES)
     assert any(e.severity == "harmless" for e in cat.entries)
     for e in cat.entries:
         assert e.source_url or e.source_title.startswith("Blog post "), f"{e.id}: source {e.source!r} is not in [sources]"
@@ -92,7 +95,7 @@ def test_every_extra_real_line_names_only_its_entry(entry: str, line: str, sourc
 
 @pytest.mark.parametrize(("name", "expected"), LOG_ROWS, ids=[r[0] for r in LOG_ROWS])
 def test_whole_real_logs_give_their_diagnosis_in_order(name: str, expected: list[str]) -> None:
-    report = ex.explain_file(LOGS / name)
+    report = exread.explain_file(LOGS / name)
     # SOURCES.md lists the catalog's entries (the generic unrecognised.* findings are not catalog entries)
     ids = [f.id for f in report.findings if not f.unrecognised]
     unique = list(dict.fromkeys(ids))
@@ -112,10 +115,10 @@ def test_sources_table_lists_every_log() -> None:
 
 
 def test_harmless_only_log_has_no_problem() -> None:
-    report = ex.explain_file(LOGS / "harmless_only_tf215.log")
+    report = exread.explain_file(LOGS / "harmless_only_tf215.log")
     assert report.findings
     assert all(f.harmless for f in report.findings)
-    summary = ex.summarize_harmless(report.findings)
+    summary = exread.summarize_harmless(report.findings)
     assert summary is not None
     assert "nothing to fix" in summary
 
@@ -124,7 +127,7 @@ def test_tesla_m60_seed_with_facts_names_cuda_10_0_vs_10_1() -> None:
     facts = {"schema": "tfgpu.facts/1",
              "cuda_toolkits": [{"version": "10.1", "path": "/usr/local/cuda-10.1", "source": "nvcc"}],
              "cudnn": [{"version": "7.6.5", "path": "/usr/local/cuda-10.1/include/cudnn.h"}]}
-    report = ex.explain_file(M60, facts=facts)
+    report = exread.explain_file(M60, facts=facts)
     top = report.findings[0]
     assert top.id == "dlopen.cudart"
     assert top.cause.startswith(
@@ -134,7 +137,7 @@ def test_tesla_m60_seed_with_facts_names_cuda_10_0_vs_10_1() -> None:
     assert len(dlopens) == 6
     assert all("wants CUDA 10.0" in f.cause and "CUDA 10.1" in f.cause for f in dlopens)
     # without facts the generic cause stays
-    plain = ex.explain_file(M60)
+    plain = exread.explain_file(M60)
     assert "installed here" not in plain.findings[0].cause
 
 
@@ -168,27 +171,27 @@ def test_facts_refine_dlopen_causes(lib: str, facts: dict[str, object], expect: 
 
 
 def test_windows_dll_names_map_to_cuda_versions() -> None:
-    assert ex._cuda_of_soname("cudart64_100.dll") == "10.0"
-    assert ex._cuda_of_soname("cudart64_101.dll") == "10.1"
-    assert ex._cuda_of_soname("cudart64_110.dll") == "11.x"
-    assert ex._cuda_of_soname("cudart64_12.dll") == "12.x"
-    assert ex._cuda_of_soname("libcudart.so.12") == "12.x"
-    assert ex._cuda_of_soname("libcublas.so.10.0") == "10.0"
-    assert ex._cuda_of_soname("libcublas.so.10") is None  # CUDA 10.1+ cuBLAS: its own version
-    assert ex._cudnn_of_soname("cudnn64_7.dll") == "7"
-    assert ex._cudnn_of_soname("libcudnn.so.8") == "8"
+    assert exref._cuda_of_soname("cudart64_100.dll") == "10.0"
+    assert exref._cuda_of_soname("cudart64_101.dll") == "10.1"
+    assert exref._cuda_of_soname("cudart64_110.dll") == "11.x"
+    assert exref._cuda_of_soname("cudart64_12.dll") == "12.x"
+    assert exref._cuda_of_soname("libcudart.so.12") == "12.x"
+    assert exref._cuda_of_soname("libcublas.so.10.0") == "10.0"
+    assert exref._cuda_of_soname("libcublas.so.10") is None  # CUDA 10.1+ cuBLAS: its own version
+    assert exref._cudnn_of_soname("cudnn64_7.dll") == "7"
+    assert exref._cudnn_of_soname("libcudnn.so.8") == "8"
 
 
 def test_windows_log_with_facts() -> None:
     facts = {"cuda_toolkits": [{"version": "11.0", "path": r"C:\Program Files\NVIDIA GPU Computing Toolkit\CUDA\v11.0"}]}
-    report = ex.explain_file(LOGS / "windows_tf22_cudart64_101_missing.log", facts=facts)
+    report = exread.explain_file(LOGS / "windows_tf22_cudart64_101_missing.log", facts=facts)
     cudart = next(f for f in report.findings if f.id == "dlopen.cudart")
     assert "TensorFlow wants CUDA 10.1's libraries (cudart64_101.dll); installed here: CUDA 11.0" in cudart.cause
 
 
 def test_driver_insufficient_names_the_driver() -> None:
     facts = {"driver": {"version": "384.81", "cuda": "9.0"}}
-    report = ex.explain_file(LOGS / "driver_too_old_p100_tf111.log", facts=facts)
+    report = exread.explain_file(LOGS / "driver_too_old_p100_tf111.log", facts=facts)
     f = next(f for f in report.findings if f.id == "cuda.driver_insufficient")
     assert f.cause.startswith("The driver here is 384.81, which supports CUDA up to 9.0")
 
@@ -210,8 +213,8 @@ def test_long_line_text_is_cut() -> None:
 @pytest.mark.parametrize("limits", ["small", pytest.param("real", marks=pytest.mark.slow)])
 def test_huge_input_is_streamed_within_bounds(monkeypatch: pytest.MonkeyPatch, limits: str) -> None:
     if limits == "small":  # the same code paths, less matching work for the default suite
-        monkeypatch.setattr(ex, "MAX_SCAN_BYTES", 1024 * 1024)
-        monkeypatch.setattr(ex, "TAIL_BYTES", 256 * 1024)
+        monkeypatch.setattr(exread, "MAX_SCAN_BYTES", 1024 * 1024)
+        monkeypatch.setattr(exread, "TAIL_BYTES", 256 * 1024)
     m60 = M60.read_bytes()
     noise = b"2020-09-11 08:30:55.750706: I some/file.cc:1] ordinary progress line with nothing in it\n"
     target = 50 * 1024 * 1024
@@ -219,7 +222,7 @@ def test_huge_input_is_streamed_within_bounds(monkeypatch: pytest.MonkeyPatch, l
     tail = (LOGS / "cudnn_conv_algorithm_flownet2.log").read_bytes()
     body = m60 + noise * ((target - len(m60)) // len(noise)) + tail
     start = time.monotonic()
-    report = ex.explain_stream(io.BytesIO(body), name="big")
+    report = exread.explain_stream(io.BytesIO(body), name="big")
     took = time.monotonic() - start
     ids = [f.id for f in report.findings]
     assert "dlopen.cudart" in ids
@@ -237,7 +240,7 @@ def test_binary_input_is_safe() -> None:
     rnd = random.Random(6)
     # no \n and no \r (a lone \r ends a segment since issue 15): one 300 kB line, cut
     blob = bytes(rnd.getrandbits(8) for _ in range(300_000)).replace(b"\n", b"").replace(b"\r", b"") + b"\x00" * 100
-    report = ex.explain_stream(io.BytesIO(blob + b"\n" + _dlopen("libcudart.so.10.0").encode() + b"\n"))
+    report = exread.explain_stream(io.BytesIO(blob + b"\n" + _dlopen("libcudart.so.10.0").encode() + b"\n"))
     assert [f.id for f in report.findings] == ["dlopen.cudart"]
     assert any("cut" in n for n in report.notes)
     assert any("binary" in n for n in report.notes)
@@ -246,18 +249,18 @@ def test_binary_input_is_safe() -> None:
 def test_utf16_log_from_powershell_is_decoded() -> None:
     text = (LOGS / "windows_tf22_cudart64_101_missing.log").read_text(encoding="utf-8")
     data = text.replace("\n", "\r\n").encode("utf-16")  # with BOM, as `>` in Windows PowerShell 5 writes
-    report = ex.explain_stream(io.BytesIO(data))
-    assert [f.id for f in report.findings] == [f.id for f in ex.explain_file(LOGS / "windows_tf22_cudart64_101_missing.log").findings]
+    report = exread.explain_stream(io.BytesIO(data))
+    assert [f.id for f in report.findings] == [f.id for f in exread.explain_file(LOGS / "windows_tf22_cudart64_101_missing.log").findings]
 
 
 def test_invalid_utf8_is_replaced() -> None:
     line = _dlopen("libcudart.so.10.0").encode() + b"\xff\xfe\xfa"
-    report = ex.explain_stream(io.BytesIO(b"\xc3\x28 bad\n" + line))
+    report = exread.explain_stream(io.BytesIO(b"\xc3\x28 bad\n" + line))
     assert [f.id for f in report.findings] == ["dlopen.cudart"]
 
 
 def test_empty_input() -> None:
-    report = ex.explain_stream(io.BytesIO(b""))
+    report = exread.explain_stream(io.BytesIO(b""))
     assert report.findings == ()
     assert report.lines == 0
 
@@ -266,25 +269,25 @@ def test_empty_input() -> None:
     ("data", "message"),
     [
         ({"schema": "nope"}, "schema"),
-        ({"schema": ex.CATALOG_SCHEMA, "entries": [{"id": "a.b"}]}, "missing"),
-        ({"schema": ex.CATALOG_SCHEMA, "entries": [
+        ({"schema": excat.CATALOG_SCHEMA, "entries": [{"id": "a.b"}]}, "missing"),
+        ({"schema": excat.CATALOG_SCHEMA, "entries": [
             {"id": "a.b", "severity": "bad", "rank": 1, "pattern": "x", "meaning": "m", "cause": "c",
              "fix": "f", "source": "s"}]}, "severity"),
-        ({"schema": ex.CATALOG_SCHEMA, "entries": [
+        ({"schema": excat.CATALOG_SCHEMA, "entries": [
             {"id": "a.b", "severity": "error", "rank": 1, "pattern": "(", "meaning": "m", "cause": "c",
              "fix": "f", "source": "s"}]}, "bad pattern"),
     ],
 )
 def test_malformed_catalog_is_refused(data: dict[str, object], message: str) -> None:
     with pytest.raises(DataError, match=message):
-        ex.build_catalog(data)
+        excat.build_catalog(data)
 
 
 def test_missing_and_directory_inputs(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such file"):
-        ex.explain_file(tmp_path / "nope.log")
+        exread.explain_file(tmp_path / "nope.log")
     with pytest.raises(InputError, match="directory"):
-        ex.explain_file(tmp_path)
+        exread.explain_file(tmp_path)
 
 
 # ------------------------------------------------------------------------------------------- CLI

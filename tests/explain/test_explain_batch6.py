@@ -31,6 +31,7 @@ from tests.conftest import DATA
 from tests.explain.test_heldout1 import top_finding
 from tests.explain.test_heldout_batch3 import claims_nothing, stamped_lines_not_in_catalog
 from tfgpu.judge import explain as ex
+from tfgpu.judge import explain_catalog as excat
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -129,7 +130,7 @@ def test_batch6_is_well_formed() -> None:
     assert len({e["url"] for e in excerpts}) >= 40
     assert max(Counter(e["url"] for e in excerpts).values()) <= 2
     assert len({e["id"] for e in excerpts}) == len(excerpts)
-    catalog_ids = {entry.id for entry in ex.load_catalog().entries}
+    catalog_ids = {entry.id for entry in excat.load_catalog().entries}
     for e in excerpts:
         assert e["url"].startswith("https://"), e["id"]
         assert e["log"].strip(), e["id"]

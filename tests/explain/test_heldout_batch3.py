@@ -25,6 +25,7 @@ from tests.conftest import DATA
 from tests.explain.test_heldout1 import load_heldout, right_cause, top_finding
 from tests.explain.test_heldout1 import score as heldout_score
 from tfgpu.judge import explain as ex
+from tfgpu.judge import explain_catalog as excat
 
 HELDOUT2 = DATA / "explain" / "heldout" / "heldout2.toml"
 #: Floors below the measured scores (see SOURCES.md): a drop means the engine or catalog got worse on logs it
@@ -64,7 +65,7 @@ def check_batch(excerpts: Sequence[dict[str, Any]], sources: Path) -> None:
     catalog ids (or "none" with no regex), and the tune half chosen by :func:`split_rule`."""
     assert len({e["id"] for e in excerpts}) == len(excerpts)
     assert len({e["url"] for e in excerpts}) == len(excerpts)
-    catalog_ids = {e.id for e in ex.load_catalog().entries}
+    catalog_ids = {e.id for e in excat.load_catalog().entries}
     listed = sources.read_text(encoding="utf-8")
     for e in excerpts:
         assert e["url"].startswith("https://"), e["id"]

@@ -9,6 +9,7 @@ import html
 import pytest
 
 from tfgpu.judge import explain as ex
+from tfgpu.judge import explain_catalog as excat
 from tfgpu.kb.parse import load_toml
 
 
@@ -44,7 +45,7 @@ TRANSFORMS = {
 
 @pytest.mark.parametrize("name", sorted(TRANSFORMS))
 def test_every_sample_survives_the_transformation(name: str) -> None:
-    cat = ex.load_catalog()
+    cat = excat.load_catalog()
     missed = []
     for entry_id, sample in SAMPLES:
         changed = TRANSFORMS[name](sample)

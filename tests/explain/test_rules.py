@@ -15,6 +15,9 @@ from hypothesis import strategies as st
 
 from tests.conftest import DATA
 from tfgpu.judge import explain as ex
+from tfgpu.judge import explain_catalog as excat
+from tfgpu.judge import explain_refine as exref
+from tfgpu.tools import explain as exread
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -24,7 +27,7 @@ else:  # pragma: no cover - Python < 3.11
 LINES: dict[str, Any] = tomllib.loads((DATA / "explain" / "lines" / "lines.toml").read_text(encoding="utf-8"))
 LOGS = DATA / "logs"
 #: An empty catalog: what the engine does with lines nobody has catalogued, independent of compat/.
-EMPTY = ex.build_catalog({"schema": ex.CATALOG_SCHEMA, "entries": []})
+EMPTY = excat.build_catalog({"schema": excat.CATALOG_SCHEMA, "entries": []})
 
 
 def lines(name: str) -> list[str]:
@@ -33,7 +36,7 @@ def lines(name: str) -> list[str]:
 
 
 def catalog_sample(entry_id: str) -> str:
-    return next(e.sample for e in ex.load_catalog().entries if e.id == entry_id)
+    return next(e.sample for e in excat.load_catalog().entries if e.id == entry_id)
 
 
 # ------------------------------------------------------------------------ nothing fatal passes silently
@@ -105,7 +108,7 @@ def test_good_sign_is_never_the_summary_when_an_error_exists() -> None:
     assert top.severity in ("fatal", "error")
     assert "Good sign" not in top.meaning
     assert findings[0] is top  # the table's first row is the summary
-    assert ex.explain_file(io.BytesIO("\n".join(log).encode())).to_json()["summary"] == top.id
+    assert exread.explain_file(io.BytesIO("\n".join(log).encode())).to_json()["summary"] == top.id
 
 
 def _findings(ids: list[str], severities: tuple[str, ...]) -> st.SearchStrategy[ex.LogFinding]:
@@ -117,7 +120,7 @@ def _findings(ids: list[str], severities: tuple[str, ...]) -> st.SearchStrategy[
 
 
 finding_strategy = st.one_of(
-    _findings(["a.x", "b.y", "info.gpu_device_created", "harmless.z"], ex.SEVERITIES),
+    _findings(["a.x", "b.y", "info.gpu_device_created", "harmless.z"], excat.SEVERITIES),
     _findings(["unrecognised.tf_log", "unrecognised.cuda_error"], ("fatal", "error")),
 )
 
@@ -174,12 +177,12 @@ def test_cudnn_mismatch_names_both_versions_and_the_loaded_one() -> None:
     [("8.1.0", (8, 1, 0)), ("7301", (7, 3, 1)), ("5110", (5, 1, 10)), ("8904", (8, 9, 4)), ("9", (9,))],
 )
 def test_cudnn_versions_in_both_wordings(text: str, version: tuple[int, ...]) -> None:
-    assert ex.cudnn_version(text) == version
+    assert exref.cudnn_version(text) == version
 
 
 @given(st.integers(1, 9), st.integers(0, 9), st.integers(0, 99))
 def test_cudnn_integer_form_round_trips(major: int, minor: int, patch: int) -> None:
-    assert ex.cudnn_version(str(major * 1000 + minor * 100 + patch)) == (major, minor, patch)
+    assert exref.cudnn_version(str(major * 1000 + minor * 100 + patch)) == (major, minor, patch)
 
 
 def test_cause_texts_agree_with_the_library_version_in_the_log() -> None:
@@ -188,7 +191,7 @@ def test_cause_texts_agree_with_the_library_version_in_the_log() -> None:
     for text in (f.meaning, f.cause, f.fix):
         assert "libcusolver.so.11" not in text
     line = lines("cusolver_10")[0]
-    kept = ex.consistent_with_line("It wants libcusolver.so.10 here. Newer ones ask for libcusolver.so.11 instead.", line)
+    kept = exref.consistent_with_line("It wants libcusolver.so.10 here. Newer ones ask for libcusolver.so.11 instead.", line)
     assert kept == "It wants libcusolver.so.10 here."
 
 
@@ -201,7 +204,7 @@ def test_error_glued_after_a_long_progress_bar_is_found() -> None:
     redrawn = "\r".join([bar] * (2 * ex.MAX_LINE_CHARS // len(bar) + 1))  # Keras redraws with \r
     assert len(redrawn) > ex.MAX_LINE_CHARS
     data = "\n".join([head[0], redrawn + "\r" + head[3], "done"]).encode()
-    report = ex.explain_stream(io.BytesIO(data))
+    report = exread.explain_stream(io.BytesIO(data))
     hit = [f for f in report.findings if "CUDA_ERROR_ILLEGAL_ADDRESS" in f.text]
     assert hit
     assert hit[0].line == 2  # \r splits segments, not lines
@@ -222,20 +225,20 @@ def _big(target: int) -> tuple[bytes, int]:
 
 
 def test_real_last_bytes_of_a_large_file_are_scanned(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(ex, "MAX_SCAN_BYTES", 64 * 1024)
-    monkeypatch.setattr(ex, "TAIL_BYTES", 16 * 1024)
-    monkeypatch.setattr(ex, "MAX_READ_BYTES", 256 * 1024)  # a file is read to its end regardless
+    monkeypatch.setattr(exread, "MAX_SCAN_BYTES", 64 * 1024)
+    monkeypatch.setattr(exread, "TAIL_BYTES", 16 * 1024)
+    monkeypatch.setattr(exread, "MAX_READ_BYTES", 256 * 1024)  # a file is read to its end regardless
     data, first_tail_line = _big(2 * 1024 * 1024)
     path = tmp_path / "big.log"
     path.write_bytes(data)
-    report = ex.explain_file(path)
+    report = exread.explain_file(path)
     hit = next(f for f in report.findings if "CUDA_ERROR_ILLEGAL_ADDRESS" in f.text)
     assert hit.line == first_tail_line  # real line numbers across the skipped middle
     assert report.lines == data.count(b"\n")
     assert report.bytes_read == len(data)
     assert any("were not scanned" in n for n in report.notes)
     # a pipe is cut at MAX_READ_BYTES: what it scans is the end of what was read, and it says so
-    piped = ex.explain_stream(_Pipe(data))
+    piped = exread.explain_stream(_Pipe(data))
     assert piped.bytes_read == 256 * 1024
     assert any("stopped reading" in n for n in piped.notes)
 
@@ -248,12 +251,12 @@ chunk_sizes = st.integers(1, 40)
 def test_chunk_boundaries_do_not_change_the_findings(chunk: int, newline: str) -> None:
     text = newline.join([*lines("driver_hint"), *lines("illegal_address"), catalog_sample("dlopen.cudart")])
     expected = [(f.id, f.line, f.count) for f in ex.explain_lines(text.split(newline))]
-    old = ex._CHUNK
+    old = exread._CHUNK
     try:
-        ex._CHUNK = chunk
-        got = ex.explain_stream(io.BytesIO(text.encode()))
+        exread._CHUNK = chunk
+        got = exread.explain_stream(io.BytesIO(text.encode()))
     finally:
-        ex._CHUNK = old
+        exread._CHUNK = old
     assert [(f.id, f.line, f.count) for f in got.findings] == expected
 
 
@@ -265,7 +268,7 @@ def test_recorded_tf_without_gpu_is_explained(name: str) -> None:
     """The cuInit 303 line of TF 2.20/2.21 (recorded here, tests/data/explain/recorded/SOURCES.md) is known,
     nothing is left unrecognised, and with this machine's facts the cause names the missing driver."""
     facts = {"driver": {"version": None, "error": "no NVIDIA driver"}, "gpus": []}
-    report = ex.explain_file(DATA / "explain" / "recorded" / name, facts=facts)
+    report = exread.explain_file(DATA / "explain" / "recorded" / name, facts=facts)
     assert not [f for f in report.findings if f.unrecognised]
     cuinit = [f for f in report.findings if "cuInit" in f.text]
     assert cuinit
@@ -278,7 +281,7 @@ def test_recorded_tf_without_gpu_is_explained(name: str) -> None:
 def test_word_index_finds_exactly_what_trying_every_entry_finds() -> None:
     """The catalog's word index is only a shortcut: on every real line we have (the catalog's samples,
     the whole logs, these rule lines) it matches the same entries as trying each pattern."""
-    cat = ex.load_catalog()
+    cat = excat.load_catalog()
     corpus = [e.sample for e in cat.entries]
     corpus += [x for p in sorted(LOGS.glob("*.log")) for x in p.read_text(encoding="utf-8").splitlines()]
     corpus += [x for table in LINES.values() if isinstance(table, dict) for x in table["lines"]]
@@ -309,12 +312,12 @@ def test_redact_also_cleans_the_search_key(cli, tmp_path: Path, monkeypatch: pyt
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
 def test_real_end_of_a_large_utf16_log(monkeypatch: pytest.MonkeyPatch, encoding: str) -> None:
     """PowerShell's `>` writes UTF-16 with a BOM; the tail window of a large one is decoded alike."""
-    monkeypatch.setattr(ex, "MAX_SCAN_BYTES", 64 * 1024)
-    monkeypatch.setattr(ex, "TAIL_BYTES", 16 * 1024)
+    monkeypatch.setattr(exread, "MAX_SCAN_BYTES", 64 * 1024)
+    monkeypatch.setattr(exread, "TAIL_BYTES", 16 * 1024)
     data, first_tail_line = _big(1024 * 1024)
     text = data.decode().replace("\n", "\r\n")
     raw = text.encode("utf-16") if encoding == "utf-16" else b"\xfe\xff" + text.encode("utf-16-be")
-    report = ex.explain_stream(io.BytesIO(raw))
+    report = exread.explain_stream(io.BytesIO(raw))
     hit = next(f for f in report.findings if "CUDA_ERROR_ILLEGAL_ADDRESS" in f.text)
     assert hit.line == first_tail_line
     assert any("were not scanned" in n for n in report.notes)
@@ -324,7 +327,7 @@ def test_alternation_entries_are_indexed_per_branch_and_tried_once() -> None:
     """A pattern that is a top-level alternation has no literal common to all matches: it is indexed under
     one word per branch (or pre-filtered by one literal per branch) instead of being tried on every line,
     and a line that has the words of several branches still yields the entry once."""
-    cat = ex.load_catalog()
+    cat = excat.load_catalog()
     entry = next(e for e in cat.entries if e.id == "container.unknown_runtime_nvidia")
     assert entry.needle is None
     assert len(entry.needles) == 2

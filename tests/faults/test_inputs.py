@@ -23,6 +23,7 @@ from tests.conftest import DATA, needs_engine
 from tfgpu.backends import lockfiles
 from tfgpu.core.errors import InputError
 from tfgpu.judge import explain
+from tfgpu.tools import explain as exread
 
 Cli = Callable[..., "tuple[int, str, str]"]
 LOGS = DATA / "logs"
@@ -210,7 +211,7 @@ def _ids(report: explain.ExplainReport) -> list[str]:
 def test_binary_log_is_read_safely(tmp_path: Path) -> None:
     path = tmp_path / "core"
     path.write_bytes(random.Random(7).randbytes(2 * 1024 * 1024))
-    report = explain.explain_file(path)
+    report = exread.explain_file(path)
     assert report.bytes_read == 2 * 1024 * 1024
     assert all("\n" not in f.text and len(f.text) <= explain.TEXT_CHARS for f in report.findings)
     json.dumps(report.to_json())
@@ -225,7 +226,7 @@ def test_log_in_any_encoding_still_finds_the_known_problem(tmp_path: Path, encod
         data = (text + "caf\u00e9\n").encode(encoding)
     path = tmp_path / "tf.log"
     path.write_bytes(data)
-    report = explain.explain_file(path)
+    report = exread.explain_file(path)
     assert "cuda.driver_insufficient" in _ids(report)
 
 
@@ -237,7 +238,7 @@ def test_log_with_nul_bytes_and_an_endless_line(tmp_path: Path) -> None:
         fh.write(b"\n" + b"\x00" * 1024 + b"\n")
         fh.write(tail)
     t0 = time.monotonic()
-    report = explain.explain_file(path)
+    report = exread.explain_file(path)
     assert time.monotonic() - t0 < 10.0
     assert "dlopen.libcuda" in _ids(report)
     assert any("cut" in n for n in report.notes)
@@ -248,7 +249,7 @@ def test_log_with_nul_bytes_and_an_endless_line(tmp_path: Path) -> None:
 def test_log_path_that_is_not_a_file(tmp_path: Path, target: str) -> None:
     path = tmp_path if target == "dir" else tmp_path / "missing.log"
     with pytest.raises(InputError) as info:
-        explain.explain_file(path)
+        exread.explain_file(path)
     assert "\n" not in info.value.one_line()
     assert info.value.exit_code == 2
 
@@ -275,7 +276,7 @@ def test_200_mb_sparse_log_is_read_in_bounded_time_and_memory(tmp_path: Path) ->
     tracemalloc.start()
     t0 = time.monotonic()
     try:
-        report = explain.explain_file(path)
+        report = exread.explain_file(path)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -16,6 +16,7 @@ import pytest
 from tests.channel_builder import Pkg, tf_channel, write_package
 from tests.conftest import LOCK_FACTS, needs_engine
 from tfgpu.backends import rattler as engine
+from tfgpu.backends.rattler import archives
 
 pytestmark = [pytest.mark.safety, pytest.mark.faults, pytest.mark.real_subprocess, needs_engine]
 Cli = Callable[..., tuple[int, str, str]]
@@ -98,8 +99,8 @@ def test_verified_archives_are_hashed_again_before_each_use(tmp_path: Path) -> N
     assert main(["lock", "--tf", "2.2.0", "--channel", channel.as_uri(), "-o", str(tmp_path / "l.yml")]) == 0
     records = read_conda_lock(tmp_path / "l.yml").conda_records("linux-64")
     store = tmp_path / "store"
-    first = engine.verify_archives(records, store)
+    first = archives.verify_archives(records, store)
     kept = Path(first[0].url.removeprefix("file://"))
     kept.write_bytes(b"tampered in the store")
-    again = engine.verify_archives(read_conda_lock(tmp_path / "l.yml").conda_records("linux-64"), store)
+    again = archives.verify_archives(read_conda_lock(tmp_path / "l.yml").conda_records("linux-64"), store)
     assert Path(again[0].url.removeprefix("file://")).read_bytes() != b"tampered in the store"

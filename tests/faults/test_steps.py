@@ -101,7 +101,7 @@ def test_fault_uv_printing_escape_sequences_never_reaches_the_terminal_raw(
 def test_fault_explain_of_a_device_is_refused_at_once(tmp_path: Path, device: str) -> None:
     # before: `tfgpu explain` of /dev/zero (or a log path that is a symlink to it) read the endless device
     # for more than 5 minutes (the 512 MB pipe cap, at the pace of a NUL-only line); a log is a file or a pipe
-    from tfgpu.judge.explain import explain_file
+    from tfgpu.tools.explain import explain_file
 
     if not Path(device).exists():
         pytest.skip(f"no {device}")
@@ -114,7 +114,7 @@ def test_fault_explain_of_a_device_is_refused_at_once(tmp_path: Path, device: st
 
 
 def test_explain_still_reads_a_pipe(tmp_path: Path) -> None:
-    from tfgpu.judge.explain import explain_file
+    from tfgpu.tools.explain import explain_file
 
     r, w = os.pipe()
     os.write(w, b"Could not load dynamic library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open\n")

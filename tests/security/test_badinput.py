@@ -84,7 +84,7 @@ def test_bad_environment_overrides_are_rc_2(cli: Cli, monkeypatch: pytest.Monkey
 
 
 def test_conda_override_garbage_reaches_the_engine_as_rc_2() -> None:
-    from tfgpu.backends.rattler import resolve_virtual_packages
+    from tfgpu.backends.rattler.virtual import resolve_virtual_packages
     from tfgpu.core.errors import UsageError
 
     with pytest.raises(UsageError, match="CONDA_OVERRIDE_GLIBC"):

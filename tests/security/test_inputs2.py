@@ -163,7 +163,7 @@ def test_attack_lint_arg_expansion_bomb_through_the_cli(cli: Cli, tmp_path: Path
 
 
 def test_ordinary_arg_substitution_still_works() -> None:
-    from tfgpu.tools.lint import parse_dockerfile, stages
+    from tfgpu.tools.dockerfile import parse_dockerfile, stages
 
     text = "ARG CUDA=12.2.2\nARG TAG=${CUDA}-cudnn8-runtime-ubuntu22.04\nFROM nvidia/cuda:$TAG\n"
     assert stages(parse_dockerfile(text))[0].image == "nvidia/cuda:12.2.2-cudnn8-runtime-ubuntu22.04"

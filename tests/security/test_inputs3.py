@@ -20,7 +20,8 @@ from tfgpu.core import safety
 from tfgpu.core.errors import InputError, NotReady, UsageError
 from tfgpu.core.record import replace
 from tfgpu.kb.knowledge import load_kb
-from tfgpu.plan.planner import plan_environment, render_environment_yml, render_sh
+from tfgpu.plan.formats import render_environment_yml, render_sh
+from tfgpu.plan.planner import plan_environment
 
 pytestmark = pytest.mark.safety
 

@@ -10,7 +10,7 @@ import pytest
 from tests.unit.plan.test_from_lock_plan import FACTS, HOME, KB
 from tfgpu.backends.lockfiles import Lock, LockedPackage
 from tfgpu.core.errors import InputError
-from tfgpu.plan.planner import plan_from_lock
+from tfgpu.plan.fromlock import plan_from_lock
 
 pytestmark = pytest.mark.safety
 

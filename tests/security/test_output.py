@@ -17,7 +17,7 @@ from tests.security.test_inputs3 import Cli
 from tests.unit.tools.test_lint import host
 from tfgpu.core.errors import InputError
 from tfgpu.core.safety import safe_console
-from tfgpu.tools.lint import load_yaml_bounded
+from tfgpu.tools.compose import load_yaml_bounded
 
 pytestmark = pytest.mark.safety
 

@@ -20,6 +20,7 @@ import pytest
 from tests.channel_builder import index_channel
 from tests.conftest import needs_engine
 from tfgpu.backends import rattler as engine
+from tfgpu.backends.rattler import archives
 from tfgpu.core.errors import StepFailed
 
 pytestmark = [pytest.mark.safety, needs_engine]
@@ -167,7 +168,7 @@ def test_attack_lock_url_naming_a_fifo_or_device_is_refused_at_once(tmp_path: Pa
         src = tmp_path
     start = time.monotonic()
     with pytest.raises(StepFailed, match=r"not a regular file|Is a directory|cannot fetch"):
-        engine.verify_archives([_rec(src.as_uri())], tmp_path / "store")
+        archives.verify_archives([_rec(src.as_uri())], tmp_path / "store")
     assert time.monotonic() - start < 5
     assert list((tmp_path / "store").iterdir()) == []  # no partial download left behind
 
@@ -195,7 +196,7 @@ def test_attack_verified_store_others_can_write_is_refused(tmp_path: Path, plant
         cache.mkdir()
         cache.chmod(0o777)
     with pytest.raises(StepFailed, match=r"others can write|not a directory of yours|symlink"):
-        engine.verify_archives([rec], store)
+        archives.verify_archives([rec], store)
 
 
 def test_a_private_store_is_used(tmp_path: Path) -> None:
@@ -203,7 +204,7 @@ def test_a_private_store_is_used(tmp_path: Path) -> None:
     archive.write_bytes(b"package bytes")
     rec = _rec(archive.as_uri())
     rec.sha256 = hashlib.sha256(b"package bytes").digest()  # type: ignore[attr-defined]
-    (out,) = engine.verify_archives([rec], tmp_path / "cache" / "tfgpu-verified")
+    (out,) = archives.verify_archives([rec], tmp_path / "cache" / "tfgpu-verified")
     assert out.url.startswith((tmp_path / "cache" / "tfgpu-verified").as_uri())
 
 
@@ -215,4 +216,4 @@ def test_attack_md5_only_lock_entry_is_refused(tmp_path: Path) -> None:
     rec.sha256 = None  # type: ignore[attr-defined]
     rec.md5 = hashlib.md5(b"package bytes").digest()  # type: ignore[attr-defined]
     with pytest.raises(StepFailed, match="sha256"):
-        engine.verify_archives([rec], tmp_path / "cache" / "tfgpu-verified")
+        archives.verify_archives([rec], tmp_path / "cache" / "tfgpu-verified")

@@ -115,3 +115,10 @@ def test_the_package_root_holds_only_the_stages():
         init = SRC / stage / "__init__.py"
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
         assert doc, f"{stage}/__init__.py says in one line what the stage is for"
+
+
+def test_no_module_is_over_700_lines():
+    """A module is one job a reader can hold: none is longer than 700 lines (issue 25)."""
+    long = {str(p.relative_to(SRC)): n for p in SRC.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 700}
+    assert not long, long

@@ -101,7 +101,7 @@ def run_container_create(*, tf: str, backend: str, image: str | None, name: str 
     smoke, record."""
     from tfgpu.build.pipeline import build_container_plan
     from tfgpu.core.errors import NotReady
-    from tfgpu.plan.planner import check_name
+    from tfgpu.plan.envspec import check_name
 
     plan = build_container_plan(tf=tf, backend=backend, image=image, name=name, facts=facts)
     name = check_name(name or f"tf{plan.tf}-{plan.backend}")

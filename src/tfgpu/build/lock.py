@@ -19,6 +19,7 @@ from tfgpu.backends.lockfiles import (
     package_from_record,
     write_atomic,
 )
+from tfgpu.backends.rattler import virtual
 from tfgpu.backends.steps import Step
 from tfgpu.core.errors import StepFailed, UsageError
 from tfgpu.core.record import field, record
@@ -80,7 +81,8 @@ def lock_target(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, platform: 
     ``backend`` rattler/conda: a conda recipe; pip: a pip recipe; auto: whichever the planner takes."""
     from packaging.version import Version
 
-    from tfgpu.plan.planner import pins_for, plan_environment
+    from tfgpu.plan.envspec import pins_for
+    from tfgpu.plan.planner import plan_environment
 
     tools = dict(tools or {})
     tools["rattler"] = tools.get("rattler", "embedded") or "embedded"  # the lock is solved here, not run
@@ -135,17 +137,16 @@ def lock_virtual_packages(platform: str, cuda: str | None, explicit: Sequence[st
                           env: Mapping[str, str]) -> tuple[list[Any], list[str]]:
     """The machine-independent virtual packages a lock for ``platform`` is solved with.
 
-    conda-lock's defaults for the platform (engine.DEFAULT_VIRTUAL_PACKAGES), ``__cuda`` = the CUDA the
+    conda-lock's defaults for the platform (virtual.DEFAULT_VIRTUAL_PACKAGES), ``__cuda`` = the CUDA the
     TensorFlow build uses (a lock is for machines whose driver supports it), then CONDA_OVERRIDE_CUDA /
     CONDA_OVERRIDE_GLIBC and ``--virtual-package`` as for ``create``.
     """
-    from tfgpu.backends import rattler as engine
 
-    base = engine.default_virtual_packages(platform)
+    base = virtual.default_virtual_packages(platform)
     if cuda and platform in ("linux-64", "linux-aarch64", "win-64"):
-        base.append(engine.VirtualPkg("__cuda", cuda))
-    explicit_v = [engine.parse_virtual_package(v) for v in explicit]
-    return engine.resolve_virtual_packages(base, driver_cuda=None, env=env, explicit=explicit_v)
+        base.append(virtual.VirtualPkg("__cuda", cuda))
+    explicit_v = [virtual.parse_virtual_package(v) for v in explicit]
+    return virtual.resolve_virtual_packages(base, driver_cuda=None, env=env, explicit=explicit_v)
 
 
 def lock_conda(kb: KnowledgeBase, req: LockRequest, *, cache_dir: Path | None = None,

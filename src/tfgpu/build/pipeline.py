@@ -246,9 +246,10 @@ def build_plan(
 
     from tfgpu.backends.config import load_config
     from tfgpu.backends.detect import detect_conda_envs_dir, detect_tools
+    from tfgpu.backends.runners import CONDA_TOOLS
     from tfgpu.build.registry import check_prefix, home
     from tfgpu.kb.knowledge import load_kb
-    from tfgpu.plan.planner import CONDA_TOOLS, plan_environment, resolve_target
+    from tfgpu.plan.planner import plan_environment, resolve_target
 
     kb = load_kb()
     config = load_config()
@@ -274,7 +275,7 @@ def build_plan(
     if for_another_machine and backend == "conda" and not any(tools.get(t) for t in CONDA_TOOLS):
         tools["conda"] = "conda"  # a file for another machine's conda (plan --format) needs none here
     if cpu:
-        from tfgpu.plan.planner import plan_cpu_environment
+        from tfgpu.plan.cpu import plan_cpu_environment
 
         if tf.strip() == "latest":
             tf = kb.series("linux")[0]  # the CPU builds follow the releases, not an OS's GPU builds
@@ -325,7 +326,7 @@ def build_from_lock_plan(
     from tfgpu.build.registry import check_prefix, home
     from tfgpu.core.errors import UsageError
     from tfgpu.kb.knowledge import load_kb
-    from tfgpu.plan.planner import plan_from_lock
+    from tfgpu.plan.fromlock import plan_from_lock
 
     if name is not None and prefix is not None:
         msg = "--name and --prefix are exclusive"
@@ -334,7 +335,7 @@ def build_from_lock_plan(
     if prefix is not None:
         prefix = str(check_prefix(prefix))
     if platform is None and lock.kind == "conda":
-        from tfgpu.backends.rattler import current_platform
+        from tfgpu.backends.rattler.virtual import current_platform
 
         platform = current_platform()
     index_url = index_url or os.environ.get("TFGPU_PIP_INDEX_URL") or None

@@ -19,7 +19,7 @@ from tfgpu.core.errors import InputError, NotReady, UsageError, clip_words
 from tfgpu.core.paths import envs_dir, home
 from tfgpu.core.record import record as record_type
 from tfgpu.core.sysio import pid_alive, replace_file
-from tfgpu.plan.planner import check_name
+from tfgpu.plan.envspec import check_name
 
 REGISTRY_SCHEMA = "tfgpu.envs/1"
 

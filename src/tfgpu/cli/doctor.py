@@ -101,9 +101,10 @@ def doctor_result(facts: dict[str, Any], kb: KnowledgeBase, *, tf: str | None = 
                   prefer_source: str = "config") -> DoctorResult:
     """Everything the doctor says (tfgpu.judge.diagnose.diagnose), with each target's recipe and the recommendation
     chosen as `tfgpu plan` chooses them (tfgpu.plan.choose): the doctor and the planner cannot disagree."""
+    from tfgpu.backends.runners import Preferences
     from tfgpu.facts.document import as_facts
     from tfgpu.judge.diagnose import diagnose
-    from tfgpu.plan.choose import Preferences, with_choices
+    from tfgpu.plan.choose import with_choices
 
     result = diagnose(as_facts(facts), kb, tf=tf, backend=backend)
     return with_choices(result, kb, as_facts(facts), tools, Preferences(backend=backend, prefer=prefer,

@@ -33,29 +33,23 @@ if TYPE_CHECKING:
     from tfgpu.kb.knowledge import KnowledgeBase
     from tfgpu.kb.records import Recipe
 
-# The values --backend takes are defined once in tfgpu.cli.options (a leaf module the verdict imports too); the
-# runners and their table in tfgpu.backends.runners (a leaf module tfgpu.judge.containers uses too); re-exported here.
+# The values --backend takes are the backend table's (tfgpu.backends.names, which the verdict reads too); the
+# runners and their table are tfgpu.backends.runners (tfgpu.judge.containers uses it too).
 from tfgpu.backends.names import BACKENDS, CONTAINER_BACKENDS
-from tfgpu.backends.runners import APPTAINER as APPTAINER
-from tfgpu.backends.runners import CONDA as CONDA
-from tfgpu.backends.runners import CONDA_TOOLS as CONDA_TOOLS
-from tfgpu.backends.runners import CONTAINER as CONTAINER
-from tfgpu.backends.runners import DOCKER as DOCKER
-from tfgpu.backends.runners import PIP as PIP
-from tfgpu.backends.runners import PODMAN as PODMAN
-from tfgpu.backends.runners import RATTLER as RATTLER
-from tfgpu.backends.runners import RUNNERS as RUNNERS
-from tfgpu.backends.runners import Choice as Choice
-from tfgpu.backends.runners import CondaRunner as CondaRunner
-from tfgpu.backends.runners import ContainerRunner as ContainerRunner
-from tfgpu.backends.runners import Context as Context
-from tfgpu.backends.runners import PipRunner as PipRunner
-from tfgpu.backends.runners import Preferences as Preferences
-from tfgpu.backends.runners import RattlerRunner as RattlerRunner
-from tfgpu.backends.runners import Runner as Runner
-from tfgpu.backends.runners import conda_tool as conda_tool
-from tfgpu.backends.runners import first_able
-from tfgpu.backends.runners import python_range_text as python_range_text
+from tfgpu.backends.runners import (
+    CONDA,
+    CONDA_TOOLS,
+    CONTAINER,
+    PIP,
+    RATTLER,
+    RUNNERS,
+    Choice,
+    Context,
+    Preferences,
+    Runner,
+    conda_tool,
+    first_able,
+)
 
 _CONDA_FAMILY = frozenset({"conda", "conda+pip"})
 

@@ -14,11 +14,12 @@ import pytest
 from tests.channel_builder import PLACEHOLDER, Pkg, build_channel, corrupt_package
 from tests.conftest import needs_engine
 from tfgpu.backends import rattler as engine
+from tfgpu.backends.rattler import virtual
 from tfgpu.core.errors import Interrupted, StepFailed, UsageError
 
 TF22 = ["tensorflow-gpu=2.2.0", "python=3.8"]
 TF216 = ["tensorflow=2.16.1=cuda*"]
-NO_DRIVER = [engine.VirtualPkg("__unix", "0"), engine.VirtualPkg("__glibc", "2.28")]
+NO_DRIVER = [virtual.VirtualPkg("__unix", "0"), virtual.VirtualPkg("__glibc", "2.28")]
 
 pytestmark = needs_engine
 
@@ -65,34 +66,34 @@ def test_a_solve_past_its_timeout_is_cancelled_and_named() -> None:
 # --------------------------------------------------------------------------- virtual packages (pure)
 
 def test_conda_override_cuda_sets_and_empty_removes() -> None:
-    detected = [engine.VirtualPkg("__glibc", "2.36"), engine.VirtualPkg("__cuda", "11.0")]
-    vps, notes = engine.resolve_virtual_packages(detected, driver_cuda=None, env={"CONDA_OVERRIDE_CUDA": "12.4"})
-    assert engine.VirtualPkg("__cuda", "12.4") in vps
+    detected = [virtual.VirtualPkg("__glibc", "2.36"), virtual.VirtualPkg("__cuda", "11.0")]
+    vps, notes = virtual.resolve_virtual_packages(detected, driver_cuda=None, env={"CONDA_OVERRIDE_CUDA": "12.4"})
+    assert virtual.VirtualPkg("__cuda", "12.4") in vps
     assert notes == ["__cuda=12.4 from CONDA_OVERRIDE_CUDA"]
-    vps, notes = engine.resolve_virtual_packages(detected, driver_cuda="12.2", env={"CONDA_OVERRIDE_CUDA": ""})
+    vps, notes = virtual.resolve_virtual_packages(detected, driver_cuda="12.2", env={"CONDA_OVERRIDE_CUDA": ""})
     assert [v.name for v in vps] == ["__glibc"]
     assert "CONDA_OVERRIDE_CUDA is set and empty" in notes[0]
 
 
 def test_driver_probe_replaces_detected_cuda_and_explicit_wins() -> None:
-    detected = [engine.VirtualPkg("__cuda", "11.0"), engine.VirtualPkg("__glibc", "2.36")]
-    vps, _ = engine.resolve_virtual_packages(detected, driver_cuda="12.2", env={})
-    assert engine.VirtualPkg("__cuda", "12.2") in vps
-    vps, _ = engine.resolve_virtual_packages(
+    detected = [virtual.VirtualPkg("__cuda", "11.0"), virtual.VirtualPkg("__glibc", "2.36")]
+    vps, _ = virtual.resolve_virtual_packages(detected, driver_cuda="12.2", env={})
+    assert virtual.VirtualPkg("__cuda", "12.2") in vps
+    vps, _ = virtual.resolve_virtual_packages(
         detected, driver_cuda="12.2", env={"CONDA_OVERRIDE_GLIBC": "2.17"},
-        explicit=[engine.parse_virtual_package("__cuda=11.8=0")])
+        explicit=[virtual.parse_virtual_package("__cuda=11.8=0")])
     assert {str(v) for v in vps} == {"__cuda=11.8=0", "__glibc=2.17=0"}
 
 
 @pytest.mark.parametrize("bad", ["cuda=12", "__cuda", "__cuda=", "__cuda=1=2=3"])
 def test_bad_virtual_package_is_usage_error(bad: str) -> None:
     with pytest.raises(UsageError, match="bad virtual package") as info:
-        engine.parse_virtual_package(bad)
+        virtual.parse_virtual_package(bad)
     assert "NAME=VERSION" in info.value.one_line()
 
 
 def test_other_platform_gets_machine_independent_defaults() -> None:
-    vps, _ = engine.detect_virtual_packages("win-64", env={})
+    vps, _ = virtual.detect_virtual_packages("win-64", env={})
     assert {v.name for v in vps} == {"__win", "__archspec"}
 
 
@@ -123,7 +124,7 @@ def test_cuda_build_without_driver_fails_with_a_clear_line(channel: Path, tmp_pa
 
 
 def test_cuda_build_solves_with_conda_override_cuda(channel: Path, tmp_path: Path) -> None:
-    vps, notes = engine.detect_virtual_packages("linux-64", env={"CONDA_OVERRIDE_CUDA": "12.4"}, detect=False,
+    vps, notes = virtual.detect_virtual_packages("linux-64", env={"CONDA_OVERRIDE_CUDA": "12.4"}, detect=False,
                                                 explicit=NO_DRIVER)
     recs = engine.solve(TF216, [channel.as_uri()], "linux-64", vps, cache_dir=tmp_path)
     assert {r.name.normalized: str(r.build) for r in recs}["tensorflow"] == "cuda120py311h0e7b9a7_0"

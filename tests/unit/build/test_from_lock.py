@@ -25,8 +25,8 @@ from tfgpu.core import process as run
 from tfgpu.core.errors import Interrupted, StepFailed
 from tfgpu.core.record import replace
 from tfgpu.kb.knowledge import load_kb
+from tfgpu.plan.fromlock import plan_from_lock
 from tfgpu.plan.model import Plan
-from tfgpu.plan.planner import plan_from_lock
 
 Cli = Callable[..., tuple[int, str, str]]
 KB = load_kb()

@@ -14,6 +14,7 @@ from tests import TESTS
 from tests.conftest import LOCK_FACTS, needs_engine
 from tfgpu.backends import lockfiles
 from tfgpu.backends import rattler as engine
+from tfgpu.backends.rattler import virtual
 from tfgpu.build import lock as locking
 from tfgpu.core.errors import InputError, UsageError
 from tfgpu.core.record import replace
@@ -79,7 +80,7 @@ def test_lock_then_install_from_lock_reproduces_the_package_set(locked: Path, ch
                                                                  tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     solved = engine.create_env(["python=3.8", "tensorflow-gpu=2.2.0"], tmp_path / "solved", [channel.as_uri()],
-                               platform="linux-64", virtual_packages=[engine.VirtualPkg("__cuda", "10.1")],
+                               platform="linux-64", virtual_packages=[virtual.VirtualPkg("__cuda", "10.1")],
                                detect=False, cache_dir=cache)
     assert len(solved.records) == 6
     engine.install_lockfile(locked, tmp_path / "from-lock", platform="linux-64", cache_dir=cache)

@@ -11,6 +11,7 @@ import pytest
 
 from tests import REPO, TESTS
 from tests.conftest import RTX3080_FACTS
+from tfgpu.backends.rattler import virtual
 from tfgpu.cli.options import FACTS_OPTIONS, SHARED
 
 SRC = REPO / "src" / "tfgpu"
@@ -124,10 +125,10 @@ def test_the_engine_child_is_told_the_drivers_cuda_and_does_not_probe_again(monk
     def no_probe() -> tuple[bool, str | None]:
         raise AssertionError("the engine probed the machine again")
 
-    monkeypatch.setattr(engine, "_probe_driver_cuda", no_probe)
-    vps, _ = engine.detect_virtual_packages(env={}, driver_cuda_known=("11.4",))
+    monkeypatch.setattr(virtual, "_probe_driver_cuda", no_probe)
+    vps, _ = virtual.detect_virtual_packages(env={}, driver_cuda_known=("11.4",))
     assert [v.version for v in vps if v.name == "__cuda"] == ["11.4"]
-    vps, _ = engine.detect_virtual_packages(env={}, driver_cuda_known=(None,))
+    vps, _ = virtual.detect_virtual_packages(env={}, driver_cuda_known=(None,))
     assert not [v for v in vps if v.name == "__cuda"]
 
 

@@ -129,7 +129,7 @@ def test_plan_name_stays_inside_the_tfgpu_home(cli: Cli, facts_file: Path, tfgpu
 
 
 def test_environment_name_with_a_trailing_newline_is_refused() -> None:
-    from tfgpu.plan.planner import check_name
+    from tfgpu.plan.envspec import check_name
 
     with pytest.raises(UsageError):
         check_name("tf\n")

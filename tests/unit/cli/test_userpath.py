@@ -18,7 +18,7 @@ from packaging.version import Version
 from tests import REPO
 from tfgpu.core.errors import NotReady, UsageError, clip_words
 from tfgpu.kb.knowledge import load_kb
-from tfgpu.plan.planner import cpu_dist, plan_cpu_environment
+from tfgpu.plan.cpu import cpu_dist, plan_cpu_environment
 
 KB = load_kb()
 SCHEMAS = REPO / "src" / "tfgpu" / "core" / "schemas"
@@ -539,7 +539,7 @@ def test_run_puts_the_nvidia_wheels_libraries_on_ld_library_path_where_the_relea
 
     from tfgpu.build import registry
     from tfgpu.build.userenv import activated_environ, find_entry
-    from tfgpu.plan.planner import _venv_nvidia_snippet
+    from tfgpu.plan.activation import _venv_nvidia_snippet
 
     prefix = _venv(tmp_path, "tf217")
     xy = f"{sys.version_info.major}.{sys.version_info.minor}"

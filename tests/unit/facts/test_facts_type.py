@@ -12,7 +12,7 @@ from tfgpu.facts.machine import Machine
 from tfgpu.judge.diagnose import diagnose
 from tfgpu.judge.recommend import recommend
 from tfgpu.judge.target import judge_target
-from tfgpu.plan import choose
+from tfgpu.plan import choose, envspec
 from tfgpu.plan import planner as plan
 
 SCHEMA = REPO / "src/tfgpu/core/schemas/facts.schema.json"
@@ -26,7 +26,7 @@ def test_the_facts_type_names_the_schema_sections():
 
 def test_verdict_choose_and_plan_take_typed_facts():
     for fn in (Machine.from_facts, diagnose, judge_target, recommend,
-               choose.choose, choose.ranked_recipes, choose.target_os, plan.resolve_target, plan.small_gpu):
+               choose.choose, choose.ranked_recipes, choose.target_os, plan.resolve_target, envspec.small_gpu):
         assert inspect.signature(fn).parameters["facts"].annotation == "Facts", fn.__qualname__
 
 

@@ -17,10 +17,14 @@ from packaging.version import Version
 
 from tests.casebook.test_verdict_casebook_bugs import checks, linux_facts
 from tests.unit.kb.test_rules_table import with_rule
-from tfgpu.judge.explain import explain_lines, load_catalog
-from tfgpu.judge.verdict import judge_target, system_cuda_serves
-from tfgpu.kb.knowledge import load_container_table, load_kb, load_toml
-from tfgpu.plan.planner import cpu_dist
+from tfgpu.judge.explain import explain_lines
+from tfgpu.judge.explain_catalog import load_catalog
+from tfgpu.judge.system import system_cuda_serves
+from tfgpu.judge.target import judge_target
+from tfgpu.kb.knowledge import load_kb
+from tfgpu.kb.parse import load_toml
+from tfgpu.kb.queries import load_container_table
+from tfgpu.plan.cpu import cpu_dist
 
 KB = load_kb()
 
@@ -98,7 +102,7 @@ def test_container_requirement_fix_names_the_variable_the_toolkit_reads() -> Non
 
 
 def test_no_table_spells_the_variable_wrong() -> None:
-    from tests.conftest import REPO
+    from tests import REPO
 
     for path in sorted((REPO / "compat").glob("*.toml")):
         assert "NVIDIA_DISABLE_REQUIRES" not in path.read_text(encoding="utf-8"), path.name

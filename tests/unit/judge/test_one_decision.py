@@ -25,8 +25,9 @@ from tfgpu.cli.doctor import doctor_result
 from tfgpu.core.errors import TfgpuError, UsageError
 from tfgpu.kb.knowledge import load_kb
 from tfgpu.kb.versions import series_of
+from tfgpu.plan.cpu import plan_cpu_environment
 from tfgpu.plan.model import Plan
-from tfgpu.plan.planner import plan_cpu_environment, plan_environment, resolve_target
+from tfgpu.plan.planner import plan_environment, resolve_target
 
 KB = load_kb()
 SEED = TESTS / "data" / "facts" / "mx150-laptop-ubuntu1804.json"
@@ -419,8 +420,9 @@ def test_the_runner_table_has_a_row_for_every_backend_value() -> None:
     # a container runner never takes a pip or conda recipe, and a recipe runner never an image
     facts = with_container_facts(machine("linux", "550.54.15", GPUS[8], ["3.11"], None, None), ["docker-ready"],
                                  "docker", True)
+    from tfgpu.backends.runners import Preferences
     from tfgpu.judge.containers import runtime_context
-    from tfgpu.plan.choose import Preferences, choose
+    from tfgpu.plan.choose import choose
 
     image = choose(KB, facts, None, Version("2.15.1"), "linux", {}, Preferences(backend="docker"))[0].recipe
     pip = choose(KB, facts, None, Version("2.15.1"), "linux", {"python3.11": "/usr/bin/python3.11"},

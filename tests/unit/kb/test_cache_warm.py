@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests import TESTS
-from tfgpu.judge import explain
+from tfgpu.judge import explain_catalog as excat
 from tfgpu.kb import knowledge, parse, queries, store
 
 FACTS = str(TESTS / "data/facts/r740-4x-tesla-m60.json")
@@ -27,7 +27,7 @@ RUNS = (
 
 def _clear() -> None:
     for f in (knowledge.load_kb, knowledge.load_explain_data, knowledge.load_gpu_devices, parse.load_toml,
-              explain.load_catalog):
+              excat.load_catalog):
         f.cache_clear()
 
 
@@ -61,7 +61,7 @@ def test_compat_doctor_plan_and_explain_read_no_toml_when_the_cache_is_warm(
     cache_dir: Path, cli: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cold = [cli(*argv) for argv in RUNS]
-    cold_catalog = explain.load_catalog()
+    cold_catalog = excat.load_catalog()
     assert all(rc in (0, 1) for rc, _, _ in cold), [(argv, err) for argv, (_, _, err) in zip(RUNS, cold)]
     assert sorted(p.name.split(".", 1)[1] for p in cache_dir.iterdir()) == ["devices.json", "explain.json", "json"]
     _clear()  # a new process: nothing parsed in memory, only the cache files on disk
@@ -69,7 +69,7 @@ def test_compat_doctor_plan_and_explain_read_no_toml_when_the_cache_is_warm(
     warm = [cli(*argv) for argv in RUNS]
     assert not tried
     assert warm == cold  # same exit codes, same documents, nothing on stderr that was not there before
-    assert explain.load_catalog() == cold_catalog
+    assert excat.load_catalog() == cold_catalog
     assert not tried
 
 

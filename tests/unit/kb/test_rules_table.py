@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
+from tfgpu.backends.runners import PIP, Context
 from tfgpu.core.errors import DataError
 from tfgpu.core.record import replace
 from tfgpu.facts.machine import Machine, _apply_cvd
@@ -22,8 +23,7 @@ from tfgpu.kb.knowledge import KnowledgeBase, load_kb
 from tfgpu.kb.parse import load_toml
 from tfgpu.kb.records import RULE_IDS, Rule
 from tfgpu.kb.specifiers import VersionSpec
-from tfgpu.plan.choose import PIP, Context
-from tfgpu.plan.planner import cpu_dist
+from tfgpu.plan.cpu import cpu_dist
 from tfgpu.tools.lint import lint_dockerfile
 
 KB = load_kb()
@@ -228,7 +228,7 @@ def test_the_hint_for_a_missing_interpreter_names_a_python_from_the_data() -> No
 
 
 def test_nvidia_library_path_follows_the_row() -> None:
-    from tfgpu.plan.planner import _venv_nvidia_snippet, nvidia_libpath_needed
+    from tfgpu.plan.activation import _venv_nvidia_snippet, nvidia_libpath_needed
 
     assert nvidia_libpath_needed(KB, Version("2.17.1"))
     assert not nvidia_libpath_needed(KB, Version("2.18.0"))

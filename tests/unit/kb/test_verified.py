@@ -21,7 +21,7 @@ from tfgpu.kb.parse import load_toml, verified_from_row
 from tfgpu.kb.queries import dump_verified, load_pins, load_verified, verified_status
 from tfgpu.kb.records import VERIFIED_PACKAGES
 from tfgpu.kb.versions import series_of
-from tfgpu.plan.planner import pins_for
+from tfgpu.plan.envspec import pins_for
 
 KB = load_kb()
 ROWS = load_verified()

@@ -15,7 +15,9 @@ from tfgpu.backends.lockfiles import Lock, LockedPackage, detect_lock_kind, read
 from tfgpu.core.errors import InputError, UsageError
 from tfgpu.core.record import replace
 from tfgpu.kb.knowledge import load_kb
-from tfgpu.plan.planner import is_anaconda_channel, plan_environment, plan_from_lock
+from tfgpu.plan.channels import is_anaconda_channel
+from tfgpu.plan.fromlock import plan_from_lock
+from tfgpu.plan.planner import plan_environment
 
 KB = load_kb()
 DATA = TESTS / "data" / "lock"

@@ -28,7 +28,7 @@ from tfgpu.backends import lockfiles
 from tfgpu.build.lock import LockTarget, lock_pip, plan_pip_lock
 from tfgpu.core.errors import ExitCode, StepFailed, UsageError
 from tfgpu.kb.knowledge import load_kb
-from tfgpu.plan.planner import plan_from_lock
+from tfgpu.plan.fromlock import plan_from_lock
 
 Cli = Callable[..., tuple[int, str, str]]
 FAKE_UV = TESTS / "fake_programs" / "fake_uv.py"

@@ -13,15 +13,12 @@ from packaging.version import Version
 from tfgpu.core.errors import UsageError
 from tfgpu.kb.knowledge import load_kb
 from tfgpu.kb.queries import load_pins
+from tfgpu.plan.activation import nvidia_libpath_needed
 from tfgpu.plan.choose import candidate_recipes
+from tfgpu.plan.envspec import check_name
+from tfgpu.plan.formats import render_environment_yml, render_sh
 from tfgpu.plan.model import Plan
-from tfgpu.plan.planner import (
-    check_name,
-    nvidia_libpath_needed,
-    plan_environment,
-    render_environment_yml,
-    render_sh,
-)
+from tfgpu.plan.planner import plan_environment
 
 KB = load_kb()
 HOME = "/home/u/.local/share/tfgpu"

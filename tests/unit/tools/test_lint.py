@@ -16,16 +16,8 @@ from tests.unit.judge.test_verdict import gpu_facts
 from tfgpu.core.errors import InputError
 from tfgpu.facts.machine import Machine
 from tfgpu.kb.knowledge import load_kb
-from tfgpu.tools.lint import (
-    detect_kind,
-    hides_every_gpu,
-    lint_dockerfile,
-    lint_paths,
-    lint_text,
-    parse_dockerfile,
-    stages,
-    tf_installs,
-)
+from tfgpu.tools.dockerfile import parse_dockerfile, stages
+from tfgpu.tools.lint import detect_kind, hides_every_gpu, lint_dockerfile, lint_paths, lint_text, tf_installs
 
 KB = load_kb()
 LINT = DATA / "lint"

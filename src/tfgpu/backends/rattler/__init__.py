@@ -27,10 +27,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tfgpu.backends.rattler.archives import verify_archives
 from tfgpu.backends.rattler.requirement import (
     available as available,  # re-exported: engine.available() is the API
 )
-from tfgpu.backends.rattler.requirement import require as require
+from tfgpu.backends.rattler.requirement import require
+from tfgpu.backends.rattler.virtual import VirtualPkg, current_platform, detect_virtual_packages
 from tfgpu.core.errors import Interrupted, StepFailed, TfgpuError, UsageError, clip_words
 from tfgpu.core.record import record
 from tfgpu.core.sysio import pid_alive
@@ -46,148 +48,10 @@ CHANNEL_ALIASES: dict[str, tuple[str, ...]] = {
     "defaults": ("https://repo.anaconda.com/pkgs/main", "https://repo.anaconda.com/pkgs/r"),
 }
 
-#: Machine-independent virtual packages per platform, used when solving for a platform that is not
-#: this machine (``tfgpu lock``). Same values as conda-lock's default-virtual-packages.yaml (v4.0),
-#: without ``__cuda``: the caller decides which CUDA the lock targets.
-DEFAULT_VIRTUAL_PACKAGES: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "linux-64": (("__unix", "0", "0"), ("__linux", "5.10", "0"), ("__glibc", "2.28", "0"),
-                 ("__archspec", "1", "x86_64")),
-    "linux-aarch64": (("__unix", "0", "0"), ("__linux", "5.10", "0"), ("__glibc", "2.28", "0"),
-                      ("__archspec", "1", "aarch64")),
-    "linux-ppc64le": (("__unix", "0", "0"), ("__linux", "5.10", "0"), ("__glibc", "2.28", "0"),
-                      ("__archspec", "1", "ppc64le")),
-    "osx-64": (("__unix", "0", "0"), ("__osx", "11.0", "0"), ("__archspec", "1", "x86_64")),
-    "osx-arm64": (("__unix", "0", "0"), ("__osx", "11.0", "0"), ("__archspec", "1", "arm64")),
-    "win-64": (("__win", "0", "0"), ("__archspec", "1", "x86_64")),
-}
 
 PARTIAL_MARK = ".tfgpu-partial-"
 
 
-@record
-class VirtualPkg:
-    """A virtual package the solver treats as installed (``__cuda=12.4=0``)."""
-
-    name: str
-    version: str
-    build: str = "0"
-
-    def __str__(self) -> str:
-        return f"{self.name}={self.version}={self.build}"
-
-
-def parse_virtual_package(text: str) -> VirtualPkg:
-    """``__cuda=12.4`` or ``__cuda=12.4=0`` (conda's NAME=VERSION[=BUILD]) -> VirtualPkg."""
-    parts = text.strip().split("=")
-    if (len(parts) not in (2, 3) or not _VP_NAME.fullmatch(parts[0]) or not _VP_VERSION.fullmatch(parts[1])
-            or (len(parts) == 3 and parts[2] and not _VP_VERSION.fullmatch(parts[2]))):
-        msg = f"bad virtual package {text!r}"
-        raise UsageError(msg, hint="write NAME=VERSION[=BUILD], e.g. __cuda=12.4")
-    return VirtualPkg(parts[0], parts[1], parts[2] if len(parts) == 3 and parts[2] else "0")
-
-
-#: A virtual package's name and version as conda writes them (ASCII, bounded): garbage is rc 2 here,
-#: not a solver error or a crash later.
-_VP_NAME = re.compile(r"__[a-z0-9_-]{1,32}")
-_VP_VERSION = re.compile(r"[0-9A-Za-z_][0-9A-Za-z_.+]{0,31}")
-
-
-def resolve_virtual_packages(
-    detected: Sequence[VirtualPkg],
-    *,
-    driver_cuda: str | None,
-    env: Mapping[str, str],
-    explicit: Sequence[VirtualPkg] = (),
-) -> tuple[list[VirtualPkg], list[str]]:
-    """Pure: the virtual packages to solve with, and notes saying where overrides came from.
-
-    ``detected`` are the machine's (rattler's detection); ``driver_cuda`` the CUDA version the driver
-    supports (tfgpu's probe), which replaces a detected ``__cuda``. ``CONDA_OVERRIDE_CUDA`` and
-    ``CONDA_OVERRIDE_GLIBC`` act as in conda: a value replaces the detected one, an empty value
-    removes the package (https://docs.conda.io/projects/conda/en/latest/user-guide/tasks/manage-virtual.html).
-    ``explicit`` (``--virtual-package``) wins over everything.
-    """
-    notes: list[str] = []
-    by_name: dict[str, VirtualPkg] = {v.name: v for v in detected}
-    if driver_cuda:
-        by_name["__cuda"] = VirtualPkg("__cuda", driver_cuda)
-    for var, name in (("CONDA_OVERRIDE_CUDA", "__cuda"), ("CONDA_OVERRIDE_GLIBC", "__glibc")):
-        if var not in env:
-            continue
-        value = env[var].strip()
-        if value and not re.fullmatch(r"[0-9]{1,4}(\.[0-9]{1,4}){0,3}", value):
-            msg = f"{var}={env[var]!r} is not a version"
-            raise UsageError(msg, hint=f"set {var} to a version like 12.4, or to an empty value for none")
-        if value:
-            by_name[name] = VirtualPkg(name, value)
-            notes.append(f"{name}={value} from {var}")
-        else:
-            by_name.pop(name, None)
-            notes.append(f"no {name}: {var} is set and empty")
-    for v in explicit:
-        by_name[v.name] = v
-        notes.append(f"{v} from --virtual-package")
-    return sorted(by_name.values(), key=lambda v: v.name), notes
-
-
-def default_virtual_packages(platform: str) -> list[VirtualPkg]:
-    """Machine-independent virtual packages for solving ``platform`` anywhere (no ``__cuda``)."""
-    return [VirtualPkg(*row) for row in DEFAULT_VIRTUAL_PACKAGES.get(platform, ())]
-
-
-def _probe_driver_cuda() -> tuple[bool, str | None]:
-    """(probe available, CUDA version the driver supports) from tfgpu's probe (used when the caller did not
-    say what the facts know: create's plans do, with --driver-cuda)."""
-    from tfgpu.facts.probe import detect_facts
-
-    try:
-        facts = detect_facts()
-        driver = facts["driver"] if isinstance(facts, Mapping) else getattr(facts, "driver", None)
-        cuda = driver.get("cuda") if isinstance(driver, Mapping) else getattr(driver, "cuda", None)
-    except Exception:  # a probe must never break a solve: fall back to rattler's own detection
-        return False, None
-    return True, (str(cuda) if cuda else None)
-
-
-def detect_virtual_packages(
-    platform: str | None = None,
-    *,
-    env: Mapping[str, str] | None = None,
-    explicit: Sequence[VirtualPkg] = (),
-    detect: bool = True,
-    driver_cuda_known: tuple[str | None] | None = None,
-) -> tuple[list[VirtualPkg], list[str]]:
-    """The virtual packages of this machine (or the defaults of another platform), with overrides.
-    ``driver_cuda_known``: the CUDA the driver supports as the caller's facts say ((None,) = no driver);
-    then tfgpu's probe is not run again (a plan's facts are the authority)."""
-    env = os.environ if env is None else env
-    platform = platform or current_platform()
-    detected: list[VirtualPkg] = []
-    driver_cuda: str | None = None
-    if not detect:
-        pass
-    elif platform != current_platform():
-        detected = default_virtual_packages(platform)
-    else:
-        from rattler import VirtualPackage, VirtualPackageOverrides
-
-        if driver_cuda_known is not None:
-            have_probe, driver_cuda = True, driver_cuda_known[0]
-        else:
-            have_probe, driver_cuda = _probe_driver_cuda()
-        for vp in VirtualPackage.detect(VirtualPackageOverrides()):
-            g = vp.into_generic()
-            name = g.name.normalized
-            if name == "__cuda" and have_probe:
-                continue  # tfgpu's probe is the authority on the driver
-            detected.append(VirtualPkg(name, str(g.version), str(g.build_string)))
-    return resolve_virtual_packages(detected, driver_cuda=driver_cuda, env=env, explicit=explicit)
-
-
-def current_platform() -> str:
-    from rattler import Subdir
-
-    return str(Subdir.current())
 
 
 def expand_channels(channels: Sequence[str]) -> list[str]:
@@ -604,133 +468,6 @@ def install_lockfile(
     finally:
         shutil.rmtree(private, ignore_errors=True)
     return tuple(records)
-
-
-#: Archives are read and hashed in pieces of this size.
-_CHUNK = 1 << 20
-
-
-def _hash_file(path: Path, algo: str) -> str:
-    import hashlib
-
-    h = hashlib.new(algo)
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _expected_hash(rec: Any) -> tuple[str, str]:
-    """(algorithm, hex digest) the lock gives for a record: its sha256. An md5 alone is refused like no
-    hash at all: md5 collisions are cheap to make, so it cannot tell the locked archive from another."""
-    if rec.sha256:
-        return "sha256", rec.sha256.hex()
-    msg = (f"the lock gives no sha256 for {rec.file_name}"
-           + (" (only an md5, which collisions defeat)" if rec.md5 else "")
-           + "; tfgpu installs only verified packages")
-    raise StepFailed(msg, hint="regenerate the lock: tfgpu lock --tf VERSION --force")
-
-
-def _fetch(url: str, dest: Path, *, offline: bool) -> None:
-    """Copy a package archive from a file:// path or download it over http(s) into ``dest``."""
-    from urllib.parse import unquote, urlparse
-
-    parsed = urlparse(url)
-    if parsed.scheme == "file":
-        import stat
-        from urllib.request import url2pathname
-
-        src = Path(url2pathname(unquote(parsed.path)))
-        # non-blocking open, then regular files only: a FIFO, /dev/zero or /dev/stdin named by a lock
-        # would hang the install or fill the disk before any hash could be checked
-        fd = os.open(src, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as fin:
-            if not stat.S_ISREG(os.fstat(fin.fileno()).st_mode):
-                msg = f"{url} is not a regular file: a package archive is one"
-                raise StepFailed(msg, hint="check the lock's URLs")
-            with dest.open("wb") as fout:
-                shutil.copyfileobj(fin, fout, _CHUNK)
-        return
-    if parsed.scheme not in ("http", "https"):
-        msg = f"{url}: tfgpu fetches packages over file://, http:// and https:// only"
-        raise StepFailed(msg)
-    if offline:
-        msg = f"--offline: {Path(parsed.path).name} is not in the package cache"
-        raise StepFailed(msg, hint="run once without --offline (with the network) to fill the cache")
-    import urllib.request
-
-    with urllib.request.urlopen(url, timeout=120) as resp, dest.open("wb") as fout:  # http(s) only, checked above
-        shutil.copyfileobj(resp, fout, _CHUNK)
-
-
-def _private_store(store: Path) -> None:
-    """Make ``store`` (mode 0700) or check that it is a real directory of this user that nobody else can
-    write, in a parent nobody else can rename it in: an archive is checked here and extracted from
-    here later, and whoever could write in between could swap it for one the lock never named."""
-    import stat
-
-    store.mkdir(parents=True, exist_ok=True, mode=0o700)
-    uid = os.geteuid() if hasattr(os, "geteuid") else None
-    for path, own in ((store, True), (store.parent, False)):
-        st = os.lstat(path)
-        if stat.S_ISLNK(st.st_mode) and own:
-            msg = f"the package store {store} is a symlink: tfgpu keeps verified packages only in a real directory"
-        elif not stat.S_ISDIR(st.st_mode) or (own and uid is not None and st.st_uid != uid):
-            msg = f"the package store {path} is not a directory of yours"
-        elif st.st_mode & 0o022 and not (not own and st.st_mode & stat.S_ISVTX):
-            msg = (f"others can write {path}: a package could be swapped between tfgpu's hash check and "
-                   "its installation")
-        else:
-            continue
-        raise StepFailed(msg, hint="use a package cache of your own (RATTLER_CACHE_DIR or --cache-dir), "
-                                   f"or fix its permissions (chmod go-w {path})")
-
-
-def verify_archives(records: Sequence[Any], store: Path, *, offline: bool = False) -> list[Any]:
-    """Each record's archive, fetched (whatever the URL scheme) and checked against the lock's hash,
-    as a record pointing at the verified copy in ``store`` (file://). A copy already in the store is
-    hashed again before it is used. Raises StepFailed naming the package on any mismatch."""
-    _private_store(store)
-    out = []
-    missing: list[str] = []
-    for rec in records:
-        algo, want = _expected_hash(rec)
-        name = Path(str(rec.file_name)).name
-        kept = store / f"{want}-{name}"
-        if kept.is_file() and not kept.is_symlink() and _hash_file(kept, algo) == want:
-            pass
-        else:
-            tmp = store / f".{name}.{uuid.uuid4().hex}.part"
-            try:
-                try:
-                    _fetch(str(rec.url), tmp, offline=offline)
-                except StepFailed:
-                    if offline:
-                        missing.append(name)
-                        continue
-                    raise
-                except OSError as exc:
-                    if offline:
-                        missing.append(name)
-                        continue
-                    msg = f"cannot fetch {rec.url}: {exc.strerror or exc}"
-                    raise StepFailed(msg, hint="check the lock's URLs, or that the channel is reachable") from None
-                got = _hash_file(tmp, algo)
-                if got != want:
-                    msg = (f"{name} from {rec.url} has {algo} {got}, but the lock says {want}: refusing to install "
-                           "a package that is not the one locked")
-                    raise StepFailed(msg, hint="the package or the lock was changed; regenerate the lock from a "
-                                               "channel you trust")
-                tmp.replace(kept)
-            finally:
-                tmp.unlink(missing_ok=True)
-        rec.url = kept.as_uri()
-        out.append(rec)
-    if missing:
-        msg = f"--offline: {len(missing)} package(s) not in the package cache {store}: " + ", ".join(
-            missing[:5]) + (" ..." if len(missing) > 5 else "")
-        raise StepFailed(msg, hint="run once without --offline (with the network) to fill the cache")
-    return out
 
 
 def describe(records: Sequence[Any]) -> list[str]:

@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+from tfgpu.backends.rattler import virtual
 from tfgpu.core.errors import ExitCode, TfgpuError
 
 PROG = "python -m tfgpu.backends.rattler"
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "create":
-            explicit = [engine.parse_virtual_package(v) for v in args.virtual_package]
+            explicit = [virtual.parse_virtual_package(v) for v in args.virtual_package]
             created = engine.create_env(
                 args.specs, args.prefix, args.channel, platform=args.platform, virtual_packages=explicit,
                 detect=not args.no_virtual_detect, cache_dir=args.cache_dir, offline=args.offline,

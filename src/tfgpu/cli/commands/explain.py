@@ -55,7 +55,7 @@ def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, 
 
     from tfgpu.core.errors import UsageError
     from tfgpu.core.record import replace
-    from tfgpu.judge.explain import explain_file
+    from tfgpu.tools.explain import explain_file
 
     if logfile == "-" and sys.stdin is None:  # `tfgpu explain - <&-`
         msg = "no log given and standard input is closed"
@@ -91,8 +91,8 @@ def render_findings(findings: Iterable[LogFinding], *, notes: Iterable[str] = ()
     """A rich table of findings, most important first; harmless ones summarised in one line."""
     from rich.table import Table
 
-    from tfgpu.judge.explain import summarize_harmless
     from tfgpu.render import output
+    from tfgpu.tools.explain import summarize_harmless
 
     items = list(findings)
     console = output.console(soft_wrap=False)

@@ -44,7 +44,7 @@ def lock(
     """Lock a TensorFlow GPU environment: exact URLs and hashes per platform (needs the network).
 
     The recipe is the one `tfgpu plan` and `tfgpu doctor` choose for this machine (or the --facts file)."""
-    from tfgpu.backends.rattler import parse_virtual_package
+    from tfgpu.backends.rattler.virtual import parse_virtual_package
     from tfgpu.build.lock import check_lock_backend
     from tfgpu.core.timeouts import check_timeout
     from tfgpu.facts.gather import gather_facts

@@ -70,7 +70,7 @@ def plan_cmd(
     """Print exactly what `tfgpu create` would run: argv, environment variables and why. Changes nothing.
     Exit 1 when the target is blocked here (unless --force or --cpu), as `tfgpu create` would refuse it."""
     from tfgpu.core.errors import UsageError
-    from tfgpu.plan.planner import render_environment_yml, render_sh
+    from tfgpu.plan.formats import render_environment_yml, render_sh
     from tfgpu.render import output
 
     container = backend in CONTAINER_BACKENDS
