@@ -105,6 +105,7 @@ def _verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, lo
     from tfgpu.core.errors import TfgpuError
     from tfgpu.kb.knowledge import load_kb
     from tfgpu.kb.versions import version
+    from tfgpu.plan.request import BuildRequest
     from tfgpu.verify.runner import child_env, run_smoke
 
     kb = load_kb()
@@ -114,8 +115,7 @@ def _verify_one(tf: str, *, scratch: Path, facts: dict[str, Any], keep: bool, lo
            "pins": "", "source": SOURCE_KEY}
     prefix = scratch / f"tf{tf}"
     try:
-        plan = build_plan(tf=tf, backend="pip", name=None, prefix=str(prefix), python=None, channels=[],
-                          facts=facts, find_links=[], index_url=None, offline=False)
+        plan = build_plan(BuildRequest(tf=tf, backend="pip", prefix=str(prefix)), facts)
     except TfgpuError as exc:
         recipes = kb.recipes_for(version(tf), "linux", backend="pip")
         if recipes:

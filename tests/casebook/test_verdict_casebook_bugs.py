@@ -15,6 +15,7 @@ from tfgpu.judge.system import system_cuda_installed, system_cuda_serves
 from tfgpu.judge.target import judge_target
 from tfgpu.kb.knowledge import load_kb
 from tfgpu.plan.planner import plan_environment
+from tfgpu.plan.request import BuildRequest
 
 KB = load_kb()
 HOME = "/home/u/.local/share/tfgpu"
@@ -73,7 +74,7 @@ def test_the_plan_keeps_pip_where_the_doctor_does() -> None:
     assert system_cuda_installed(Machine.from_facts(facts, KB), "11.2", Version("2.5.0"), KB)
     assert not system_cuda_installed(Machine.from_facts(facts, KB), "11.0", Version("2.4.1"), KB)
     facts["python"] = {"current": "3.8.10", "interpreters": [{"version": "3.8.10", "path": "/usr/bin/python3.8"}]}
-    plan = plan_environment(KB, facts, tf="2.5.0", tools=TOOLS_ALL, home=HOME)
+    plan = plan_environment(KB, facts, BuildRequest(tf="2.5.0"), tools=TOOLS_ALL, home=HOME)
     assert plan.recipe_id == "pip-system-cuda"
 
 

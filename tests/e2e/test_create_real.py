@@ -27,6 +27,7 @@ from tfgpu.core.record import replace
 from tfgpu.kb.knowledge import load_kb
 from tfgpu.plan.model import Plan
 from tfgpu.plan.planner import plan_environment
+from tfgpu.plan.request import BuildRequest
 
 KB = load_kb()
 BASE_PY = str(getattr(sys, "_base_executable", sys.executable))
@@ -58,8 +59,7 @@ def facts() -> dict[str, Any]:
 
 def make_plan(prefix: Path, wheelhouse: Path, *, uv: bool) -> Plan:
     tools: dict[str, str | None] = {"uv": UV if uv else None, f"python{PY_XY}": BASE_PY}
-    return plan_environment(KB, facts(), tf="2.20.0", backend="pip", prefix=str(prefix), tools=tools,
-                            find_links=[str(wheelhouse)], offline=True, home=str(prefix.parent))
+    return plan_environment(KB, facts(), BuildRequest(tf="2.20.0", backend="pip", prefix=str(prefix), find_links=(str(wheelhouse),), offline=True), tools=tools, home=str(prefix.parent))
 
 
 def env_tf_version(prefix: Path) -> str:

@@ -22,6 +22,7 @@ from tfgpu.core.record import replace
 from tfgpu.kb.knowledge import load_kb
 from tfgpu.plan.formats import render_environment_yml, render_sh
 from tfgpu.plan.planner import plan_environment
+from tfgpu.plan.request import BuildRequest
 
 pytestmark = pytest.mark.safety
 
@@ -84,7 +85,7 @@ def _commands(script: str) -> list[str]:
 
 
 def test_every_value_in_the_sh_script_is_escaped_comments_included(tmp_path: Path) -> None:
-    plan = plan_environment(load_kb(), _facts(), tf="2.12.0", backend="conda", tools=TOOLS, home="/h")
+    plan = plan_environment(load_kb(), _facts(), BuildRequest(tf="2.12.0", backend="conda"), tools=TOOLS, home="/h")
     clean = _commands(render_sh(plan))
     evil = replace(plan, backend_reason="x\ntouch /tmp/a", notes=("n\rtouch /tmp/b", "\x1b]8;;http://x\x07y"),
                    steps=(*plan.steps, Step((), "why\ntouch /tmp/c", kind="write-file", path=str(tmp_path / "f"),
@@ -100,7 +101,7 @@ def test_every_value_in_the_sh_script_is_escaped_comments_included(tmp_path: Pat
 
 
 def test_environment_yml_quotes_every_scalar() -> None:
-    plan = plan_environment(load_kb(), _facts(), tf="2.12.0", backend="conda", tools=TOOLS, home="/h")
+    plan = plan_environment(load_kb(), _facts(), BuildRequest(tf="2.12.0", backend="conda"), tools=TOOLS, home="/h")
     evil = replace(plan, channels=("conda-forge\n  - evil", "x: y", "#c", "- z"))
     doc = yaml.safe_load(render_environment_yml(evil))
     assert doc["channels"][:4] == ["conda-forge\n  - evil", "x: y", "#c", "- z"]

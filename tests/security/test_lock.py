@@ -11,6 +11,7 @@ from tests.unit.plan.test_from_lock_plan import FACTS, HOME, KB
 from tfgpu.backends.lockfiles import Lock, LockedPackage
 from tfgpu.core.errors import InputError
 from tfgpu.plan.fromlock import plan_from_lock
+from tfgpu.plan.request import BuildRequest
 
 pytestmark = pytest.mark.safety
 
@@ -27,7 +28,7 @@ def _info(*pip: LockedPackage) -> Lock:
 
 
 def _pip_args(info: Lock) -> list[str]:
-    plan = plan_from_lock(KB, FACTS, info, platform="linux-64", home=HOME)
+    plan = plan_from_lock(KB, FACTS, info, BuildRequest(platform="linux-64"), home=HOME)
     step = next(s for s in plan.steps if "pip" in s.argv and "install" in s.argv)
     return [a for a in step.argv if " @ " in a or "==" in a]
 

@@ -91,38 +91,3 @@ def smoke_entry(entry: Mapping[str, Any], *, facts: Mapping[str, Any] | None, ti
                             echo=echo)
     record_smoke(entry, report, allow_cpu=allow_cpu)
     return report
-
-
-def run_container_create(*, tf: str, backend: str, image: str | None, name: str | None, facts: dict[str, Any],
-                         dry_run: bool, yes: bool, no_smoke: bool, allow_cpu: bool, timeout: float | None,
-                         out: Callable[[str], None], err: Callable[[str], None],
-                         confirm: Callable[[str], bool] | None, show_plan: Callable[[Plan], None]) -> int:
-    """`tfgpu create --backend docker|podman|apptainer|container`: plan, show it (``show_plan``), confirm, pull,
-    smoke, record."""
-    from tfgpu.build.pipeline import build_container_plan
-    from tfgpu.core.errors import NotReady
-    from tfgpu.plan.envspec import check_name
-
-    plan = build_container_plan(tf=tf, backend=backend, image=image, name=name, facts=facts)
-    name = check_name(name or f"tf{plan.tf}-{plan.backend}")
-    show_plan(plan)
-    if dry_run:
-        out("dry run: nothing was changed")
-        return 0
-    if "blocked" in plan.backend_reason and not allow_cpu:
-        msg = f"the container route is blocked on this machine: {'; '.join(plan.notes[:2])}"
-        raise NotReady(msg, hint="fix the blockers above, or pass --allow-cpu to pull and test it anyway")
-    if not yes and (confirm is None or not confirm(f"Pull {plan.recipe_id} and test it?")):
-        out("cancelled")
-        return 1
-    done = create_container(plan, name=name, facts=facts, timeout=timeout, no_smoke=no_smoke, allow_cpu=allow_cpu,
-                            echo=err)
-    out(f"recorded {name}: {plan.recipe_id} ({plan.backend}); log: {done['log']}")
-    if done["smoke"] is None:
-        out("smoke test skipped (--no-smoke)")
-        return 0
-    out(f"smoke test: {done['smoke'].get('summary')}")
-    for f in done["smoke"].get("findings") or []:
-        if f.get("severity") in ("fatal", "error", "warning"):
-            out(f"  - {f.get('meaning')}" + (f" (fix: {f.get('fix')})" if f.get("fix") else ""))
-    return 0 if done["passed"] else 1

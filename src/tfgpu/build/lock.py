@@ -24,6 +24,7 @@ from tfgpu.backends.steps import Step
 from tfgpu.core.errors import StepFailed, UsageError
 from tfgpu.core.record import field, record
 from tfgpu.facts.document import as_facts
+from tfgpu.plan.request import BuildRequest
 
 if TYPE_CHECKING:
     from tfgpu.kb.knowledge import KnowledgeBase
@@ -88,9 +89,10 @@ def lock_target(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, platform: 
     tools["rattler"] = tools.get("rattler", "embedded") or "embedded"  # the lock is solved here, not run
 
     def planned(with_tools: Mapping[str, str | None]) -> Any:
-        return plan_environment(kb, as_facts(facts_for_platform(facts, platform)), tf=tf,
-                                backend="rattler" if backend == "conda" else backend, python=python,
-                                tools=with_tools, channels=channels, home="~", engine_python="python", prefer=prefer)
+        req = BuildRequest(tf=tf, backend="rattler" if backend == "conda" else backend, python=python,
+                           channels=tuple(channels), prefer=prefer)
+        return plan_environment(kb, as_facts(facts_for_platform(facts, platform)), req, tools=with_tools, home="~",
+                                engine_python="python")
 
     try:  # the Python this machine would build with (create --from-lock then finds it) ...
         plan = planned(tools)
@@ -316,9 +318,9 @@ def check_lock_backend(backend: str) -> None:
 
 
 def lock_environment(
-    *, tf: str, platforms: tuple[str, ...], output: Path | None, channels: tuple[str, ...], backend: str,
-    python: str | None, virtual_packages: tuple[str, ...], cache_dir: Path | None, force: bool,
-    facts: Mapping[str, Any] | None = None, say: Callable[[str], None] | None = None, timeout: float | None = None,
+    req: BuildRequest, *, platforms: tuple[str, ...], output: Path | None, virtual_packages: tuple[str, ...],
+    cache_dir: Path | None, force: bool, facts: Mapping[str, Any] | None = None,
+    say: Callable[[str], None] | None = None, timeout: float | None = None,
 ) -> LockOutcome:
     """`tfgpu lock` as a library call: resolve the target (``latest`` included, as plan and create do), choose
     what to lock (the recipe ``tfgpu plan`` chooses here, for --backend auto), lock it, write the file.
@@ -335,6 +337,7 @@ def lock_environment(
         if say is not None:
             say(line)
 
+    tf, backend, python, channels = str(req.tf), req.backend, req.python, req.channels
     check_lock_backend(backend)
     kb = load_kb()
     facts = dict(facts or {})
@@ -371,9 +374,9 @@ def lock_environment(
         if not channels and config.channels:  # --channel beats the config file, which beats the recipe's channels
             channels = tuple(config.channels)
             note(f"# channels from {config.path}: {', '.join(channels)}")
-        req = LockRequest(tf=tf, platforms=platforms, channels=channels, python=python,
-                          virtual_packages=virtual_packages, facts=facts, tools=tools, prefer=config.prefer)
-        lock, notes = lock_conda(kb, req, cache_dir=cache_dir, timeout=timeout)
+        lock_req = LockRequest(tf=tf, platforms=platforms, channels=channels, python=python,
+                               virtual_packages=virtual_packages, facts=facts, tools=tools, prefer=config.prefer)
+        lock, notes = lock_conda(kb, lock_req, cache_dir=cache_dir, timeout=timeout)
         write_lockfile(lock, out, force=force)
         counts = ", ".join(f"{p}: {len(lock.for_platform(p))}" for p in lock.platforms)
         notes.append(f"packages per platform: {counts}")

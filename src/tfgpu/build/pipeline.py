@@ -14,8 +14,10 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tfgpu.core.record import field, record
+from tfgpu.core.record import field, record, replace
 from tfgpu.facts.document import as_facts
+from tfgpu.kb.versions import Target
+from tfgpu.plan.request import BuildRequest
 
 if TYPE_CHECKING:
     from tfgpu.judge.findings import TargetVerdict
@@ -24,27 +26,17 @@ if TYPE_CHECKING:
 
 @record
 class CreateRequest:
-    """What `tfgpu create` was asked for, facts already gathered (tfgpu.facts.gather.gather_facts)."""
+    """What `tfgpu create` was asked for: what to build (``build``), the facts already gathered
+    (tfgpu.facts.gather.gather_facts), and what only creating decides."""
 
-    tf: str | None
+    build: BuildRequest
     facts: Mapping[str, Any]
-    backend: str = "auto"
-    name: str | None = None
-    prefix: str | None = None
-    python: str | None = None
-    channels: tuple[str, ...] = ()
     dry_run: bool = False
     force: bool = False
     no_smoke: bool = False
     allow_cpu: bool = False
     timeout: float | None = None
-    find_links: tuple[str, ...] = ()
-    index_url: str | None = None
-    offline: bool = False
-    from_lock: str | None = None
-    platform: str | None = None
     facts_from_file: bool = False  # someone else's machine: judged with, never used to pick programs to run
-    cpu: bool = False  # the CPU route: tensorflow(-cpu), no CUDA; the smoke test accepts a CPU-only result
 
 
 @record(frozen=False)
@@ -103,19 +95,21 @@ def refuse_foreign_prefix(prefix: str | None, force: bool) -> None:
 
 
 def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
-    """Judge the target, plan, confirm, build, smoke-test and register an environment."""
+    """Judge the target, plan, confirm, build, smoke-test and register an environment (a venv or conda
+    environment, or a GPU container image pulled and recorded: the container runtimes are runners too)."""
+    from tfgpu.backends.names import CONTAINER_BACKENDS
     from tfgpu.core.errors import UsageError
 
     facts = dict(req.facts)
     # facts from a file describe someone else's machine: judge with them, but never run a program
     # (an interpreter, a conda) whose path came from the file
     build_facts = without_programs(facts) if req.facts_from_file else facts
-    tf = req.tf
+    if req.build.backend in CONTAINER_BACKENDS:
+        return _create_container(req, events, facts)
+    tf = req.build.tf
     lock_plan: Any = None
-    if req.from_lock is not None:  # validate the lockfile first: a bad one is exit 2 before anything else
-        lock_plan = build_from_lock_plan(from_lock=req.from_lock, name=req.name, prefix=req.prefix, platform=req.platform,
-                                    facts=build_facts, find_links=list(req.find_links), index_url=req.index_url,
-                                    offline=req.offline)
+    if req.build.from_lock is not None:  # validate the lockfile first: a bad one is exit 2 before anything else
+        lock_plan = build_from_lock_plan(req.build, build_facts)
         tf = lock_plan.tf
     assert tf is not None
     # 1. judge
@@ -123,46 +117,86 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
     from tfgpu.kb.knowledge import load_kb
 
     verdict: TargetVerdict | None = None
-    if req.cpu:
+    if req.build.cpu:
         return _create_cpu(req, events, build_facts, tf)
     try:
         # a lock fixes the backend: judge the conda (rattler) or pip route it takes
-        verdict = judge_target(as_facts(facts), load_kb(), tf, backend=lock_plan.backend if lock_plan is not None else req.backend)
+        verdict = judge_target(as_facts(facts), load_kb(), tf,
+                               backend=lock_plan.backend if lock_plan is not None else req.build.backend)
     except UsageError:
         if lock_plan is None:
             raise
         events.note(f"tfgpu: note: TensorFlow {tf} from the lock is not in the knowledge base; no pre-check")
     if verdict is not None and verdict.verdict == "blocked":
-        reasons = "; ".join(b.summary for b in verdict.blockers)
-        if not (req.force or req.allow_cpu):
-            raise blocked_error(facts, verdict, tf)
-        why = "--force" if req.force else "--allow-cpu: the smoke test will accept a CPU-only result"
-        events.note(f"tfgpu: warning: TensorFlow will not use a GPU here ({reasons}); building anyway ({why})")
-        if req.allow_cpu:
-            events.note(f"tfgpu: note: `tfgpu create --tf {verdict.tf} --cpu` builds a CPU-only environment "
-                        "without the CUDA libraries this one installs")
-    if verdict is not None and tf == "latest":
+        _go_ahead_blocked(req, events, facts, verdict, tf)
+    if verdict is not None and Target.parse(tf).is_latest:
         tf = verdict.tf
     # 2. choose and plan
-    if lock_plan is not None:
-        plan = lock_plan
-    else:
-        plan = build_plan(tf=tf, backend=req.backend, name=req.name, prefix=req.prefix, python=req.python,
-                          channels=list(req.channels), facts=build_facts, find_links=list(req.find_links),
-                          index_url=req.index_url, offline=req.offline)
+    plan = lock_plan if lock_plan is not None else build_plan(replace(req.build, tf=tf), build_facts)
     events.planned(plan)
     for c in verdict.caveats if verdict is not None else ():
         events.note(f"tfgpu: caveat: {c.summary}")
     return _build_and_verify(req, events, facts, plan, verdict)
 
 
+def _go_ahead_blocked(req: CreateRequest, events: CreateEvents, facts: Mapping[str, Any], verdict: TargetVerdict,
+                      tf: str) -> None:
+    """A blocked target: refused, unless --force or --allow-cpu (then said, and built anyway)."""
+    reasons = "; ".join(b.summary for b in verdict.blockers)
+    if not (req.force or req.allow_cpu):
+        raise blocked_error(facts, verdict, tf)
+    why = "--force" if req.force else "--allow-cpu: the smoke test will accept a CPU-only result"
+    events.note(f"tfgpu: warning: TensorFlow will not use a GPU here ({reasons}); building anyway ({why})")
+    if req.allow_cpu:
+        events.note(f"tfgpu: note: `tfgpu create --tf {verdict.tf} --cpu` builds a CPU-only environment "
+                    "without the CUDA libraries this one installs")
+
+
 def _create_cpu(req: CreateRequest, events: CreateEvents, facts: dict[str, Any], tf: str) -> Outcome:
     """--cpu: no GPU verdict to judge; plan a CPU-only venv, build it and smoke-test CPU ops."""
-    plan = build_plan(tf=tf, backend=req.backend, name=req.name, prefix=req.prefix, python=req.python,
-                      channels=list(req.channels), facts=facts, find_links=list(req.find_links),
-                      index_url=req.index_url, offline=req.offline, cpu=True)
+    plan = build_plan(replace(req.build, tf=tf), facts)
     events.planned(plan)
     return _build_and_verify(req, events, facts, plan, None)
+
+
+def _create_container(req: CreateRequest, events: CreateEvents, facts: dict[str, Any]) -> Outcome:
+    """The container route: plan (the image and the runtime that runs it), confirm, pull, smoke-test inside the
+    image with the GPU, record it; the runner is the runtime (tfgpu.backends.runners.ContainerRunner)."""
+    from tfgpu.build.container import create_container
+    from tfgpu.core.errors import NotReady
+    from tfgpu.plan.envspec import check_name
+
+    check_container_target(req.build, "create")
+    plan = build_container_plan(req.build, facts)
+    name = check_name(req.build.name or f"tf{plan.tf}-{plan.backend}")
+    events.planned(plan)
+    outcome = Outcome(0, plan)
+    if req.dry_run:
+        events.say("dry run: nothing was changed")
+        return outcome
+    if "blocked" in plan.backend_reason and not req.allow_cpu:
+        msg = f"the container route is blocked on this machine: {'; '.join(plan.notes[:2])}"
+        raise NotReady(msg, hint="fix the blockers above, or pass --allow-cpu to pull and test it anyway")
+    if not events.confirm(plan, None):
+        outcome.exit_code = 1
+        return outcome
+    done = create_container(plan, name=name, facts=facts, timeout=req.timeout, no_smoke=req.no_smoke,
+                            allow_cpu=req.allow_cpu, echo=events.note)
+    events.say(f"recorded {name}: {plan.recipe_id} ({plan.backend}); log: {done['log']}")
+    if done["smoke"] is None:
+        events.say("smoke test skipped (--no-smoke)")
+        return outcome
+    _say_smoke(events, done["smoke"])
+    outcome.smoke = done["smoke"]
+    outcome.exit_code = 0 if done["passed"] else 1
+    return outcome
+
+
+def _say_smoke(events: CreateEvents, doc: Mapping[str, Any]) -> None:
+    events.say(f"smoke test: {doc.get('summary')}")
+    for f in doc.get("findings") or []:
+        if f.get("severity") in ("fatal", "error", "warning"):
+            events.say(f"  - {f.get('meaning')}" + (f" (fix: {f.get('fix')})" if f.get("fix") else ""))
 
 
 def _build_and_verify(req: CreateRequest, events: CreateEvents, facts: dict[str, Any], plan: Any,
@@ -223,10 +257,7 @@ def _build_and_verify(req: CreateRequest, events: CreateEvents, facts: dict[str,
     outcome.smoke = doc
     registry.update_smoke(str(result.prefix), {"passed": passed, "allow_cpu": allow_cpu, "mode": doc.get("mode"),
                                            "summary": doc.get("summary")})
-    events.say(f"smoke test: {doc.get('summary')}")
-    for f in doc.get("findings") or []:
-        if f.get("severity") in ("fatal", "error", "warning"):
-            events.say(f"  - {f.get('meaning')}" + (f" (fix: {f.get('fix')})" if f.get("fix") else ""))
+    _say_smoke(events, doc)
     if passed:
         return outcome
     if doc.get("mode") == "cpu" and not allow_cpu:
@@ -235,74 +266,76 @@ def _build_and_verify(req: CreateRequest, events: CreateEvents, facts: dict[str,
     return outcome
 
 
-def build_plan(
-    *, tf: str, backend: str, name: str | None, prefix: str | None, python: str | None,
-    channels: list[str], facts: dict[str, Any], find_links: list[str], index_url: str | None, offline: bool,
-    cpu: bool = False, for_another_machine: bool = False, facts_from_file: bool = False,
-) -> Any:
-    """Read the config file and detect the installed tools (effects), then plan (pure); ``cpu``: the CPU route.
+def build_plan(req: BuildRequest, facts: dict[str, Any], *, for_another_machine: bool = False,
+               facts_from_file: bool = False) -> Any:
+    """Read the config file and detect the installed tools (effects), then plan (pure); ``req.cpu``: the CPU route.
     ``facts_from_file``: the facts are someone else's report: a conda they name is planned with, never run."""
-    import os
 
-    from tfgpu.backends.config import load_config
     from tfgpu.backends.detect import detect_conda_envs_dir, detect_tools
     from tfgpu.backends.runners import CONDA_TOOLS
-    from tfgpu.build.registry import check_prefix, home
+    from tfgpu.build.registry import home
     from tfgpu.kb.knowledge import load_kb
     from tfgpu.plan.planner import plan_environment, resolve_target
 
     kb = load_kb()
-    config = load_config()
-    channels_source = "--channel"
-    if not channels and config.channels:
-        channels, channels_source = list(config.channels), config.source
-    from tfgpu.core.safety import check_text
-
-    for value, what in [*((c, "the channel") for c in channels), *((f, "--find-links") for f in find_links),
-                        (index_url or "", "--index-url"), (os.environ.get("TFGPU_PIP_INDEX_URL", ""),
-                                                           "TFGPU_PIP_INDEX_URL")]:
-        check_text(value, what)
-    if name is not None and prefix is not None:
-        from tfgpu.core.errors import UsageError
-
-        msg = "--name and --prefix are exclusive"
-        raise UsageError(msg, hint="pass one of them")
-    if prefix is not None:
-        prefix = str(check_prefix(prefix))
+    req = _checked(_with_config(req))
     tools = detect_tools(facts)
     # the programs this machine has: a conda path that only a facts file names is never run here
     local = detect_tools(without_programs(facts)) if facts_from_file else tools
-    if for_another_machine and backend == "conda" and not any(tools.get(t) for t in CONDA_TOOLS):
+    if for_another_machine and req.backend == "conda" and not any(tools.get(t) for t in CONDA_TOOLS):
         tools["conda"] = "conda"  # a file for another machine's conda (plan --format) needs none here
-    if cpu:
+    tf = str(req.tf)
+    if req.cpu:
         from tfgpu.plan.cpu import plan_cpu_environment
 
-        if tf.strip() == "latest":
+        if Target.parse(tf).is_latest:
             tf = kb.series("linux")[0]  # the CPU builds follow the releases, not an OS's GPU builds
-        return plan_cpu_environment(kb, as_facts(facts), tf=tf, name=name, prefix=prefix, python=python, tools=tools,
-                                    home=str(home()), index_url=index_url or os.environ.get("TFGPU_PIP_INDEX_URL") or None,
-                                    find_links=find_links, offline=offline)
-    tf, notes = resolve_target(kb, as_facts(facts), tf, backend=backend)
+        return plan_cpu_environment(kb, as_facts(facts), replace(req, tf=tf), tools=tools, home=str(home()))
+    tf, notes = resolve_target(kb, as_facts(facts), tf, backend=req.backend)
     envs_dir = None
-    if backend in ("auto", "conda") and prefix is None:
+    if req.backend in ("auto", "conda") and req.prefix is None:
         tool = next((t for t in CONDA_TOOLS if tools.get(t)), None)
         if tool and local.get(tool) == tools[tool]:
             envs_dir = detect_conda_envs_dir(tool, str(tools[tool]))
-    index_url = index_url or os.environ.get("TFGPU_PIP_INDEX_URL") or None
-    plan = plan_environment(
-        kb, as_facts(facts), tf=tf, backend=backend, name=name, prefix=prefix, python=python, tools=tools,
-        channels=channels, home=str(home()), conda_envs_dir=envs_dir, index_url=index_url,
-        find_links=find_links, offline=offline, engine_python=sys.executable,
-        channels_source=channels_source, prefer=config.prefer, prefer_source=config.source,
-    )
-    if notes:
-        from tfgpu.core.record import replace
-
-        plan = replace(plan, notes=tuple(notes) + plan.notes)
-    return plan
+    plan = plan_environment(kb, as_facts(facts), replace(req, tf=tf), tools=tools, home=str(home()),
+                            conda_envs_dir=envs_dir, engine_python=sys.executable)
+    return replace(plan, notes=tuple(notes) + plan.notes) if notes else plan
 
 
-def build_container_plan(*, tf: str, backend: str, image: str | None, name: str | None, facts: dict[str, Any]) -> Any:
+def _with_config(req: BuildRequest) -> BuildRequest:
+    """The config file's channels (when --channel gives none) and preferred backend, with where they came from;
+    the pip index from TFGPU_PIP_INDEX_URL when --index-url gives none."""
+    import os
+
+    from tfgpu.backends.config import load_config
+
+    config = load_config()
+    if not req.channels and config.channels:
+        req = replace(req, channels=tuple(config.channels), channels_source=config.source)
+    return replace(req, prefer=config.prefer, prefer_source=config.source,
+                   index_url=req.index_url or os.environ.get("TFGPU_PIP_INDEX_URL") or None)
+
+
+def _checked(req: BuildRequest) -> BuildRequest:
+    """Values that reach a plan's argv and scripts checked (no control characters), --name and --prefix
+    exclusive, --prefix made absolute and refused where tfgpu may not build."""
+    import os
+
+    from tfgpu.build.registry import check_prefix
+    from tfgpu.core.errors import UsageError
+    from tfgpu.core.safety import check_text
+
+    for value, what in [*((c, "the channel") for c in req.channels), *((f, "--find-links") for f in req.find_links),
+                        (req.index_url or "", "--index-url"),
+                        (os.environ.get("TFGPU_PIP_INDEX_URL", ""), "TFGPU_PIP_INDEX_URL")]:
+        check_text(value, what)
+    if req.name is not None and req.prefix is not None:
+        msg = "--name and --prefix are exclusive"
+        raise UsageError(msg, hint="pass one of them")
+    return replace(req, prefix=str(check_prefix(req.prefix))) if req.prefix is not None else req
+
+
+def build_container_plan(req: BuildRequest, facts: dict[str, Any]) -> Any:
     """The container plan (tfgpu.plan.planner.plan_container) with this installation's smoke script and the
     image cache directory (effects: where they are)."""
     from tfgpu.build.registry import home
@@ -310,14 +343,11 @@ def build_container_plan(*, tf: str, backend: str, image: str | None, name: str 
     from tfgpu.plan.planner import plan_container
     from tfgpu.verify.runner import SCRIPT
 
-    return plan_container(load_kb(), as_facts(facts), tf, backend=backend, image_ref=image, smoke_script=str(SCRIPT),
-                          cache_dir=str(home() / "images"), name=name)
+    return plan_container(load_kb(), as_facts(facts), str(req.tf), backend=req.backend, image_ref=req.image,
+                          smoke_script=str(SCRIPT), cache_dir=str(home() / "images"), name=req.name)
 
 
-def build_from_lock_plan(
-    *, from_lock: str, name: str | None, prefix: str | None, platform: str | None, facts: dict[str, Any],
-    find_links: list[str], index_url: str | None, offline: bool,
-) -> Any:
+def build_from_lock_plan(req: BuildRequest, facts: dict[str, Any]) -> Any:
     """Read and validate the lockfile and detect tools (effects), then plan exactly its packages (pure)."""
     import os
 
@@ -328,36 +358,59 @@ def build_from_lock_plan(
     from tfgpu.kb.knowledge import load_kb
     from tfgpu.plan.fromlock import plan_from_lock
 
-    if name is not None and prefix is not None:
+    assert req.from_lock is not None
+    if req.name is not None and req.prefix is not None:
         msg = "--name and --prefix are exclusive"
         raise UsageError(msg, hint="pass one of them")
-    lock = read_lock(from_lock)
-    if prefix is not None:
-        prefix = str(check_prefix(prefix))
-    if platform is None and lock.kind == "conda":
+    lock = read_lock(req.from_lock)
+    if req.prefix is not None:
+        req = replace(req, prefix=str(check_prefix(req.prefix)))
+    if req.platform is None and lock.kind == "conda":
         from tfgpu.backends.rattler.virtual import current_platform
 
-        platform = current_platform()
-    index_url = index_url or os.environ.get("TFGPU_PIP_INDEX_URL") or None
-    return plan_from_lock(
-        load_kb(), as_facts(facts), lock, platform=platform or "", name=name, prefix=prefix, tools=detect_tools(facts),
-        home=str(home()), engine_python=sys.executable, index_url=index_url, find_links=find_links, offline=offline,
-    )
+        req = replace(req, platform=current_platform())
+    req = replace(req, index_url=req.index_url or os.environ.get("TFGPU_PIP_INDEX_URL") or None)
+    return plan_from_lock(load_kb(), as_facts(facts), lock, req, tools=detect_tools(facts), home=str(home()),
+                          engine_python=sys.executable)
 
 
-def check_target(tf: str | None, from_lock: str | None, *, backend: str, python: str | None,
-                  channels: list[str] | None) -> None:
+def check_container_target(req: BuildRequest, command: str) -> None:
+    """A container backend runs a release's GPU image: --tf, and no --from-lock."""
     from tfgpu.core.errors import UsageError
 
-    if (tf is None) == (from_lock is None):
-        msg = "pass --tf VERSION or --from-lock FILE" if tf is None else "--tf and --from-lock are exclusive"
+    if req.tf is None or req.from_lock is not None:
+        msg = "a container backend needs --tf (and no --from-lock)"
+        raise UsageError(msg, hint=f"e.g. tfgpu {command} --tf 2.15 --backend docker")
+
+
+def check_target(req: BuildRequest) -> None:
+    """The target options make sense together: --tf or --from-lock (one), a lock fixing backend, Python and
+    channels, --image only with a container backend, and --tf a release, a series or `latest`."""
+    from packaging.version import InvalidVersion
+
+    from tfgpu.backends.names import CONTAINER_BACKENDS
+    from tfgpu.core.errors import UsageError
+
+    if (req.tf is None) == (req.from_lock is None):
+        msg = "pass --tf VERSION or --from-lock FILE" if req.tf is None else "--tf and --from-lock are exclusive"
         raise UsageError(msg, hint="--tf plans a new environment; --from-lock rebuilds a locked one")
-    if from_lock is not None:
-        given = [o for o, bad in (("--backend", backend != "auto"), ("--python", python is not None),
-                                  ("--channel", bool(channels))) if bad]
+    if req.from_lock is not None:
+        given = [o for o, bad in (("--backend", req.backend != "auto"), ("--python", req.python is not None),
+                                  ("--channel", bool(req.channels))) if bad]
         if given:
             msg = f"{', '.join(given)} cannot be used with --from-lock"
             raise UsageError(msg, hint="the lockfile fixes the packages, their channels and Python")
+    if req.image is not None and req.backend not in CONTAINER_BACKENDS:
+        msg = "--image needs --backend docker|podman|apptainer|container"
+        raise UsageError(msg)
+    if req.tf is not None:
+        try:
+            Target.parse(req.tf)
+        except InvalidVersion:  # the knowledge base says it, with the releases it knows as examples
+            from tfgpu.kb.knowledge import load_kb
+
+            load_kb().resolve_tf(req.tf)
+            raise
 
 
 def refuse_existing(prefix: str, force: bool) -> None:

@@ -56,3 +56,47 @@ def normalize_cuda(text: str) -> str:
     """TensorFlow's table writes CUDA "8", "9", "10.0": make it MAJOR.MINOR."""
     text = str(text).strip()
     return text if "." in text else f"{text}.0"
+
+
+#: The kinds of target `--tf` takes (Target.kind).
+RELEASE, SERIES, LATEST = "release", "series", "latest"
+
+
+class Target:
+    """What `--tf` asks for, parsed once: a release ("2.2.0"), a series ("2.2") or ``latest``. Only the syntax
+    is checked here; whether the knowledge base knows it is the knowledge base's answer (KnowledgeBase.resolve_tf),
+    and what ``latest`` means here is the recommendation's (tfgpu.judge.target.resolve_latest)."""
+
+    __slots__ = ("kind", "text")
+
+    def __init__(self, text: str, kind: str) -> None:
+        self.text, self.kind = text, kind
+
+    @classmethod
+    def parse(cls, text: str) -> Target:
+        """``text`` as typed (surrounding spaces ignored) -> a Target; InvalidVersion when it is none of the three."""
+        raw = str(text).strip()
+        if raw == LATEST:
+            return cls(raw, LATEST)
+        version(raw)  # raises InvalidVersion (too long, not PEP 440)
+        return cls(raw, SERIES if len(raw.split(".")) == 2 else RELEASE)
+
+    @property
+    def is_series(self) -> bool:
+        return self.kind == SERIES
+
+    @property
+    def is_latest(self) -> bool:
+        return self.kind == LATEST
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Target) and (self.text, self.kind) == (other.text, other.kind)
+
+    def __hash__(self) -> int:
+        return hash((self.text, self.kind))
+
+    def __repr__(self) -> str:
+        return f"Target({self.text!r}, {self.kind!r})"
+
+    def __str__(self) -> str:
+        return self.text

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from packaging.version import Version
@@ -11,6 +11,7 @@ from tfgpu.core.errors import UsageError
 from tfgpu.kb.queries import pin_source_urls
 from tfgpu.plan.choose import target_os
 from tfgpu.plan.model import Plan
+from tfgpu.plan.request import BuildRequest
 
 if TYPE_CHECKING:
     from tfgpu.facts.document import Facts
@@ -32,13 +33,12 @@ def cpu_dist_source(kb: KnowledgeBase) -> str:
     return str(kb.sources("rules").get(rule.source, {}).get("url", ""))
 
 
-def plan_cpu_environment(
-    kb: KnowledgeBase, facts: Facts, *, tf: str, name: str | None = None, prefix: str | None = None,
-    python: str | None = None, tools: Mapping[str, str | None] | None = None, home: str = "~/.local/share/tfgpu",
-    index_url: str | None = None, find_links: Sequence[str] = (), offline: bool = False,
-) -> Plan:
-    """A CPU-only venv for TensorFlow ``tf`` (a release or a series): `tensorflow-cpu` or `tensorflow`, never
+def plan_cpu_environment(kb: KnowledgeBase, facts: Facts, req: BuildRequest, *,
+                         tools: Mapping[str, str | None] | None = None, home: str = "~/.local/share/tfgpu") -> Plan:
+    """A CPU-only venv for ``req.tf`` (a release or a series): `tensorflow-cpu` or `tensorflow`, never
     [and-cuda] or nvidia-* wheels; nothing about the GPU is judged."""
+    tf, name, prefix, python = str(req.tf), req.name, req.prefix, req.python
+    index_url, find_links, offline = req.index_url, req.find_links, req.offline
     from tfgpu.backends import pip as pip_backend
     from tfgpu.backends.runners import PIP, Context
     from tfgpu.plan.choose import interpreters

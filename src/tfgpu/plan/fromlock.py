@@ -16,6 +16,7 @@ from tfgpu.core.errors import InputError, UsageError
 from tfgpu.kb.queries import pin_source_urls
 from tfgpu.plan.choose import target_os
 from tfgpu.plan.model import Plan
+from tfgpu.plan.request import BuildRequest
 
 if TYPE_CHECKING:
     from tfgpu.backends.lockfiles import Lock, LockedPackage
@@ -85,29 +86,19 @@ def _pip_hash_req(p: LockedPackage, lock_path: str) -> str:
     return f"{p.name} @ {url}#sha256={sha256.lower()}"
 
 
-def plan_from_lock(
-    kb: KnowledgeBase,
-    facts: Facts,
-    lock: Lock,
-    *,
-    platform: str,
-    name: str | None = None,
-    prefix: str | None = None,
-    tools: Mapping[str, str | None] | None = None,
-    home: str = "~/.local/share/tfgpu",
-    engine_python: str | None = None,
-    index_url: str | None = None,
-    find_links: Sequence[str] = (),
-    offline: bool = False,
-) -> Plan:
+def plan_from_lock(kb: KnowledgeBase, facts: Facts, lock: Lock, req: BuildRequest, *,
+                   tools: Mapping[str, str | None] | None = None, home: str = "~/.local/share/tfgpu",
+                   engine_python: str | None = None) -> Plan:
     """Plan exactly the environment a lockfile describes (read by ``tfgpu.backends.lockfiles.read_lock``), without solving.
 
     conda locks: ``python -m tfgpu.backends.rattler install-lock`` (the locked URLs and hashes for ``platform``),
     then the lock's pip packages (``--no-deps``, each checked against its recorded sha256), then the
     recipe's unlocked pip part if tfgpu recorded one, then the recipe's activation scripts.
     pip locks: a venv, then ``pip install --require-hashes --no-deps -r FILE``.
-    Raises UsageError (exit 2) when the lock has nothing for ``platform`` or no interpreter fits.
+    Raises UsageError (exit 2) when the lock has nothing for ``req.platform`` or no interpreter fits.
     """
+    platform, name, prefix = req.platform or "", req.name, req.prefix
+    index_url, find_links, offline = req.index_url, req.find_links, req.offline
     tools = dict(tools or {})
     if name is not None:
         check_name(name)

@@ -19,6 +19,7 @@ from tfgpu.build.execute import run_plan
 from tfgpu.core.errors import StepFailed
 from tfgpu.kb.knowledge import load_kb
 from tfgpu.plan.planner import plan_environment
+from tfgpu.plan.request import BuildRequest
 
 KB = load_kb()
 DATA = TESTS / "data" / "conda"
@@ -40,7 +41,7 @@ def facts(gpu_mib: int = 2048) -> dict[str, Any]:
 @pytest.mark.parametrize("tf", ["1.15.0", "2.2.0", "2.10.0", "2.12.0", "2.18.0"])
 def test_create_argv_uses_only_documented_options(tool: str, tf: str) -> None:
     tools = {"uv": None, "mamba": None, "micromamba": None, "conda": None, tool: f"/opt/bin/{tool}"}
-    plan = plan_environment(KB, facts(), tf=tf, backend="conda", tools=tools, home="/h")
+    plan = plan_environment(KB, facts(), BuildRequest(tf=tf, backend="conda"), tools=tools, home="/h")
     argv = plan.steps[0].argv
     assert argv[:3] == (f"/opt/bin/{tool}", "create", "--yes")
     options = {a for a in argv[1:] if a.startswith("-")}
@@ -63,7 +64,7 @@ def test_activation_script_matches_the_documented_layout() -> None:
     doc = (DATA / "activate-d.txt").read_text()
     assert "./etc/conda/activate.d" in doc
     assert "./etc/conda/deactivate.d" in doc
-    plan = plan_environment(KB, facts(), tf="2.10.0", backend="conda", tools={"mamba": "/m"}, home="/h", name="t")
+    plan = plan_environment(KB, facts(), BuildRequest(tf="2.10.0", backend="conda", name="t"), tools={"mamba": "/m"}, home="/h")
     writes = {s.path: s.content or "" for s in plan.steps if s.kind == "write-file"}
     act = writes["/h/envs/t/etc/conda/activate.d/tfgpu_env_vars.sh"]
     deact = writes["/h/envs/t/etc/conda/deactivate.d/tfgpu_env_vars.sh"]
@@ -76,7 +77,7 @@ def test_activation_script_matches_the_documented_layout() -> None:
 
 @pytest.mark.real_subprocess
 def test_activation_and_deactivation_scripts_run_in_a_real_shell(tmp_path: Path) -> None:
-    plan = plan_environment(KB, facts(), tf="2.10.0", backend="conda", tools={"mamba": "/m"}, home="/h", name="t")
+    plan = plan_environment(KB, facts(), BuildRequest(tf="2.10.0", backend="conda", name="t"), tools={"mamba": "/m"}, home="/h")
     writes = [s for s in plan.steps if s.kind == "write-file"]
     for s in writes:
         p = tmp_path / Path(s.path or "").name.replace(".sh", "") / "x.sh"
@@ -111,8 +112,7 @@ def calls(tmp_path: Path) -> list[list[str]]:
 def test_conda_execution_path_with_a_fake_mamba(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     exe = install_fake(tmp_path, monkeypatch)
     prefix = tmp_path / "envs" / "tf22"
-    plan = plan_environment(KB, facts(), tf="2.2.0", backend="conda", tools={"mamba": str(exe)}, home="/h",
-                            prefix=str(prefix))
+    plan = plan_environment(KB, facts(), BuildRequest(tf="2.2.0", backend="conda", prefix=str(prefix)), tools={"mamba": str(exe)}, home="/h")
     result = run_plan(plan)
     assert (prefix / "conda-meta" / "history").is_file()
     assert (prefix / "etc" / "conda" / "activate.d" / "tfgpu_env_vars.sh").is_file()
@@ -142,8 +142,7 @@ def test_conda_failure_removes_the_partial_prefix(tmp_path: Path, monkeypatch: p
     exe = install_fake(tmp_path, monkeypatch)
     monkeypatch.setenv("FAKE_CONDA_FAIL", "1")
     prefix = tmp_path / "envs" / "bad"
-    plan = plan_environment(KB, facts(), tf="2.2.0", backend="conda", tools={"mamba": str(exe)}, home="/h",
-                            prefix=str(prefix))
+    plan = plan_environment(KB, facts(), BuildRequest(tf="2.2.0", backend="conda", prefix=str(prefix)), tools={"mamba": str(exe)}, home="/h")
     with pytest.raises(StepFailed) as exc:
         run_plan(plan)
     assert not prefix.exists()

@@ -27,6 +27,7 @@ from tfgpu.core.record import replace
 from tfgpu.kb.knowledge import load_kb
 from tfgpu.plan.fromlock import plan_from_lock
 from tfgpu.plan.model import Plan
+from tfgpu.plan.request import BuildRequest
 
 Cli = Callable[..., tuple[int, str, str]]
 KB = load_kb()
@@ -168,7 +169,7 @@ def test_interrupted_from_lock_create_leaves_nothing_behind(cli: Cli, channel: P
                                                             monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
     lock = make_lock(cli, channel, tmp_path / "conda-lock.yml")
     prefix = (tmp_path / "envs" / "tf").resolve()
-    plan = plan_from_lock(KB, NO_GPU_FACTS, lockfiles.read_lock(lock), platform="linux-64", prefix=str(prefix))
+    plan = plan_from_lock(KB, NO_GPU_FACTS, lockfiles.read_lock(lock), BuildRequest(platform="linux-64", prefix=str(prefix)))
     monkeypatch.setattr(run, "INTERRUPT_GRACE", 0.5)  # "ignore": killed after 0.5 s, not 10
     seen: list[list[str]] = []
 
@@ -197,7 +198,7 @@ def test_failed_from_lock_install_leaves_nothing_behind(cli: Cli, channel: Path,
     victim = next((local / "linux-64").glob("cudnn-7.6.5-*.tar.bz2"))
     victim.write_bytes(b"BZh91AY&SY" + b"\0" * 64)
     prefix = (tmp_path / "envs" / "broken").resolve()
-    plan = plan_from_lock(KB, NO_GPU_FACTS, lockfiles.read_lock(lock), platform="linux-64", prefix=str(prefix))
+    plan = plan_from_lock(KB, NO_GPU_FACTS, lockfiles.read_lock(lock), BuildRequest(platform="linux-64", prefix=str(prefix)))
     with pytest.raises(StepFailed):
         run_plan(plan)
     assert leftovers(prefix) == []

@@ -13,6 +13,7 @@ from tests import REPO, TESTS
 from tests.conftest import RTX3080_FACTS
 from tfgpu.backends.rattler import virtual
 from tfgpu.cli.options import FACTS_OPTIONS, SHARED
+from tfgpu.plan.request import BuildRequest
 
 SRC = REPO / "src" / "tfgpu"
 FACTS_COMMANDS = ("doctor", "plan", "create", "lock", "smoke", "explain", "lint")
@@ -115,8 +116,7 @@ def test_the_engine_child_is_told_the_drivers_cuda_and_does_not_probe_again(monk
     assert "--driver-cuda" not in told({"platform": {"os": "linux"}})  # the facts do not say: the child probes
     # and the plan's rattler step is told the same (the runner's steps get it from the planner)
     planned = plan_environment(kb, as_facts({**facts, "gpus": [{"name": "GeForce GTX 1080", "compute_capability":
-                                                              "6.1", "memory_mib": 8192}]}),
-                               tf="2.9.1", backend="rattler", tools={"rattler": "embedded"}, home="/h")
+                                                              "6.1", "memory_mib": 8192}]}), BuildRequest(tf="2.9.1", backend="rattler"), tools={"rattler": "embedded"}, home="/h")
     engine_step = next(s.argv for s in planned.steps if "tfgpu.backends.rattler" in s.argv)
     assert engine_step[engine_step.index("--driver-cuda") + 1] == "11.4"
     if not engine.available():
@@ -175,14 +175,14 @@ def test_create_environment_is_a_library_function(tmp_path: Path, monkeypatch: p
              "gpus": [{"index": 0, "name": "GeForce MX150", "compute_capability": "6.1", "memory_mib": 2002}],
              "driver": {"version": "450.80.02", "cuda": None}}
     events = _Recorder()
-    dry = create_environment(CreateRequest(tf="2.9", facts=facts, dry_run=True), events)
+    dry = create_environment(CreateRequest(build=BuildRequest(tf="2.9"), facts=facts, dry_run=True), events)
     assert dry.exit_code == 0
     assert dry.plan.tf == "2.9.1"  # the series' release the doctor names
     assert ("planned", "conda-forge-tensorflow-cuda") in events.seen
     assert ("say", "dry run: nothing was changed") in events.seen
     row = doctor_result(facts, load_kb(), tf="2.9").targets[0]
     assert (row.tf, row.recipe_id) == (dry.plan.tf, dry.plan.recipe_id)
-    declined = create_environment(CreateRequest(tf="2.9", facts=facts), _Recorder())
+    declined = create_environment(CreateRequest(build=BuildRequest(tf="2.9"), facts=facts), _Recorder())
     assert declined.exit_code == 1
     assert declined.built is None
 

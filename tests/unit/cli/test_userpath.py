@@ -19,6 +19,7 @@ from tests import REPO
 from tfgpu.core.errors import NotReady, UsageError, clip_words
 from tfgpu.kb.knowledge import load_kb
 from tfgpu.plan.cpu import cpu_dist, plan_cpu_environment
+from tfgpu.plan.request import BuildRequest
 
 KB = load_kb()
 SCHEMAS = REPO / "src" / "tfgpu" / "core" / "schemas"
@@ -71,7 +72,7 @@ def no_conda_on_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def test_cpu_plan_never_installs_cuda(series: str) -> None:
     facts = no_gpu(("3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13"))
     try:
-        plan = plan_cpu_environment(KB, facts, tf=series, tools={"uv": "/usr/bin/uv"}, home="/h")
+        plan = plan_cpu_environment(KB, facts, BuildRequest(tf=series), tools={"uv": "/usr/bin/uv"}, home="/h")
     except UsageError as exc:  # a release no listed Python runs (1.x on 2.7/3.5): the range comes first
         assert str(exc).startswith(f"TensorFlow {KB.resolve_tf(series)} supports Python")  # noqa: PT017
         return

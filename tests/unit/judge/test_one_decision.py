@@ -28,6 +28,7 @@ from tfgpu.kb.versions import series_of
 from tfgpu.plan.cpu import plan_cpu_environment
 from tfgpu.plan.model import Plan
 from tfgpu.plan.planner import plan_environment, resolve_target
+from tfgpu.plan.request import BuildRequest
 
 KB = load_kb()
 SEED = TESTS / "data" / "facts" / "mx150-laptop-ubuntu1804.json"
@@ -72,8 +73,7 @@ def tools_for(facts: dict[str, Any], uv: bool) -> dict[str, str | None]:
 
 def plan_or_none(facts: dict[str, Any], tf: str, tools: dict[str, str | None], backend: str = "auto") -> Plan | None:
     try:
-        return plan_environment(KB, facts, tf=tf, tools=tools, home="/h", engine_python="/usr/bin/python3",
-                                backend=backend)
+        return plan_environment(KB, facts, BuildRequest(tf=tf, backend=backend), tools=tools, home="/h", engine_python="/usr/bin/python3")
     except UsageError:
         return None
 
@@ -119,7 +119,7 @@ def assert_recommendation_builds(facts: dict[str, Any], tools: dict[str, str | N
         assert rec.command == f"tfgpu create --tf {rec.tf} --cpu"
         refused = ""
         try:
-            cpu = plan_cpu_environment(KB, facts, tf=rec.tf, tools=tools, home="/h")
+            cpu = plan_cpu_environment(KB, facts, BuildRequest(tf=rec.tf), tools=tools, home="/h")
         except UsageError as exc:
             refused = str(exc)
         if refused:  # no interpreter in the release's range: the refusal names the range
@@ -128,7 +128,7 @@ def assert_recommendation_builds(facts: dict[str, Any], tools: dict[str, str | N
         assert cpu.cpu
         assert not any("and-cuda" in r or r.startswith("nvidia-") for r in cpu.pip_requirements)
         return
-    plan = plan_environment(KB, facts, tf=rec.tf, tools=tools, home="/h", engine_python="/usr/bin/python3")
+    plan = plan_environment(KB, facts, BuildRequest(tf=rec.tf), tools=tools, home="/h", engine_python="/usr/bin/python3")
     assert plan.recipe_id == rec.recipe_id == rec.recipe
     assert plan.tf == rec.tf
     assert plan.verdict == rec.verdict
@@ -143,7 +143,7 @@ def test_mx150_on_driver_450_80_gets_conda_forges_cuda_11_0_build_of_2_9_1_from_
     facts = machine("linux", "450.80.02", GPUS[2], ["3.8", "3.10"], None, None)
     tools = tools_for(facts, uv=True)
     row = doctor_result(facts, KB, tf="2.9.1", tools=tools).targets[0]
-    plan = plan_environment(KB, facts, tf="2.9.1", tools=tools, home="/h")
+    plan = plan_environment(KB, facts, BuildRequest(tf="2.9.1"), tools=tools, home="/h")
     assert row.recipe_id == plan.recipe_id == "conda-forge-tensorflow-cuda"
     assert "cudatoolkit=11.2" not in plan.conda_specs
     assert plan.verdict == row.verdict == "ready"
@@ -158,7 +158,7 @@ def test_rtx_3080_on_driver_470_never_gets_the_cuda_12_wheels_planned_where_a_ru
     facts = machine("linux", "470.82.01", GPUS[7], ["3.11"], "conda", None)
     tools = tools_for(facts, uv=True)
     for tf in ("2.15", "2.14", "2.15.0"):
-        plan = plan_environment(KB, facts, tf=tf, tools=tools, home="/h")
+        plan = plan_environment(KB, facts, BuildRequest(tf=tf), tools=tools, home="/h")
         row = doctor_result(facts, KB, tf=tf, tools=tools).targets[0]
         assert (row.tf, row.recipe_id, row.verdict) == (plan.tf, plan.recipe_id, plan.verdict)
         viable = [b.recipe for b in row.backends if b.viable]
@@ -226,7 +226,7 @@ def test_a_driver_that_runs_2_9_1_but_not_2_9_3_gets_2_9_1_with_the_reason() -> 
     # the same machine's series row in the doctor's table, and the plan of the series
     table = {t.tf: t for t in doctor_result(facts, KB, tools=tools_for(facts, True)).targets}
     assert "2.9.1" in table
-    assert plan_environment(KB, facts, tf="2.9", tools=tools_for(facts, True), home="/h").tf == "2.9.1"
+    assert plan_environment(KB, facts, BuildRequest(tf="2.9"), tools=tools_for(facts, True), home="/h").tf == "2.9.1"
 
 
 def _recommended(os_name: str, driver: str, gpu: tuple[str, str, int], pythons: list[str]) -> Version | None:

@@ -18,6 +18,7 @@ from tfgpu.kb.knowledge import load_kb
 from tfgpu.plan.channels import is_anaconda_channel
 from tfgpu.plan.fromlock import plan_from_lock
 from tfgpu.plan.planner import plan_environment
+from tfgpu.plan.request import BuildRequest
 
 KB = load_kb()
 DATA = TESTS / "data" / "lock"
@@ -37,7 +38,7 @@ def test_a_real_conda_lock_with_pip_packages_plans_hashed_no_deps_installs() -> 
     info = read_lock(RECORDED)
     assert info.kind == "conda"
     assert info.platforms == ("linux-64", "linux-aarch64")
-    plan = plan_from_lock(KB, FACTS, info, platform="linux-64", prefix="/envs/x", engine_python="/py")
+    plan = plan_from_lock(KB, FACTS, info, BuildRequest(platform="linux-64", prefix="/envs/x"), engine_python="/py")
     assert plan.steps[0].argv == ("/py", "-m", "tfgpu.backends.rattler", "install-lock", "--prefix", "/envs/x", "--lock",
                                   str(RECORDED), "--platform", "linux-64")
     pip = plan.steps[1].argv
@@ -59,7 +60,7 @@ def test_custom_metadata_round_trips_through_our_writer_and_unlocked_pip_part_is
     text = path.read_text()
     assert read_custom_metadata(text) == lock.custom_metadata
     info = read_lock(path)
-    plan = plan_from_lock(KB, FACTS, info, platform="linux-64", prefix="/envs/x")
+    plan = plan_from_lock(KB, FACTS, info, BuildRequest(platform="linux-64", prefix="/envs/x"))
     assert plan.tf == "2.11.1"
     assert plan.recipe_id == "conda-forge-cudatoolkit-pip-2.11"
     unlocked = plan.steps[2].argv
@@ -93,13 +94,13 @@ def test_pip_lock_plans_a_venv_and_require_hashes(tmp_path: Path) -> None:
     info = read_lock(path)
     assert (info.kind, info.python) == ("pip", "3.11")
     assert [(p.name, p.version) for p in info.packages] == [("tensorflow", "2.16.1"), ("nvidia-cudnn-cu12", "8.9.7.29")]
-    plan = plan_from_lock(KB, FACTS, info, platform="", tools=TOOLS, home=HOME)
+    plan = plan_from_lock(KB, FACTS, info, BuildRequest(platform=""), tools=TOOLS, home=HOME)
     assert plan.prefix == f"{HOME}/envs/tf2.16.1"
     assert plan.steps[0].argv == ("/usr/bin/uv", "venv", "--no-project", "--python", "/usr/bin/python3.11", plan.prefix)
     assert plan.steps[1].argv[-4:] == ("--require-hashes", "--no-deps", "-r", str(path))
     assert "LD_LIBRARY_PATH" in plan.env_vars  # 2.16 needs its nvidia/*/lib on LD_LIBRARY_PATH
     with pytest.raises(UsageError, match=r"needs Python 3\.11"):
-        plan_from_lock(KB, dict(FACTS, python={}), info, platform="", tools={"uv": None})
+        plan_from_lock(KB, dict(FACTS, python={}), info, BuildRequest(platform=""), tools={"uv": None})
 
 
 # --------------------------------------------------------------------------- the config file
@@ -136,28 +137,24 @@ def test_missing_tfgpu_config_file_is_an_error(tmp_path: Path) -> None:
 
 
 def test_preferred_backend_is_tried_first_and_falls_back_with_a_note() -> None:
-    auto = plan_environment(KB, FACTS, tf="2.16.1", tools=TOOLS, home=HOME)
+    auto = plan_environment(KB, FACTS, BuildRequest(tf="2.16.1"), tools=TOOLS, home=HOME)
     assert auto.backend == "pip"
-    pref = plan_environment(KB, FACTS, tf="2.16.1", tools=TOOLS, home=HOME, prefer="rattler",
-                            prefer_source="config /c.toml", engine_python="/py")
+    pref = plan_environment(KB, FACTS, BuildRequest(tf="2.16.1", prefer="rattler", prefer_source="config /c.toml"), tools=TOOLS, home=HOME, engine_python="/py")
     assert pref.backend == "rattler"
     assert pref.backend_reason.startswith("config /c.toml prefers rattler: ")
     # TF 2.2 has no pip recipe that brings CUDA and no Python 3.8 here: the preference cannot apply
-    fallback = plan_environment(KB, FACTS, tf="2.2.0", tools=TOOLS, home=HOME, prefer="pip",
-                                prefer_source="config /c.toml", engine_python="/py")
+    fallback = plan_environment(KB, FACTS, BuildRequest(tf="2.2.0", prefer="pip", prefer_source="config /c.toml"), tools=TOOLS, home=HOME, engine_python="/py")
     assert fallback.backend == "rattler"
     assert any(n.startswith("config /c.toml prefers backend pip, which cannot build") for n in fallback.notes)
 
 
 def test_config_channels_replace_the_recipes_with_a_note_naming_the_file() -> None:
-    plan = plan_environment(KB, FACTS, tf="2.2.0", backend="rattler", tools=TOOLS, home=HOME, engine_python="/py",
-                            channels=["conda-forge"], channels_source="config /c.toml")
+    plan = plan_environment(KB, FACTS, BuildRequest(tf="2.2.0", backend="rattler", channels=("conda-forge",), channels_source="config /c.toml"), tools=TOOLS, home=HOME, engine_python="/py")
     argv = plan.steps[0].argv
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--channel"] == ["conda-forge"]
     assert "channels from config /c.toml: conda-forge (recipe: defaults)" in plan.notes
     assert not any("Anaconda's channels are covered" in n for n in plan.notes)
-    pip_plan = plan_environment(KB, FACTS, tf="2.16.1", tools=TOOLS, home=HOME, channels=["conda-forge"],
-                                channels_source="config /c.toml")
+    pip_plan = plan_environment(KB, FACTS, BuildRequest(tf="2.16.1", channels=("conda-forge",), channels_source="config /c.toml"), tools=TOOLS, home=HOME)
     assert not any("channels" in n for n in pip_plan.notes)  # config channels do not concern pip plans
 
 
@@ -173,17 +170,16 @@ def test_anaconda_channels_are_recognised(channel: str, anaconda: bool) -> None:
 
 
 def test_defaults_recipe_plan_notes_the_terms_and_the_conda_forge_alternative() -> None:
-    p22 = plan_environment(KB, FACTS, tf="2.2.0", backend="rattler", tools=TOOLS, home=HOME, engine_python="/py")
+    p22 = plan_environment(KB, FACTS, BuildRequest(tf="2.2.0", backend="rattler"), tools=TOOLS, home=HOME, engine_python="/py")
     (tos,) = [n for n in p22.notes if "Terms of Service" in n and n.startswith("defaults:")]
     assert "200 or more people" in tos
     assert "https://anaconda.com/pricing/terms-of-service-faqs" in p22.sources
     assert "no conda-forge alternative for TensorFlow 2.2.0" in tos
     # a conda-forge recipe pointed at `defaults` by --channel: the alternative is the recipe's own channel
-    p218 = plan_environment(KB, FACTS, tf="2.18.0", backend="rattler", tools=TOOLS, home=HOME, engine_python="/py",
-                            channels=["defaults"])
+    p218 = plan_environment(KB, FACTS, BuildRequest(tf="2.18.0", backend="rattler", channels=("defaults",)), tools=TOOLS, home=HOME, engine_python="/py")
     (tos,) = [n for n in p218.notes if "Terms of Service" in n]
     assert "itself uses conda-forge" in tos
-    p218cf = plan_environment(KB, FACTS, tf="2.18.0", backend="rattler", tools=TOOLS, home=HOME, engine_python="/py")
+    p218cf = plan_environment(KB, FACTS, BuildRequest(tf="2.18.0", backend="rattler"), tools=TOOLS, home=HOME, engine_python="/py")
     assert not any("Anaconda's channels are covered" in n for n in p218cf.notes)
 
 
@@ -194,7 +190,7 @@ def test_lock_from_anaconda_urls_gets_the_note() -> None:
                           url="https://repo.anaconda.com/pkgs/main/linux-64/python-3.8.10-h12debd9_8.conda"))
     info = Lock(path="/l.yml", kind="conda", platforms=("linux-64",), packages=pkgs,
                     channels=("https://repo.anaconda.com/pkgs/main",))
-    plan = plan_from_lock(KB, FACTS, info, platform="linux-64", home=HOME)
+    plan = plan_from_lock(KB, FACTS, info, BuildRequest(platform="linux-64"), home=HOME)
     assert (plan.tf, plan.python, plan.prefix) == ("2.2.0", "3.8", f"{HOME}/envs/tf2.2.0")
     assert any("Terms of Service" in n for n in plan.notes)
 
@@ -208,8 +204,8 @@ def test_from_lock_plans_match_the_plan_schema(tmp_path: Path) -> None:
     schema = json.loads(resources.files("tfgpu").joinpath("core/schemas/plan.schema.json").read_text(encoding="utf-8"))
     pip_lock = tmp_path / "r.txt"
     pip_lock.write_text("tensorflow==2.20.0 --hash=sha256:" + "a" * 64 + "\n")
-    plans = [plan_from_lock(KB, FACTS, read_lock(RECORDED), platform="linux-aarch64", home=HOME),
-             plan_from_lock(KB, FACTS, read_lock(pip_lock), platform="", tools=TOOLS, home=HOME)]
+    plans = [plan_from_lock(KB, FACTS, read_lock(RECORDED), BuildRequest(platform="linux-aarch64"), home=HOME),
+             plan_from_lock(KB, FACTS, read_lock(pip_lock), BuildRequest(platform=""), tools=TOOLS, home=HOME)]
     for plan in plans:
         jsonschema.Draft202012Validator(schema).validate(plan.to_json())
     assert plans[0].name == "conda-lock-4912053-install-with-pip-deps"  # no TensorFlow in it: named after the file

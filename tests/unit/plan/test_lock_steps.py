@@ -29,6 +29,7 @@ from tfgpu.build.lock import LockTarget, lock_pip, plan_pip_lock
 from tfgpu.core.errors import ExitCode, StepFailed, UsageError
 from tfgpu.kb.knowledge import load_kb
 from tfgpu.plan.fromlock import plan_from_lock
+from tfgpu.plan.request import BuildRequest
 
 Cli = Callable[..., tuple[int, str, str]]
 FAKE_UV = TESTS / "fake_programs" / "fake_uv.py"
@@ -241,7 +242,7 @@ def test_real_uv_locks_through_the_step_runner_and_create_from_lock_plans_it(
     assert list(tmp_dir.iterdir()) == []
     facts = {"platform": {"os": "linux", "arch": "x86_64"},
              "python": {"interpreters": [{"version": "3.13.0", "path": "/usr/bin/python3.13"}]}}
-    plan = plan_from_lock(KB, facts, lock, platform="", tools={"uv": "/usr/bin/uv"}, home="/h")
+    plan = plan_from_lock(KB, facts, lock, BuildRequest(platform=""), tools={"uv": "/usr/bin/uv"}, home="/h")
     assert plan.steps[1].argv[-4:] == ("--require-hashes", "--no-deps", "-r", str(out))
 
 

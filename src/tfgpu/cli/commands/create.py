@@ -12,6 +12,7 @@ from tfgpu.backends.names import CONTAINER_BACKENDS
 from tfgpu.build.pipeline import check_target
 from tfgpu.cli.commands.plan import CONFIG_EPILOG, IMAGE_HELP, _facts
 from tfgpu.cli.options import typer_option
+from tfgpu.plan.request import BuildRequest
 from tfgpu.render.plan import print_plan
 
 
@@ -42,46 +43,33 @@ def create_cmd(
     image: Optional[str] = typer_option("image", help=IMAGE_HELP),
 ) -> int:
     """Judge the target, show the plan, build the environment, then run the smoke test in it."""
-    if backend in CONTAINER_BACKENDS:
-        return _create_container(tf=tf, from_lock=from_lock, backend=backend, image=image, name=name,
-                                 facts=_facts(facts_file, driver, gpu_cc, os_name), dry_run=dry_run, yes=yes,
-                                 no_smoke=no_smoke, allow_cpu=allow_cpu, timeout=timeout)
-    if image is not None:
-        from tfgpu.core.errors import UsageError
-
-        msg = "--image needs --backend docker|podman|apptainer|container"
-        raise UsageError(msg)
-    return run_create(
-        tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel, dry_run=dry_run,
-        yes=yes, force=force, no_smoke=no_smoke, allow_cpu=allow_cpu, timeout=timeout, facts_file=facts_file,
-        find_links=find_links, index_url=index_url, offline=offline, from_lock=from_lock, platform=platform,
-        driver=driver, gpu_cc=gpu_cc, os_name=os_name, cpu=cpu,
+    from tfgpu.build.pipeline import (
+        CreateRequest,
+        check_container_target,
+        create_environment,
+        refuse_foreign_prefix,
     )
-
-
-def _create_container(*, tf: str | None, from_lock: str | None, backend: str, image: str | None, name: str | None,
-                      facts: dict[str, Any], dry_run: bool, yes: bool, no_smoke: bool, allow_cpu: bool,
-                      timeout: float | None) -> int:
-    from tfgpu.build.container import run_container_create
-    from tfgpu.core.errors import UsageError
     from tfgpu.core.timeouts import check_timeout
 
-    if tf is None or from_lock is not None:
-        msg = "a container backend needs --tf (and no --from-lock)"
-        raise UsageError(msg, hint="e.g. tfgpu create --tf 2.15 --backend docker")
+    req = BuildRequest(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=tuple(channel or ()),
+                       find_links=tuple(find_links or ()), index_url=index_url, offline=offline, cpu=cpu,
+                       from_lock=from_lock, platform=platform, image=image)
+    container = backend in CONTAINER_BACKENDS
+    if container:
+        check_container_target(req, "create")
+    else:
+        check_target(req)
+    timeout = check_timeout(timeout)
+    if from_lock is not None and not container:  # a bad lockfile is exit 2 before the machine is probed
+        from tfgpu.backends.lockfiles import read_lock
 
-    def confirm(question: str) -> bool:
-        if not sys.stdin.isatty():
-            msg = "create needs confirmation and there is no terminal to ask on"
-            raise UsageError(msg, hint="pass --yes")
-        from tfgpu.render import output
-
-        return output.confirm(question, default=True)
-
-    return run_container_create(tf=tf, backend=backend, image=image, name=name, facts=facts,
-                                dry_run=dry_run, yes=yes, no_smoke=no_smoke, allow_cpu=allow_cpu,
-                                timeout=check_timeout(timeout), out=_say, err=_err, confirm=confirm,
-                                show_plan=print_plan)
+        read_lock(from_lock)
+    if not container:
+        refuse_foreign_prefix(prefix, force)  # a directory tfgpu did not make is refused before anything else
+    request = CreateRequest(build=req, facts=_facts(facts_file, driver, gpu_cc, os_name), dry_run=dry_run,
+                            force=force, no_smoke=no_smoke, allow_cpu=allow_cpu, timeout=timeout,
+                            facts_from_file=facts_file is not None)
+    return create_environment(request, _CreateRenderer(yes=yes)).exit_code
 
 
 def _say(text: str) -> None:
@@ -94,34 +82,6 @@ def _err(text: str) -> None:
     from tfgpu.render import output
 
     output.note(text)
-
-
-def run_create(
-    *, tf: str | None, backend: str = "auto", name: str | None = None, prefix: str | None = None,
-    python: str | None = None, channels: list[str] | None = None, dry_run: bool = False, yes: bool = False,
-    force: bool = False, no_smoke: bool = False, allow_cpu: bool = False, timeout: float | None = None,
-    facts_file: str | None = None, find_links: list[str] | None = None, index_url: str | None = None,
-    offline: bool = False, from_lock: str | None = None, platform: str | None = None,
-    driver: str | None = None, gpu_cc: str | None = None, os_name: str | None = None, cpu: bool = False,
-) -> int:
-    """Parse, call tfgpu.build.pipeline.create_environment, render."""
-    from tfgpu.build.pipeline import CreateRequest, create_environment, refuse_foreign_prefix
-
-    check_target(tf, from_lock, backend=backend, python=python, channels=channels)
-    from tfgpu.core.timeouts import check_timeout
-
-    timeout = check_timeout(timeout)
-    if from_lock is not None:  # a bad lockfile is exit 2 before the machine is probed
-        from tfgpu.backends.lockfiles import read_lock
-
-        read_lock(from_lock)
-    refuse_foreign_prefix(prefix, force)  # a directory tfgpu did not make is refused before anything else
-    request = CreateRequest(
-        tf=tf, facts=_facts(facts_file, driver, gpu_cc, os_name), backend=backend, name=name, prefix=prefix,
-        python=python, channels=tuple(channels or ()), dry_run=dry_run, force=force, no_smoke=no_smoke,
-        allow_cpu=allow_cpu, timeout=timeout, find_links=tuple(find_links or ()), index_url=index_url,
-        offline=offline, from_lock=from_lock, platform=platform, facts_from_file=facts_file is not None, cpu=cpu)
-    return create_environment(request, _CreateRenderer(yes=yes)).exit_code
 
 
 class _CreateRenderer:
@@ -150,7 +110,10 @@ class _CreateRenderer:
         if not sys.stdin.isatty():
             msg = "create needs confirmation and there is no terminal to ask on"
             raise UsageError(msg, hint="pass --yes")
-        question = f"Replace {plan.prefix} ({replacing})?" if replacing else f"Create {plan.prefix}?"
+        if plan.backend in CONTAINER_BACKENDS:
+            question = f"Pull {plan.recipe_id} and test it?"
+        else:
+            question = f"Replace {plan.prefix} ({replacing})?" if replacing else f"Create {plan.prefix}?"
         from tfgpu.render import output
 
         if not output.confirm(question, default=not replacing):

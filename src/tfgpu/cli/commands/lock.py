@@ -66,11 +66,12 @@ def run_lock(
     facts: dict[str, Any] | None = None, timeout: float | None = None,
 ) -> int:
     from tfgpu.build.lock import lock_environment
+    from tfgpu.plan.request import BuildRequest
     from tfgpu.render import output as ui  # `output` is the lockfile option here
 
-    outcome = lock_environment(tf=tf, platforms=platforms, output=output, channels=channels, backend=backend,
-                               python=python, virtual_packages=virtual_packages, cache_dir=cache_dir, force=force,
-                               facts=facts, say=ui.note, timeout=timeout)
+    req = BuildRequest(tf=tf, backend=backend, python=python, channels=channels)
+    outcome = lock_environment(req, platforms=platforms, output=output, virtual_packages=virtual_packages,
+                               cache_dir=cache_dir, force=force, facts=facts, say=ui.note, timeout=timeout)
     for n in outcome.notes:
         ui.say(f"# {n}")
     ui.say(f"wrote {outcome.path}")

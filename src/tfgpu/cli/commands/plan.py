@@ -13,9 +13,11 @@ from tfgpu.build.pipeline import (  # shared with scripts/verify_recipes.py
     build_container_plan,
     build_from_lock_plan,
     build_plan,
+    check_container_target,
     check_target,
 )
 from tfgpu.cli.options import typer_option
+from tfgpu.plan.request import BuildRequest
 from tfgpu.render.plan import print_plan
 
 IMAGE_HELP = ("The container image to use, instead of the one tfgpu chooses (--backend docker, podman, apptainer "
@@ -86,12 +88,13 @@ def plan_cmd(
     if (image or requirements) and not container:
         msg = "--image and --requirements need --backend docker|podman|apptainer|container"
         raise UsageError(msg)
+    req = BuildRequest(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=tuple(channel or ()),
+                       find_links=tuple(find_links or ()), index_url=index_url, offline=offline, cpu=cpu,
+                       from_lock=from_lock, platform=platform, image=image)
     if container:
-        if tf is None or from_lock is not None:
-            msg = "a container backend needs --tf (and no --from-lock)"
-            raise UsageError(msg, hint="e.g. tfgpu plan --tf 2.15 --backend docker")
+        check_container_target(req, "plan")
         facts = _facts(facts_file, driver, gpu_cc, os_name)
-        plan = build_container_plan(tf=tf, backend=backend, image=image, name=name, facts=facts)
+        plan = build_container_plan(req, facts)
         if fmt in ("dockerfile", "apptainer"):
             from tfgpu.judge.containers import render_apptainer, render_dockerfile
 
@@ -101,7 +104,7 @@ def plan_cmd(
         if fmt == "environment.yml":
             msg = "--format environment.yml is for conda environments"
             raise UsageError(msg, hint="use --format sh, dockerfile or apptainer with a container backend")
-    check_target(tf, from_lock, backend=backend, python=python, channels=channel)
+    check_target(req)
     if container:
         pass
     elif from_lock is not None:
@@ -109,14 +112,10 @@ def plan_cmd(
 
         read_lock(from_lock)  # a bad lockfile is exit 2 before the machine is probed
         facts = _facts(facts_file, driver, gpu_cc, os_name)
-        plan = build_from_lock_plan(from_lock=from_lock, name=name, prefix=prefix, platform=platform,
-                               facts=facts, find_links=find_links or [], index_url=index_url, offline=offline)
+        plan = build_from_lock_plan(req, facts)
     else:
-        assert tf is not None
         facts = _facts(facts_file, driver, gpu_cc, os_name)
-        plan = build_plan(tf=tf, backend=backend, name=name, prefix=prefix, python=python, channels=channel or [],
-                          facts=facts, find_links=find_links or [], index_url=index_url, offline=offline, cpu=cpu,
-                          for_another_machine=fmt is not None, facts_from_file=facts_file is not None)
+        plan = build_plan(req, facts, for_another_machine=fmt is not None, facts_from_file=facts_file is not None)
     if json_out:
         from tfgpu import __version__
         from tfgpu.kb.queries import data_version
