@@ -36,7 +36,8 @@ def test_wheels_pins_and_the_library_path_in_one_plan() -> None:
                                   "nvidia-cudnn-cu12==8.9.7.29", "numpy<2")
     content = plan.steps[1].content or ""
     assert plan.steps[1].path == "/e/bin/activate"
-    assert "site-packages/nvidia/*/lib" in content and "export TF_FORCE_GPU_ALLOW_GROWTH=true" in content
+    assert "site-packages/nvidia/*/lib" in content
+    assert "export TF_FORCE_GPU_ALLOW_GROWTH=true" in content
     assert any("install the NVIDIA driver" in n for n in plan.notes)
     script = plan_sh(plan)
     assert shlex.split(script.splitlines()[4]) == list(plan.steps[0].argv)
@@ -55,7 +56,9 @@ def test_cuda_without_wheels_is_refused_in_a_venv_and_installed_in_a_conda_env()
     v = verdict(finding("libs.missing", {"kind": "cuda", "families": ["cudart"]}))
     v["tensorflow"] = {"distribution": "tensorflow-gpu", "version": "1.14.0", "cuda": "10.0", "cudnn": "7.4"}
     venv = plan_fix(v, ENV, uv="uv")
-    assert venv.steps == () and "tfgpu create --tf 1.14.0" in venv.notes[0] and "CUDA 10.0" in venv.notes[0]
+    assert venv.steps == ()
+    assert "tfgpu create --tf 1.14.0" in venv.notes[0]
+    assert "CUDA 10.0" in venv.notes[0]
     conda = plan_fix(v, {**ENV, "kind": "conda"}, uv="uv", conda="/opt/conda/bin/conda")
     assert conda.steps[0].argv == ("/opt/conda/bin/conda", "install", "-y", "-p", "/e", "-c", "conda-forge",
                                    "cudatoolkit=10.0", "cudnn>=7.4")
