@@ -19,10 +19,10 @@ def fix_cmd(
                                                         "the environment to repair."),
     prefix: Optional[str] = typer_option("prefix", help="The environment's directory: the one to repair."),
     name: Optional[str] = typer_option("name", help="The environment's name: a tfgpu or conda environment to repair."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan; change nothing."),
+    dry_run: bool = typer_option("dry_run"),
     yes: bool = typer_option("yes"),
-    fmt: str = typer.Option("human", "--format", metavar="FORMAT",
-                            help="How the plan is printed: human, sh (a script) or json."),
+    fmt: str = typer_option("format", default="human", help="Print the plan as a file format: human (the default), "
+                                                             "sh (a script) or json."),
     undo: bool = typer.Option(False, "--undo", help="Restore the package list and files the last fix recorded."),
     break_system: bool = typer.Option(False, "--break-system-packages",
                                       help="Allow changing an externally managed Python (PEP 668), as pip's flag does."),
