@@ -48,6 +48,14 @@ DOCTOR_OPTIONS: tuple[OptionSpec, ...] = (
     SHARED["os"],
     replace(SHARED["timeout"], help="Give up after this many seconds: on each probe (env TFGPU_PROBE_TIMEOUT; "
                                     "default 2)."),
+    replace(SHARED["python"], help="Python X.Y of the environment: here, the interpreter (EXE) of the environment "
+                                   "whose TensorFlow is judged (default: the active one)."),
+    replace(SHARED["prefix"], help="The environment's directory: its TensorFlow is judged."),
+    replace(SHARED["name"], help="The environment's name: a tfgpu environment or a conda environment; its "
+                                 "TensorFlow is judged."),
+    OptionSpec(("--import",), "import_tf", bool, default=False,
+               help="Import TensorFlow in that environment (a child process): the libraries it really maps, "
+                    "its GPUs and its log, against the prediction."),
 )
 #: The fast path's table: flag -> (keyword of run_doctor, type), every spelling of every option above.
 OPTIONS: dict[str, tuple[str, type]] = fast_options(DOCTOR_OPTIONS)
@@ -115,6 +123,7 @@ def run_doctor(
     *, tf: str | None = None, json_out: bool = False, facts_file: str | Path | None = None, backend: str = "auto",
     require_gpu: bool = False, strict: bool = False, ci: bool = False, redact_out: bool = False,
     overrides: dict[str, str | None] | None = None, timeout: float | None = None, fork_probes: bool = False,
+    python: str | None = None, prefix: str | None = None, name: str | None = None, import_tf: bool = False,
 ) -> int:
 
     if backend not in BACKENDS:
@@ -127,7 +136,16 @@ def run_doctor(
     # knowledge base (in a thread instead, it was slower: GIL and import-lock contention).
     from tfgpu.facts.gather import start_facts
 
-    pending = start_facts(facts_file=facts_file, overrides=overrides, timeout=timeout, fork=fork_probes)
+    target = None
+    if python or prefix or name:
+        from tfgpu.cli.envtarget import named_environment
+
+        if facts_file is not None:
+            msg = "--facts judges another machine; --python/--prefix/--name read an environment on this one"
+            raise UsageError(msg, hint="use one of them")
+        target = named_environment(python=python, prefix=prefix, name=name)
+    pending = start_facts(facts_file=facts_file, overrides=overrides, timeout=timeout, fork=fork_probes,
+                          environment=target)
     try:
         from tfgpu.kb.knowledge import load_kb
         from tfgpu.render import report
@@ -142,6 +160,19 @@ def run_doctor(
     config = load_config()  # its [backends] prefer steers the recipe exactly as it does for plan and create
     result = doctor_result(facts, kb, tf=tf, backend=backend, prefer=config.prefer, prefer_source=config.source)
     doc = report.doctor_document(facts, result, data_version=kb.data_version, overrides=active)
+    if isinstance(facts.get("environment"), dict):  # a TensorFlow here (or named): its verdict opens the report
+        from tfgpu.judge.environment import judge_environment
+        from tfgpu.kb.sonames import load_sonames
+
+        doc["environment"] = judge_environment(facts["environment"], facts, kb, load_sonames())
+        if import_tf:
+            from tfgpu.verify.envprobe import import_check
+
+            doc["environment"]["runtime"] = import_check(facts["environment"], doc["environment"],
+                                                         timeout=max(120.0, timeout or 0))
+    elif import_tf:
+        msg = "--import needs an environment with TensorFlow: none is installed in the one judged"
+        raise UsageError(msg, hint="name one with --python EXE, --prefix DIR or --name NAME")
     code = result.exit_code(require_gpu=require_gpu, strict=strict)
     doc["exit_code"] = code
     if redact_out:

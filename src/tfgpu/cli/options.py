@@ -85,6 +85,9 @@ SHARED: dict[str, OptionSpec] = {
     "allow_cpu": OptionSpec(("--allow-cpu",), "allow_cpu", bool, default=False,
                             help="A CPU-only smoke result is a success."),
     "image": OptionSpec(("--image",), "image", str, metavar="IMAGE", help="The container image to use."),
+    "dry_run": OptionSpec(("--dry-run",), "dry_run", bool, default=False,
+                          help="Judge and show the plan; change nothing."),
+    "format": OptionSpec(("--format",), "fmt", str, metavar="FORMAT", help="Print the plan as a file format."),
 }
 
 #: The facts options every command that reads the machine takes (doctor, plan, create, lock, smoke, explain).

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 FATBIN_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50, little-endian
 FATBIN_KIND = {1: "ptx", 2: "sass"}
@@ -461,3 +462,71 @@ def summarize(containers: Iterable[Container]) -> dict[str, dict[int, tuple[int,
             seen.add((e.kind, e.arch))
             out[e.kind][e.arch] = (n_cont + (1 if first else 0), n_ent + 1)
     return out
+
+
+# --------------------------------------------------------------------------- an installed object's links
+
+DT_SONAME = 14
+DT_RPATH = 15
+DT_RUNPATH = 29
+_MAX_DYNAMIC = 1 << 20  # a .dynamic section or its string table larger than this is not a real one
+
+
+@dataclass(frozen=True)
+class Links:
+    """What the dynamic loader reads from one ELF object: its DT_NEEDED names, DT_RPATH, DT_RUNPATH, DT_SONAME."""
+
+    needed: tuple[str, ...] = ()
+    rpath: str | None = None
+    runpath: str | None = None
+    soname: str | None = None
+
+
+def parse_links(dynamic: bytes, string: Callable[[int], str]) -> Links:
+    """The loader's entries of a `.dynamic` section (64-bit little-endian); ``string(offset)`` reads a name
+    from its string table (a large library's table holds every exported symbol: tens of MB, never read whole)."""
+    needed: list[str] = []
+    values: dict[int, str] = {}
+    for pos in range(0, len(dynamic) - 15, 16):
+        tag, val = struct.unpack_from("<qQ", dynamic, pos)
+        if tag == 0:
+            break
+        if tag == DT_NEEDED:
+            needed.append(string(val))
+        elif tag in (DT_SONAME, DT_RPATH, DT_RUNPATH):
+            values[tag] = string(val)
+    return Links(tuple(needed), values.get(DT_RPATH), values.get(DT_RUNPATH), values.get(DT_SONAME))
+
+
+def read_links(fh: BinaryIO) -> Links:
+    """The loader's entries of an ELF file opened for reading: reads its header, its section table, the
+    `.dynamic` section and the few strings it names, by seeking (a 1 GB libtensorflow_cc.so costs a few kB).
+    Raises FormatError for a file that is not a 64-bit little-endian ELF object or whose tables do not fit."""
+    shoff, entsize, num, _ = elf_header(fh.read(64))
+    if entsize < 64 or num == 0 or num > 65535:
+        msg = "no section header table"
+        raise FormatError(msg)
+    fh.seek(shoff)
+    sht = fh.read(entsize * num)
+    if len(sht) < entsize * num:
+        msg = "section header table past the end of the file"
+        raise FormatError(msg)
+    sections = elf_sections(sht, entsize, None)
+    dyn = next((s for s in sections if s.type == SHT_DYNAMIC), None)
+    if dyn is None:
+        return Links()  # a static object: nothing for the loader
+    if dyn.link >= len(sections) or dyn.size > _MAX_DYNAMIC:
+        msg = "bad .dynamic section"
+        raise FormatError(msg)
+    strtab = sections[dyn.link]
+    fh.seek(dyn.offset)
+    dynamic = fh.read(dyn.size)
+
+    def string(offset: int) -> str:
+        if offset >= strtab.size:
+            msg = "a .dynamic string outside its table"
+            raise FormatError(msg)
+        fh.seek(strtab.offset + offset)
+        return _cstr(fh.read(min(4096, strtab.size - offset)), 0)
+
+    return parse_links(dynamic, string)

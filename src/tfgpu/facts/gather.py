@@ -16,15 +16,16 @@ if TYPE_CHECKING:
 
 def gather_facts(
     *, facts_file: str | Path | None = None, overrides: dict[str, str | None] | None = None,
-    timeout: float | None = None,
+    timeout: float | None = None, environment: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """Facts from a file or from probing, then single-fact overrides: flags beat TFGPU_* variables."""
-    return start_facts(facts_file=facts_file, overrides=overrides, timeout=timeout, fork=False)()
+    return start_facts(facts_file=facts_file, overrides=overrides, timeout=timeout, fork=False,
+                       environment=environment)()
 
 
 def start_facts(
     *, facts_file: str | Path | None = None, overrides: dict[str, str | None] | None = None,
-    timeout: float | None = None, fork: bool = False,
+    timeout: float | None = None, fork: bool = False, environment: dict[str, Any] | None = None,
 ) -> Callable[[], tuple[dict[str, Any], list[str]]]:
     """Start gathering facts and return a function that finishes it (see :func:`gather_facts`).
 
@@ -46,7 +47,7 @@ def start_facts(
         def detect() -> dict[str, Any]:
             from tfgpu.facts.probe import detect_facts
 
-            return detect_facts(timeout=budget, isolate_nvml=fork)
+            return detect_facts(timeout=budget, isolate_nvml=fork, environment=environment)
 
         probed = detect
         if fork:

@@ -54,6 +54,7 @@ SCHEMAS = {
     "verified": "tfgpu.compat.verified/1",
     "containers": "tfgpu.compat.containers/1",
     "rules": "tfgpu.compat.rules/1",
+    "sonames": "tfgpu.compat.sonames/1",
 }
 
 

@@ -200,8 +200,17 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
         console.print(Text(f"machine: {where}", style="dim"))
     if doc.get("overrides"):
         console.print(Text("overrides active: " + ", ".join(doc["overrides"]), style="yellow"))
+    env = doc.get("environment")
+    if env:  # the installed TensorFlow's verdict opens the report (and replaces the old one-line check)
+        from tfgpu.render.environment import environment_lines
+
+        console.print()
+        for text, style in environment_lines(env):
+            console.print(Text(text, style=style))
     current = None
     for check in doc["checks"]:
+        if env and check["id"].startswith("tf."):
+            continue
         group = _group(check["id"])
         if group != current:
             current = group
@@ -361,6 +370,8 @@ def plain_log(doc: Mapping[str, Any]) -> str:
         lines.append(f"[{MARKS.get(c['status'], '?')}] {c['id']}: {comment_safe(str(c['summary']))}")
     for t in doc["targets"]:
         lines.append(f"TensorFlow {t['tf']}: {t['verdict']}" + (f" ({t['backend']})" if t.get("backend") else ""))
+    if doc.get("environment"):
+        lines.append(comment_safe(f"environment: {doc['environment'].get('summary')}"))
     rec = doc.get("recommendation")
     lines.append(f"recommendation: {rec['command']}" if rec else "recommendation: none")
     return "\n".join(lines) + "\n"

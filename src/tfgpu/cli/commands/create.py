@@ -25,7 +25,7 @@ def create_cmd(
     prefix: Optional[str] = typer_option("prefix"),
     python: Optional[str] = typer_option("python"),
     channel: Optional[list[str]] = typer_option("channel"),  # noqa: B008 - typer's idiom
-    dry_run: bool = typer.Option(False, "--dry-run", help="Judge and show the plan; change nothing."),
+    dry_run: bool = typer_option("dry_run"),
     yes: bool = typer_option("yes"),
     force: bool = typer_option(
         "force", help="Go ahead where tfgpu would stop: replace an existing environment; build despite a blocked verdict."),

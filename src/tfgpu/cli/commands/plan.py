@@ -50,9 +50,8 @@ def plan_cmd(
     python: Optional[str] = typer_option("python"),
     channel: Optional[list[str]] = typer_option("channel"),  # noqa: B008 - typer's idiom
     json_out: bool = typer_option("json", help="Print the versioned JSON document (tfgpu.plan/1)."),
-    fmt: Optional[str] = typer.Option(None, "--format", metavar="FORMAT",
-                                      help="Print the plan as sh or environment.yml; for a container backend also as "
-                                           "dockerfile or apptainer (a definition file)."),
+    fmt: Optional[str] = typer_option("format", help="Print the plan as a file format: sh or environment.yml; for a "
+                                                     "container backend also dockerfile or apptainer (a definition file)."),
     facts_file: Optional[str] = typer_option("facts"),
     driver: Optional[str] = typer_option("driver"),
     gpu_cc: Optional[str] = typer_option("gpu_cc"),

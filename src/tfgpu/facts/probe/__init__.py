@@ -100,7 +100,7 @@ def _nvml_caller(timeout: float, *, isolate: bool, env: Mapping[str, str]) -> Ca
 
 def detect_facts(
     *, root: Path | str = "/", env: Mapping[str, str] | None = None, timeout: float = DEFAULT_TIMEOUT,
-    isolate_nvml: bool = False,
+    isolate_nvml: bool = False, environment: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Probe the machine (or the profile tree at ``root``) and return the facts document.
 
@@ -110,7 +110,9 @@ def detect_facts(
     only when probing this machine, i.e. ``root`` is /). ``isolate_nvml`` (the console script) runs NVML
     in a forked process of its own on Linux: it then runs in parallel with the other probes instead of
     taking turns with them on the GIL, and a call that hangs or crashes (a GPU fallen off the bus) is
-    killed or contained there and reported as this probe's error.
+    killed or contained there and reported as this probe's error. ``environment`` names the Python environment
+    to read (``{"prefix": P, "how": ..., "explicit": bool}``, tfgpu.facts.environment); without it the active
+    one is read when probing this machine. Its section is added only when it holds a TensorFlow (or was named).
     """
     import threading
     from pathlib import Path
@@ -142,6 +144,22 @@ def detect_facts(
         "cuda_toolkits": lambda: cuda.probe_toolkits(ctx, os_name),
         "libraries": lambda: cuda.probe_libraries(ctx, site_dirs),
     }
+    target = dict(environment) if environment else None
+    if target is None and ctx.native:
+        import sys
+
+        from tfgpu.facts.environment import locate
+
+        prefix, how = locate(env=env, own_prefix=sys.prefix)
+        target = {"prefix": prefix, "how": how, "explicit": False} if prefix else None
+    if target is not None:
+        def environment_job() -> dict[str, Any] | None:
+            from tfgpu.facts.environment import probe_environment
+
+            return probe_environment(str(target["prefix"]), how=str(target.get("how") or ""), shell_env=env,
+                                     explicit=bool(target.get("explicit")))
+
+        jobs["environment"] = environment_job
     nvml_box: dict[str, Any] = {}
     nvml_done = threading.Event()
     if use_nvml:
@@ -251,6 +269,8 @@ def detect_facts(
     }
     if libraries.get("ldconfig_error"):
         facts["errors"]["ldconfig"] = libraries["ldconfig_error"]
+    if results.get("environment") is not None:  # only with a TensorFlow (or named): else the facts stay as they were
+        facts["environment"] = results["environment"]
     return facts
 
 
