@@ -181,7 +181,8 @@ def run_doctor(
         from tfgpu.render import output
 
         output.write_json(doc)
-        from tfgpu.core.safety import terminal_safe, workflow_safe
+        from tfgpu.core.safety import workflow_safe
+        from tfgpu.core.termtext import terminal_safe
 
         # every line written in CI mode: no escape sequences, no workflow command from the facts
         sys.stderr.write(workflow_safe(terminal_safe(report.plain_log(doc))))
