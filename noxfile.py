@@ -146,3 +146,13 @@ def update_compat(session: nox.Session) -> None:
     session.run("python", str(ROOT / "scripts" / "scan_wheel_archs.py"), "--scan", *session.posargs, env=env)
     # after the arch scan: it takes its wheel list (and DT_NEEDED) from compat/wheel_scan.json
     session.run("python", str(ROOT / "scripts" / "scan_build_info.py"), "--scan", *session.posargs, env=env)
+
+
+@nox.session(default=False)
+def kb_bundle(session: nox.Session) -> None:
+    """Build the knowledge bundle of compat/ and its index for `tfgpu kb update`: dist/kb/tfgpu-kb-<data
+    version>.tar.gz and index.json (every bundle in the directory; publish it as it is). `-- --out DIR` elsewhere."""
+    session.install("packaging>=22")  # the script takes the list of data files from tfgpu's own loader
+    session.run("python", str(ROOT / "scripts" / "build_kb_bundle.py"), *session.posargs,
+                env={"PYTHONPATH": os.fspath(ROOT / "src")})
+

@@ -29,6 +29,8 @@ _META_DATE = re.compile(r'^date\s*=\s*"([0-9]{4}-[0-9]{2}-[0-9]{2})"\s*$', re.MU
 RECORD = "bundle.json"
 #: TFGPU_KB_DATA=bundled ignores fetched knowledge (to compare, or when a fetched table misleads).
 ONLY_BUNDLED = "TFGPU_KB_DATA"
+#: While `tfgpu kb update` has the loader check a staged bundle (tfgpu.tools.kbupdate), its directory; else None.
+checking: Path | None = None
 
 
 def version_key(text: str) -> tuple[int, ...] | None:
@@ -88,6 +90,8 @@ def fetched_versions(root: Path | None = None) -> list[tuple[tuple[int, ...], Pa
 def newer_than(bundled: Path, environ: Mapping[str, str] | None = None) -> Path | None:
     """The newest fetched knowledge when it is newer than the ``bundled`` data, else None (the hook of
     tfgpu.kb.knowledge.compat_dir)."""
+    if checking is not None:
+        return checking
     env = os.environ if environ is None else environ
     if env.get(ONLY_BUNDLED, "") == "bundled":
         return None
