@@ -118,7 +118,7 @@ def test_harmless_only_log_has_no_problem() -> None:
     report = exread.explain_file(LOGS / "harmless_only_tf215.log")
     assert report.findings
     assert all(f.harmless for f in report.findings)
-    summary = exread.summarize_harmless(report.findings)
+    summary = ex.summarize_harmless(report.findings)
     assert summary is not None
     assert "nothing to fix" in summary
 

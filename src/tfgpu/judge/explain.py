@@ -426,4 +426,11 @@ def explain_lines(
 
 # ------------------------------------------------------------------------------------ file input
 
-
+def summarize_harmless(findings: Iterable[LogFinding]) -> str | None:
+    """One line for the harmless findings (people worry about them; they need nothing)."""
+    harmless = [f for f in findings if f.harmless]
+    if not harmless:
+        return None
+    total = sum(f.count for f in harmless)
+    ids = ", ".join(dict.fromkeys(f.id.removeprefix("harmless.") for f in harmless))
+    return f"{total} harmless line(s) ({ids}): nothing to fix"

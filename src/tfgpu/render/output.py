@@ -57,6 +57,9 @@ def console(*, err: bool = False, file: TextIO | None = None, style: bool | None
                               "color_system": "auto" if styled else None}
     if file is not None:
         kwargs["file"] = file
+        # inside a Jupyter kernel rich would send the text to the notebook as display data instead of the file
+        # (tfgpu.api.notebook renders into a StringIO there; tests/unit/api/test_kernel.py)
+        kwargs["force_jupyter"] = False
     else:
         kwargs["stderr"] = err
     if width is not None:

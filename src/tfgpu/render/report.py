@@ -304,6 +304,16 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
         console.print(Text("Recommendation: none — no TensorFlow release can use a GPU here as the machine is; "
                            "fix the ✗ items above first.", style="bold red"))
         console.print(Text("  meanwhile, on the CPU: tfgpu create --tf latest --cpu", style="dim"))
+    note = knowledge_note(doc)
+    if note:  # once, at the end: old knowledge, or a TensorFlow here newer than it knows
+        console.print(Text(f"\nnote: {note}", style="yellow"))
+
+
+def knowledge_note(doc: Mapping[str, Any]) -> str | None:
+    """The document's one note about its knowledge (tfgpu.kb.freshness), or None."""
+    knowledge = doc.get("knowledge")
+    note = knowledge.get("note") if isinstance(knowledge, Mapping) else None
+    return str(note) if note else None
 
 
 def clip(text: str, limit: int) -> str:
@@ -349,6 +359,9 @@ def step_summary(doc: Mapping[str, Any]) -> str:
         out.append(f"| {t['tf']} | {t['verdict']} | {t.get('backend') or ''} | {_md(why)} |")
     rec = doc.get("recommendation")
     out += ["", f"**Recommendation:** `{rec['command']}`" if rec else "**Recommendation:** none", ""]
+    note = knowledge_note(doc)
+    if note:
+        out += [f"**Note:** {_md(note)}", ""]
     return "\n".join(out)
 
 
@@ -374,6 +387,9 @@ def plain_log(doc: Mapping[str, Any]) -> str:
         lines.append(comment_safe(f"environment: {doc['environment'].get('summary')}"))
     rec = doc.get("recommendation")
     lines.append(f"recommendation: {rec['command']}" if rec else "recommendation: none")
+    note = knowledge_note(doc)
+    if note:
+        lines.append(comment_safe(f"note: {note}"))
     return "\n".join(lines) + "\n"
 
 

@@ -16,7 +16,6 @@ from tfgpu.core.record import field, record
 from tfgpu.judge.explain import (
     MAX_LINE_CHARS,
     ExplainReport,
-    LogFinding,
     _Collector,
 )
 from tfgpu.judge.explain_catalog import Catalog, load_catalog
@@ -272,13 +271,3 @@ def explain_file(
         except OSError as exc:
             msg = f"{path}: cannot read: {exc.strerror or exc}"
             raise InputError(msg, hint="check the file's permissions") from exc
-
-
-def summarize_harmless(findings: Iterable[LogFinding]) -> str | None:
-    """One line for the harmless findings (people worry about them; they need nothing)."""
-    harmless = [f for f in findings if f.harmless]
-    if not harmless:
-        return None
-    total = sum(f.count for f in harmless)
-    ids = ", ".join(dict.fromkeys(f.id.removeprefix("harmless.") for f in harmless))
-    return f"{total} harmless line(s) ({ids}): nothing to fix"

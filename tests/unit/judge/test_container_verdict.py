@@ -227,7 +227,7 @@ def test_the_backend_lists_follow_the_backend_table():
     takes every one."""
     from tfgpu.backends import names
     from tfgpu.backends.runners import RUNNERS
-    from tfgpu.cli import doctor
+    from tfgpu.api import doctor
 
     assert set(RUNNERS) == set(names.BACKENDS) | set(names.CONTAINER_BACKENDS)
     assert (*names.BACKENDS, *names.CONTAINER_BACKENDS) == doctor.BACKENDS

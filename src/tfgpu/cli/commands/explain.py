@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Optional
 
 import typer
 
 from tfgpu.cli.options import overrides, typer_option
-
-if TYPE_CHECKING:
-    from tfgpu.judge.explain import LogFinding
+from tfgpu.facts.gather import machine_facts as machine_facts  # re-exported: smoke reads them the same way
+from tfgpu.render.findings import render_findings as render_findings  # re-exported: smoke renders them too
 
 
 def explain(
@@ -29,24 +27,6 @@ def explain(
     """Explain the errors in a TensorFlow / CUDA / NVIDIA log: meaning, likely cause, fix."""
     return run_explain(logfile, json_out=json_out, facts_file=facts_file, probe=not no_probe, redact_out=redact_out,
                        overrides=overrides(driver, gpu_cc, os_name))
-
-
-def machine_facts(facts_file: str | None, *, probe: bool, overrides: dict[str, str | None] | None = None,
-                  ) -> tuple[dict[str, Any] | None, str | None]:
-    """Facts for machine-specific causes: from --facts FILE, else probed here (never fatal), then the
-    overrides (tfgpu.facts.gather.gather_facts, as for every command), and a note."""
-    from tfgpu.facts.gather import gather_facts
-
-    if facts_file:
-        return gather_facts(facts_file=facts_file, overrides=overrides)[0], \
-            f"machine-specific causes use the facts in {facts_file}"
-    if not probe:
-        return None, None
-    try:
-        facts, _ = gather_facts(overrides=overrides)
-    except Exception as exc:  # a probe bug must not hide the log's explanation
-        return None, f"this machine could not be probed ({type(exc).__name__}); causes are generic"
-    return facts, "machine-specific causes describe THIS machine (--facts FILE for another one, --no-probe to turn off)"
 
 
 def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, probe: bool = True,
@@ -85,45 +65,6 @@ def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, 
         return 0
     render_findings(report.findings, notes=report.notes, title=f"tfgpu explain: {report.name}")
     return 0
-
-
-def render_findings(findings: Iterable[LogFinding], *, notes: Iterable[str] = (), title: str | None = None) -> None:
-    """A rich table of findings, most important first; harmless ones summarised in one line."""
-    from rich.table import Table
-
-    from tfgpu.render import output
-    from tfgpu.tools.explain import summarize_harmless
-
-    items = list(findings)
-    console = output.console(soft_wrap=False)
-    serious = [f for f in items if not f.harmless]
-    if title:
-        console.print(output.line((title, "bold")))
-    if not serious:
-        console.print(output.line("No known problem found in this log." if not items
-                                  else "No problem: only harmless lines."))
-    else:
-        table = Table(expand=False)
-        table.add_column("#", justify="right", no_wrap=True)
-        table.add_column("", no_wrap=True)
-        table.add_column("line", justify="right", no_wrap=True)
-        table.add_column("problem")
-        marks = {"fatal": ("✗", "red"), "error": ("✗", "red"), "warning": ("!", "yellow"), "info": ("i", "blue")}
-        for n, f in enumerate(serious, 1):
-            times = f" (×{f.count})" if f.count > 1 else ""
-            table.add_row(str(n), output.line(marks.get(f.severity, "?")), str(f.line),
-                          output.line((f.id, "bold"), f"{times}: {f.meaning}"))
-        console.print(table)
-        for n, f in enumerate(serious, 1):
-            console.print(output.line((f"{n}. {f.id}", "bold"), f" (line {f.line}: ", (f.text[:160], "dim"), ")"))
-            console.print(output.line(f"   cause: {f.cause}"))
-            console.print(output.line("   ", ("fix:", "green"), f" {f.fix}"))
-            console.print(output.line((f"   source: {f.source}", "dim")))
-    harmless = summarize_harmless(items)
-    if harmless:
-        console.print(output.line((harmless, "dim")))
-    for note in notes:
-        console.print(output.line((f"note: {note}", "dim")))
 
 
 def register(app: typer.Typer) -> None:

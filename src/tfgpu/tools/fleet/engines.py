@@ -57,6 +57,10 @@ def _check_tf(tf: str | None) -> str | None:
     return tf
 
 
+#: Public names for tfgpu.tools.ci, which writes CI files with the same checks and the same YAML quoting.
+check_tf = _check_tf
+
+
 def _merge_words(reports: str, tf: str | None, html: str | None) -> list[str]:
     words = ["fleet", "merge", reports]
     if tf:
@@ -123,6 +127,9 @@ def slurm_script(*, nodes: int | None = None, nodelist: str | None = None, parti
 def _y(value: object) -> str:
     """A YAML scalar: JSON's string/number syntax is valid YAML, and quotes every special character."""
     return json.dumps(value)
+
+
+yaml_scalar = _y
 
 
 def k8s_manifest(*, namespace: str = "default", image: str | None = None, tf: str | None = None,
