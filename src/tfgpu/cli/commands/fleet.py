@@ -38,9 +38,11 @@ def merge(
     from tfgpu.render import output
     from tfgpu.tools.fleet import merge as fleet_merge
     from tfgpu.tools.fleet import render
+    from tfgpu.tools.fleet.judging import default_workers
 
     html_path = _html_target(html_file) if html_file else None
-    doc = fleet_merge.fleet_document(fleet_merge.merge(reports, kb=load_kb(), tf=tf, stdin=sys.stdin))
+    fleet = fleet_merge.merge(reports, kb=load_kb(), tf=tf, stdin=sys.stdin, workers=default_workers())
+    doc = fleet_merge.fleet_document(fleet)
     if html_path is not None:
         _write_text(html_path, render.render_html(doc))
     if json_out:
