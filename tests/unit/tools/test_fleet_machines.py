@@ -165,3 +165,10 @@ def test_workers_judge_as_this_process_does(tmp_path: Path) -> None:
     forked = fm.fleet_document(fm.merge([str(tmp_path)], kb=kb, tf="2.4", workers=2))
     assert forked == here
     assert [j.verdicts() for j in found] == [m.verdicts() for m in fm.merge([str(tmp_path)], kb=kb).machines.values()]
+
+
+def test_a_number_beyond_a_float_in_the_judged_facts_is_named() -> None:
+    line = '{"schema": "tfgpu.facts/1", "gpus": [{"index": 0, "memory_mib": 1e999}]}\n'
+    fleet = fm.merge(["-"], kb=load_kb(), stdin=io.StringIO(line))
+    assert fleet.reports == 0
+    assert "out of range" in fleet.problems[0].reason
