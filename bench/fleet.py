@@ -150,9 +150,10 @@ def _tree_rss(root: int) -> int:
     return sum(rss.get(pid, 0) for pid in tree)
 
 
-def measure(argv: list[str]) -> tuple[float, float, float, int]:
+def measure(argv: list[str]) -> tuple[float, float, float, int, float]:
     """(wall seconds, peak RSS MiB of the largest process, peak RSS MiB of the whole process tree sampled
-    every 0.1 s -- the merge forks judging workers --, exit code) of one run."""
+    every 0.1 s -- the merge forks judging workers --, exit code, CPU seconds user+sys of it and its
+    workers) of one run."""
     import threading
 
     start = time.perf_counter()
@@ -171,7 +172,7 @@ def measure(argv: list[str]) -> tuple[float, float, float, int]:
     done.set()
     sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return wall, usage.ru_maxrss / 1024, peak[0] / 1024, proc.returncode
+    return wall, usage.ru_maxrss / 1024, peak[0] / 1024, proc.returncode, usage.ru_utime + usage.ru_stime
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,16 +195,19 @@ def main(argv: list[str] | None = None) -> int:
             if not folder.is_dir():
                 write_reports(folder, nodes, args.distinct)
             size = sum(f.stat().st_size for f in folder.iterdir()) / 2**20
+            load = os.getloadavg()[0]
             samples = [measure([*tfgpu, "fleet", "merge", str(folder), "--json"]) for _ in range(args.runs)]
             wall = sorted(s[0] for s in samples)[len(samples) // 2]
+            cpu = sorted(s[4] for s in samples)[len(samples) // 2]
             rss = max(max(s[1], s[2]) for s in samples)  # the larger of the biggest process and the tree
             codes = {s[3] for s in samples}
-            rows.append((nodes, size, wall, rss, codes))
-            print(f"fleet merge of {nodes} reports ({size:.0f} MiB): median {wall:.2f} s, peak {rss:.0f} MiB "
+            rows.append((nodes, size, wall, rss, codes, cpu, load))
+            print(f"fleet merge of {nodes} reports ({size:.0f} MiB): median {wall:.2f} s (CPU {cpu:.2f} s, load "
+                  f"average {load:.1f} at start), peak {rss:.0f} MiB "
                   f"(largest process {max(s[1] for s in samples):.0f} MiB, all processes "
                   f"{max(s[2] for s in samples):.0f} MiB), exit {sorted(codes)}", flush=True)
     verdicts = []
-    for nodes, _, wall, rss, _ in rows:
+    for nodes, _, wall, rss, *_ in rows:
         if nodes in BUDGETS:
             seconds, mb = BUDGETS[nodes]
             ok = wall <= seconds and (mb is None or rss * 2**20 / 1e6 <= mb)
@@ -216,8 +220,12 @@ def main(argv: list[str] | None = None) -> int:
              f"UUIDs, bus ids and probe timings) of {args.distinct} distinct machines spread over the nodes; median "
              f"of {args.runs} runs; peak RSS of the merge with its judging workers (the larger of its biggest "
              "process and the sum over its processes sampled every 0.1 s).", "",
-             "| reports | on disk | wall (median) | peak RSS |", "|---|---|---|---|"]
-    lines += [f"| {nodes:,} | {size:.0f} MiB | {w:.2f} s | {r:.0f} MiB |" for nodes, size, w, r, _ in rows]
+             f"The machine: {os.cpu_count()} CPUs, shared (its 1-minute load average when each size started is "
+             "shown; the CPU column is user+sys of the merge and its workers, which contention does not inflate).", "",
+             "| reports | on disk | wall (median) | CPU (median) | load average | peak RSS |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {nodes:,} | {size:.0f} MiB | {w:.2f} s | {c:.2f} s | {la:.1f} | {r:.0f} MiB |"
+              for nodes, size, w, r, _, c, la in rows]
     lines += ["", *(f"Budget: {text}." for text, _ in verdicts), END]
     if not args.no_write:
         section = "\n".join(lines)

@@ -243,3 +243,31 @@ def test_the_merge_judges_with_this_knowledge_base_whatever_version_a_report_cla
     html = render.render_html(merged)
     assert merged["rejudged"]["reports"] == 0
     assert html.startswith("<!DOCTYPE html>")
+
+
+@pytest.mark.faults
+@pytest.mark.real_subprocess
+def test_a_512_mb_sparse_report_file_costs_a_bounded_resident_memory(tmp_path: Path) -> None:
+    # before: `fleet merge` of a 512 MB sparse file peaked at 3.6 GB (read whole, decoded, split); the 4 GB
+    # cap admitted ~28 GB. Now a file is read a bounded line at a time: the merge process stays small.
+    import os
+    import subprocess
+    import sys
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    with (reports / "zeros.json").open("wb") as fh:
+        fh.truncate(512 * 1024 * 1024)
+    (reports / "good.json").write_text(json.dumps(_honest(_facts())))
+    out_file, err_file = tmp_path / "out.json", tmp_path / "err.txt"
+    with out_file.open("wb") as out, err_file.open("wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "tfgpu", "fleet", "merge", str(reports), "--json"],
+                                stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)  # this merge's own peak, not another child's
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    peak_mib = usage.ru_maxrss / 1024
+    assert proc.returncode == 2, err_file.read_text()
+    doc = json.loads(out_file.read_text())
+    assert doc["nodes"] == 1
+    assert "16 MB" in doc["problems"][0]["reason"]
+    assert peak_mib < 300, f"peak {peak_mib:.0f} MiB"
