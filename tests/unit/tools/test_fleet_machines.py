@@ -172,3 +172,28 @@ def test_a_number_beyond_a_float_in_the_judged_facts_is_named() -> None:
     fleet = fm.merge(["-"], kb=load_kb(), stdin=io.StringIO(line))
     assert fleet.reports == 0
     assert "out of range" in fleet.problems[0].reason
+
+
+def test_reading_in_workers_merges_as_this_process_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files read by the forked workers (in chunks, in order) give the same document, problems and names."""
+    if judging.default_workers() == 0:
+        pytest.skip("fork or a second CPU is not available here")
+    monkeypatch.setattr(judging, "READ_HERE", 2)
+    monkeypatch.setattr(judging, "READ_CHUNK", 3)
+    base = json.loads((FACTS / "r740-4x-tesla-m60.json").read_text())
+    sub = tmp_path / "b"
+    sub.mkdir()
+    for i in range(10):
+        f = _node(base, i)
+        if i % 3 == 0:
+            f["driver"].update(version="450.80.02", kernel_module="450.80.02", cuda=None)
+        folder = sub if i % 2 else tmp_path
+        (folder / f"n{i % 5}.json").write_text(_report(f) if i != 7 else "{broken")
+    (tmp_path / "old.json").write_text(json.dumps(dict(json.loads(_report(base)), tfgpu_version="0.0.1")))
+    kb = load_kb()
+    here = fm.fleet_document(fm.merge([str(tmp_path)], kb=kb))
+    forked = fm.fleet_document(fm.merge([str(tmp_path)], kb=kb, workers=2))
+    assert forked == here
+    assert here["nodes"] == 10
+    assert "n0#2" in [n for g in here["groups"] for n in g["nodes"]]
+    assert len(here["problems"]) == 1

@@ -1,5 +1,5 @@
-"""Judging a fleet's distinct machines: in this process, or, for a fleet of many kinds, in worker
-processes while the merge reads on.
+"""Judging a fleet's distinct machines, and reading its report files: in this process, or, for a large
+fleet, in worker processes (the main process merges what they send, in order).
 
 A machine takes ~15 ms to judge (every TensorFlow series, every recipe); a fleet of a few hundred kinds
 takes seconds, which on a multi-core machine the workers spend while the main process is still reading
@@ -10,7 +10,7 @@ argument parsed): where fork is not available, or there is one CPU, everything i
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from tfgpu.tools.fleet.machines import Judgement, Judgements, judgement
@@ -19,6 +19,9 @@ Judge = Callable[[Mapping[str, Any], "str | None"], dict[str, Any]]
 
 #: Distinct machines judged here before workers are started (a small fleet never forks).
 IN_PROCESS_FIRST = 8
+#: Report files read here at most; more are read by the workers, this many to a task.
+READ_HERE = 256
+READ_CHUNK = 128
 #: Workers at most, whatever the CPU count.
 MAX_WORKERS = 8
 
@@ -34,6 +37,18 @@ def judge_machine(judge: Judge, facts: Mapping[str, Any], tf: str | None) -> Jud
 def _in_worker(facts: Mapping[str, Any], tf: str | None) -> Judgement:
     assert _WORKER_JUDGE is not None
     return judge_machine(_WORKER_JUDGE, facts, tf)
+
+
+_WORKER_SEEN: set[bytes] = set()  # the machines this worker has sent the facts of
+
+
+def _read_in_worker(paths: list[str], data_version: str) -> list[Any]:
+    from pathlib import Path
+
+    from tfgpu.tools.fleet.preparing import prepare
+    from tfgpu.tools.fleet.reading import read_file
+
+    return [prepare(r, data_version, _WORKER_SEEN) for p in paths for r in read_file(Path(p))]
 
 
 def default_workers() -> int:
@@ -78,6 +93,18 @@ class JudgePool:
             return found
 
         return result
+
+    def reads_in_workers(self, files: int) -> bool:
+        """Whether ``files`` report files are better read by the workers."""
+        return self.workers >= 2 and files > READ_HERE
+
+    def map_files(self, files: list[Any], data_version: str) -> Iterator[Any]:
+        """Each file's reports prepared (tfgpu.tools.fleet.merge.prepare) by the workers, in order."""
+        if self._pool is None:
+            self._pool = self._start()
+        chunks = [[str(f) for f in files[i:i + READ_CHUNK]] for i in range(0, len(files), READ_CHUNK)]
+        for prepared in self._pool.map(_read_in_worker, chunks, [data_version] * len(chunks)):
+            yield from prepared
 
     def _start(self) -> Any:
         import multiprocessing

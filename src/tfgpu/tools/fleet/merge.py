@@ -13,10 +13,9 @@ never executed; names taken from it are escaped by the renderers.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,16 +26,23 @@ from tfgpu.tools.fleet.judging import Judge, JudgePool
 from tfgpu.tools.fleet.machines import (
     SIGNATURE_LABELS,
     DistinctMachine,
-    IdentityError,
     Judgement,
     NodeNames,
     _container_toolkit,
     machine_key,
-    printable,
     signature,
-    split_facts,
 )
-from tfgpu.tools.fleet.reading import FACTS_SCHEMA, MARKER, MAX_REPORT_BYTES, Problem, Report, iter_reports
+from tfgpu.tools.fleet.preparing import DOCTOR_SCHEMA, Prepared, prepare
+from tfgpu.tools.fleet.reading import (
+    FACTS_SCHEMA,
+    MARKER,
+    MAX_REPORT_BYTES,
+    Problem,
+    iter_reports,
+    read_file,
+    split_stream,
+    targets,
+)
 
 if TYPE_CHECKING:
     from tfgpu.kb.knowledge import KnowledgeBase
@@ -46,7 +52,6 @@ __all__ = ["DOCTOR_SCHEMA", "FACTS_SCHEMA", "MARKER", "MAX_REPORT_BYTES", "SCHEM
            "iter_reports", "merge", "signature"]
 
 SCHEMA = "tfgpu.fleet/1"
-DOCTOR_SCHEMA = "tfgpu.doctor/1"
 
 USABLE = ("ready", "caveats")
 
@@ -66,55 +71,6 @@ class Fleet:
 # --------------------------------------------------------------------------- merge
 
 
-def _facts_of(item: Report, kb_version: str) -> tuple[Any, str | None] | Problem:
-    """(the report's facts, why it counts as re-judged or None) or the Problem with it."""
-    head = item.head
-    schema = head.get("schema")
-    if schema == FACTS_SCHEMA:
-        return head, "a facts document (never judged)"
-    if schema != DOCTOR_SCHEMA:
-        return Problem(item.source, f"schema {str(schema)[:60]!r} is not {DOCTOR_SCHEMA!r} "
-                                    "(the output of `tfgpu doctor --json`)")
-    current = head.get("tfgpu_version") == __version__ and head.get("data_version") == kb_version
-    foreign = None if current else f"tfgpu {head.get('tfgpu_version', '?')}, knowledge base {head.get('data_version', '?')}"
-    return head.get("facts"), foreign
-
-
-def _unjudged_problem(rest: Mapping[str, Any]) -> str | None:
-    """The sections no verdict reads (timings, provenance, notes, ...) are never used: each report's are
-    checked for the type the facts schema gives them (the judged sections are validated against the whole
-    schema once per distinct machine)."""
-    from tfgpu.facts.document import facts_schema
-
-    props = facts_schema()["properties"]
-    for key, value in rest.items():
-        kind = props.get(key, {}).get("type") if isinstance(props.get(key), dict) else None
-        kinds = kind if isinstance(kind, list) else [kind] if kind else []
-        if kinds and not any(_JSON_TYPES[k](value) for k in kinds):
-            return f"facts: facts.{key}: expected {' or '.join(kinds)}, got {type(value).__name__}"
-    return None
-
-
-_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
-    "object": lambda v: isinstance(v, dict), "array": lambda v: isinstance(v, list),
-    "string": lambda v: isinstance(v, str), "null": lambda v: v is None, "boolean": lambda v: isinstance(v, bool),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-}
-
-
-def _node_name(head: Mapping[str, Any], marker_node: str | None, source: str, index: int) -> str:
-    """A marker's node=NAME, else the file name (slurm/ansible write <node>.json), else a number."""
-    name = marker_node
-    if not name and source != "-" and not source.rpartition(":")[2].isdigit():
-        stem = Path(source).name
-        name = stem[:-5] if stem.endswith(".json") else stem
-    if not name:
-        host = head.get("platform", {}).get("hostname") if isinstance(head.get("platform"), dict) else None
-        name = str(host) if host and host != "<host>" else f"report-{index}"
-    return printable(name)
-
-
 def merge(args: Iterable[str], *, kb: KnowledgeBase, tf: str | None = None, stdin: Any = None,
           judge: Judge | None = None, workers: int = 0) -> Fleet:
     """Read every report and group the nodes by machine. ``judge(facts, tf)`` returns a doctor document
@@ -131,57 +87,69 @@ def merge(args: Iterable[str], *, kb: KnowledgeBase, tf: str | None = None, stdi
     return fleet
 
 
+def _prepared(args: Iterable[str], *, stdin: Any, data_version: str,
+              pool: JudgePool) -> Iterator[Prepared | Problem]:
+    """Every report prepared, in order: runs of files in the pool's workers where that pays, standard
+    input here."""
+    seen: set[bytes] = set()
+    files: list[Path] = []
+
+    def flush() -> Iterator[Prepared | Problem]:
+        if files:
+            yield from pool.map_files(list(files), data_version) if pool.reads_in_workers(len(files)) else \
+                (prepare(r, data_version, seen) for f in files for r in read_file(f))
+            files.clear()
+
+    for target in targets(args):
+        if isinstance(target, Path):
+            files.append(target)
+            continue
+        yield from flush()
+        if isinstance(target, Problem):
+            yield target
+        elif stdin is None:
+            yield Problem("-", "standard input is not available")
+        else:
+            yield from (prepare(r, data_version, seen) for r in split_stream("-", getattr(stdin, "buffer", stdin)))
+    yield from flush()
+
+
 def _read_all(args: Iterable[str], *, kb: KnowledgeBase, tf: str | None, stdin: Any,
               pool: JudgePool) -> tuple[Fleet, list[tuple[DistinctMachine, Callable[[], Judgement]]]]:
     from tfgpu.facts.document import validate_facts
 
     pending: list[tuple[DistinctMachine, Callable[[], Judgement]]] = []
     machines: dict[bytes, DistinctMachine] = {}
+    invalid: dict[bytes, str] = {}
     problems: list[Problem] = []
     foreign: Counter[str] = Counter()
     names = NodeNames()
     reports = rejudged = 0
-    for item in iter_reports(args, stdin):
+    for item in _prepared(args, stdin=stdin, data_version=kb.data_version, pool=pool):
         if isinstance(item, Problem):
             problems.append(item)
             continue
-        found = _facts_of(item, kb.data_version)
-        if isinstance(found, Problem):
-            problems.append(found)
-            continue
-        facts, why = found
-        if not isinstance(facts, dict):
-            problems.append(Problem(item.source, "the report has no facts"))
-            continue
-        try:
-            split = split_facts(facts)
-        except IdentityError as exc:
-            problems.append(Problem(item.source, str(exc)))
-            continue
-        except ValueError:  # a number beyond a float (1e999): not a fact
-            problems.append(Problem(item.source, "not a tfgpu report: a number out of range"))
-            continue
-        bad_section = _unjudged_problem(split.rest)
-        if bad_section:
-            problems.append(Problem(item.source, bad_section))
-            continue
-        digest = hashlib.sha256(split.key_text.encode()).digest()
-        machine = machines.get(digest)
+        machine = machines.get(item.digest)
         if machine is None:
-            bad = validate_facts(dict(split.facts, schema=FACTS_SCHEMA))
-            if bad:
-                problems.append(Problem(item.source, f"facts: {bad[0]}"))
+            reason = invalid.get(item.digest)
+            if reason is None and item.facts is not None and item.key_text is not None:
+                bad = validate_facts(dict(item.facts, schema=FACTS_SCHEMA))
+                if not bad:
+                    machine = DistinctMachine(key=machine_key(item.key_text), signature=signature(item.facts))
+                    pending.append((machine, pool.submit(item.facts)))
+                    machines[item.digest] = machine
+                else:
+                    reason = invalid[item.digest] = f"facts: {bad[0]}"
+            if machine is None:
+                problems.append(Problem(item.source, reason or "facts: not validated"))
                 continue
-            machine = DistinctMachine(key=machine_key(split.key_text), signature=signature(split.facts))
-            pending.append((machine, pool.submit(split.facts)))
-            machines[digest] = machine
         reports += 1
-        if why is not None:
-            foreign[why] += 1
+        if item.why is not None:
+            foreign[item.why] += 1
             rejudged += 1
             machine.rejudged = True
-        machine.nodes.append(names.add(_node_name(item.head, item.node, item.source, reports)))
-        machine.identities.append(split.identity)
+        machine.nodes.append(names.add(item.name or f"report-{reports}"))
+        machine.identities.append(item.identity)
     fleet = Fleet(machines={m.key: m for m in machines.values()}, problems=problems, reports=reports,
                   rejudged=rejudged, foreign_versions=foreign, tf=tf, data_version=kb.data_version)
     return fleet, pending

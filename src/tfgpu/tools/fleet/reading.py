@@ -127,25 +127,36 @@ def parse_report(source: str, text: str, node: str | None = None, *, complete: b
     return Report(source, doc, node)
 
 
-def iter_reports(args: Iterable[str], stdin: Any = None) -> Iterator[Report | Problem]:
-    """Every report named by the arguments: files, directories (their *.json, recursively, sorted), or
-    '-' for standard input (read line by line). A Problem stands in for what cannot be read."""
+def targets(args: Iterable[str]) -> Iterator[Path | str | Problem]:
+    """What the arguments name, in order: each file (directories: their *.json, recursively, sorted), "-"
+    for standard input, or a Problem for what names nothing to read."""
     for arg in args:
         if arg == "-":
-            if stdin is None:
-                yield Problem("-", "standard input is not available")
-            else:  # the bytes under a text stream: lines are then read with a bound
-                yield from split_stream("-", getattr(stdin, "buffer", stdin))
+            yield "-"
             continue
         path = Path(arg)
         if path.is_dir():
             files = sorted(p for p in path.rglob("*.json") if p.is_file())
             if not files:
                 yield Problem(arg, "directory holds no *.json reports")
-            for p in files:
-                yield from _read_file(p)
+            yield from files
         else:
-            yield from _read_file(path)
+            yield path
+
+
+def iter_reports(args: Iterable[str], stdin: Any = None) -> Iterator[Report | Problem]:
+    """Every report named by the arguments: files, directories (their *.json, recursively, sorted), or
+    '-' for standard input (read line by line). A Problem stands in for what cannot be read."""
+    for target in targets(args):
+        if isinstance(target, Problem):
+            yield target
+        elif target == "-":
+            if stdin is None:
+                yield Problem("-", "standard input is not available")
+            else:  # the bytes under a text stream: lines are then read with a bound
+                yield from split_stream("-", getattr(stdin, "buffer", stdin))
+        else:
+            yield from read_file(Path(target))
 
 
 #: Where a file holds more than one document: a marker line, or a "{" that starts a line after the first
@@ -153,7 +164,7 @@ def iter_reports(args: Iterable[str], stdin: Any = None) -> Iterator[Report | Pr
 _NEW_DOCUMENT = re.compile(rb"\n\{")
 
 
-def _read_file(path: Path) -> Iterator[Report | Problem]:
+def read_file(path: Path) -> Iterator[Report | Problem]:
     """A file of one report is read whole (bounded by its size and MAX_REPORT_BYTES); a larger one, or
     one of many reports, is read as a stream."""
     try:
