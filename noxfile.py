@@ -43,8 +43,9 @@ def slow(session: nox.Session) -> None:
     # playwright drives Debian's Chromium (apt-get install chromium) for the fleet page; without a
     # browser that test skips with the reason.
     # nvidia-cuda-cuobjdump: NVIDIA's cuobjdump, to check tfgpu's fatbin reader against nvcc's output here
-    # nbclient + ipykernel: examples/notebook.ipynb in a real Jupyter kernel (tests/unit/api/test_kernel.py)
-    _install(session, "uv", "playwright", "nvidia-cuda-cuobjdump", "nbclient", "nbformat", "ipykernel")
+    # nbclient + ipykernel: examples/notebook.ipynb in a real Jupyter kernel (tests/unit/api/test_kernel.py);
+    # ansible-core: the fleet playbook played against localhost (Slurm comes from Debian: .ci/run)
+    _install(session, "uv", "playwright", "nvidia-cuda-cuobjdump", "nbclient", "nbformat", "ipykernel", "ansible-core")
     session.run("pytest", "-m", "slow", *session.posargs)
 
 
@@ -109,7 +110,7 @@ def bench(session: nox.Session) -> None:
     bench_script = ROOT / "bench" / "run.py"
     if bench_script.exists():
         session.run("python", str(bench_script), *session.posargs)
-        # `tfgpu fleet merge` of 10,000 reports: its own section of bench/results.md
+        # `tfgpu fleet merge` of 10,000 and 100,000 realistic reports: its own section of bench/results.md
         session.run("python", str(ROOT / "bench" / "fleet.py"))
     else:
         session.log("bench/run.py not written yet")

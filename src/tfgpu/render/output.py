@@ -110,10 +110,19 @@ def note(text: str) -> None:
 
 
 def write_json(doc: object, *, ensure_ascii: bool = True) -> None:
-    """A JSON document on stdout, as is: no markup, no styles, no wrapping."""
+    """A JSON document on stdout, as is: no markup, no styles, no wrapping. With ``ensure_ascii=False``
+    non-ASCII text is written as it is where stdout can encode it; a document that holds what it cannot
+    (a lone surrogate from someone's report, any non-ASCII under an ASCII locale) is written with JSON's
+    \\u escapes instead: the same document, never a UnicodeEncodeError."""
     import json
 
-    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=ensure_ascii) + "\n")
+    text = json.dumps(doc, indent=2, ensure_ascii=ensure_ascii)
+    if not ensure_ascii:
+        try:
+            text.encode(getattr(sys.stdout, "encoding", None) or "utf-8")
+        except (UnicodeEncodeError, LookupError):
+            text = json.dumps(doc, indent=2)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 
