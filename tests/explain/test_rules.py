@@ -53,6 +53,9 @@ def catalog_sample(entry_id: str) -> str:
         ("nvrm", 0, "nvrm", "error", "NVRM: GPU RmInitAdapter failed!"),
         ("xid", 0, "nvrm", "error", "NVRM: Xid 13"),
         ("tf_log", 0, "tf_log", "error", "layout failed: INVALID_ARGUMENT: Size of values 0 does not match size of"),
+        ("llvm_error", 0, "tool_error", "fatal", "LLVM ERROR: ptx87 is required for target sm_120"),
+        ("uv_error", 0, "tool_error", "error", "error: Distribution tensorflow-cpu==2.15.0 @"),
+        ("pip_error", 0, "tool_error", "error", "ERROR: pip's dependency resolver does not currently take into account"),
     ],
 )
 def test_unknown_error_lines_get_a_generic_finding(name: str, index: int, kind: str, severity: str, key: str) -> None:
@@ -61,7 +64,7 @@ def test_unknown_error_lines_get_a_generic_finding(name: str, index: int, kind: 
     assert f.id == f"unrecognised.{kind}"
     assert f.severity == severity
     assert f.key.startswith(key)
-    assert f.text == line.strip()[: ex.TEXT_CHARS]  # the line itself
+    assert f.text == ex._cut(line)  # the line itself (cut to TEXT_CHARS)
     assert "tfgpu does not know" in f.meaning
     assert f.key in f.fix  # what to search for
     assert f.to_json()["key"] == f.key

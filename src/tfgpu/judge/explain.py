@@ -165,6 +165,9 @@ _CUDA_CODE = re.compile(
     r"|NCCL error|NCCL failure)"
 )
 _NVRM = re.compile(r"NVRM: (?P<msg>.*)")
+#: An error line of another tool, at the start of its line: LLVM's abort (``LLVM ERROR: ...``, e.g. XLA compiling for
+#: a GPU its PTX does not know), pip's ``ERROR: ...`` and uv's ``error: ...`` (resolver and install failures).
+_TOOL_ERROR = re.compile(r"(?P<tool>LLVM ERROR|ERROR|error):\s+(?P<msg>\S.*)")
 _NVRM_BAD = re.compile(r"(?i)\bxid\b|fail|error|mismatch|fallen off|not responding|unable|cannot|\binvalid\b")
 #: Kinds of unrecognised lines, most telling first (their findings are ordered so: a CUDA error code
 #: says more than the TensorFlow line around it).
@@ -173,6 +176,7 @@ _KINDS = {
     "nvrm": "NVIDIA kernel driver (NVRM) message",
     "check_failed": "failed internal check (the process aborts here)",
     "exception": "Python exception",
+    "tool_error": "{level} line of another tool (LLVM, pip, uv)",
     "tf_log": "TensorFlow {level} message",
 }
 _KIND_ORDER = {kind: i for i, kind in enumerate(_KINDS)}
@@ -214,6 +218,11 @@ def classify_unrecognised(line: str) -> tuple[str, str, str] | None:
             msg = m.group("msg") or ""
             name = m.group("exc").rsplit(".", 1)[-1]
             return "exception", level or "error", _search_key(f"{name}: {msg}" if msg else name)
+    if line[:1] in "ELe" and ("ERROR" in line or "error:" in line):
+        m = _TOOL_ERROR.match(line.rstrip())
+        if m:
+            tool = m.group("tool")
+            return "tool_error", "fatal" if tool == "LLVM ERROR" else "error", _search_key(f"{tool}: {m.group('msg')}")
     if tf and level:
         return "tf_log", level, _search_key(tf.group("msg")) or tf.group("src")
     return None
@@ -225,10 +234,10 @@ def classify_unrecognised(line: str) -> tuple[str, str, str] | None:
 #: literals this makes the triggers of :func:`line_triggers`; keep it in step with those functions (a test checks it on
 #: every real line of the repository).
 _ENGINE_LITERALS = ("NVRM", "Check failed", "CUDA_ERROR_", "CUDNN_STATUS_", "CUBLAS_STATUS_", "CUresult(",
-                    "UNKNOWN ERROR (", "Error", "Exception", "Failure", "NCCL error", "NCCL failure",
+                    "UNKNOWN ERROR (", "Error", "Exception", "Failure", "NCCL error", "NCCL failure", "ERROR:",
                     *(needle for needle, _ in _CONTEXT.values()))
 _ENGINE_REGEXES = (r"E(?:\d{4} \d|\s+[^\s\]]+\.(?:cc|cpp|cu|h|c|py):\d)", r"F(?:\d{4} \d|\s+[^\s\]]+\.(?:cc|cpp|cu|h|c|py):\d)",
-                   r"&(?:#|[a-zA-Z]+;)", "\x1b", *(re.escape(c) for c in "\u2018\u2019\u201a\u201c\u201d\u201e\u00a0\u2009\u202f"))
+                   r"&(?:#|[a-zA-Z]+;)", "\x1b", "\nerror:", *(re.escape(c) for c in "\u2018\u2019\u201a\u201c\u201d\u201e\u00a0\u2009\u202f"))
 
 
 @functools.lru_cache(maxsize=8)

@@ -164,14 +164,19 @@ def _candidates(triggers: Sequence[re.Pattern[str]], text: str, start: int, end:
     for rx in triggers:
         if plain and not rx.pattern[0].isascii():
             continue
-        search, pos = rx.search, start
+        # a trigger may start with the newline before its line (``\nerror:``): text[start - 1] is one
+        search, pos, newline = rx.search, max(start - 1, 0), rx.pattern[0] == "\n"
         while True:
             m = search(text, pos, end)
             if m is None:
                 break
-            at = m.start()
+            at = m.start() + newline
+            if at < start:
+                at = start
             begins.add(max(text.rfind("\n", start, at) + 1, start))
             pos = text.find("\n", at, end) + 1
+            if pos == 0:  # pragma: no cover - every line of the block ends with a newline
+                break
     return sorted(begins)
 
 
