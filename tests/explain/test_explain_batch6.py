@@ -142,8 +142,8 @@ def test_batch6_is_well_formed() -> None:
         else:
             assert e["cause"] != "harmless", e["id"]
             assert e["accept"] or e["expect"], e["id"]  # some way to be right, today or after a catalog change
-            if e["cause"] in catalog_ids:
-                assert e["cause"] in e["accept"], e["id"]
+            # a cause that names a catalog id is right by that id (judge()); `accept` records what was right when
+            # the batch was collected, so an entry added later under the excerpt's key need not be listed there
         for rx in e["expect"]:
             re.compile(rx)
     # the split rule, and each half in its own file
