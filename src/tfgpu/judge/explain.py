@@ -26,6 +26,7 @@ from tfgpu.judge.explain_refine import (
     _CUDNN_MISMATCH,
     _cudnn_sentence,
     consistent_with_line,
+    fill_versions,
     refine_cause,
 )
 from tfgpu.judge.explain_trigger import Clause, trigger_patterns
@@ -102,12 +103,17 @@ class ExplainReport:
     name: str = "-"
 
     def to_json(self) -> dict[str, Any]:
+        from tfgpu.judge.explain_group import group_findings
+
         top = top_finding(self.findings)
+        groups = group_findings(self.findings)
+        number = {id(f): n for n, g in enumerate(groups, 1) for f in g.members}
         return {
             "schema": SCHEMA,
             "input": {"name": self.name, "lines": self.lines, "bytes": self.bytes_read},
             "summary": top.id if top is not None else None,
-            "findings": [f.to_json() for f in self.findings],
+            "findings": [{**f.to_json(), "group": number[id(f)]} for f in self.findings],
+            "groups": [g.to_json(n) for n, g in enumerate(groups, 1)],
             "notes": list(self.notes),
         }
 
@@ -424,7 +430,7 @@ class _Collector:
                 id=e.id, severity=e.severity, rank=e.rank, line=lineno, text=_cut(line),
                 meaning=consistent_with_line(_format(e.meaning, groups), line),
                 cause=consistent_with_line(cause, line),
-                fix=consistent_with_line(_format(e.fix, groups), line),
+                fix=consistent_with_line(fill_versions(_format(e.fix, groups), groups.get("lib", "")), line),
                 source=e.source_url or e.source_title or e.source, groups=key[1],
             )
         context_kind = None

@@ -25,10 +25,12 @@ def explain(
     no_probe: bool = typer_option("no_probe"),
     redact_out: bool = typer_option(
         "redact", help="Remove user names, the host name and tokens from the output (logs quote paths and environment)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v",
+                                 help="Show every line of each problem, its whole cause and the source of the knowledge."),
 ) -> int:
     """Explain the errors in a TensorFlow / CUDA / NVIDIA log: meaning, likely cause, fix."""
     return run_explain(logfile, json_out=json_out, facts_file=facts_file, probe=not no_probe, redact_out=redact_out,
-                       overrides=overrides(driver, gpu_cc, os_name))
+                       overrides=overrides(driver, gpu_cc, os_name), verbose=verbose)
 
 
 def machine_facts(facts_file: str | None, *, probe: bool, overrides: dict[str, str | None] | None = None,
@@ -50,7 +52,7 @@ def machine_facts(facts_file: str | None, *, probe: bool, overrides: dict[str, s
 
 
 def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, probe: bool = True,
-                redact_out: bool = False, overrides: dict[str, str | None] | None = None) -> int:
+                redact_out: bool = False, overrides: dict[str, str | None] | None = None, verbose: bool = False) -> int:
     import sys
 
     from tfgpu.core.errors import UsageError
@@ -83,42 +85,64 @@ def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, 
 
         output.write_json(report.to_json())
         return 0
-    render_findings(report.findings, notes=report.notes, title=f"tfgpu explain: {report.name}")
+    render_findings(report.findings, notes=report.notes, title=f"tfgpu explain: {report.name}", verbose=verbose,
+                    again=None if logfile == "-" else report.name)
     return 0
 
 
-def render_findings(findings: Iterable[LogFinding], *, notes: Iterable[str] = (), title: str | None = None) -> None:
-    """A rich table of findings, most important first; harmless ones summarised in one line."""
+def render_findings(findings: Iterable[LogFinding], *, notes: Iterable[str] = (), title: str | None = None,
+                    verbose: bool = False, again: str | None = None) -> None:
+    """A rich table of the problems, grouped (tfgpu.judge.explain_group), most important first; then per group the
+    cause and the fix: the cause's first sentence, or with ``verbose`` the whole cause, every line and the source.
+    Harmless lines are summarised in one line. ``again``: the log's path, for the hint that names --verbose."""
     from rich.table import Table
 
+    from tfgpu.judge.explain_group import first_sentence, group_findings
     from tfgpu.render import output
     from tfgpu.tools.explain import summarize_harmless
 
     items = list(findings)
     console = output.console(soft_wrap=False)
-    serious = [f for f in items if not f.harmless]
+    groups = [g for g in group_findings(items) if not g.head.harmless]
     if title:
         console.print(output.line((title, "bold")))
-    if not serious:
+    if not groups:
         console.print(output.line("No known problem found in this log." if not items
                                   else "No problem: only harmless lines."))
     else:
         table = Table(expand=False)
         table.add_column("#", justify="right", no_wrap=True)
         table.add_column("", no_wrap=True)
-        table.add_column("line", justify="right", no_wrap=True)
+        table.add_column("line", justify="right")
         table.add_column("problem")
         marks = {"fatal": ("✗", "red"), "error": ("✗", "red"), "warning": ("!", "yellow"), "info": ("i", "blue")}
-        for n, f in enumerate(serious, 1):
-            times = f" (×{f.count})" if f.count > 1 else ""
-            table.add_row(str(n), output.line(marks.get(f.severity, "?")), str(f.line),
-                          output.line((f.id, "bold"), f"{times}: {f.meaning}"))
+        for n, g in enumerate(groups, 1):
+            times = f" (×{g.count})" if g.count > 1 else ""
+            more = f" +{len(g.members) - 1}" if len(g.members) > 1 and g.head.problem else ""
+            table.add_row(str(n), output.line(marks.get(g.head.severity, "?")), g.lines_text(),
+                          output.line((g.head.id + more, "bold"), f"{times}: {g.meaning}"))
         console.print(table)
-        for n, f in enumerate(serious, 1):
-            console.print(output.line((f"{n}. {f.id}", "bold"), f" (line {f.line}: ", (f.text[:160], "dim"), ")"))
-            console.print(output.line(f"   cause: {f.cause}"))
+        hidden = False
+        for n, g in enumerate(groups, 1):
+            if not g.head.problem and not verbose:
+                continue
+            f = g.head
+            cause = f.cause if verbose else first_sentence(f.cause)
+            hidden = hidden or cause != f.cause or len(g.members) > 1 or bool(f.text)
+            where = g.lines_text()
+            console.print(output.line((f"{n}. {f.id}", "bold"), f" ({'lines' if len(g.lines) > 1 else 'line'} {where})"))
+            if verbose:
+                for m in g.members:
+                    console.print(output.line("   ", (f"line {m.line}: {m.text[:160]}", "dim")))
+            console.print(output.line(f"   cause: {cause}"))
             console.print(output.line("   ", ("fix:", "green"), f" {f.fix}"))
-            console.print(output.line((f"   source: {f.source}", "dim")))
+            if verbose:
+                for source in dict.fromkeys(m.source for m in g.members):
+                    console.print(output.line((f"   source: {source}", "dim")))
+        if hidden and not verbose:
+            more = (f"tfgpu explain {again} --verbose" if again and " " not in again and not again.startswith("-")
+                    else "--verbose")
+            console.print(output.line((f"each line, the whole cause and the sources: {more}", "dim")))
     harmless = summarize_harmless(items)
     if harmless:
         console.print(output.line((harmless, "dim")))
