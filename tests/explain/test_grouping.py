@@ -121,3 +121,16 @@ def test_redacted_output_does_not_repeat_the_path(cli, tmp_path: Path) -> None: 
     code, out, _ = cli("explain", str(log), "--no-probe", "--redact")
     assert code == 0
     assert "--verbose" in out
+
+
+@pytest.mark.parametrize(("platform", "says"), [({"os": "linux", "wsl": 2}, "This machine runs WSL2"),
+                                                ({"os": "linux", "wsl": None}, "This machine is not WSL2"), ({}, None)])
+def test_cuinit_no_device_outside_tensorflow_names_wsl2_from_the_facts(platform: dict[str, object], says: str | None) -> None:
+    line = "CudaSupportError: Error at driver init: [100] Call to cuInit results in CUDA_ERROR_NO_DEVICE:"
+    (f,) = ex.explain_lines([line], facts={"platform": platform, "driver": {"version": "566.03"}})
+    assert f.id == "cuda.no_device_at_init"
+    assert "/usr/lib/wsl/lib" in f.fix
+    if says is None:
+        assert f.cause.startswith("On WSL2")
+    else:
+        assert f.cause.startswith(says)

@@ -111,6 +111,8 @@ def refine_cause(entry: Entry, groups: Mapping[str, str], facts: Mapping[str, An
             return (f"TensorFlow wants CUDA {shown}'s libraries ({lib}); "
                     + (f"installed here: {have}." if have else "no CUDA toolkit was found on this machine."))
         return None
+    if entry.id == "cuda.no_device_at_init":
+        return _wsl_cause(facts)
     if entry.id == "cuda.driver_insufficient" and driver:
         if driver.get("version"):
             return (f"The driver here is {driver['version']}"
@@ -129,6 +131,17 @@ def refine_cause(entry: Entry, groups: Mapping[str, str], facts: Mapping[str, An
         if isinstance(gpus, list) and not gpus:
             return f"Driver {driver['version']} is installed but it reports no GPU."
     return None
+
+
+def _wsl_cause(facts: Mapping[str, Any]) -> str | None:
+    """Whether the machine the facts describe is WSL2, which decides the likely cause of a cuInit NO_DEVICE."""
+    plat = facts.get("platform") if isinstance(facts.get("platform"), Mapping) else None
+    if not plat or not plat.get("os"):
+        return None
+    if plat.get("wsl") == 2:
+        return ("This machine runs WSL2: the libcuda.so.1 that was loaded is probably not the Windows driver's "
+                "/usr/lib/wsl/lib/libcuda.so.1.")
+    return "This machine is not WSL2: the causes after the WSL2 one apply (CUDA_VISIBLE_DEVICES, --gpus, the driver)."
 
 
 #: Facts that one line states and another line's cause needs (first occurrence kept).
