@@ -205,3 +205,14 @@ def test_a_long_line_in_the_middle_of_a_chunk_is_noted() -> None:
     assert any("were cut" in n for n in report.notes)
     redrawn = "short line\n" + "\r".join(["z" * 100] * 200) + "\nanother\n"  # a progress bar: segments are short
     assert not exread.explain_stream(io.BytesIO(redrawn.encode())).notes
+
+
+def test_an_unknown_error_line_of_another_tool_is_found_inside_a_chunk() -> None:
+    """uv's `error:` has no capital to trigger on: its trigger starts with the newline before it, and the line after
+    that newline is the one fed (not the one before)."""
+    filler = "".join(line + "\n" for line, _ in zip(filler_lines(random.Random(5)), range(2000)))
+    text = filler + "error: the lock file is stale, run uv lock again\n" + filler  # no other trigger in it
+    report = exread.explain_stream(io.BytesIO(text.encode()))
+    (hit,) = [f for f in report.findings if f.id == "unrecognised.tool_error"]
+    assert hit.line == filler.count("\n") + 1
+    assert hit.text.startswith("error: the lock file")

@@ -165,12 +165,14 @@ def _candidates(triggers: Sequence[re.Pattern[str]], text: str, start: int, end:
         if plain and not rx.pattern[0].isascii():
             continue
         # a trigger may start with the newline before its line (``\nerror:``): text[start - 1] is one
-        search, pos, newline = rx.search, max(start - 1, 0), rx.pattern[0] == "\n"
+        search, pos = rx.search, max(start - 1, 0)
         while True:
             m = search(text, pos, end)
             if m is None:
                 break
-            at = m.start() + newline
+            at = m.start()
+            if text[at] == "\n":
+                at += 1
             if at < start:
                 at = start
             begins.add(max(text.rfind("\n", start, at) + 1, start))
