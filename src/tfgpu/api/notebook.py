@@ -103,8 +103,9 @@ class Explanation(_Shown):
         from tfgpu.render.findings import render_findings
 
         out = io.StringIO()
-        render_findings(self.report.findings, notes=self.report.notes, title=f"tfgpu explain: {self.report.name}",
-                        file=out, style=False)
+        name = self.report.name
+        render_findings(self.report.findings, notes=self.report.notes, title=f"tfgpu explain: {name}",
+                        again=None if name in ("-", "<text>") else name, file=out, style=False)
         return out.getvalue()
 
     def _repr_html_(self) -> str:

@@ -11,39 +11,60 @@ if TYPE_CHECKING:
 
 
 def render_findings(findings: Iterable[LogFinding], *, notes: Iterable[str] = (), title: str | None = None,
-                    file: TextIO | None = None, style: bool | None = None) -> None:
-    """A rich table of findings, most important first; harmless ones summarised in one line (on stdout, or
-    ``file``; ``style`` forces styles on or off, as tfgpu.render.output.console takes it)."""
+                    verbose: bool = False, again: str | None = None, file: TextIO | None = None,
+                    style: bool | None = None) -> None:
+    """A rich table of the problems, grouped (tfgpu.judge.explain_group), most important first; then per group the
+    cause and the fix: the cause's first sentence, or with ``verbose`` the whole cause, every line and the source.
+    Harmless lines are summarised in one line. ``again``: the log's path, for the hint that names --verbose. On
+    stdout, or ``file``; ``style`` forces styles on or off, as tfgpu.render.output.console takes it."""
     from rich.table import Table
 
-    from tfgpu.judge.explain import summarize_harmless
+    from tfgpu.judge.explain_group import first_sentence, group_findings
     from tfgpu.render import output
+    from tfgpu.judge.explain import summarize_harmless
 
     items = list(findings)
     console = output.console(soft_wrap=False, file=file, style=style)
-    serious = [f for f in items if not f.harmless]
+    groups = [g for g in group_findings(items) if not g.head.harmless]
     if title:
         console.print(output.line((title, "bold")))
-    if not serious:
+    if not groups:
         console.print(output.line("No known problem found in this log." if not items
                                   else "No problem: only harmless lines."))
     else:
         table = Table(expand=False)
         table.add_column("#", justify="right", no_wrap=True)
         table.add_column("", no_wrap=True)
-        table.add_column("line", justify="right", no_wrap=True)
+        table.add_column("line", justify="right")
         table.add_column("problem")
         marks = {"fatal": ("✗", "red"), "error": ("✗", "red"), "warning": ("!", "yellow"), "info": ("i", "blue")}
-        for n, f in enumerate(serious, 1):
-            times = f" (×{f.count})" if f.count > 1 else ""
-            table.add_row(str(n), output.line(marks.get(f.severity, "?")), str(f.line),
-                          output.line((f.id, "bold"), f"{times}: {f.meaning}"))
+        for n, g in enumerate(groups, 1):
+            times = f" (×{g.count})" if g.count > 1 else ""
+            more = f" +{len(g.members) - 1}" if len(g.members) > 1 and g.head.problem else ""
+            table.add_row(str(n), output.line(marks.get(g.head.severity, "?")), g.lines_text(),
+                          output.line((g.head.id + more, "bold"), f"{times}: {g.meaning}"))
         console.print(table)
-        for n, f in enumerate(serious, 1):
-            console.print(output.line((f"{n}. {f.id}", "bold"), f" (line {f.line}: ", (f.text[:160], "dim"), ")"))
-            console.print(output.line(f"   cause: {f.cause}"))
+        hidden = False
+        for n, g in enumerate(groups, 1):
+            if not g.head.problem and not verbose:
+                continue
+            f = g.head
+            cause = f.cause if verbose else first_sentence(f.cause)
+            hidden = hidden or cause != f.cause or len(g.members) > 1 or bool(f.text)
+            where = g.lines_text()
+            console.print(output.line((f"{n}. {f.id}", "bold"), f" ({'lines' if len(g.lines) > 1 else 'line'} {where})"))
+            if verbose:
+                for m in g.members:
+                    console.print(output.line("   ", (f"line {m.line}: {m.text[:160]}", "dim")))
+            console.print(output.line(f"   cause: {cause}"))
             console.print(output.line("   ", ("fix:", "green"), f" {f.fix}"))
-            console.print(output.line((f"   source: {f.source}", "dim")))
+            if verbose:
+                for source in dict.fromkeys(m.source for m in g.members):
+                    console.print(output.line((f"   source: {source}", "dim")))
+        if hidden and not verbose:
+            more = (f"tfgpu explain {again} --verbose" if again and " " not in again and not again.startswith("-")
+                    else "--verbose")
+            console.print(output.line((f"each line, the whole cause and the sources: {more}", "dim")))
     harmless = summarize_harmless(items)
     if harmless:
         console.print(output.line((harmless, "dim")))

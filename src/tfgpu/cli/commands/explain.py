@@ -8,7 +8,7 @@ import typer
 
 from tfgpu.cli.options import overrides, typer_option
 from tfgpu.facts.gather import machine_facts as machine_facts  # re-exported: smoke reads them the same way
-from tfgpu.render.findings import render_findings as render_findings  # re-exported: smoke renders them too
+from tfgpu.render.findings import render_findings
 
 
 def explain(
@@ -23,14 +23,16 @@ def explain(
     no_probe: bool = typer_option("no_probe"),
     redact_out: bool = typer_option(
         "redact", help="Remove user names, the host name and tokens from the output (logs quote paths and environment)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v",
+                                 help="Show every line of each problem, its whole cause and the source of the knowledge."),
 ) -> int:
     """Explain the errors in a TensorFlow / CUDA / NVIDIA log: meaning, likely cause, fix."""
     return run_explain(logfile, json_out=json_out, facts_file=facts_file, probe=not no_probe, redact_out=redact_out,
-                       overrides=overrides(driver, gpu_cc, os_name))
+                       overrides=overrides(driver, gpu_cc, os_name), verbose=verbose)
 
 
 def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, probe: bool = True,
-                redact_out: bool = False, overrides: dict[str, str | None] | None = None) -> int:
+                redact_out: bool = False, overrides: dict[str, str | None] | None = None, verbose: bool = False) -> int:
     import sys
 
     from tfgpu.core.errors import UsageError
@@ -63,7 +65,8 @@ def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, 
 
         output.write_json(report.to_json())
         return 0
-    render_findings(report.findings, notes=report.notes, title=f"tfgpu explain: {report.name}")
+    render_findings(report.findings, notes=report.notes, title=f"tfgpu explain: {report.name}", verbose=verbose,
+                    again=None if logfile == "-" else report.name)
     return 0
 
 
