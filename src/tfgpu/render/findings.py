@@ -19,9 +19,9 @@ def render_findings(findings: Iterable[LogFinding], *, notes: Iterable[str] = ()
     stdout, or ``file``; ``style`` forces styles on or off, as tfgpu.render.output.console takes it."""
     from rich.table import Table
 
+    from tfgpu.judge.explain import summarize_harmless
     from tfgpu.judge.explain_group import first_sentence, group_findings
     from tfgpu.render import output
-    from tfgpu.judge.explain import summarize_harmless
 
     items = list(findings)
     console = output.console(soft_wrap=False, file=file, style=style)
