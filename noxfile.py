@@ -51,7 +51,7 @@ def slow(session: nox.Session) -> None:
 
 @nox.session
 def faults(session: nox.Session) -> None:
-    """Fault-injection and attack tests (CONTRIBUTING.md, "Faults covered"; README, "Reliability and
+    """Fault-injection and attack tests (docs/dev/faults.md; README, "Reliability and
     security"): the heavy ones (marked faults) and every issue-16 test (marked safety)."""
     _install(session, "uv")
     session.run("pytest", "-m", "faults or safety", *session.posargs)
