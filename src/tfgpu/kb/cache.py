@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Collection
 
-__all__ = ["CacheRefused", "decode", "encode", "read", "remove_stale", "write"]
+__all__ = ["CacheRefused", "cache_files", "decode", "encode", "mark_used", "read", "remove_stale", "write"]
 
 #: Tags of the encoded form: every JSON list starts with one of them (decode spells them out, for speed).
 _TUPLE, _LIST, _FSET, _DICT, _VERSION, _SPEC, _RECORD, _REF = "t", "l", "f", "d", "v", "s", "r", "@"
@@ -214,23 +214,48 @@ def write(path: Path, data: Any) -> None:
     replace_file(path, json.dumps(data, separators=(",", ":")).encode(), mode=0o600)
 
 
-def remove_stale(directory: Path, *, keep: str, pattern: str) -> list[Path]:
-    """Remove the files matching ``pattern`` in ``directory`` whose name does not start with ``keep``
-    (cache files of other data or other tfgpu versions). Only regular files of the current user are
-    removed, never a symlink nor another user's file; what cannot be removed stays. Returns the removed."""
+def remove_stale(directory: Path, *, keep: str | Collection[str], pattern: str) -> list[Path]:
+    """Remove the files matching ``pattern`` in ``directory`` whose key (the name up to its first dot: a cache
+    and its sections share one) is not ``keep`` (or not one of them): cache files nothing will read again.
+    Only regular files of the current user are removed, never a symlink nor another user's file; what cannot
+    be removed stays. Returns the removed."""
+    keep = {keep} if isinstance(keep, str) else set(keep)
     removed = []
-    for path in directory.glob(pattern):
-        if path.name.startswith(keep):
+    for path, _ in cache_files(directory, pattern):
+        if path.name.split(".", 1)[0] in keep:
             continue
         try:
-            st = os.lstat(path)
-            if not stat.S_ISREG(st.st_mode) or (os.name == "posix" and st.st_uid != os.getuid()):
-                continue
             path.unlink()
         except OSError:
             continue
         removed.append(path)
     return removed
+
+
+def cache_files(directory: Path, pattern: str) -> list[tuple[Path, os.stat_result]]:
+    """The files matching ``pattern`` in ``directory`` that are regular files of the current user (never a
+    symlink nor another user's file), with their status (lstat)."""
+    found = []
+    for path in directory.glob(pattern):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and not (os.name == "posix" and st.st_uid != os.getuid()):
+            found.append((path, st))
+    return found
+
+
+def mark_used(path: Path, *, unless_within: float) -> None:
+    """Set ``path``'s modification time to now (the cache was used), unless it was set less than
+    ``unless_within`` seconds ago: a write per run would cost a shared or network home more than it tells."""
+    import time
+
+    try:
+        if time.time() - path.stat().st_mtime > unless_within:
+            os.utime(path)
+    except OSError:
+        pass  # a read-only cache directory: it is still read
 
 
 def note(text: str) -> None:
