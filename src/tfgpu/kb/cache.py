@@ -84,25 +84,24 @@ def encode(obj: Any, classes: dict[str, type]) -> Any:
 
 
 def decode(data: Any, classes: dict[str, type], version: Callable[[str], Any], spec: Callable[[str], Any]) -> Any:
-    """The inverse of ``encode``; raises ValueError on anything it did not write. (Written for speed:
+    """The inverse of ``encode``, for ``data`` as :func:`read` returns it (JSON without objects: a list is
+    the only container it can hold); raises ValueError on anything it did not write. (Written for speed:
     it runs on every `tfgpu doctor`; equal versions and equal ranges are parsed once, and parsing them
-    was half of the decoding.)"""
+    was half of the decoding; a value that is not a list is itself, without a call.)"""
     records: list[Any] = []
     versions: dict[str, Any] = {}
     specs: dict[str, Any] = {}
     fields_of: dict[type, tuple[str, ...]] = {}
     new = object.__new__
-    scalars = (str, int, float, bool)
 
     def dec(o: Any) -> Any:
-        t = type(o)
-        if t is not list:
-            if t in scalars or o is None:
+        if type(o) is not list:
+            if o is None or type(o) in (str, int, float, bool):
                 return o
             raise ValueError("not cache data")  # noqa: EM101 - internal, caught by read()
         tag = o[0]
         if tag == "t":
-            return tuple([x if type(x) is str else dec(x) for x in o[1:]])
+            return tuple([dec(x) if type(x) is list else x for x in o[1:]])
         if tag == "v":
             v = versions.get(o[1])
             if v is None:
@@ -122,19 +121,21 @@ def decode(data: Any, classes: dict[str, type], version: Callable[[str], Any], s
             if len(o) < end or (len(o) - end) % 2:
                 raise ValueError("not cache data")  # noqa: EM101
             for key, value in zip(names, o[2:end]):
-                state[key] = value if type(value) is str else dec(value)
+                state[key] = dec(value) if type(value) is list else value
             for i in range(end, len(o) - 1, 2):
                 key, value = o[i], o[i + 1]
                 if type(key) is not str:
                     raise ValueError("not cache data")  # noqa: EM101
-                state[key] = value if type(value) is str else dec(value)
+                state[key] = dec(value) if type(value) is list else value
             return rec
         if tag == "l":
-            return [x if type(x) is str else dec(x) for x in o[1:]]
+            return [dec(x) if type(x) is list else x for x in o[1:]]
         if tag == "f":
-            return frozenset([dec(x) for x in o[1:]])
+            return frozenset([dec(x) if type(x) is list else x for x in o[1:]])
         if tag == "d":
-            return {dec(o[i]): dec(o[i + 1]) for i in range(1, len(o) - 1, 2)}
+            items = iter(o)
+            next(items)
+            return {dec(k) if type(k) is list else k: dec(v) if type(v) is list else v for k, v in zip(items, items)}
         if tag == "s":
             found = specs.get(o[1])
             if found is None:
@@ -198,10 +199,16 @@ def read(path: Path) -> Any:
         if fd >= 0:
             os.close(fd)
     try:
-        return json.loads(raw)
+        return json.loads(raw, object_pairs_hook=_no_objects)
     except (ValueError, RecursionError):
         msg = f"ignored the corrupt cache {path}; rebuilt it"
         raise CacheRefused(msg) from None
+
+
+def _no_objects(_pairs: Any) -> Any:
+    """encode writes no JSON objects: a file that holds one is not a cache (and decode can then take every value
+    that is not a list as it is)."""
+    raise ValueError("not cache data")  # noqa: EM101 - internal, caught by read()
 
 
 def write(path: Path, data: Any) -> None:
