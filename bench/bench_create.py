@@ -88,7 +88,8 @@ def create_section(rep: Report, *, args: argparse.Namespace, env: dict[str, str]
         if c.key in first and not c.skipped:
             c.note = f"first run {fmt_s(first[c.key])}"
     # tfgpu registered the environment it made: unregister it (ignore failure: `remove` may not exist yet)
-    subprocess.run([*tfgpu, "remove", "--yes", str(dirs["tfgpu"])], capture_output=True, env=env, check=False)
+    for key in [k for k in ("tfgpu", "before") if k in dirs]:  # unregister what create made
+        subprocess.run([*tfgpu, "remove", "--yes", str(dirs[key])], capture_output=True, env=env, check=False)
     wipe(*dirs.values())()
     rows = contestant_rows(contestants, create)
     rep.add(f"### `tfgpu create --tf {args.tf_release} --backend pip` vs the same install by hand\n\n"
@@ -103,3 +104,71 @@ def create_section(rep: Report, *, args: argparse.Namespace, env: dict[str, str]
                "seconds, not minutes (< 60 s)", None if st is None else st.median < 60)
 
 
+
+
+#: Issue 32: `create --cpu --no-smoke` costs at most this much more than running its own steps by hand.
+BUDGET_CREATE_BY_HAND = 1.1
+
+
+def create_cpu_section(rep: Report, *, args: argparse.Namespace, env: dict[str, str], tfgpu: list[str],
+                       cache: Path) -> None:
+    """`tfgpu create --tf R --cpu --no-smoke` against the very steps `tfgpu plan` shows for it, run by hand (the same
+    uv, the same arguments, the same warm uv cache), interleaved: what tfgpu itself adds to an install."""
+    log("create --cpu")
+    work = cache / "create-cpu"
+    work.mkdir(parents=True, exist_ok=True)
+    dirs = {k: work / k for k in ("tfgpu", "hand")}
+    res = subprocess.run([*tfgpu, "plan", "--tf", args.cpu_release, "--cpu", "--json", "--prefix", str(dirs["tfgpu"])],
+                         capture_output=True, text=True, env=env, check=False)
+    try:
+        steps = [s["argv"] for s in json.loads(res.stdout)["steps"]]
+    except (ValueError, KeyError, TypeError):
+        rep.add(f"### `tfgpu create --cpu`\n\nskipped: `tfgpu plan --json` failed ({res.returncode}): "
+                f"{(res.stderr or res.stdout).strip()[-300:]}")
+        return
+    by_hand = [[a.replace(str(dirs["tfgpu"]), str(dirs["hand"])) for a in argv] for argv in steps]
+
+    def wipe(path: Path) -> Callable[[], None]:
+        return lambda: shutil.rmtree(path, ignore_errors=True)
+
+    create = Contestant("create-cpu", "tfgpu create --cpu --no-smoke",
+                        [[*tfgpu, "create", "--tf", args.cpu_release, "--cpu", "--no-smoke", "--yes", "--force",
+                          "--prefix", str(dirs["tfgpu"])]], env, before=wipe(dirs["tfgpu"]), timeout=3600)
+    hand = Contestant("hand", "its steps by hand (tfgpu plan's commands)", by_hand, env, before=wipe(dirs["hand"]),
+                      timeout=3600)
+    contestants = [create, hand]
+    if args.baseline:  # the same create as of another revision, in the same rounds (before/after)
+        from bench_installs import baseline
+
+        before = baseline(cache, args.baseline)
+        dirs["before"] = work / "before"
+        contestants.append(Contestant(
+            "create-before", f"tfgpu create --cpu --no-smoke as of `{args.baseline}`",
+            [[*before, "create", "--tf", args.cpu_release, "--cpu", "--no-smoke", "--yes", "--force", "--prefix",
+              str(dirs["before"])]] if isinstance(before, list) else [["tfgpu"]], env, before=wipe(dirs["before"]),
+            timeout=3600, skipped=before if isinstance(before, str) else None))
+    for c in contestants:  # fills uv's cache (not timed)
+        log(f"  first run (fills the cache): {c.label}")
+        s = c.run_once()
+        if s.rc not in c.ok_codes:
+            c.skipped = f"exit code {s.rc}: {last_lines(c.argvs[-1][0], 3)}"
+    for i in range(args.create_runs):
+        for c in contestants:
+            if not c.skipped:
+                s = c.run_once()
+                if s.rc in c.ok_codes:
+                    c.samples.append(s)
+                else:
+                    c.skipped = f"run {i + 1}: exit code {s.rc}: {last_lines(c.argvs[-1][0], 3)}"
+        log(f"  round {i + 1}/{args.create_runs} done")
+    for key in [k for k in ("tfgpu", "before") if k in dirs]:  # unregister what create made
+        subprocess.run([*tfgpu, "remove", "--yes", str(dirs[key])], capture_output=True, env=env, check=False)
+    for d in dirs.values():
+        wipe(d)()
+    rep.add(f"### `tfgpu create --tf {args.cpu_release} --cpu --no-smoke` vs its own steps by hand (issue 32)\n\n"
+            "The by-hand commands are the ones `tfgpu plan --cpu --json` lists (same uv, same arguments), run "
+            "interleaved with create, each into a freshly deleted directory, from the same warm uv cache.\n\n"
+            + md_table(TIME_HEADER, contestant_rows(contestants, create)))
+    r = ratio(create, hand)
+    rep.budget(f"create --tf {args.cpu_release} --cpu --no-smoke / its steps by hand", "skipped" if r is None else
+               f"{r:.2f}×", f"≤ {BUDGET_CREATE_BY_HAND}×", None if r is None else r <= BUDGET_CREATE_BY_HAND)

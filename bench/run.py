@@ -21,7 +21,7 @@ from pathlib import Path
 
 # the bench's own modules beside this script (`python bench/run.py` has this folder on sys.path already)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_create import create_section
+from bench_create import create_cpu_section, create_section
 from bench_installs import baseline, installs_section, isolated
 from bench_measure import (
     TIME_HEADER,
@@ -281,6 +281,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="also measure tfgpu as of git revision REV (the doctor, two installs): before/after in one run")
     p.add_argument("--tf-package", default="tensorflow-cpu==2.20.*", help="TensorFlow to compare with")
     p.add_argument("--tf-release", default="2.20", help="release for plan/create (2.20)")
+    p.add_argument("--cpu-release", default="2.21", help="release for create --cpu against its steps by hand (2.21)")
+    p.add_argument("--only-create-cpu", action="store_true",
+                   help="run only create --cpu against its steps by hand (prints its figures; results.md is left alone)")
     p.add_argument("--cache", type=Path, default=Path(os.environ.get(
         "TFGPU_BENCH_CACHE", Path.home() / ".cache" / "tfgpu-bench")), help="venvs and work dirs")
     p.add_argument("--out", type=Path, default=BENCH / "results.md")
@@ -295,6 +298,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     exe = tool("tfgpu")
     tfgpu = [exe] if exe else [sys.executable, "-m", "tfgpu"]
     rep = Report()
+    if args.only_create_cpu:
+        create_cpu_section(rep, args=args, env=env, tfgpu=tfgpu, cache=args.cache)
+        print(md_table(["budget", "measured", "limit", "result"], rep.budgets), flush=True)
+        return 0
     if args.only_installs:
         installs_section(rep, runs=args.runs, env=env, cache=args.cache, rev=args.baseline)
         print(md_table(["budget", "measured", "limit", "result"], rep.budgets), flush=True)
@@ -369,6 +376,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             previous = args.out.read_text()  # before it is overwritten: --quick keeps the create figures
         write(args.out, rep, partial=not args.quick)
     if not args.quick:
+        create_cpu_section(rep, args=args, env=env, tfgpu=tfgpu, cache=args.cache)
         create_section(rep, args=args, env=env, tfgpu=tfgpu, cache=args.cache)
     if args.only_create and args.out.exists():
         args.out.write_text(public_paths(splice(args.out.read_text(), rep)))
@@ -388,7 +396,7 @@ END_LINE = "\n\nLoad average at the end"
 def splice(existing: str, rep: Report) -> str:
     """Put a create-only run's section and budget rows into an earlier report, replacing old ones."""
     text = existing.replace("\n\n(create benchmark still running)", "")
-    if CREATE_HEADING in text:
+    for _ in _create_sections(text):  # every create section (create --cpu and create --backend pip)
         start = text.index(CREATE_HEADING)
         ends = [i for i in (text.find("\n### ", start + 1), text.find(END_LINE, start)) if i >= 0]
         text = text[:start].rstrip("\n") + (text[min(ends):] if ends else "\n")
@@ -407,11 +415,21 @@ def splice(existing: str, rep: Report) -> str:
     return text
 
 
+def _create_sections(text: str) -> list[str]:
+    """The create sections of a report (each from its heading to the next section or the closing line)."""
+    found = []
+    start = text.find(CREATE_HEADING)
+    while start >= 0:
+        ends = [i for i in (text.find("\n### ", start + 1), text.find(END_LINE, start)) if i >= 0]
+        end = min(ends) if ends else len(text)
+        found.append(text[start:end].strip("\n"))
+        start = text.find(CREATE_HEADING, end)
+    return found
+
+
 def carry_create(old: str, new: str) -> str:
-    """Copy the create section and its budget rows of an earlier report into a --quick one."""
-    start = old.index(CREATE_HEADING)
-    ends = [i for i in (old.find("\n### ", start + 1), old.find(END_LINE, start)) if i >= 0]
-    section = old[start:min(ends)] if ends else old[start:]
+    """Copy the create sections and their budget rows of an earlier report into a --quick one."""
+    section = "\n\n".join(_create_sections(old))
     rows = [x for x in old.split("\n") if x.startswith(("| create ", "| re-create "))]
     if rows and "\n\n## Figures" in new:
         head, tail = new.split("\n\n## Figures", 1)

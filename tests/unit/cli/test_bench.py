@@ -119,3 +119,27 @@ def test_quick_run_keeps_the_earlier_create_figures(bench: ModuleType) -> None:
     assert "create rows" in merged
     assert "| create (uv warm cache)" in merged.split("## Figures")[0]
     assert merged.rstrip().endswith("2, 2, 2.")
+
+
+def test_both_create_sections_are_kept_by_quick_and_replaced_by_only_create(bench: ModuleType,
+                                                                             measure: ModuleType) -> None:
+    """Issue 32 added `create --cpu` against its steps by hand: two create sections, both carried and replaced."""
+    old = ("# tfgpu benchmarks\n\n## Budgets (issue 9)\n\n| budget | measured | limit | result |\n|---|---|---|---|\n"
+           "| create --tf 2.21 --cpu --no-smoke / its steps by hand | 1.05× | ≤ 1.1× | ✓ met |\n\n## Figures\n\n"
+           "### No GPU\n\nold rows\n\n### `tfgpu create --tf 2.21 --cpu --no-smoke` vs its own steps\n\ncpu rows\n\n"
+           "### `tfgpu create --tf 2.20 --backend pip` vs the same install by hand\n\npip rows\n\n"
+           "Load average at the end (1, 5, 15 min): 1, 1, 1.\n")
+    new = ("# tfgpu benchmarks\n\n## Budgets (issue 9)\n\n| budget | measured | limit | result |\n|---|---|---|---|\n"
+           "\n\n## Figures\n\n### No GPU\n\nnew rows\n\nLoad average at the end (1, 5, 15 min): 2, 2, 2.\n")
+    merged = bench.carry_create(old, new)
+    assert "cpu rows" in merged
+    assert "pip rows" in merged
+    assert "| create --tf 2.21 --cpu" in merged.split("## Figures")[0]
+    rep = measure.Report()
+    rep.parts = ["header", "### `tfgpu create --tf 2.21 --cpu --no-smoke` again\n\nnew cpu rows"]
+    rep.budgets = [["create --tf 2.21 --cpu --no-smoke / its steps by hand", "1.02×", "≤ 1.1×", "✓ met"]]
+    text = bench.splice(old, rep)
+    assert "cpu rows" not in text.replace("new cpu rows", "")
+    assert "pip rows" not in text
+    assert "new cpu rows" in text
+    assert text.count("| create --tf 2.21 --cpu") == 1
