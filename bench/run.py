@@ -14,15 +14,34 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+
+# the bench's own modules beside this script (`python bench/run.py` has this folder on sys.path already)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_create import create_cpu_section, create_section
+from bench_installs import baseline, installs_section, isolated
+from bench_measure import (
+    TIME_HEADER,
+    Contestant,
+    Report,
+    base_env,
+    contestant_rows,
+    empty_dir,
+    load,
+    log,
+    make_venv,
+    md_table,
+    measure,
+    ratio,
+    run_group,
+    summarize,
+    tool,
+    versions,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -43,187 +62,6 @@ REAL_LOGS = ROOT / "tests" / "data" / "logs"
 PROGRESS = ("Epoch 739/800", "61/61 [==============================] - 12s 200ms/step - loss: 0.0245 - accuracy: 0.9929 "
             "- val_loss: 0.2726 - val_accuracy: 0.9485")
 CUDNN_FAILURE = REAL_LOGS / "cudnn_internal_error_940mx_tf22.log"
-
-
-# ---------------------------------------------------------------- measuring
-
-
-@dataclass
-class Sample:
-    wall: float  # seconds
-    maxrss_kb: int  # peak resident set of the process tree (largest single process), KiB
-    rc: int
-    cpu: float = 0.0  # user + system CPU seconds of the process tree
-
-
-@dataclass
-class Contestant:
-    """One command line (or a sequence of them, timed together) measured in a group."""
-
-    key: str
-    label: str
-    argvs: list[list[str]]
-    env: dict[str, str] | None = None
-    ok_codes: tuple[int, ...] = (0,)
-    runs: int | None = None  # at most this many timed runs (None: the group's N)
-    before: Callable[[], None] | None = None  # untimed preparation before every run
-    timeout: float = 600.0
-    samples: list[Sample] = field(default_factory=list)
-    skipped: str | None = None
-    note: str | None = None
-
-    def run_once(self) -> Sample:
-        if self.before is not None:
-            self.before()
-        total, cpu, peak, rc = 0.0, 0.0, 0, 0
-        for argv in self.argvs:
-            s = measure(argv, env=self.env, timeout=self.timeout)
-            total += s.wall
-            cpu += s.cpu
-            peak = max(peak, s.maxrss_kb)
-            rc = s.rc
-            if rc not in self.ok_codes:
-                break
-        return Sample(total, peak, rc, cpu)
-
-
-_LAST_OUTPUT: dict[str, str] = {}
-
-
-def measure(argv: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 600.0) -> Sample:
-    """Run argv once; wall time and the child's peak RSS (os.wait4: this child and the descendants it
-    waited for). Output goes to a temporary file (kept in _LAST_OUTPUT for error messages)."""
-    with tempfile.TemporaryFile() as out:
-        t0 = time.perf_counter()
-        try:
-            proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    env=env)
-        except OSError as exc:
-            _LAST_OUTPUT[argv[0]] = str(exc)
-            return Sample(0.0, 0, 127)
-        timer = threading.Timer(timeout, proc.kill)
-        timer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            timer.cancel()
-        wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        _LAST_OUTPUT[argv[0]] = out.read()[-4000:].decode("utf-8", "replace")
-    return Sample(wall, int(usage.ru_maxrss), proc.returncode, usage.ru_utime + usage.ru_stime)
-
-
-def last_lines(argv0: str, n: int = 2) -> str:
-    lines = [x.strip() for x in _LAST_OUTPUT.get(argv0, "").strip().splitlines() if x.strip()]
-    return " / ".join(lines[-n:])[:300]
-
-
-def run_group(contestants: list[Contestant], runs: int, *, log: Callable[[str], None]) -> None:
-    """One untimed warm-up each (a failing command is marked skipped), then `runs` interleaved rounds."""
-    for c in contestants:
-        if c.skipped:
-            continue
-        log(f"  warm-up: {c.label}")
-        s = c.run_once()
-        if s.rc not in c.ok_codes:
-            c.skipped = f"exit code {s.rc}: {last_lines(c.argvs[-1][0])}"
-    for i in range(runs):
-        for c in contestants:
-            if c.skipped or (c.runs is not None and i >= c.runs):
-                continue
-            s = c.run_once()
-            if s.rc not in c.ok_codes:
-                c.skipped = f"run {i + 1}: exit code {s.rc}: {last_lines(c.argvs[-1][0])}"
-                continue
-            c.samples.append(s)
-        log(f"  round {i + 1}/{runs} done")
-
-
-# ---------------------------------------------------------------- statistics and tables
-
-
-@dataclass(frozen=True)
-class Stats:
-    n: int
-    median: float
-    p25: float
-    p75: float
-    low: float
-    high: float
-    peak_mb: float
-    cpu: float  # median CPU seconds
-
-
-def summarize(samples: Sequence[Sample]) -> Stats | None:
-    if not samples:
-        return None
-    walls = sorted(s.wall for s in samples)
-    if len(walls) >= 2:
-        q = statistics.quantiles(walls, n=4, method="inclusive")
-        p25, p75 = q[0], q[2]
-    else:
-        p25 = p75 = walls[0]
-    return Stats(len(walls), statistics.median(walls), p25, p75, walls[0], walls[-1],
-                 max(s.maxrss_kb for s in samples) / 1024, statistics.median(s.cpu for s in samples))
-
-
-def fmt_s(seconds: float) -> str:
-    if seconds >= 100:
-        return f"{seconds:.0f} s"
-    if seconds >= 10:
-        return f"{seconds:.1f} s"
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    return f"{seconds * 1000:.0f} ms"
-
-
-def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    def esc(cell: str) -> str:
-        return cell.replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def contestant_rows(contestants: Sequence[Contestant], ref: Contestant | None = None) -> list[list[str]]:
-    ref_stats = summarize(ref.samples) if ref else None
-    rows = []
-    for c in contestants:
-        st = summarize(c.samples)
-        cmd = "`" + " && ".join(" ".join(a) for a in display(c)) + "`"
-        if st is None:
-            rows.append([c.label, cmd, "0", "skipped: " + (c.skipped or "no samples"), "", "", "", "", ""])
-            continue
-        ratio = ""
-        if ref_stats is not None and c is not ref:
-            cpu = f"; CPU {st.cpu / ref_stats.cpu:.2f}×" if ref_stats.cpu > 0 else ""
-            ratio = f"{st.median / ref_stats.median:.2f}×{cpu}"
-        rows.append([c.label + (f" ({c.note})" if c.note else ""), cmd, str(st.n), fmt_s(st.median),
-                     f"{fmt_s(st.p25)} – {fmt_s(st.p75)}", f"{fmt_s(st.low)} – {fmt_s(st.high)}",
-                     fmt_s(st.cpu), f"{st.peak_mb:.0f}", ratio])
-    return rows
-
-
-def display(c: Contestant) -> list[list[str]]:
-    out = []
-    for argv in c.argvs:
-        parts = [Path(argv[0]).name if os.sep in argv[0] else argv[0]]
-        parts += [("'" + a + "'") if (" " in a or "[" in a) else a for a in argv[1:]]
-        out.append(parts)
-    return out
-
-
-TIME_HEADER = ["what", "command", "N", "median wall", "p25 – p75", "min – max", "median CPU", "peak RSS MiB",
-               "this ÷ tfgpu (wall; CPU)"]
-
-
-def ratio(a: Contestant, b: Contestant) -> float | None:
-    sa, sb = summarize(a.samples), summarize(b.samples)
-    if sa is None or sb is None or sb.median == 0:
-        return None
-    return sa.median / sb.median
 
 
 # ---------------------------------------------------------------- the world
@@ -262,62 +100,6 @@ def machine_info() -> list[tuple[str, str]]:
             ("load average at start (1, 5, 15 min)", load())]
 
 
-def load() -> str:
-    """Other work on the machine slows every command alike (runs are interleaved); the load says how much."""
-    try:
-        return ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:  # pragma: no cover
-        return "?"
-
-
-def versions(python: str, names: Sequence[str]) -> str:
-    code = (f"import importlib.metadata as m\nfor n in {list(names)!r}:\n try: print(n, m.version(n))\n"
-            " except Exception: print(n, '-')")
-    res = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
-    return ", ".join(" ".join(x.split()) for x in res.stdout.splitlines())
-
-
-def tool(name: str) -> str | None:
-    here = Path(sys.executable).parent / name
-    return str(here) if here.exists() else shutil.which(name)
-
-
-def base_env() -> dict[str, str]:
-    """The environment of every measured command: ours without TFGPU_* overrides, with this
-    environment's bin/ first on PATH (as in a nox session: tfgpu finds uv there)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TFGPU_")}
-    # Users' Pythons write .pyc files: with PYTHONDONTWRITEBYTECODE set (some sandboxes and CI images do),
-    # every run of every contestant would compile its modules from source (TensorFlow: thousands).
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env.pop("VIRTUAL_ENV", None)
-    return env
-
-
-def make_venv(path: Path, packages: Sequence[str], *, log: Callable[[str], None], python: str = sys.executable
-              ) -> str | None:
-    """A cached venv with `packages`; returns None or why it could not be made. Install time is not
-    measured."""
-    marker = path / ".bench-packages"
-    if marker.exists() and marker.read_text() == "\n".join(packages):
-        return None
-    shutil.rmtree(path, ignore_errors=True)
-    uv = tool("uv")
-    log(f"  installing {' '.join(packages)} into {path} (not timed)")
-    if uv:
-        cmds = [[uv, "venv", "-q", "--python", python, str(path)],
-                [uv, "pip", "install", "-q", "--python", str(path / "bin" / "python"), *packages]]
-    else:
-        cmds = [[python, "-m", "venv", str(path)],
-                [str(path / "bin" / "python"), "-m", "pip", "install", "-q", *packages]]
-    for cmd in cmds:
-        res = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if res.returncode != 0:
-            tail = " / ".join((res.stderr or res.stdout).strip().splitlines()[-2:])[:300]
-            return f"`{' '.join(cmd[:3])} ...` failed ({res.returncode}): {tail}"
-    marker.write_text("\n".join(packages))
-    return None
-
 
 def env_doctor_homes(cache: Path, venv: Path) -> tuple[Path, Path]:
     """HOME directories for env-doctor. env-doctor downloads its tables from GitHub at most once a day
@@ -334,13 +116,6 @@ def env_doctor_homes(cache: Path, venv: Path) -> tuple[Path, Path]:
             if (data / bundled).exists():
                 shutil.copyfile(data / bundled, warm / cached)
     return warm, cold
-
-
-def empty_dir(path: Path) -> Callable[[], None]:
-    def clear() -> None:
-        shutil.rmtree(path, ignore_errors=True)
-        path.mkdir(parents=True, exist_ok=True)
-    return clear
 
 
 def fake_gpu_machine(cache: Path, env: dict[str, str]) -> tuple[dict[str, str], str]:
@@ -378,29 +153,16 @@ def fake_gpu_machine(cache: Path, env: dict[str, str]) -> tuple[dict[str, str], 
 # ---------------------------------------------------------------- sections
 
 
-class Report:
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.budgets: list[list[str]] = []
-
-    def add(self, text: str) -> None:
-        self.parts.append(text)
-        print(text + "\n", flush=True)
-
-    def budget(self, what: str, measured: str, limit: str, met: bool | None) -> None:
-        self.budgets.append([what, measured, limit, "skipped" if met is None else ("✓ met" if met else "✗ missed")])
-
-
-def log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
 def doctor_section(rep: Report, *, title: str, env: dict[str, str], args: argparse.Namespace, tfgpu: list[str],
                    envdoc: str | None, envdoc_skip: str | None, homes: tuple[Path, Path] | None,
-                   tf_python: str | None, tf_skip: str | None, extra: list[Contestant]) -> None:
+                   tf_python: str | None, tf_skip: str | None, extra: list[Contestant],
+                   before: Contestant | None = None) -> None:
+    """``before``: the same doctor of another revision (``--baseline``), in the same rounds."""
     log(f"{title}")
     me = Contestant("tfgpu", "tfgpu doctor --json", [[*tfgpu, "doctor", "--json"]], env, ok_codes=(0, 1))
-    contestants = [me]
+    contestants = [me, *([before] if before is not None else [])]
+    # the floor: what any Python command costs on this machine
+    contestants.append(Contestant("floor", "python -c pass (the floor)", [[sys.executable, "-c", "pass"]], env))
     # env-doctor's exit code is its verdict: 0 pass, 1 warning, 2 fail (env_doctor/cli.py)
     ed_warm = Contestant("env-doctor", "env-doctor check --json, warm cache", [[envdoc or "env-doctor", "check", "--json"]],
                          ok_codes=(0, 1, 2), skipped=envdoc_skip)
@@ -422,6 +184,11 @@ def doctor_section(rep: Report, *, title: str, env: dict[str, str], args: argpar
     r_ed, r_tf = ratio(me, ed_warm), ratio(tf, me)
     rep.budget(f"{title}: tfgpu doctor / env-doctor (warm)", "skipped" if r_ed is None else f"{r_ed:.3f}×",
                f"≤ {BUDGET_ENV_DOCTOR}×", None if r_ed is None else r_ed <= BUDGET_ENV_DOCTOR)
+    if before is not None:
+        r_before = ratio(before, ed_warm)
+        rep.budget(f"{title}: {before.label} / env-doctor (warm)",
+                   "skipped" if r_before is None else f"{r_before:.3f}×", f"≤ {BUDGET_ENV_DOCTOR}×",
+                   None if r_before is None else r_before <= BUDGET_ENV_DOCTOR)
     rep.budget(f"{title}: TensorFlow / tfgpu doctor", "skipped" if r_tf is None else f"{r_tf:.1f}× faster",
                f"≥ {BUDGET_TF_SPEEDUP:.0f}×", None if r_tf is None else r_tf >= BUDGET_TF_SPEEDUP)
     rep.budget(f"{title}: tfgpu doctor peak RSS", "skipped" if st is None else f"{st.peak_mb:.1f} MiB",
@@ -548,83 +315,6 @@ def explain_section(rep: Report, *, args: argparse.Namespace, env: dict[str, str
     return mbps if ok else None
 
 
-def create_section(rep: Report, *, args: argparse.Namespace, env: dict[str, str], tfgpu: list[str],
-                   cache: Path) -> None:
-    log("create")
-    work = cache / "create"
-    work.mkdir(parents=True, exist_ok=True)
-    res = subprocess.run([*tfgpu, "plan", "--tf", args.tf_release, "--backend", "pip", "--json",
-                          "--prefix", str(work / "plan-probe")], capture_output=True, text=True, env=env, check=False)
-    try:
-        plan = json.loads(res.stdout)
-    except ValueError:
-        rep.add(f"### `tfgpu create`\n\nskipped: `tfgpu plan --json` failed ({res.returncode}): "
-                f"{(res.stderr or res.stdout).strip()[-300:]}")
-        return
-    python = next((s["argv"][s["argv"].index("--python") + 1] for s in plan["steps"] if "--python" in s["argv"]),
-                  None) or plan.get("python_path") or sys.executable
-    reqs = plan.get("pip_requirements") or [f"tensorflow=={plan['tf']}"]
-    uv = tool("uv")
-    dirs = {k: work / k for k in ("tfgpu", "pip", "uv")}
-
-    def wipe(*paths: Path) -> Callable[[], None]:
-        def go() -> None:
-            for p in paths:
-                shutil.rmtree(p, ignore_errors=True)
-        return go
-
-    create = Contestant("create", f"tfgpu create (plan tool: {plan.get('tool')}, warm cache)",
-                        [[*tfgpu, "create", "--tf", args.tf_release, "--backend", "pip", "--yes", "--no-smoke",
-                          "--force", "--prefix", str(dirs["tfgpu"])]], env, before=wipe(dirs["tfgpu"]),
-                        timeout=3600)
-    by_hand = Contestant("pip", "by hand: python -m venv + pip install (warm pip cache)",
-                         [[python, "-m", "venv", str(dirs["pip"])],
-                          [str(dirs["pip"] / "bin" / "python"), "-m", "pip", "install", "-q",
-                           "--disable-pip-version-check", *reqs]], env, before=wipe(dirs["pip"]), timeout=3600)
-    contestants = [create, by_hand]
-    if uv:
-        contestants.append(Contestant("uv", "by hand: uv venv + uv pip install (warm uv cache)",
-                                      [[uv, "venv", "-q", "--python", python, str(dirs["uv"])],
-                                       [uv, "pip", "install", "-q", "--python", str(dirs["uv"] / "bin" / "python"),
-                                        *reqs]], env, before=wipe(dirs["uv"]), timeout=3600))
-    # The warm-up of run_group fills the caches (its time is reported separately: it depends on what the
-    # caches held before); the timed rounds are all from warm caches.
-    first: dict[str, float] = {}
-    for c in contestants:
-        log(f"  first run (fills the cache): {c.label}")
-        s = c.run_once()
-        first[c.key] = s.wall
-        if s.rc not in c.ok_codes:
-            c.skipped = f"exit code {s.rc}: {last_lines(c.argvs[-1][0], 3)}"
-    for i in range(args.create_runs):
-        for c in contestants:
-            if c.skipped:
-                continue
-            s = c.run_once()
-            if s.rc not in c.ok_codes:
-                c.skipped = f"run {i + 1}: exit code {s.rc}: {last_lines(c.argvs[-1][0], 3)}"
-            else:
-                c.samples.append(s)
-        log(f"  round {i + 1}/{args.create_runs} done")
-    for c in contestants:
-        if c.key in first and not c.skipped:
-            c.note = f"first run {fmt_s(first[c.key])}"
-    # tfgpu registered the environment it made: unregister it (ignore failure: `remove` may not exist yet)
-    subprocess.run([*tfgpu, "remove", "--yes", str(dirs["tfgpu"])], capture_output=True, env=env, check=False)
-    wipe(*dirs.values())()
-    rows = contestant_rows(contestants, create)
-    rep.add(f"### `tfgpu create --tf {args.tf_release} --backend pip` vs the same install by hand\n\n"
-            f"Same release, same Python (`{python}`), same requirements (`{' '.join(reqs)}`), from "
-            f"`tfgpu plan --json`. `--no-smoke`: the smoke test is not timed.\n\n"
-            + md_table(TIME_HEADER, rows))
-    r = ratio(create, by_hand)
-    st = summarize(create.samples)
-    rep.budget("create (uv warm cache) vs venv + pip by hand", "skipped" if r is None else f"{1 / r:.1f}× faster",
-               "report both", None if r is None else r <= 1.0)
-    rep.budget("re-create from uv's warm cache", "skipped" if st is None else fmt_s(st.median),
-               "seconds, not minutes (< 60 s)", None if st is None else st.median < 60)
-
-
 # ---------------------------------------------------------------- main
 
 
@@ -638,8 +328,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--only-create", action="store_true", help="run only the create benchmark")
     p.add_argument("--only-explain", action="store_true",
                    help="run only the explain throughput benchmark (prints its figures; results.md is left alone)")
+    p.add_argument("--only-installs", action="store_true",
+                   help="run only the two-installs scenario (prints its figures; results.md is left alone)")
+    p.add_argument("--baseline", metavar="REV",
+                   help="also measure tfgpu as of git revision REV (the doctor, two installs): before/after in one run")
     p.add_argument("--tf-package", default="tensorflow-cpu==2.20.*", help="TensorFlow to compare with")
     p.add_argument("--tf-release", default="2.20", help="release for plan/create (2.20)")
+    p.add_argument("--cpu-release", default="2.21", help="release for create --cpu against its steps by hand (2.21)")
+    p.add_argument("--only-create-cpu", action="store_true",
+                   help="run only create --cpu against its steps by hand (prints its figures; results.md is left alone)")
     p.add_argument("--cache", type=Path, default=Path(os.environ.get(
         "TFGPU_BENCH_CACHE", Path.home() / ".cache" / "tfgpu-bench")), help="venvs and work dirs")
     p.add_argument("--out", type=Path, default=BENCH / "results.md")
@@ -650,10 +347,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     previous = ""  # the last report, read before this run overwrites it (--quick keeps its create part)
     args.cache.mkdir(parents=True, exist_ok=True)
-    env = base_env()
+    env = isolated(base_env(), args.cache, "now")
     exe = tool("tfgpu")
     tfgpu = [exe] if exe else [sys.executable, "-m", "tfgpu"]
     rep = Report()
+    if args.only_create_cpu:
+        create_cpu_section(rep, args=args, env=env, tfgpu=tfgpu, cache=args.cache)
+        print(md_table(["budget", "measured", "limit", "result"], rep.budgets), flush=True)
+        return 0
+    if args.only_installs:
+        installs_section(rep, runs=args.runs, env=env, cache=args.cache, rev=args.baseline)
+        print(md_table(["budget", "measured", "limit", "result"], rep.budgets), flush=True)
+        return 0
     if args.only_explain:
         mbps = explain_section(rep, args=args, env=env, tfgpu=tfgpu)
         print(md_table(["budget", "measured", "limit", "result"], rep.budgets), flush=True)
@@ -699,20 +404,32 @@ def main(argv: Sequence[str] | None = None) -> int:
                     c.skipped = "command not available"
             return cs
 
+        before_argv = baseline(args.cache, args.baseline) if args.baseline else None
+
+        def before(e: dict[str, str]) -> Contestant | None:
+            if before_argv is None:
+                return None
+            return Contestant("before", f"tfgpu doctor --json as of `{args.baseline}`",
+                              [[*before_argv, "doctor", "--json"]] if isinstance(before_argv, list) else [["tfgpu"]],
+                              isolated(e, args.cache, "before"), ok_codes=(0, 1),
+                              skipped=before_argv if isinstance(before_argv, str) else None)
+
         doctor_section(rep, title="No GPU (this machine)", env=env, args=args, tfgpu=tfgpu, envdoc=envdoc,
                        envdoc_skip=ed_skip, homes=homes, tf_python=tf_python, tf_skip=tf_skip,
-                       extra=available(extras(env, True)))
+                       extra=available(extras(env, True)), before=before(env))
         fake_env, desc = fake_gpu_machine(args.cache, env)
         rep.add(f"Faked GPU machine: {desc}.")
         doctor_section(rep, title="Faked GPU machine (8x H100, driver 550.90.07)", env=fake_env, args=args,
                        tfgpu=tfgpu, envdoc=envdoc, envdoc_skip=ed_skip, homes=homes, tf_python=tf_python,
-                       tf_skip=tf_skip, extra=available(extras(fake_env, False)))
+                       tf_skip=tf_skip, extra=available(extras(fake_env, False)), before=before(fake_env))
+        installs_section(rep, runs=args.runs, env=env, cache=args.cache, rev=args.baseline)
         importtime_section(rep, tfgpu, env)
         explain_section(rep, args=args, env=env, tfgpu=tfgpu)
         if args.quick and args.out.exists() and not previous:
             previous = args.out.read_text()  # before it is overwritten: --quick keeps the create figures
         write(args.out, rep, partial=not args.quick)
     if not args.quick:
+        create_cpu_section(rep, args=args, env=env, tfgpu=tfgpu, cache=args.cache)
         create_section(rep, args=args, env=env, tfgpu=tfgpu, cache=args.cache)
     if args.only_create and args.out.exists():
         args.out.write_text(public_paths(splice(args.out.read_text(), rep)))
@@ -732,7 +449,7 @@ END_LINE = "\n\nLoad average at the end"
 def splice(existing: str, rep: Report) -> str:
     """Put a create-only run's section and budget rows into an earlier report, replacing old ones."""
     text = existing.replace("\n\n(create benchmark still running)", "")
-    if CREATE_HEADING in text:
+    for _ in _create_sections(text):  # every create section (create --cpu and create --backend pip)
         start = text.index(CREATE_HEADING)
         ends = [i for i in (text.find("\n### ", start + 1), text.find(END_LINE, start)) if i >= 0]
         text = text[:start].rstrip("\n") + (text[min(ends):] if ends else "\n")
@@ -751,11 +468,21 @@ def splice(existing: str, rep: Report) -> str:
     return text
 
 
+def _create_sections(text: str) -> list[str]:
+    """The create sections of a report (each from its heading to the next section or the closing line)."""
+    found = []
+    start = text.find(CREATE_HEADING)
+    while start >= 0:
+        ends = [i for i in (text.find("\n### ", start + 1), text.find(END_LINE, start)) if i >= 0]
+        end = min(ends) if ends else len(text)
+        found.append(text[start:end].strip("\n"))
+        start = text.find(CREATE_HEADING, end)
+    return found
+
+
 def carry_create(old: str, new: str) -> str:
-    """Copy the create section and its budget rows of an earlier report into a --quick one."""
-    start = old.index(CREATE_HEADING)
-    ends = [i for i in (old.find("\n### ", start + 1), old.find(END_LINE, start)) if i >= 0]
-    section = old[start:min(ends)] if ends else old[start:]
+    """Copy the create sections and their budget rows of an earlier report into a --quick one."""
+    section = "\n\n".join(_create_sections(old))
     rows = [x for x in old.split("\n") if x.startswith(("| create ", "| re-create "))]
     if rows and "\n\n## Figures" in new:
         head, tail = new.split("\n\n## Figures", 1)

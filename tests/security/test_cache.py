@@ -4,8 +4,10 @@ O_EXCL | O_NOFOLLOW, and a corrupt one is ignored and rebuilt with a one-line no
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,6 +165,24 @@ def test_a_truncated_cache_is_rebuilt_with_a_note(cache_dir: Path, capsys: pytes
     knowledge.load_kb.cache_clear()
     knowledge.load_kb()
     assert capsys.readouterr().err == ""  # rebuilt: read cleanly next time
+
+
+def test_a_cache_holding_a_json_object_is_rebuilt_with_a_note(
+    cache_dir: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """encode writes lists only; decode takes every other value as it is (no call per number or string), so a
+    file with a JSON object anywhere (a dict where a record's field should be) is not a cache at all."""
+    kb = knowledge.load_kb()
+    target = store._cache_file()
+    assert target is not None
+    planted = re.sub(r",-?\d+(?=[,\]])", ',{"__class__": "Popen"}', target.read_text(), count=1)
+    assert isinstance(json.loads(planted), list)  # valid JSON: only the object makes it foreign
+    target.write_text(planted)
+    with pytest.raises(_kbcache.CacheRefused, match="corrupt"):
+        _kbcache.read(target)
+    knowledge.load_kb.cache_clear()
+    assert knowledge.load_kb() == kb
+    assert capsys.readouterr().err == f"tfgpu: note: ignored the corrupt cache {target}; rebuilt it\n"
 
 
 def test_an_absent_optional_table_keeps_the_cache_on(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

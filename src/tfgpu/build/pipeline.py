@@ -257,6 +257,9 @@ def _build_and_verify(req: CreateRequest, events: CreateEvents, facts: dict[str,
     outcome.smoke = doc
     registry.update_smoke(str(result.prefix), {"passed": passed, "allow_cpu": allow_cpu, "mode": doc.get("mode"),
                                            "summary": doc.get("summary")})
+    compiling = report.compile_line()
+    if compiling:  # a new environment's first import: its own line, so the time is not taken for the test's
+        events.say(compiling)
     _say_smoke(events, doc)
     if passed:
         return outcome

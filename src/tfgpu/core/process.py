@@ -476,7 +476,7 @@ def _follow_step(proc: subprocess.Popen[bytes], argv: tuple[str, ...], *, log: S
     try:
         while True:
             try:
-                proc.wait(timeout=0.2)
+                _wait_exit(proc, 0.2)  # woken at the step's exit (a pidfd), not by Popen.wait's polling sleeps
                 break
             except subprocess.TimeoutExpired:
                 if deadline is not None and time.monotonic() > deadline:

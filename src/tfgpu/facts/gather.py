@@ -56,7 +56,7 @@ def start_facts(
         def probed() -> dict[str, Any]:
             return facts
     else:
-        from tfgpu.facts.probe import DEFAULT_TIMEOUT
+        from tfgpu.facts.probe import DEFAULT_TIMEOUT, _timeout_from
 
         budget = timeout if timeout and timeout > 0 else DEFAULT_TIMEOUT
 
@@ -76,7 +76,9 @@ def start_facts(
                 def here(why: str) -> dict[str, Any]:
                     return _mark(detect(), f"this process (the probe child {why})")
 
-                probed = _child.start(in_child, here, budget + _child.DEADLINE_GRACE)
+                # the probes wait as long as TFGPU_PROBE_TIMEOUT says (it overrides --timeout): their child gets as
+                # long, or the parent would give up on it and probe all over again in-process
+                probed = _child.start(in_child, here, _timeout_from(os.environ, budget) + _child.DEADLINE_GRACE)
 
     def finish() -> tuple[dict[str, Any], list[str]]:
         from tfgpu.facts.document import apply_overrides, overrides_from_env

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Collection
 
-__all__ = ["CacheRefused", "decode", "encode", "read", "remove_stale", "write"]
+__all__ = ["CacheRefused", "cache_files", "decode", "encode", "mark_used", "read", "remove_stale", "write"]
 
 #: Tags of the encoded form: every JSON list starts with one of them (decode spells them out, for speed).
 _TUPLE, _LIST, _FSET, _DICT, _VERSION, _SPEC, _RECORD, _REF = "t", "l", "f", "d", "v", "s", "r", "@"
@@ -84,25 +84,24 @@ def encode(obj: Any, classes: dict[str, type]) -> Any:
 
 
 def decode(data: Any, classes: dict[str, type], version: Callable[[str], Any], spec: Callable[[str], Any]) -> Any:
-    """The inverse of ``encode``; raises ValueError on anything it did not write. (Written for speed:
+    """The inverse of ``encode``, for ``data`` as :func:`read` returns it (JSON without objects: a list is
+    the only container it can hold); raises ValueError on anything it did not write. (Written for speed:
     it runs on every `tfgpu doctor`; equal versions and equal ranges are parsed once, and parsing them
-    was half of the decoding.)"""
+    was half of the decoding; a value that is not a list is itself, without a call.)"""
     records: list[Any] = []
     versions: dict[str, Any] = {}
     specs: dict[str, Any] = {}
     fields_of: dict[type, tuple[str, ...]] = {}
     new = object.__new__
-    scalars = (str, int, float, bool)
 
     def dec(o: Any) -> Any:
-        t = type(o)
-        if t is not list:
-            if t in scalars or o is None:
+        if type(o) is not list:
+            if o is None or type(o) in (str, int, float, bool):
                 return o
             raise ValueError("not cache data")  # noqa: EM101 - internal, caught by read()
         tag = o[0]
         if tag == "t":
-            return tuple([x if type(x) is str else dec(x) for x in o[1:]])
+            return tuple([dec(x) if type(x) is list else x for x in o[1:]])
         if tag == "v":
             v = versions.get(o[1])
             if v is None:
@@ -122,19 +121,21 @@ def decode(data: Any, classes: dict[str, type], version: Callable[[str], Any], s
             if len(o) < end or (len(o) - end) % 2:
                 raise ValueError("not cache data")  # noqa: EM101
             for key, value in zip(names, o[2:end]):
-                state[key] = value if type(value) is str else dec(value)
+                state[key] = dec(value) if type(value) is list else value
             for i in range(end, len(o) - 1, 2):
                 key, value = o[i], o[i + 1]
                 if type(key) is not str:
                     raise ValueError("not cache data")  # noqa: EM101
-                state[key] = value if type(value) is str else dec(value)
+                state[key] = dec(value) if type(value) is list else value
             return rec
         if tag == "l":
-            return [x if type(x) is str else dec(x) for x in o[1:]]
+            return [dec(x) if type(x) is list else x for x in o[1:]]
         if tag == "f":
-            return frozenset([dec(x) for x in o[1:]])
+            return frozenset([dec(x) if type(x) is list else x for x in o[1:]])
         if tag == "d":
-            return {dec(o[i]): dec(o[i + 1]) for i in range(1, len(o) - 1, 2)}
+            items = iter(o)
+            next(items)
+            return {dec(k) if type(k) is list else k: dec(v) if type(v) is list else v for k, v in zip(items, items)}
         if tag == "s":
             found = specs.get(o[1])
             if found is None:
@@ -198,10 +199,16 @@ def read(path: Path) -> Any:
         if fd >= 0:
             os.close(fd)
     try:
-        return json.loads(raw)
+        return json.loads(raw, object_pairs_hook=_no_objects)
     except (ValueError, RecursionError):
         msg = f"ignored the corrupt cache {path}; rebuilt it"
         raise CacheRefused(msg) from None
+
+
+def _no_objects(_pairs: Any) -> Any:
+    """encode writes no JSON objects: a file that holds one is not a cache (and decode can then take every value
+    that is not a list as it is)."""
+    raise ValueError("not cache data")  # noqa: EM101 - internal, caught by read()
 
 
 def write(path: Path, data: Any) -> None:
@@ -214,23 +221,48 @@ def write(path: Path, data: Any) -> None:
     replace_file(path, json.dumps(data, separators=(",", ":")).encode(), mode=0o600)
 
 
-def remove_stale(directory: Path, *, keep: str, pattern: str) -> list[Path]:
-    """Remove the files matching ``pattern`` in ``directory`` whose name does not start with ``keep``
-    (cache files of other data or other tfgpu versions). Only regular files of the current user are
-    removed, never a symlink nor another user's file; what cannot be removed stays. Returns the removed."""
+def remove_stale(directory: Path, *, keep: str | Collection[str], pattern: str) -> list[Path]:
+    """Remove the files matching ``pattern`` in ``directory`` whose key (the name up to its first dot: a cache
+    and its sections share one) is not ``keep`` (or not one of them): cache files nothing will read again.
+    Only regular files of the current user are removed, never a symlink nor another user's file; what cannot
+    be removed stays. Returns the removed."""
+    keep = {keep} if isinstance(keep, str) else set(keep)
     removed = []
-    for path in directory.glob(pattern):
-        if path.name.startswith(keep):
+    for path, _ in cache_files(directory, pattern):
+        if path.name.split(".", 1)[0] in keep:
             continue
         try:
-            st = os.lstat(path)
-            if not stat.S_ISREG(st.st_mode) or (os.name == "posix" and st.st_uid != os.getuid()):
-                continue
             path.unlink()
         except OSError:
             continue
         removed.append(path)
     return removed
+
+
+def cache_files(directory: Path, pattern: str) -> list[tuple[Path, os.stat_result]]:
+    """The files matching ``pattern`` in ``directory`` that are regular files of the current user (never a
+    symlink nor another user's file), with their status (lstat)."""
+    found = []
+    for path in directory.glob(pattern):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and not (os.name == "posix" and st.st_uid != os.getuid()):
+            found.append((path, st))
+    return found
+
+
+def mark_used(path: Path, *, unless_within: float) -> None:
+    """Set ``path``'s modification time to now (the cache was used), unless it was set less than
+    ``unless_within`` seconds ago: a write per run would cost a shared or network home more than it tells."""
+    import time
+
+    try:
+        if time.time() - path.stat().st_mtime > unless_within:
+            os.utime(path)
+    except OSError:
+        pass  # a read-only cache directory: it is still read
 
 
 def note(text: str) -> None:

@@ -56,12 +56,24 @@ def _cache_file() -> Path | None:
     return Path(base) / f"kb-{digest}.json"
 
 
+#: Installs that share a cache directory (a pipx install and a project venv, one home on NFS for several
+#: machines) each have a cache of their own (its key covers the version, the data and the code), and they
+#: must not evict each other (issue 32: two installs alternating cost 2.5x the CPU when each removed the
+#: other's). A cache is removed only when it is stale for everyone: not among the KEEP_RECENT most recently
+#: used, nor used in the last STALE_AFTER seconds (up to MAX_CACHES of those). Reading a cache marks it used
+#: (its mtime), at most once per MARK_EVERY seconds.
+KEEP_RECENT = 4
+STALE_AFTER = 24 * 3600.0
+MAX_CACHES = 16
+MARK_EVERY = 3600.0
+
+
 def _read_cache(cache: Path, classes: dict[str, type]) -> tuple[Any, bool]:
     """What the cache file holds (None when nothing usable) and whether it may be (re)written."""
     from tfgpu.kb import cache as _kbcache
 
     try:
-        return _kbcache.decode(_kbcache.read(cache), classes, version, VersionSpec), True
+        data = _kbcache.decode(_kbcache.read(cache), classes, version, VersionSpec)
     except FileNotFoundError:
         pass
     except ValueError:  # valid JSON, not what tfgpu wrote
@@ -71,21 +83,41 @@ def _read_cache(cache: Path, classes: dict[str, type]) -> tuple[Any, bool]:
         return None, "not reading" not in str(exc)  # never write where reading is unsafe
     except OSError:
         pass  # unreadable: parse the TOML again
+    else:
+        _kbcache.mark_used(cache, unless_within=MARK_EVERY)
+        return data, True
     return None, True
 
 
 def _write_cache(cache: Path, obj: Any, classes: dict[str, type]) -> None:
-    """Write the cache file, then remove the cache files of other data or other tfgpu versions."""
+    """Write the cache file, then remove the caches that are stale for every install (:data:`KEEP_RECENT`)."""
     from tfgpu.kb import cache as _kbcache
 
     try:
         _kbcache.write(cache, _kbcache.encode(obj, classes))
-        keep = cache.name.split(".")[0]
-        _kbcache.remove_stale(cache.parent, keep=keep, pattern="kb-*.json")
+        _kbcache.remove_stale(cache.parent, keep=_caches_in_use(cache), pattern="kb-*.json")
         # the pickled caches of tfgpu before the data-only format (never read since): ours, and dead weight
-        _kbcache.remove_stale(cache.parent, keep=keep, pattern="kb-*.pickle")
+        _kbcache.remove_stale(cache.parent, keep=(), pattern="kb-*.pickle")
     except (OSError, TypeError, _kbcache.CacheRefused):
         pass  # a read-only home is fine: the cache is an optimisation
+
+
+def _caches_in_use(cache: Path) -> set[str]:
+    """The keys of the caches beside ``cache`` to keep: its own, the :data:`KEEP_RECENT` most recently used
+    and, of the :data:`MAX_CACHES` most recently used, those used in the last :data:`STALE_AFTER` seconds
+    (a cache's last use is the newest mtime of its files: the cache and its sections)."""
+    import time
+
+    from tfgpu.kb import cache as _kbcache
+
+    last_use: dict[str, float] = {}
+    for path, st in _kbcache.cache_files(cache.parent, "kb-*.json"):
+        key = path.name.split(".", 1)[0]
+        last_use[key] = max(last_use.get(key, 0.0), st.st_mtime)
+    now = time.time()
+    ranked = sorted(last_use, key=last_use.__getitem__, reverse=True)
+    keep = {cache.name.split(".", 1)[0], *ranked[:KEEP_RECENT]}
+    return keep | {key for key in ranked[:MAX_CACHES] if now - last_use[key] < STALE_AFTER}
 
 
 def _section_file(cache: Path, name: str) -> Path:

@@ -77,6 +77,19 @@ class SmokeReport:
     #: Why TensorFlow did not compute on the GPU (None on a GPU pass): the top finding of its log with the
     #: doctor's facts of this machine; never empty otherwise.
     reason: str | None = None
+    #: `import tensorflow` in seconds, and how much of it compiled Python source to bytecode (how many files):
+    #: the first import in a new environment compiles thousands (issue 32); None when the script did not say.
+    import_seconds: float | None = None
+    compile_seconds: float | None = None
+    compiled_files: int | None = None
+
+    def compile_line(self) -> str | None:
+        """ "compiling TensorFlow's Python files: 4.8 s (2,398 files, ...)" when the import compiled any, else
+        None: the part of the smoke test's time that only a new environment pays."""
+        if not self.compiled_files or self.compile_seconds is None:
+            return None
+        return (f"compiling TensorFlow's Python files: {self.compile_seconds:.1f} s ({self.compiled_files:,} files "
+                f"compiled to bytecode by the first import; the import took {self.import_seconds or 0:.1f} s in all)")
 
     # -- verdicts -------------------------------------------------------------------------------
     @property
@@ -160,6 +173,8 @@ class SmokeReport:
             "notes": list(self.notes),
             "process": {"returncode": self.returncode, "duration": round(self.duration, 3),
                         "timed_out": self.timed_out, "error": self.error, "log_tail": list(self.log_tail)},
+            "import": {"seconds": self.import_seconds, "compile_seconds": self.compile_seconds,
+                       "compiled_files": self.compiled_files},
         }
 
 
@@ -281,6 +296,7 @@ def build_report(
                      "(a tensorflow-cpu wheel, or Windows native TensorFlow >= 2.11, or macOS)")
     tf = doc.get("tensorflow") or {}
     py = doc.get("python") or {}
+    imported: dict[str, Any] = doc["import"] if isinstance(doc.get("import"), dict) else {}
     report = SmokeReport(
         python=python,
         returncode=result.returncode,
@@ -300,8 +316,18 @@ def build_report(
         notes=tuple(notes),
         log_tail=tuple(stderr_lines[-LOG_TAIL_LINES:]),
         python_version=py.get("version") if isinstance(py, dict) else None,
+        import_seconds=_number(imported.get("seconds")),
+        compile_seconds=_number(imported.get("compile_seconds")),
+        compiled_files=int(n) if (n := _number(imported.get("compiled_files"))) is not None else None,
     )
     return with_reason(report, facts)
+
+
+def _number(value: Any) -> float | None:
+    """A non-negative finite number from the script's JSON, else None (it runs in someone else's environment)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e9:
+        return None
+    return float(value)
 
 
 def machine_reason(facts: Mapping[str, Any] | None) -> str | None:

@@ -468,6 +468,35 @@ def find_gpus(tf):
     return res
 
 
+def _compile_timer():
+    """Time spent compiling Python source to bytecode while TensorFlow is imported: in a new environment no
+    module has its .pyc yet, and the first import compiles thousands of files (seconds of the smoke test the
+    user should see as such). SourceFileLoader.source_to_code is what compiles a module without a valid .pyc;
+    it is wrapped for the import and restored after. Returns (the totals, a function that restores it)."""
+    spent = {"seconds": 0.0, "files": 0}
+    try:
+        from importlib.machinery import SourceFileLoader
+    except ImportError:  # Python 2: no importlib.machinery (nothing is timed)
+        return spent, lambda: None
+    original = SourceFileLoader.source_to_code
+    clock = getattr(time, "perf_counter", time.time)
+
+    def timed(self, *args, **kwargs):
+        start = clock()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            spent["seconds"] += clock() - start
+            spent["files"] += 1
+
+    SourceFileLoader.source_to_code = timed
+
+    def restore():
+        SourceFileLoader.source_to_code = original
+
+    return spent, restore
+
+
 def main(argv):
     benchmark = "--benchmark" in argv
     doc = {
@@ -483,8 +512,12 @@ def main(argv):
         "benchmark": None,
         "libraries": None,
         "error": None,
+        "import": None,
     }
     os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+    compiled, restore = _compile_timer()
+    clock = getattr(time, "perf_counter", time.time)
+    start = clock()
     try:
         import tensorflow as tf  # noqa: E402 - the point of this script
     except Exception as exc:
@@ -492,6 +525,10 @@ def main(argv):
         doc["import_error"] = _err(exc)
         doc["libraries"] = loaded_libraries()
         return doc
+    finally:
+        restore()
+        doc["import"] = {"seconds": round(clock() - start, 3), "compile_seconds": round(compiled["seconds"], 3),
+                         "compiled_files": compiled["files"]}
     try:
         doc["tensorflow"] = {"version": _version(tf), "file": getattr(tf, "__file__", None)}
         doc["build_info"] = build_info(tf)

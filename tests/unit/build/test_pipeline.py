@@ -3,6 +3,7 @@ and one environment directory. The import rules are tests/unit/test_architecture
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -221,3 +222,48 @@ def test_python_means_a_python_version_or_interpreter_everywhere(monkeypatch: py
     assert seen == ["python3.11", "python3"]
     helps = {c: next(p for p in _commands()[c].params if "--python" in p.opts) for c in ("plan", "create", "lock", "smoke")}
     assert all("Python" in (p.help or "") for p in helps.values())
+
+
+@pytest.mark.real_subprocess
+def test_create_shows_compiling_on_a_line_of_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 32: the smoke test's first import in a new environment compiles TensorFlow's Python files; create says
+    how long that took on its own line, before the smoke test's summary (a real smoke script, on a copy of the
+    fake TensorFlow that has no .pyc yet; the build itself is stood in for)."""
+    import shutil
+    import sys
+
+    from tests import REPO
+    from tfgpu.build import execute
+    from tfgpu.build.pipeline import CreateRequest, create_environment
+    from tfgpu.verify import runner
+
+    monkeypatch.setenv("TFGPU_HOME", str(tmp_path / "home"))
+    (tmp_path / "config.toml").write_text("")
+    monkeypatch.setenv("TFGPU_CONFIG", str(tmp_path / "config.toml"))
+    fake = tmp_path / "site"
+    shutil.copytree(REPO / "tests" / "fake_tf", fake, ignore=shutil.ignore_patterns("__pycache__"))
+    prefix = tmp_path / "env"
+
+    def built(plan: Any, **_kw: Any) -> Any:
+        prefix.mkdir()
+        return execute.CreateResult(prefix, tmp_path / "create.log", False, 1.0)
+
+    real_smoke = runner.run_smoke
+
+    def smoke(_python: str, **kw: Any) -> runner.SmokeReport:
+        env = {"PYTHONPATH": str(fake), "PYTHONDONTWRITEBYTECODE": "", "FAKE_TF_VERSION": "2.21.0"}
+        return real_smoke(sys.executable, timeout=60, env=env, facts=kw.get("facts"))
+
+    monkeypatch.setattr(execute, "run_plan", built)
+    monkeypatch.setattr(runner, "run_smoke", smoke)
+    events = _Recorder()
+    events.confirm = lambda plan, replacing: True  # type: ignore[method-assign]
+    events.building = lambda plan: contextlib.nullcontext()  # type: ignore[method-assign]
+    from tests.conftest import RTX3080_FACTS
+
+    outcome = create_environment(CreateRequest(build=BuildRequest(tf="2.21", cpu=True, prefix=str(prefix)), facts=RTX3080_FACTS), events)
+    said = [text for kind, text in events.seen if kind == "say"]
+    compiling = next(i for i, text in enumerate(said) if text.startswith("compiling TensorFlow's Python files: "))
+    assert said[compiling + 1].startswith("smoke test: ")
+    assert outcome.smoke is not None
+    assert outcome.smoke["import"]["compiled_files"] >= 1

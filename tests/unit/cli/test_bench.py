@@ -36,6 +36,14 @@ def bench() -> ModuleType:
     return module
 
 
+@pytest.fixture(scope="module")
+def measure(bench: ModuleType) -> ModuleType:
+    """bench/bench_measure.py: what every benchmark shares (run.py puts bench/ on sys.path to import it)."""
+    import bench_measure
+
+    return bench_measure
+
+
 def test_parse_importtime_reads_self_cumulative_and_depth(bench: ModuleType) -> None:
     rows = bench.parse_importtime(IMPORTTIME + "some other stderr line\n")
     assert rows[0] == ("_collections", 63, 63, 4)
@@ -43,48 +51,48 @@ def test_parse_importtime_reads_self_cumulative_and_depth(bench: ModuleType) -> 
     assert [r[3] for r in rows] == [4, 3, 3, 2, 1, 0]
 
 
-def test_summarize_median_quartiles_and_peak(bench: ModuleType) -> None:
-    samples = [bench.Sample(w, rss, 0, cpu) for w, rss, cpu in
+def test_summarize_median_quartiles_and_peak(measure: ModuleType) -> None:
+    samples = [measure.Sample(w, rss, 0, cpu) for w, rss, cpu in
                [(0.5, 40_000, 0.4), (0.1, 41_000, 0.1), (0.3, 39_000, 0.3), (0.2, 61_440, 0.2), (0.4, 1, 0.2)]]
-    st = bench.summarize(samples)
+    st = measure.summarize(samples)
     assert (st.n, st.median, st.low, st.high) == (5, 0.3, 0.1, 0.5)
     assert (st.p25, st.p75) == pytest.approx((0.2, 0.4))
     assert st.peak_mb == 60.0
     assert st.cpu == 0.2
-    assert bench.summarize([]) is None
-    one = bench.summarize([bench.Sample(1.5, 1024, 0)])
+    assert measure.summarize([]) is None
+    one = measure.summarize([measure.Sample(1.5, 1024, 0)])
     assert (one.p25, one.p75) == (1.5, 1.5)
 
 
-def test_ratio_row_and_skipped_row(bench: ModuleType) -> None:
-    me = bench.Contestant("a", "tfgpu doctor --json", [["/venv/bin/tfgpu", "doctor", "--json"]])
-    me.samples = [bench.Sample(0.2, 40 * 1024, 0, 0.1)] * 3
-    other = bench.Contestant("b", "other", [["python", "-c", "print('a|b')"]])
-    other.samples = [bench.Sample(2.0, 500 * 1024, 0, 0.5)] * 3
-    gone = bench.Contestant("c", "gone", [["x"]], skipped="command not available")
-    rows = bench.contestant_rows([me, other, gone], me)
+def test_ratio_row_and_skipped_row(measure: ModuleType) -> None:
+    me = measure.Contestant("a", "tfgpu doctor --json", [["/venv/bin/tfgpu", "doctor", "--json"]])
+    me.samples = [measure.Sample(0.2, 40 * 1024, 0, 0.1)] * 3
+    other = measure.Contestant("b", "other", [["python", "-c", "print('a|b')"]])
+    other.samples = [measure.Sample(2.0, 500 * 1024, 0, 0.5)] * 3
+    gone = measure.Contestant("c", "gone", [["x"]], skipped="command not available")
+    rows = measure.contestant_rows([me, other, gone], me)
     assert rows[0][1] == "`tfgpu doctor --json`"
     assert rows[0][-1] == ""
     assert rows[1][-1] == "10.00×; CPU 5.00×"
     assert rows[1][7] == "500"
     assert rows[2][3] == "skipped: command not available"
-    table = bench.md_table(bench.TIME_HEADER, rows)
+    table = measure.md_table(measure.TIME_HEADER, rows)
     assert "print('a\\|b')" in table  # a pipe inside a cell must not split the Markdown row
-    assert bench.ratio(other, me) == pytest.approx(10.0)
-    assert bench.ratio(gone, me) is None
+    assert measure.ratio(other, me) == pytest.approx(10.0)
+    assert measure.ratio(gone, me) is None
 
 
 @pytest.mark.parametrize(("seconds", "text"), [(0.0421, "42 ms"), (1.234, "1.23 s"), (24.04, "24.0 s"), (612.0, "612 s")])
-def test_fmt_s(bench: ModuleType, seconds: float, text: str) -> None:
-    assert bench.fmt_s(seconds) == text
+def test_fmt_s(measure: ModuleType, seconds: float, text: str) -> None:
+    assert measure.fmt_s(seconds) == text
 
 
-def test_splice_replaces_the_create_section_and_its_budget_rows(bench: ModuleType) -> None:
+def test_splice_replaces_the_create_section_and_its_budget_rows(bench: ModuleType, measure: ModuleType) -> None:
     earlier = ("# tfgpu benchmarks\n\n## Budgets (issue 9)\n\n| budget | measured | limit | result |\n|---|---|---|---|\n"
                "| doctor row | 0.1× | ≤ 0.3× | ✓ met |\n| create (old) | 1× | report both | ✓ met |\n\n## Figures\n\n"
                "### No GPU\n\ntable\n\n### `tfgpu create old`\n\nold table\n\nLoad average at the end (1, 5, 15 min): 1."
                "\n\n(create benchmark still running)\n")
-    rep = bench.Report()
+    rep = measure.Report()
     rep.parts = ["header", "### `tfgpu create new`\n\nnew table"]
     rep.budgets = [["create (uv warm cache) vs venv + pip by hand", "3.0× faster", "report both", "✓ met"]]
     text = bench.splice(earlier, rep)
@@ -111,3 +119,27 @@ def test_quick_run_keeps_the_earlier_create_figures(bench: ModuleType) -> None:
     assert "create rows" in merged
     assert "| create (uv warm cache)" in merged.split("## Figures")[0]
     assert merged.rstrip().endswith("2, 2, 2.")
+
+
+def test_both_create_sections_are_kept_by_quick_and_replaced_by_only_create(bench: ModuleType,
+                                                                             measure: ModuleType) -> None:
+    """Issue 32 added `create --cpu` against its steps by hand: two create sections, both carried and replaced."""
+    old = ("# tfgpu benchmarks\n\n## Budgets (issue 9)\n\n| budget | measured | limit | result |\n|---|---|---|---|\n"
+           "| create --tf 2.21 --cpu --no-smoke / its steps by hand | 1.05× | ≤ 1.1× | ✓ met |\n\n## Figures\n\n"
+           "### No GPU\n\nold rows\n\n### `tfgpu create --tf 2.21 --cpu --no-smoke` vs its own steps\n\ncpu rows\n\n"
+           "### `tfgpu create --tf 2.20 --backend pip` vs the same install by hand\n\npip rows\n\n"
+           "Load average at the end (1, 5, 15 min): 1, 1, 1.\n")
+    new = ("# tfgpu benchmarks\n\n## Budgets (issue 9)\n\n| budget | measured | limit | result |\n|---|---|---|---|\n"
+           "\n\n## Figures\n\n### No GPU\n\nnew rows\n\nLoad average at the end (1, 5, 15 min): 2, 2, 2.\n")
+    merged = bench.carry_create(old, new)
+    assert "cpu rows" in merged
+    assert "pip rows" in merged
+    assert "| create --tf 2.21 --cpu" in merged.split("## Figures")[0]
+    rep = measure.Report()
+    rep.parts = ["header", "### `tfgpu create --tf 2.21 --cpu --no-smoke` again\n\nnew cpu rows"]
+    rep.budgets = [["create --tf 2.21 --cpu --no-smoke / its steps by hand", "1.02×", "≤ 1.1×", "✓ met"]]
+    text = bench.splice(old, rep)
+    assert "cpu rows" not in text.replace("new cpu rows", "")
+    assert "pip rows" not in text
+    assert "new cpu rows" in text
+    assert text.count("| create --tf 2.21 --cpu") == 1

@@ -63,10 +63,9 @@ def test_capture_hung_program_times_out_and_its_children_die(tmp_path):
         pytest.fail("grandchild survived the timeout")
 
 
-@pytest.mark.parametrize("pidfd", ["pidfd", "no pidfd", "ENOSYS"])
-def test_capture_sees_the_exit_with_or_without_a_pidfd(tmp_path, monkeypatch, pidfd):
-    # Linux: a pidfd wakes capture the moment the program exits (Popen.wait(timeout) polls with sleeps up to
-    # 50 ms); without one (another OS, an old kernel) it waits as before. Exit codes and timeouts are the same.
+def _watch_pidfd(monkeypatch: pytest.MonkeyPatch, pidfd: str) -> list[int]:
+    """The pids whose pidfd is opened ("pidfd"); no os.pidfd_open ("no pidfd"); one failing as an old kernel's
+    ("ENOSYS")."""
     opened: list[int] = []
     if pidfd == "pidfd":
         if not hasattr(os, "pidfd_open"):
@@ -76,10 +75,18 @@ def test_capture_sees_the_exit_with_or_without_a_pidfd(tmp_path, monkeypatch, pi
     elif pidfd == "no pidfd":
         monkeypatch.delattr(os, "pidfd_open", raising=False)
     else:
-        def enosys(pid, *a):
+        def enosys(pid: int, *a: object) -> int:
             raise OSError(38, "Function not implemented")
 
         monkeypatch.setattr(os, "pidfd_open", enosys, raising=False)
+    return opened
+
+
+@pytest.mark.parametrize("pidfd", ["pidfd", "no pidfd", "ENOSYS"])
+def test_capture_sees_the_exit_with_or_without_a_pidfd(tmp_path, monkeypatch, pidfd):
+    # Linux: a pidfd wakes capture the moment the program exits (Popen.wait(timeout) polls with sleeps up to
+    # 50 ms); without one (another OS, an old kernel) it waits as before. Exit codes and timeouts are the same.
+    opened = _watch_pidfd(monkeypatch, pidfd)
     done = script(tmp_path, "done", "import sys; print('bye'); sys.exit(5)")
     res = run.capture([str(done)], timeout=10)
     assert (res.returncode, res.stdout, res.timed_out) == (5, "bye\n", False)
@@ -182,3 +189,16 @@ def test_run_step_ctrl_c_lets_the_child_clean_up_first(tmp_path):
     with pytest.raises(Interrupted):
         run.run_step([str(exe)], log=log, timeout=60)
     assert done.read_text() == "yes"
+
+
+@pytest.mark.parametrize("pidfd", ["pidfd", "no pidfd"])
+def test_run_step_sees_the_exit_through_a_pidfd(tmp_path, monkeypatch, pidfd):
+    # issue 32: each step of `create` waited in Popen.wait(timeout=0.2), which polls with sleeps up to 50 ms after
+    # the installer exits; the step runner now waits as capture does, woken the moment the step exits
+    opened = _watch_pidfd(monkeypatch, pidfd)
+    done = script(tmp_path, "done", "print('installed')")
+    log = run.StepLog(tmp_path / "step.log")
+    res = run.run_step([str(done)], log=log, timeout=20)
+    assert (res.returncode, res.stdout) == (0, "installed")
+    assert len(opened) == (1 if pidfd == "pidfd" else 0)
+    assert "= exit 0 after" in (tmp_path / "step.log").read_text()

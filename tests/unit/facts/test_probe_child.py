@@ -151,3 +151,27 @@ def test_the_doctor_probes_itself_when_its_child_fails(monkeypatch):
     assert facts["isolate_nvml"] is True
     assert facts["probe"]["process"] == "this process (the probe child crashed: exited with 9)"
     assert active == []
+
+
+def test_the_probe_child_is_given_the_probes_timeout_from_the_environment(monkeypatch):
+    """TFGPU_PROBE_TIMEOUT (which overrides --timeout) bounds the probes in the child; the parent waited only the
+    default 2 s (+ grace) for that child, gave up on a child still within its budget and probed all over again
+    in-process (found timing the doctor under valgrind with TFGPU_PROBE_TIMEOUT=120: every probe ran twice)."""
+    from tfgpu.facts.gather import start_facts
+
+    deadlines: list[float] = []
+
+    def start(work: object, fallback: object, deadline: float) -> object:
+        deadlines.append(deadline)
+        return lambda: {"probe": {}}
+
+    monkeypatch.setattr(_child, "start", start)
+    monkeypatch.setenv("TFGPU_PROBE_FORK", "1")
+    monkeypatch.setenv("TFGPU_PROBE_TIMEOUT", "30")
+    start_facts(fork=True)()
+    start_facts(fork=True, timeout=5)()
+    monkeypatch.delenv("TFGPU_PROBE_TIMEOUT")
+    start_facts(fork=True, timeout=5)()
+    start_facts(fork=True)()
+    grace = _child.DEADLINE_GRACE
+    assert deadlines == [30 + grace, 30 + grace, 5 + grace, 2 + grace]

@@ -1,10 +1,11 @@
 """Issue 17, item 4: the knowledge base owns its tables and its cache. With the cache warm, `tfgpu compat`,
 `tfgpu doctor` (including the container route, which reads compat/containers.toml and compat/pins.toml)
-and `tfgpu explain` parse no TOML at all; cache files of other data or other tfgpu versions are removed."""
+and `tfgpu explain` parse no TOML at all; cache files no install has used lately are removed (issue 32)."""
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -109,7 +110,16 @@ def test_the_doctor_reads_the_gpu_devices_only_for_a_gpu_without_a_compute_capab
     assert knowledge.load_gpu_devices() == knowledge._parse_kb().devices
 
 
-def test_old_cache_files_are_removed_but_never_a_symlink(cache_dir: Path, tmp_path: Path) -> None:
+def _age(path: Path, days: float) -> None:
+    """Make ``path`` look last used ``days`` ago (a cache's mtime is its last use)."""
+    when = time.time() - days * 86400
+    os.utime(path, (when, when))
+
+
+def test_stale_cache_files_are_removed_but_never_a_symlink(
+    cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(store, "KEEP_RECENT", 1)  # only the cache being written is "recent"
     old = cache_dir / "kb-0123456789abcdef.json"
     old_explain = cache_dir / "kb-0123456789abcdef.explain.json"
     elsewhere = tmp_path / "precious"
@@ -119,6 +129,7 @@ def test_old_cache_files_are_removed_but_never_a_symlink(cache_dir: Path, tmp_pa
     other = cache_dir / "notes.json"  # not a cache file
     for path in (old, old_explain, other):
         path.write_text("[]")
+        _age(path, 2)
     knowledge.load_kb()
     knowledge.load_explain_data()
     current = store._cache_file()
@@ -130,6 +141,65 @@ def test_old_cache_files_are_removed_but_never_a_symlink(cache_dir: Path, tmp_pa
     assert other.exists()
     assert current.exists()
     assert current.with_name(current.name.replace(".json", ".explain.json")).exists()
+
+
+def _fake_caches(cache_dir: Path, ages_days: list[float]) -> list[Path]:
+    """Cache files of other installs (a cache and its devices section each), last used ``ages_days`` ago."""
+    made = []
+    for i, days in enumerate(ages_days):
+        main = cache_dir / f"kb-{i:016x}.json"
+        section = cache_dir / f"kb-{i:016x}.devices.json"
+        for path in (main, section):
+            path.write_text("[]")
+            _age(path, days)
+        made.append(main)
+    return made
+
+
+def test_the_caches_of_other_installs_are_kept_while_recently_used(cache_dir: Path) -> None:
+    """Issue 32: a cache is removed only when it is stale for every install: the KEEP_RECENT most recently used
+    stay however old, and so do those used within STALE_AFTER (up to MAX_CACHES)."""
+    fresh = _fake_caches(cache_dir, [0.01 * i for i in range(store.KEEP_RECENT + 2)])  # all used today
+    knowledge.load_kb()  # writes this install's cache: nothing used today is removed
+    assert all(p.exists() and p.with_name(p.name.replace(".json", ".devices.json")).exists() for p in fresh)
+    for p in fresh:  # now all of them unused for two days: only the most recently used few stay
+        _age(p, 2 + fresh.index(p))
+        _age(p.with_name(p.name.replace(".json", ".devices.json")), 2 + fresh.index(p))
+    current = store._cache_file()
+    assert current is not None
+    current.unlink()  # a rebuild (only a write prunes)
+    knowledge.load_kb.cache_clear()
+    knowledge.load_kb()
+    kept = sorted(p.name for p in cache_dir.glob("kb-*.json") if p.name.count(".") == 1)
+    assert kept == sorted([current.name, *(p.name for p in fresh[: store.KEEP_RECENT - 1])])
+
+
+def test_at_most_max_caches_are_kept_even_when_all_are_recent(cache_dir: Path) -> None:
+    _fake_caches(cache_dir, [0.001 * (i + 1) for i in range(store.MAX_CACHES + 3)])
+    knowledge.load_kb()
+    groups = {p.name.split(".", 1)[0] for p in cache_dir.glob("kb-*.json")}
+    current = store._cache_file()
+    assert current is not None
+    assert current.name.split(".", 1)[0] in groups
+    # the MAX_CACHES most recently used, this one (the newest) among them
+    assert len(groups) == store.MAX_CACHES
+
+
+def test_reading_a_cache_marks_it_used_at_most_once_an_hour(cache_dir: Path) -> None:
+    knowledge.load_kb()
+    current = store._cache_file()
+    assert current is not None
+    _age(current, 0.5 / 24)  # used half an hour ago: not marked again (no write on every run)
+    before = current.stat()
+    knowledge.load_kb.cache_clear()
+    knowledge.load_kb()
+    assert current.stat().st_mtime == before.st_mtime
+    _age(current, 3)
+    knowledge.load_kb.cache_clear()
+    knowledge.load_kb()
+    after = current.stat()
+    assert time.time() - after.st_mtime < 60  # marked used now
+    assert after.st_ino == before.st_ino  # read, not rewritten
 
 
 def test_a_corrupt_explain_section_is_ignored_with_one_line(cache_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -169,3 +239,26 @@ def test_the_cache_holds_the_verdicts_indexes_and_one_written_without_them_is_in
     cached = knowledge.load_kb()  # read back, indexes included, no TOML parsed
     assert cached._memo[knowledge._INDEXED] is True
     assert {kind for kind, _ in cached._memo} >= {"series", "recipes_for", "archs_for", "gpu_releases"}
+
+
+def test_two_versions_in_turn_read_their_own_cache_and_parse_nothing(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 32: two tfgpu versions sharing a cache directory (the slow test tests/unit/kb/test_cache_installs.py
+    runs two real installs): once each has written its cache, neither parses TOML nor rewrites a file."""
+    paths = {}
+    for release in ("0.1.0", "0.2.0"):
+        monkeypatch.setattr(store, "__version__", release)
+        _clear()
+        knowledge.load_kb()
+        paths[release] = store._cache_file()
+    assert paths["0.1.0"] != paths["0.2.0"]
+    written = {p.name: p.stat().st_ino for p in cache_dir.iterdir()}
+    assert len(written) == 4  # two caches, each with its devices section
+    tried = _no_toml(monkeypatch)
+    for release in ("0.1.0", "0.2.0", "0.1.0"):
+        monkeypatch.setattr(store, "__version__", release)
+        _clear()
+        assert knowledge.load_kb().data_version
+    assert not tried
+    assert {p.name: p.stat().st_ino for p in cache_dir.iterdir()} == written

@@ -270,3 +270,22 @@ def test_gpu_pass_has_no_reason() -> None:
     r = runner.build_report("py", _result(_doc()), facts=NO_DRIVER)
     assert r.gpu_ok
     assert r.reason is None
+
+
+@pytest.mark.parametrize(("given", "expect"), [
+    ({"seconds": 6.2, "compile_seconds": 4.8, "compiled_files": 2398}, (6.2, 4.8, 2398)),
+    ({"seconds": "6", "compile_seconds": -1, "compiled_files": True}, (None, None, None)),
+    ({"seconds": 1e300, "compile_seconds": float("nan")}, (None, None, None)),
+    ("not an object", (None, None, None)),
+])
+def test_the_import_timing_is_read_only_when_it_is_sane(given: object, expect: tuple[object, ...]) -> None:
+    """The script runs in someone else's environment: its numbers are checked before they are printed."""
+    doc = {"tensorflow": {"version": "2.21.0"}, "import": given}
+    out = runner.BEGIN + "\n" + json.dumps(doc) + "\n" + runner.END + "\n"
+    report = runner.build_report("python", Result(("python",), 0, out, ""))
+    assert (report.import_seconds, report.compile_seconds, report.compiled_files) == expect
+    if expect[2]:
+        assert report.compile_line() == ("compiling TensorFlow's Python files: 4.8 s (2,398 files compiled to "
+                                         "bytecode by the first import; the import took 6.2 s in all)")
+    else:
+        assert report.compile_line() is None

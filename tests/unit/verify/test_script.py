@@ -375,3 +375,31 @@ def test_real_tensorflow_from_pypi(var: str) -> None:
     else:
         assert any("not a CUDA build" in n for n in r.notes)
     _validate(r)
+
+
+def test_the_first_import_says_how_long_compiling_took(tmp_path: Path) -> None:
+    """Issue 32: a new environment's first `import tensorflow` compiles its Python files to bytecode (seconds for a
+    real TensorFlow). The script times exactly that (SourceFileLoader.source_to_code, the one step a module without
+    a valid .pyc takes) and the runner says it on a line of its own; the second import compiles nothing."""
+    import shutil
+
+    fake = tmp_path / "site"
+    shutil.copytree(FAKE, fake, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {"PYTHONPATH": str(fake), "PYTHONDONTWRITEBYTECODE": "", "FAKE_TF_VERSION": "2.15.0"}
+    first = runner.run_smoke(sys.executable, timeout=60, env=env)
+    sources = len(list((fake / "tensorflow").rglob("*.py")))
+    assert first.compiled_files is not None
+    assert 1 <= first.compiled_files <= sources  # the fake's modules the import took (of its {sources})
+    assert first.compile_seconds is not None
+    assert first.import_seconds is not None
+    assert 0 <= first.compile_seconds <= first.import_seconds
+    line = first.compile_line()
+    assert line is not None
+    assert line.startswith(f"compiling TensorFlow's Python files: {first.compile_seconds:.1f} s "
+                           f"({first.compiled_files:,} files")
+    assert _validate(first, allow_cpu=True)["import"] == {
+        "seconds": first.import_seconds, "compile_seconds": first.compile_seconds,
+        "compiled_files": first.compiled_files}
+    again = runner.run_smoke(sys.executable, timeout=60, env=env)  # the .pyc files are there now
+    assert (again.compiled_files, again.compile_line()) == (0, None)
+    assert again.tf_version == first.tf_version == "2.15.0"

@@ -117,6 +117,7 @@ def detect_facts(
     import threading
     from pathlib import Path
 
+    from tfgpu.core.record import replace
     from tfgpu.facts.probe import cuda, driver, system
     from tfgpu.facts.probe._ctx import Ctx, run_concurrently
 
@@ -125,6 +126,7 @@ def detect_facts(
     t0 = time.monotonic()
     ctx = Ctx(root=Path(root), env=env, timeout=timeout)
     os_name = system.detect_os(ctx)
+    ctx = replace(ctx, os_name=os_name)  # machine paths follow the machine's rules from here on (Ctx.paths)
     nvml_mode = env.get("TFGPU_PROBE_NVML", "").strip().lower()
     use_nvml = nvml_mode in ("1", "true", "yes", "on") or (nvml_mode == "" and ctx.native)
     use_nvml = use_nvml and os_name in ("linux", "windows")

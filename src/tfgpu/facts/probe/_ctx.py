@@ -1,7 +1,7 @@
 """The probe context: where the machine's files are (``root``), its environment, and the time budget."""
 
 # Machine paths are strings re-based under ctx.root (they may be Windows paths); os.path keeps them text.
-# ruff: noqa: PTH208
+# ruff: noqa: PTH117, PTH206, PTH208
 from __future__ import annotations
 
 import os
@@ -31,11 +31,33 @@ class Ctx:
     env: Mapping[str, str]
     timeout: float
     start: float = field(default_factory=time.monotonic)
+    #: The probed machine's OS ("linux", "windows", "macos"; detect_facts sets it once detected): its path rules
+    #: are the ones machine paths follow, whatever this host's are.
+    os_name: str | None = None
 
     @property
     def native(self) -> bool:
         """True when probing the machine tfgpu runs on (root is /), so in-process facts apply."""
         return str(self.root) == self.root.anchor
+
+    @property
+    def paths(self) -> Any:
+        """The path rules of the probed machine, chosen by its OS and never by this host's: ``ntpath`` for
+        Windows, ``posixpath`` otherwise (``os.path`` when native, which is the same). Machine paths are strings
+        joined, split and named by these; :meth:`path` turns one into the file to read here."""
+        if self.native:
+            return os.path
+        import ntpath
+        import posixpath
+
+        return ntpath if self.os_name == "windows" else posixpath
+
+    @property
+    def pathsep(self) -> str:
+        """What separates the entries of the machine's PATH (``;`` on Windows)."""
+        if self.native:
+            return os.pathsep
+        return ";" if self.os_name == "windows" else ":"
 
     def path(self, p: str | os.PathLike[str]) -> Path:
         """A machine path (``/proc/version``) -> the file to read (``<root>/proc/version``)."""
@@ -58,7 +80,10 @@ class Ctx:
         if text == root:
             return "/"
         if text.startswith(root + os.sep):
-            return "/" + text[len(root) + 1:].replace(os.sep, "/")
+            parts = text[len(root) + 1:].split(os.sep)
+            if self.os_name == "windows" and len(parts[0]) == 1 and parts[0].isalpha():
+                return f"{parts[0]}:\\" + "\\".join(parts[1:])  # <root>/C/Windows -> C:\Windows (path's inverse)
+            return "/" + "/".join(parts)
         return text
 
     def read(self, p: str | os.PathLike[str], limit: int = MAX_READ) -> str | None:
@@ -111,10 +136,31 @@ class Ctx:
         if self.expired():
             return run.Result(tuple(str(a) for a in argv), None, timed_out=True,
                               error=f"{argv[0]}: not started, the probe budget of {self.timeout:g} s ran out")
+        if not self.native and argv and not os.path.isabs(argv[0]):
+            found = self.which(str(argv[0]))  # the machine's PATH, by its rules (run.capture would use this host's)
+            if found is None:
+                return run.Result(tuple(str(a) for a in argv), None, error=f"{argv[0]}: not found")
+            argv = [found, *argv[1:]]
         return run.capture(argv, timeout=round(self.remaining(), 2), env=self.env)
 
     def which(self, program: str) -> str | None:
-        return run.which(program, self.env)
+        """The file to run for ``program``, found on the machine's PATH by the machine's rules: this host's
+        when native; in a profile, PATH split by the machine's separator, each entry re-based under ``root``,
+        and on Windows the PATHEXT extensions tried as Windows does (``nvidia-smi`` finds ``nvidia-smi.exe``)."""
+        if self.native:
+            return run.which(program, self.env)
+        paths, windows = self.paths, self.os_name == "windows"
+        exts = [""]
+        if windows and not paths.splitext(program)[1]:
+            exts = [e.lower() for e in (self.env.get("PATHEXT") or ".COM;.EXE;.BAT;.CMD").split(";") if e]
+        for folder in dict.fromkeys((self.env.get("PATH") or "").split(self.pathsep)):
+            if not folder:
+                continue  # the current directory: never trusted
+            for ext in exts:
+                found = self.path(paths.join(folder, program + ext))
+                if found.is_file() and (windows or os.access(found, os.X_OK)):
+                    return str(found)
+        return None
 
     def home(self) -> str | None:
         return self.env.get("HOME") or self.env.get("USERPROFILE")

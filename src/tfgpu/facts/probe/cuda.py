@@ -10,7 +10,8 @@ module follows the same search order as its ``search_steps.py`` - site-packages 
 ldconfig cache, LD_LIBRARY_PATH) and the classic /usr/local/cuda* installs.
 """
 
-# Machine paths are strings re-based under ctx.root (they may be Windows paths); os.path keeps them text.
+# Machine paths are strings re-based under ctx.root, in the machine's own path rules (ctx.paths: ntpath for Windows);
+# the files they name here (ctx.path) are read with os.path.
 # ruff: noqa: PTH110, PTH112, PTH118, PTH120, PTH123, PTH207
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def _lib_entry(name: str, path: str, source: str) -> dict[str, Any] | None:
 def _scan_lib_dir(ctx: Ctx, d: str, source: str) -> list[dict[str, Any]]:
     out = []
     for name in ctx.listdir(d):
-        if _LIB_PATTERNS.match(name) and (e := _lib_entry(name, f"{d.rstrip('/')}/{name}", source)):
+        if _LIB_PATTERNS.match(name) and (e := _lib_entry(name, ctx.paths.join(d, name), source)):
             out.append(e)
     return out
 
@@ -78,8 +79,8 @@ def site_packages_dirs(ctx: Ctx) -> list[str]:
         if not prefix:
             continue
         base = ctx.unroot(str(ctx.path(prefix)))
-        for pattern in ("lib/python*/site-packages", "Lib/site-packages", ""):
-            for hit in sorted(glob.glob(str(ctx.path(f"{base}/{pattern}" if pattern else base)))):
+        for pattern in (("lib", "python*", "site-packages"), ("Lib", "site-packages"), ()):
+            for hit in sorted(glob.glob(str(ctx.path(ctx.paths.join(base, *pattern))))):
                 if hit.endswith("site-packages") and os.path.isdir(hit):
                     out.append(ctx.unroot(hit))
     return list(dict.fromkeys(out))
@@ -117,7 +118,7 @@ def probe_toolkits(ctx: Ctx, os_name: str) -> list[dict[str, Any]]:
             add(ctx.env[var], var)
     if os_name == "windows":
         pf = ctx.env.get("ProgramFiles") or r"C:\Program Files"
-        for d in sorted(glob.glob(str(ctx.path(os.path.join(pf, "NVIDIA GPU Computing Toolkit", "CUDA"))) + "/v*")):
+        for d in sorted(glob.glob(str(ctx.path(ctx.paths.join(pf, "NVIDIA GPU Computing Toolkit", "CUDA"))) + "/v*")):
             add(ctx.unroot(d), "Program Files")
     nvcc_path = ctx.which("nvcc")
     nvcc_res = None
@@ -206,17 +207,20 @@ def probe_libraries(ctx: Ctx, site_dirs: list[str]) -> dict[str, Any]:
                     libs.append(e)
         else:
             ld_error = res.describe()
-    ld_path = ctx.env.get("LD_LIBRARY_PATH") or ""
-    for d in [x for x in ld_path.split(os.pathsep) if x]:
-        libs += _scan_lib_dir(ctx, d, "LD_LIBRARY_PATH")
+    # the loader's search path: LD_LIBRARY_PATH on Linux; on Windows the DLL search path is PATH, where the
+    # CUDA installer puts its bin folder and where TensorFlow <= 2.10 finds cudart64_*.dll and cudnn64_*.dll
+    search = ("PATH", ctx.env.get("PATH")) if ctx.os_name == "windows" else ("LD_LIBRARY_PATH", ctx.env.get("LD_LIBRARY_PATH"))
+    for d in [x for x in (search[1] or "").split(ctx.pathsep) if x]:
+        libs += _scan_lib_dir(ctx, d, search[0])
+    join = ctx.paths.join
     prefix = ctx.env.get("CONDA_PREFIX")
     if prefix:
-        libs += _scan_lib_dir(ctx, f"{prefix}/lib", "conda")
-        libs += _scan_lib_dir(ctx, f"{prefix}/Library/bin", "conda")
+        libs += _scan_lib_dir(ctx, join(prefix, "lib"), "conda")
+        libs += _scan_lib_dir(ctx, join(prefix, "Library", "bin"), "conda")
     for sp in site_dirs:
-        for pkg in ctx.listdir(f"{sp}/nvidia"):
+        for pkg in ctx.listdir(join(sp, "nvidia")):
             for sub in ("lib", "bin"):
-                libs += _scan_lib_dir(ctx, f"{sp}/nvidia/{pkg}/{sub}", "pip")
+                libs += _scan_lib_dir(ctx, join(sp, "nvidia", pkg, sub), "pip")
     seen = set()
     unique = []
     for e in libs:
@@ -238,15 +242,16 @@ def probe_cudnn(ctx: Ctx, toolkits: list[dict[str, Any]], libraries: dict[str, A
     out: list[dict[str, Any]] = []
     include_dirs = ["/usr/include", "/usr/local/include", "/usr/include/x86_64-linux-gnu",
                     "/usr/include/aarch64-linux-gnu"]
-    include_dirs += [f"{t['path']}/include" for t in toolkits if t.get("path")]
+    join = ctx.paths.join
+    include_dirs += [join(t["path"], "include") for t in toolkits if t.get("path")]
     prefix = ctx.env.get("CONDA_PREFIX")
     if prefix:
-        include_dirs += [f"{prefix}/include", f"{prefix}/Library/include"]
-    include_dirs += [f"{sp}/nvidia/cudnn/include" for sp in site_dirs]
+        include_dirs += [join(prefix, "include"), join(prefix, "Library", "include")]
+    include_dirs += [join(sp, "nvidia", "cudnn", "include") for sp in site_dirs]
     seen_paths = set()
     for d in dict.fromkeys(include_dirs):
         for name in ("cudnn_version.h", "cudnn_version_v9.h", "cudnn_version_v8.h", "cudnn.h", "cudnn_v7.h"):
-            path = f"{d}/{name}"
+            path = join(d, name)
             text = ctx.read(path)
             if text is None:
                 continue
@@ -256,7 +261,9 @@ def probe_cudnn(ctx: Ctx, toolkits: list[dict[str, Any]], libraries: dict[str, A
             seen_paths.add(real)
             v = parse_cudnn_header(text)
             if v:
-                origin = "conda" if prefix and d.startswith(prefix) else "pip" if "/nvidia/cudnn/" in d else "system"
+                sep = ctx.paths.sep
+                origin = ("conda" if prefix and d.startswith(prefix) else
+                          "pip" if f"{sep}nvidia{sep}cudnn{sep}" in d else "system")
                 out.append({"version": v, "path": path, "source": name, "origin": origin})
                 break  # cudnn.h of >= 8 only includes cudnn_version.h
     for dist in pip_nvidia:
@@ -264,10 +271,10 @@ def probe_cudnn(ctx: Ctx, toolkits: list[dict[str, Any]], libraries: dict[str, A
             out.append({"version": dist["version"], "path": dist.get("path"), "source": "pip " + dist["distribution"],
                         "origin": "pip"})
     if prefix:
-        for name in ctx.listdir(f"{prefix}/conda-meta"):
+        for name in ctx.listdir(join(prefix, "conda-meta")):
             m = re.fullmatch(r"cudnn-(\d+(?:\.\d+)+)-[^-]+\.json", name)
             if m:
-                out.append({"version": m.group(1), "path": f"{prefix}/conda-meta/{name}", "source": "conda package",
+                out.append({"version": m.group(1), "path": join(prefix, "conda-meta", name), "source": "conda package",
                             "origin": "conda"})
     known_majors = {e["version"].split(".")[0] for e in out}
     for lib in libraries.get("libcudnn", []):

@@ -4,11 +4,9 @@ Each source is probed on its own (concurrently, see tfgpu.facts.probe.detect_fac
 the pure step that merges them and says which source each value came from.
 """
 
-# Machine paths are strings re-based under ctx.root (they may be Windows paths); os.path keeps them text.
-# ruff: noqa: PTH118
+# Machine paths are strings re-based under ctx.root, in the machine's own path rules (ctx.paths: ntpath for Windows).
 from __future__ import annotations
 
-import os
 import re
 import signal
 
@@ -77,8 +75,8 @@ def find_nvidia_smi(ctx: Ctx, os_name: str) -> str | None:
     if os_name == "windows":
         pf = ctx.env.get("ProgramFiles") or ctx.env.get("PROGRAMFILES") or r"C:\Program Files"
         sysroot = ctx.env.get("SystemRoot") or ctx.env.get("SYSTEMROOT") or r"C:\Windows"
-        candidates = [os.path.join(sysroot, "System32", "nvidia-smi.exe"),
-                      os.path.join(pf, "NVIDIA Corporation", "NVSMI", "nvidia-smi.exe")]
+        candidates = [ctx.paths.join(sysroot, "System32", "nvidia-smi.exe"),
+                      ctx.paths.join(pf, "NVIDIA Corporation", "NVSMI", "nvidia-smi.exe")]
     else:
         candidates = [f"{WSL_LIB}/nvidia-smi"]
     for c in candidates:

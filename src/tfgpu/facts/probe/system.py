@@ -1,7 +1,7 @@
 """Platform, CPU flags, Python interpreters, conda/mamba/micromamba, installed distributions."""
 
-# Machine paths are strings re-based under ctx.root (they may be Windows paths); os.path keeps them text.
-# ruff: noqa: PTH110, PTH119, PTH120
+# Machine paths are strings re-based under ctx.root, in the machine's own path rules (ctx.paths: ntpath for Windows).
+# ruff: noqa: PTH110, PTH119
 from __future__ import annotations
 
 import os
@@ -157,44 +157,50 @@ def probe_python(ctx: Ctx, os_name: str) -> dict[str, Any]:
             entry["version"] = version or entry["version"]
 
     ask: list[str] = []
-    for d in [x for x in (ctx.env.get("PATH") or "").split(os.pathsep) if x]:
+    join = ctx.paths.join
+    for d in [x for x in (ctx.env.get("PATH") or "").split(ctx.pathsep) if x]:
         if d.rstrip("/\\").endswith("shims"):
             continue  # pyenv/asdf shims are slow wrappers; the versions they wrap are listed below
         for name in ctx.listdir(d):
             if not name.startswith("python"):
                 continue  # most of a bin directory; a regex per name cost ~5 ms
             if re.fullmatch(r"python\d\.\d+(\.exe)?", name):
-                add(f"{d}/{name}", _version_from_name(name), "PATH")
+                add(join(d, name), _version_from_name(name), "PATH")
             elif re.fullmatch(r"python3?(\.exe)?", name):
-                target = os.path.realpath(ctx.path(f"{d}/{name}"))
+                target = os.path.realpath(ctx.path(join(d, name)))
                 v = _version_from_name(target)
                 if v:
-                    add(f"{d}/{name}", v, "PATH")
+                    add(join(d, name), v, "PATH")
                 else:
-                    ask.append(f"{d}/{name}")
+                    ask.append(join(d, name))
     home = ctx.home()
-    pyenv_root = ctx.env.get("PYENV_ROOT") or (f"{home}/.pyenv" if home else None)
+    windows = os_name == "windows"
+    # pyenv (pyenv-win's PYENV_ROOT is its pyenv-win folder) and uv keep each Python in a folder of its own:
+    # bin/pythonX.Y there, python.exe at the top on Windows
+    pyenv_root = ctx.env.get("PYENV_ROOT") or (join(home, ".pyenv") if home else None)
     if pyenv_root:
-        for v in ctx.listdir(f"{pyenv_root}/versions"):
+        for v in ctx.listdir(join(pyenv_root, "versions")):
             if re.fullmatch(r"\d+\.\d+\.\d+\w*", v):
-                exe = next((f"{pyenv_root}/versions/{v}/bin/{n}" for n in (f"python{v.rsplit('.', 1)[0]}", "python")
-                            if ctx.exists(f"{pyenv_root}/versions/{v}/bin/{n}")), None)
+                names = ("python.exe",) if windows else (f"bin/python{v.rsplit('.', 1)[0]}", "bin/python")
+                exe = next((e for n in names if ctx.exists(e := join(pyenv_root, "versions", v, *n.split("/")))), None)
                 if exe:
                     add(exe, v, "pyenv")
-    uv_dir = ctx.env.get("UV_PYTHON_INSTALL_DIR") or (f"{home}/.local/share/uv/python" if home else None)
+    uv_default = (join(ctx.env["APPDATA"], "uv", "python") if windows and ctx.env.get("APPDATA") else
+                  join(home, ".local", "share", "uv", "python") if home and not windows else None)
+    uv_dir = ctx.env.get("UV_PYTHON_INSTALL_DIR") or uv_default
     if uv_dir:
         for name in ctx.listdir(uv_dir):
             m = re.match(r"^(?:cpython|pypy)-(\d+\.\d+\.\d+)", name)
             if m:
                 short = m.group(1).rsplit(".", 1)[0]
-                exe = f"{uv_dir}/{name}/bin/python{short}"
-                add(exe if ctx.exists(exe) else f"{uv_dir}/{name}", m.group(1), "uv")
+                exe = join(uv_dir, name, "python.exe") if windows else join(uv_dir, name, "bin", f"python{short}")
+                add(exe if ctx.exists(exe) else join(uv_dir, name), m.group(1), "uv")
     for prefix in conda_prefixes(ctx):
-        for meta in ctx.listdir(f"{prefix}/conda-meta"):
+        for meta in ctx.listdir(join(prefix, "conda-meta")):
             m = re.fullmatch(r"python-(\d+\.\d+\.\d+)-[^-]+\.json", meta)
             if m:
                 short = m.group(1).rsplit(".", 1)[0]
-                exe = f"{prefix}/bin/python{short}" if os_name != "windows" else f"{prefix}/python.exe"
+                exe = join(prefix, "bin", f"python{short}") if os_name != "windows" else join(prefix, "python.exe")
                 add(exe, m.group(1), "conda")
     if os_name == "windows":
         res = ctx.run(["py", "-0p"])
@@ -220,58 +226,63 @@ def conda_roots(ctx: Ctx) -> list[str]:
     """Conda installations (machine paths): from CONDA_EXE / MAMBA_EXE / MAMBA_ROOT_PREFIX and the usual
     install folders in the home directory."""
     roots = []
+    paths = ctx.paths
     for var in ("CONDA_EXE", "MAMBA_EXE", "_CONDA_EXE"):
         exe = ctx.env.get(var)
         if exe:
-            roots.append(os.path.dirname(os.path.dirname(exe.replace("\\", "/"))))
+            roots.append(paths.dirname(paths.dirname(exe)))
     if ctx.env.get("MAMBA_ROOT_PREFIX"):
         roots.append(ctx.env["MAMBA_ROOT_PREFIX"])
     home = ctx.home()
     if home:
         for name in ("miniconda3", "anaconda3", "miniforge3", "mambaforge", "micromamba", "Miniconda3", "Anaconda3"):
-            roots.append(f"{home}/{name}")
-    roots.append("/opt/conda")
-    return [r for r in dict.fromkeys(roots) if ctx.exists(f"{r}/conda-meta") or ctx.exists(f"{r}/envs")]
+            roots.append(paths.join(home, name))
+    if ctx.os_name != "windows":
+        roots.append("/opt/conda")
+    return [r for r in dict.fromkeys(roots)
+            if ctx.exists(paths.join(r, "conda-meta")) or ctx.exists(paths.join(r, "envs"))]
 
 
 def conda_prefixes(ctx: Ctx) -> list[str]:
     """Every conda environment: the roots, their envs/*, ~/.conda/environments.txt, $CONDA_PREFIX."""
     prefixes = []
+    join = ctx.paths.join
     for root in conda_roots(ctx):
         prefixes.append(root)
-        prefixes += [f"{root}/envs/{e}" for e in ctx.listdir(f"{root}/envs")]
+        prefixes += [join(root, "envs", e) for e in ctx.listdir(join(root, "envs"))]
     home = ctx.home()
     if home:
-        for line in (ctx.read(f"{home}/.conda/environments.txt") or "").splitlines():
+        for line in (ctx.read(join(home, ".conda", "environments.txt")) or "").splitlines():
             if line.strip():
                 prefixes.append(line.strip())
     if ctx.env.get("CONDA_PREFIX"):
         prefixes.append(ctx.env["CONDA_PREFIX"])
-    return [p for p in dict.fromkeys(prefixes) if ctx.exists(f"{p}/conda-meta")]
+    return [p for p in dict.fromkeys(prefixes) if ctx.exists(join(p, "conda-meta"))]
 
 
 def probe_conda(ctx: Ctx) -> dict[str, Any]:
     """conda / mamba / micromamba executables with versions (from conda-meta when possible, else
     `X --version`, concurrently), the active prefix and every environment."""
     exes: dict[str, str] = {}
+    paths = ctx.paths
     for kind, var in (("conda", "CONDA_EXE"), ("mamba", "MAMBA_EXE")):
         if ctx.env.get(var) and ctx.exists(ctx.env[var]):
-            exe_name = os.path.basename(ctx.env[var].replace("\\", "/")).lower()
+            exe_name = paths.basename(ctx.env[var]).lower()
             exes.setdefault("micromamba" if exe_name.startswith("micromamba") else kind, str(ctx.path(ctx.env[var])))
     for kind in ("conda", "mamba", "micromamba"):
         if kind not in exes and (w := ctx.which(kind)):
             exes[kind] = w
     for root in conda_roots(ctx):
         for kind in ("conda", "mamba"):
-            for sub in (f"bin/{kind}", f"condabin/{kind}", f"Scripts/{kind}.exe"):
-                if kind not in exes and ctx.exists(f"{root}/{sub}"):
-                    exes[kind] = str(ctx.path(f"{root}/{sub}"))
+            for sub in (("bin", kind), ("condabin", kind), ("Scripts", f"{kind}.exe")):
+                if kind not in exes and ctx.exists(paths.join(root, *sub)):
+                    exes[kind] = str(ctx.path(paths.join(root, *sub)))
     tools: list[dict[str, Any]] = []
 
     def version_of(kind: str, exe: str) -> dict[str, Any]:
         machine = ctx.unroot(exe)
-        root = os.path.dirname(os.path.dirname(machine))
-        for meta in ctx.listdir(f"{root}/conda-meta"):
+        root = paths.dirname(paths.dirname(machine))
+        for meta in ctx.listdir(paths.join(root, "conda-meta")):
             m = re.fullmatch(rf"{kind}-(\d+\.\d+(?:\.\d+)*)-[^-]+\.json", meta)
             if m:
                 return {"kind": kind, "path": machine, "version": m.group(1), "source": "conda-meta"}
@@ -315,7 +326,7 @@ def probe_distributions(ctx: Ctx, site_dirs: list[str]) -> dict[str, Any]:
             norm = re.sub(r"[-_.]+", "-", m.group(1)).lower()
             if norm not in TF_DISTRIBUTIONS and not norm.startswith("nvidia-"):
                 continue
-            path = ctx.path(f"{sp}/{folder}")
+            path = ctx.path(ctx.paths.join(sp, folder))
             version = m.group(2)
             name, meta_version = _metadata_headers(path)
             version = meta_version or version
