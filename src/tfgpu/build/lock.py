@@ -139,7 +139,7 @@ def lock_virtual_packages(platform: str, cuda: str | None, explicit: Sequence[st
                           env: Mapping[str, str]) -> tuple[list[Any], list[str]]:
     """The machine-independent virtual packages a lock for ``platform`` is solved with.
 
-    conda-lock's defaults for the platform (virtual.DEFAULT_VIRTUAL_PACKAGES), ``__cuda`` = the CUDA the
+    conda-lock's defaults for the platform (compat/conda.toml virtual_packages), ``__cuda`` = the CUDA the
     TensorFlow build uses (a lock is for machines whose driver supports it), then CONDA_OVERRIDE_CUDA /
     CONDA_OVERRIDE_GLIBC and ``--virtual-package`` as for ``create``.
     """

@@ -176,10 +176,8 @@ def most_recent() -> dict[str, Any] | None:
     return max(enumerate(items), key=lambda ie: (str(ie[1].get("created") or ""), ie[0]))[1]
 
 
-#: The distributions whose versions are the CUDA runtime and cuDNN an environment really has (pip wheels, then
-#: conda packages), most telling first.
-_CUDA_DISTS = ("nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11", "nvidia-cuda-runtime-cu13")
-_CUDNN_DISTS = ("nvidia-cudnn-cu12", "nvidia-cudnn-cu11", "nvidia-cudnn-cu13")
+#: The conda packages whose versions are the CUDA runtime an environment really has (the pip wheels' names are
+#: the knowledge base's: compat/cuda.toml cuda_runtime_wheels, cudnn_wheels).
 _CONDA_CUDA = ("cuda-cudart", "cuda-version", "cudatoolkit")
 
 
@@ -190,6 +188,9 @@ def installed_cuda(prefix: str | os.PathLike[str]) -> dict[str, str]:
     import json
     import re
 
+    from tfgpu.kb.knowledge import load_kb
+
+    kb = load_kb()
     root = Path(prefix)
     found: dict[str, str] = {}
     for info in root.glob("lib/python*/site-packages/*.dist-info"):
@@ -197,9 +198,9 @@ def installed_cuda(prefix: str | os.PathLike[str]) -> dict[str, str]:
         if not m:
             continue
         dist = m.group(1).lower().replace("_", "-")
-        if dist in _CUDA_DISTS and "cuda" not in found:
+        if dist in kb.cuda_runtime_dists and "cuda" not in found:
             found.update(cuda=m.group(2), cuda_from=f"{dist}, pip")
-        if dist in _CUDNN_DISTS and "cudnn" not in found:
+        if dist in kb.cudnn_dists and "cudnn" not in found:
             found.update(cudnn=m.group(2), cudnn_from=f"{dist}, pip")
     for rec in sorted((root / "conda-meta").glob("*.json")):
         try:

@@ -57,16 +57,16 @@ CDI_FIX = (f"generate the CDI spec as NVIDIA documents it ({CDI_DOCS}): "
 NO_RUNTIME_FIX = (f"install Docker Engine ({DOCKER_DOCS}) and the NVIDIA Container Toolkit ({TOOLKIT_DOCS}); "
                   f"on an HPC cluster use its Apptainer ({APPTAINER_DOCS})")
 
-#: Data-center GPUs, where CUDA forward compatibility lowers an image's driver floor (NGC release notes:
-#: "if you are running on a data center GPU (for example, T4 or any other data center GPU)").
-_DATACENTER = re.compile(r"\bTesla\b|\b[ABHL]\d{1,3}[A-Z]?\b|\bT4\b|\bV100\b|\bP100\b|\bP40\b|\bP4\b|\bGH200\b|\bGB200\b"
-                         r"|\bB200\b|\bA800\b|\bH800\b|\bH20\b", re.IGNORECASE)
-_CONSUMER = re.compile(r"GeForce|RTX|Quadro|TITAN|Jetson", re.IGNORECASE)
+@functools.lru_cache(maxsize=4)
+def _datacenter_patterns(match: str, exclude: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    return re.compile(match, re.IGNORECASE), re.compile(exclude, re.IGNORECASE)
 
 
-@functools.lru_cache(maxsize=256)
-def is_datacenter_gpu(name: str) -> bool:
-    return bool(_DATACENTER.search(name)) and not _CONSUMER.search(name)
+def is_datacenter_gpu(name: str, kb: KnowledgeBase) -> bool:
+    """A data-center GPU, where CUDA forward compatibility lowers an image's driver floor (compat/containers.toml
+    datacenter_gpu: NVIDIA's release notes, "if you are running on a data center GPU (for example, T4 ...)")."""
+    match, exclude = _datacenter_patterns(*kb.datacenter_gpu)
+    return bool(match.search(name)) and not exclude.search(name)
 
 
 @record
@@ -204,7 +204,7 @@ def _image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tup
     blockers: list[Finding] = []
     caveats: list[Finding] = []
     names = [str(g.get("name") or "") for g in m.gpus or ()]
-    datacenter = bool(names) and all(is_datacenter_gpu(n) for n in names)
+    datacenter = bool(names) and all(is_datacenter_gpu(n, kb) for n in names)
     if m.driver is not None and image.driver is not None and not image.driver_ok(m.driver, datacenter=datacenter):
         compat = ", ".join(f"R{c.major} >= {c}" for c in image.compat_drivers)
         extra = (f" (on a data-center GPU also {compat}, through CUDA forward compatibility)" if compat else "")

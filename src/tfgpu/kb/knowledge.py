@@ -23,6 +23,7 @@ from tfgpu.kb.parse import (
     _bad,
     _opt_version,
     _parse_builds,
+    _parse_conda_names,
     _parse_container_table,
     _parse_gpu_devices,
     _parse_image_faults,
@@ -109,6 +110,15 @@ class KnowledgeBase:
     container_rules: tuple[dict[str, Any], ...] = ()
     rules: tuple[Rule, ...] = ()  # compat/rules.toml
     container_faults: tuple[ImageFault, ...] = ()  # compat/containers.toml tf_image_faults
+    ngc_repo: str = ""  # compat/containers.toml ngc_repo: where NVIDIA's TensorFlow images are
+    datacenter_gpu: tuple[str, str] = ("", "")  # compat/containers.toml datacenter_gpu: (match, exclude) regexes
+    anaconda_channels: tuple[str, ...] = ()  # compat/conda.toml anaconda_channels: names under Anaconda's ToS
+    anaconda_url: str = ""  # ... and the regex of their URLs
+    #: compat/conda.toml virtual_packages: (platform, name, version, build) of each platform's default virtual packages
+    virtual_packages: tuple[tuple[str, str, str, str], ...] = ()
+    #: compat/cuda.toml cuda_runtime_wheels / cudnn_wheels: the PyPI names of NVIDIA's runtime and cuDNN wheels
+    cuda_runtime_dists: tuple[str, ...] = ()
+    cudnn_dists: tuple[str, ...] = ()
     #: The Python tags of each release's macOS wheels, by (dist, version) (compat/releases.toml `macos`).
     macos_tags: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
     #: Every data file's `[sources]` table, by file name (e.g. "cuda").
@@ -540,6 +550,7 @@ def _parse_kb() -> KnowledgeBase:
             raise _bad("conda", row, f"bad conda package row: {exc}") from None  # noqa: EM101
     releases = _parse_releases("releases", rel)
     images, series, rules = _parse_container_table()
+    containers, (names, url, vps) = load_toml("containers"), _parse_conda_names(conda)
     return KnowledgeBase(
         data_version=str(meta["data_version"]), date=str(meta.get("date", "")),
         builds=_parse_builds("tensorflow", tf), releases=releases, archs=tuple(archs),
@@ -563,6 +574,11 @@ def _parse_kb() -> KnowledgeBase:
         container_images=images, container_series=series, container_rules=rules, rules=_parse_rules(),
         container_faults=_parse_image_faults(),
         macos_tags=_parse_macos_tags(rel), source_tables=_source_tables(),
+        ngc_repo=str(containers["ngc_repo"]["repo"]),
+        datacenter_gpu=(str(containers["datacenter_gpu"]["match"]), str(containers["datacenter_gpu"]["exclude"])),
+        anaconda_channels=names, anaconda_url=url, virtual_packages=vps,
+        cuda_runtime_dists=tuple(dict.fromkeys(str(r["dist"]) for r in _rows("cuda", cuda, "cuda_runtime_wheels"))),
+        cudnn_dists=tuple(dict.fromkeys(str(r["dist"]) for r in _rows("cuda", cuda, "cudnn_wheels"))),
     )
 
 

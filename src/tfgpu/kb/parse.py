@@ -16,7 +16,6 @@ from tfgpu.core.pci import normalize_pci_device_id
 from tfgpu.core.record import replace
 from tfgpu.kb.records import (
     FAULT_VERDICTS,
-    NGC_REPO,
     RULE_IDS,
     RULE_SUBJECTS,
     VERIFIED_KEYS,
@@ -440,6 +439,7 @@ def _yymm(name: str, row: dict[str, Any], key: str) -> str:
 def _parse_container_table() -> tuple[tuple[ContainerImage, ...], tuple[ContainerSeries, ...], tuple[dict[str, Any], ...]]:
     name = "containers"
     data = load_toml(name)
+    repo = _checked_names(name, data)
     images = []
     for row in _rows(name, data, "ngc"):
         _yymm(name, row, "release")
@@ -457,7 +457,7 @@ def _parse_container_table() -> tuple[tuple[ContainerImage, ...], tuple[Containe
         if (tf.major == 1) != (flavor != "tf2-py3"):
             raise _bad(name, row, f"flavor {flavor} does not carry TensorFlow {tf}")
         images.append(ContainerImage(
-            ref=f"{NGC_REPO}:{row['release']}-{flavor}", family="ngc", tf=tf, cuda=str(row["cuda"]),
+            ref=f"{repo}:{row['release']}-{flavor}", family="ngc", tf=tf, cuda=str(row["cuda"]),
             cudnn=str(row.get("cudnn", "")), python=str(row.get("python", "")), driver=driver,
             compat_drivers=compat, cc_min=str(row["cc_min"]), published=str(row.get("published", "")),
             source=str(row["source"]), confidence=str(row.get("confidence", "sourced")), note=str(row.get("note", "")),
@@ -508,3 +508,47 @@ KB_FILES = ("meta", "tensorflow", "releases", "tf_archs", "cuda", "gpus", "recip
 SECTION_FILES = ("explain",)
 #: Files the knowledge base does without when they are absent.
 OPTIONAL_FILES = ("wheels", "tf_archs", "verified")
+
+
+def _checked_names(name: str, data: dict[str, Any]) -> str:
+    """compat/containers.toml's ngc_repo and datacenter_gpu, checked (a regex that does not compile is refused
+    here, not at the first GPU judged); returns the NGC repository."""
+    import re
+
+    repo, dc = data.get("ngc_repo"), data.get("datacenter_gpu")
+    if not isinstance(repo, dict) or not str(repo.get("repo", "")).strip() or not repo.get("source"):
+        msg = f"compat/{name}.toml: ngc_repo = {{ repo = ..., source = ... }} is required"
+        raise DataError(msg)
+    if not isinstance(dc, dict) or not dc.get("source"):
+        msg = f"compat/{name}.toml: datacenter_gpu = {{ match, exclude, source }} is required"
+        raise DataError(msg)
+    for key in ("match", "exclude"):
+        try:
+            re.compile(str(dc.get(key, "")))
+        except re.error as exc:
+            msg = f"compat/{name}.toml: datacenter_gpu {key} is not a regex: {exc}"
+            raise DataError(msg) from None
+    return str(repo["repo"])
+
+
+def _parse_conda_names(data: dict[str, Any]) -> tuple[tuple[str, ...], str, tuple[tuple[str, str, str, str], ...]]:
+    """compat/conda.toml's anaconda_channels (names, URL regex) and virtual_packages, checked."""
+    import re
+
+    tos = data.get("anaconda_channels")
+    if not isinstance(tos, dict) or not isinstance(tos.get("names"), list) or not tos.get("source"):
+        msg = "compat/conda.toml: anaconda_channels = { names = [...], url = ..., source = ... } is required"
+        raise DataError(msg)
+    try:
+        re.compile(str(tos.get("url", "")))
+    except re.error as exc:
+        msg = f"compat/conda.toml: anaconda_channels url is not a regex: {exc}"
+        raise DataError(msg) from None
+    vps = []
+    for row in _rows("conda", data, "virtual_packages"):
+        for spec in str(row.get("packages", "")).split(";"):
+            parts = spec.strip().split("=")
+            if len(parts) != 3 or not parts[0].startswith("__"):
+                raise _bad("conda", row, f"virtual package {spec.strip()!r} is not __name=version=build")  # noqa: EM101
+            vps.append((str(row["platform"]), parts[0], parts[1], parts[2]))
+    return tuple(str(n) for n in tos["names"]), str(tos.get("url", "")), tuple(vps)

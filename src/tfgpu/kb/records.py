@@ -369,7 +369,6 @@ class Verified:
         return doc
 
 
-NGC_REPO = "nvcr.io/nvidia/tensorflow"
 
 
 @record

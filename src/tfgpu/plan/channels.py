@@ -17,22 +17,17 @@ if TYPE_CHECKING:
 ANACONDA_TOS_SOURCE = "https://anaconda.com/pricing/terms-of-service-faqs"
 
 
-_ANACONDA_NAMES = frozenset({"defaults", "anaconda", "main", "r", "msys2"})
-
-
-_ANACONDA_URL = re.compile(r"^https?://(repo\.anaconda\.com/|conda\.anaconda\.org/(anaconda|main|r|msys2)(/|$))")
-
-
-def is_anaconda_channel(channel: str) -> bool:
-    """A channel covered by Anaconda's Terms of Service (defaults, anaconda, repo.anaconda.com, ...)."""
+def is_anaconda_channel(channel: str, kb: KnowledgeBase) -> bool:
+    """A channel covered by Anaconda's Terms of Service (compat/conda.toml anaconda_channels: defaults, anaconda,
+    repo.anaconda.com, ...)."""
     c = channel.strip().rstrip("/")
-    return c in _ANACONDA_NAMES or bool(_ANACONDA_URL.match(c + "/"))
+    return c in kb.anaconda_channels or bool(kb.anaconda_url and re.match(kb.anaconda_url, c + "/"))
 
 
 def anaconda_tos_note(kb: KnowledgeBase, v: Version | None, os_name: str, channels: Sequence[str], *,
                       recipe_id: str = "", recipe_channels: Sequence[str] = ()) -> str:
     """Pure: a note when ``channels`` include Anaconda's, naming the knowledge base's conda-forge alternative."""
-    used = [c for c in channels if is_anaconda_channel(c)]
+    used = [c for c in channels if is_anaconda_channel(c, kb)]
     if not used:
         return ""
     text = (f"{', '.join(used)}: Anaconda's channels are covered by Anaconda's Terms of Service (a paid licence "

@@ -165,8 +165,8 @@ def plan_from_lock(kb: KnowledgeBase, facts: Facts, lock: Lock, req: BuildReques
     steps.extend(conda_activation_steps(act_lines, prefix, os_name))
     env_vars = {k: val for k, _, val in (line.partition("=") for line in act_lines)}
     chans = tuple(lock.channels)
-    urls = sorted({p.url.rsplit("/", 2)[0] for p in conda_pkgs if p.url and is_anaconda_channel(p.url.rsplit("/", 2)[0])})
-    tos = anaconda_tos_note(kb, v, os_name, tuple(c for c in chans if is_anaconda_channel(c)) or tuple(urls),
+    urls = sorted({p.url.rsplit("/", 2)[0] for p in conda_pkgs if p.url and is_anaconda_channel(p.url.rsplit("/", 2)[0], kb)})
+    tos = anaconda_tos_note(kb, v, os_name, tuple(c for c in chans if is_anaconda_channel(c, kb)) or tuple(urls),
                             recipe_id=recipe_id)
     if tos:
         notes.append(tos)

@@ -146,9 +146,11 @@ def _driver_check(base: BaseImage, m: Machine | None, where: str) -> Check:
     ok = m.driver >= base.driver
     if not ok and base.ngc is not None:
         from tfgpu.judge.containers import is_datacenter_gpu
+        from tfgpu.kb.knowledge import load_kb
 
         names = [str(g.get("name") or "") for g in m.gpus or ()]
-        ok = bool(names) and all(is_datacenter_gpu(n) for n in names) and base.ngc.driver_ok(m.driver, datacenter=True)
+        ok = (bool(names) and all(is_datacenter_gpu(n, load_kb()) for n in names)
+              and base.ngc.driver_ok(m.driver, datacenter=True))
     if ok:
         return _check("image.driver", PASS, f"{what}; the host has {m.driver_text}")
     return _check("image.driver", FAIL, f"{what}; the host has {m.driver_text} (nvidia-container-cli: 'requirement "

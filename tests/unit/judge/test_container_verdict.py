@@ -142,12 +142,12 @@ def test_doctor_series_view_lists_the_container_route():
 
 @pytest.mark.parametrize("name", ["Tesla T4", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA L40S"])
 def test_data_center_names(name: str):
-    assert is_datacenter_gpu(name)
+    assert is_datacenter_gpu(name, KB)
 
 
 @pytest.mark.parametrize("name", ["NVIDIA GeForce RTX 5090", "NVIDIA RTX A6000", "Quadro P4000", "NVIDIA TITAN V"])
 def test_consumer_and_workstation_names(name: str):
-    assert not is_datacenter_gpu(name)
+    assert not is_datacenter_gpu(name, KB)
 
 
 @settings(max_examples=40, deadline=None)

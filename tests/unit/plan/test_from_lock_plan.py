@@ -166,7 +166,7 @@ def test_config_channels_replace_the_recipes_with_a_note_naming_the_file() -> No
     ("https://conda.anaconda.org/conda-forge", False), ("file:///tmp/ch", False), ("nvidia", False),
 ])
 def test_anaconda_channels_are_recognised(channel: str, anaconda: bool) -> None:
-    assert is_anaconda_channel(channel) is anaconda
+    assert is_anaconda_channel(channel, KB) is anaconda
 
 
 def test_defaults_recipe_plan_notes_the_terms_and_the_conda_forge_alternative() -> None:

@@ -18,20 +18,6 @@ if TYPE_CHECKING:
     pass
 
 
-#: Machine-independent virtual packages per platform, used when solving for a platform that is not
-#: this machine (``tfgpu lock``). Same values as conda-lock's default-virtual-packages.yaml (v4.0),
-#: without ``__cuda``: the caller decides which CUDA the lock targets.
-DEFAULT_VIRTUAL_PACKAGES: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "linux-64": (("__unix", "0", "0"), ("__linux", "5.10", "0"), ("__glibc", "2.28", "0"),
-                 ("__archspec", "1", "x86_64")),
-    "linux-aarch64": (("__unix", "0", "0"), ("__linux", "5.10", "0"), ("__glibc", "2.28", "0"),
-                      ("__archspec", "1", "aarch64")),
-    "linux-ppc64le": (("__unix", "0", "0"), ("__linux", "5.10", "0"), ("__glibc", "2.28", "0"),
-                      ("__archspec", "1", "ppc64le")),
-    "osx-64": (("__unix", "0", "0"), ("__osx", "11.0", "0"), ("__archspec", "1", "x86_64")),
-    "osx-arm64": (("__unix", "0", "0"), ("__osx", "11.0", "0"), ("__archspec", "1", "arm64")),
-    "win-64": (("__win", "0", "0"), ("__archspec", "1", "x86_64")),
-}
 
 
 @record
@@ -104,7 +90,9 @@ def resolve_virtual_packages(
 
 def default_virtual_packages(platform: str) -> list[VirtualPkg]:
     """Machine-independent virtual packages for solving ``platform`` anywhere (no ``__cuda``)."""
-    return [VirtualPkg(*row) for row in DEFAULT_VIRTUAL_PACKAGES.get(platform, ())]
+    from tfgpu.kb.knowledge import load_kb
+
+    return [VirtualPkg(name, ver, build) for plat, name, ver, build in load_kb().virtual_packages if plat == platform]
 
 
 def _probe_driver_cuda() -> tuple[bool, str | None]:
