@@ -169,9 +169,9 @@ def _found_instead(name: str, listing: Mapping[str, Sequence[str]], real: Mappin
 
 def resolve_libraries(doc: Mapping[str, Any], names: Mapping[str, str], linked: Sequence[str]) -> list[dict[str, Any]]:
     """Each needed library: the file the loader would take (tfgpu.facts.loader's order, from the object that calls
-    dlopen: libtensorflow_framework), its version, where it came from, the other copies, and what was found
-    instead when it is missing. A name that search misses but another TensorFlow object's RUNPATH holds is
-    marked ``found-elsewhere`` (``from`` names that object): which object opens it decides."""
+    dlopen: libtensorflow_framework, compat/sonames.toml), its version, where it came from, the other copies, and
+    what was found instead when it is missing. A library that another TensorFlow object's RUNPATH holds is still
+    missing (that RUNPATH is not searched for the framework's dlopen); ``runpath_of`` names that object."""
     objects = doc.get("objects") or []
     caller = _caller(objects) or (objects[0] if objects else {"path": ""})
     listing = {k: list(v) for k, v in (doc.get("dirs") or {}).items()}
@@ -189,20 +189,18 @@ def resolve_libraries(doc: Mapping[str, Any], names: Mapping[str, str], linked: 
     wanted.append(("cuda", "libcuda.so.1", "dlopen (the driver)"))
     for fam, name, how in wanted:
         res = loader.resolve(name, search, listing, cache)
-        status, origin = ("found" if res.path else "missing"), posixpath.basename(str(caller.get("path")))
+        other = None
         if res.path is None and fam != "cuda":
-            for obj in objects:
-                if obj is caller:
-                    continue
-                alt = loader.resolve(name, search_of(obj), listing, cache)
-                if alt.path:
-                    res, status, origin = alt, "found-elsewhere", posixpath.basename(str(obj.get("path")))
-                    break
+            other = next((obj for obj in objects if obj is not caller
+                          and loader.resolve(name, search_of(obj), listing, cache).via == "RUNPATH"), None)
         d = posixpath.dirname(res.path) if res.path else None
-        out.append({"name": name, "family": fam, "how": how, "path": res.path, "via": res.via, "from": origin,
+        out.append({"name": name, "family": fam, "how": how, "path": res.path, "via": res.via,
+                    "from": posixpath.basename(str(caller.get("path"))),
                     "version": (versions.get(d) or {}).get(name) if d else None,
-                    "others": [p for p, _ in res.others], "found_instead": [] if res.path else _found_instead(name, listing, doc.get("real_dirs") or {}),
-                    "status": status})
+                    "others": [p for p, _ in res.others],
+                    "found_instead": [] if res.path else _found_instead(name, listing, doc.get("real_dirs") or {}),
+                    "status": "found" if res.path else "missing",
+                    **({"runpath_of": posixpath.basename(str(other.get("path")))} if other else {})})
     return out
 
 
@@ -219,33 +217,51 @@ def _cuda_of(tf: Version, build_info: Mapping[str, Any], kb: Any, os_name: str) 
     return cuda, major, compiled
 
 
-def _repair_libs(tf: Mapping[str, Any], doc: Mapping[str, Any], os_name: str, fams: Sequence[str]) -> dict[str, Any]:
+def _off_search(doc: Mapping[str, Any], fams: Sequence[str], wheel_dirs: Mapping[str, str]) -> list[str]:
+    """The families whose nvidia-* wheel directory (site-packages/nvidia/<dir>/lib) the loader would not search
+    from libtensorflow_framework: not on its RUNPATH/RPATH nor on LD_LIBRARY_PATH. Once such a wheel is installed,
+    its library is found only with that directory on LD_LIBRARY_PATH (tensorflow#63362; 2.21's cuSOLVER)."""
+    caller = _caller(doc.get("objects") or [])
+    if caller is None:
+        return []
+    origin = posixpath.dirname(str(caller.get("path")))
+    searched = {*loader.expand_origin(caller.get("runpath"), origin), *loader.expand_origin(caller.get("rpath"), origin),
+                *(posixpath.normpath(d) for d in str((doc.get("activation") or {}).get("LD_LIBRARY_PATH") or "").split(":")
+                  if d)}
+    sites = [str(sp) for sp in doc.get("site_packages") or []]
+    return [f for f in fams if f in wheel_dirs and sites and not any(
+        posixpath.join(sp, "nvidia", wheel_dirs[f], "lib") in searched for sp in sites)]
+
+
+def _repair_libs(tf: Mapping[str, Any], doc: Mapping[str, Any], os_name: str, fams: Sequence[str],
+                 wheel_dirs: Mapping[str, str], *, only: bool = False) -> dict[str, Any]:
     """What installs the missing CUDA libraries in place: the nvidia-* wheels of the release's own `and-cuda`
-    extra (their exact versions, read from its installed METADATA), or conda packages in a conda prefix."""
+    extra (their exact versions, read from its installed METADATA; ``only``: just the wheels of ``fams``), or conda
+    packages in a conda prefix; with the nvidia/*/lib directories on LD_LIBRARY_PATH when the loader would not
+    search a wheel's directory."""
     reqs = requirements_of(tf, markers_env(doc, os_name), extra="and-cuda")
+    if only:
+        wheels = tuple(f"nvidia-{wheel_dirs.get(f, f).replace('_', '-')}-cu" for f in fams)
+        reqs = [r for r in reqs if r.name.lower().replace("_", "-").startswith(wheels)] or reqs
     if reqs:
-        return {"kind": "pip", "requirements": [f"{r.name}{r.specifier}" for r in reqs],
-                "why": f"the nvidia-* wheels {tf['distribution']} {tf['version']}'s own [and-cuda] extra pins"}
+        out: dict[str, Any] = {"kind": "pip", "requirements": [f"{r.name}{r.specifier}" for r in reqs],
+                               "why": f"the nvidia-* wheels {tf['distribution']} {tf['version']}'s own [and-cuda] "
+                                      "extra pins"}
+        off = _off_search(doc, fams, wheel_dirs)
+        if off:
+            out["nvidia_libpath"] = True
+            out["off_runpath"] = off
+        return out
     return {"kind": "cuda", "families": list(fams)}
 
 
 def library_findings(doc: Mapping[str, Any], tf: Mapping[str, Any], libs: Sequence[Mapping[str, Any]], *,
                      cuda: str | None, compiled_cudnn: str | None, os_name: str,
-                     kb_rule_applies: Any = lambda v: False) -> list[dict[str, Any]]:
+                     wheel_dirs: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
+    wheel_dirs = wheel_dirs or {}
     tfv = _v(tf.get("version"))
-    needs_path = tfv is not None and kb_rule_applies(tfv)
-    elsewhere = [lib for lib in libs if lib["status"] == "found-elsewhere"]
-    missing = [lib for lib in libs if lib["family"] != "cuda" and (
-        lib["status"] == "missing" or (lib["status"] == "found-elsewhere" and needs_path))]
-    if elsewhere and not needs_path:
-        out.append(_finding(
-            "libs.runpath_of_another_object", f"{', '.join(lib['name'] for lib in elsewhere)}: not on "
-            "libtensorflow_framework's RUNPATH (where TensorFlow's loader looked in 2.16, tensorflow#63362) but on "
-            f"{elsewhere[0]['from']}'s: found if that object opens them", effect="caveat", source="tf-issue-63362",
-            evidence="; ".join(f"{lib['name']} -> {lib['path']}" for lib in elsewhere),
-            fix="if TensorFlow reports them missing: tfgpu fix puts the nvidia/*/lib directories on LD_LIBRARY_PATH",
-            repair={"kind": "activation", "nvidia_libpath": True, "optional": True}))
+    missing = [lib for lib in libs if lib["family"] != "cuda" and lib["status"] == "missing"]
     linked = [lib for lib in missing if lib["how"] == "DT_NEEDED"]
     if missing:
         names = ", ".join(lib["name"] for lib in missing)
@@ -254,10 +270,15 @@ def library_findings(doc: Mapping[str, Any], tf: Mapping[str, Any], libs: Sequen
         on_disk = [lib["name"] for lib in missing
                    if any(lib["name"] in (doc.get("dirs") or {}).get(d, ()) for d in env_dirs)]
         if on_disk and len(on_disk) == len(missing):
+            caller = missing[0].get("from") or "libtensorflow_framework"
+            other = sorted({f"{lib['name']} is on {lib['runpath_of']}'s RUNPATH" for lib in missing if lib.get("runpath_of")})
             out.append(_finding(
                 "libs.not_on_search_path", f"{names}: installed in this environment's nvidia/*/lib directories, but "
-                "not where the loader looks (TensorFlow's loader searches only libtensorflow_framework's RUNPATH, "
-                "LD_LIBRARY_PATH, the ld.so cache and the default directories)",
+                f"not where TensorFlow's loader looks (it opens them from {caller}, whose search is its own RUNPATH, "
+                "LD_LIBRARY_PATH, the ld.so cache and the default directories"
+                + (f"; {', '.join(other)}, which that search does not read" if other else "")
+                + "): TensorFlow's GPU check fails ('Cannot dlopen some GPU libraries ... Skipping registering GPU "
+                "devices')",
                 evidence="; ".join(sorted({d for d in env_dirs for n in on_disk if n in doc['dirs'][d]})),
                 effect=CPU_ONLY, source="tf-issue-63362",
                 fix="put the nvidia/*/lib directories on LD_LIBRARY_PATH in the environment's activation (tfgpu fix)",
@@ -275,7 +296,7 @@ def library_findings(doc: Mapping[str, Any], tf: Mapping[str, Any], libs: Sequen
             out.append(_finding("libs.missing", summary, evidence=_search_evidence(doc),
                                 effect=BROKEN if linked else CPU_ONLY,
                                 fix=f"install {what} where this environment finds it (tfgpu fix)",
-                                repair=_repair_libs(tf, doc, os_name, fams)))
+                                repair=_repair_libs(tf, doc, os_name, fams, wheel_dirs)))
     for lib in libs:
         if lib["family"] != "cudnn" or lib["status"] != "found" or not compiled_cudnn:
             continue
@@ -290,7 +311,7 @@ def library_findings(doc: Mapping[str, Any], tf: Mapping[str, Any], libs: Sequen
                 + (f"; another copy comes later in the search: {better[0]}" if better else ""),
                 evidence=f"{lib['name']} via {lib['via']}: {lib['path']}", effect=CPU_ONLY, source="tf-50217",
                 fix=f"install cuDNN >= {compiled_cudnn} of the same major in this environment (tfgpu fix)",
-                repair=_repair_libs(tf, doc, os_name, ["cudnn"])))
+                repair=_repair_libs(tf, doc, os_name, ["cudnn"], wheel_dirs, only=True)))
         elif lib["others"]:
             out.append(_finding(
                 "libs.two_cudnns", f"two cuDNNs: {lib['path']} (via {lib['via']}) wins over {lib['others'][0]}",
@@ -395,9 +416,8 @@ def judge_environment(doc: Mapping[str, Any], facts: Mapping[str, Any], kb: Any,
         linked = sorted({n for o in doc.get("objects") or [] for n in o.get("needed") or []
                          if loader.CUDA_LIB.match(n) and not n.startswith("libcuda.so")})
         libs = resolve_libraries(doc, {} if linked else names, linked)
-        rule = kb.rule("nvidia-wheels-need-library-path")
         findings += library_findings(doc, tf, libs, cuda=cuda, compiled_cudnn=compiled, os_name=os_name,
-                                     kb_rule_applies=lambda v: rule is not None and v in rule.applies)
+                                     wheel_dirs=getattr(sonames, "wheel_dirs", {}))
         findings += machine_findings(facts, libs, bi, kb, cuda, activation)
     blockers = [f for f in findings if f["effect"] in (BROKEN, CPU_ONLY)]
     caveats = [f for f in findings if f["effect"] == "caveat"]

@@ -20,8 +20,8 @@ MARK = "# added by tfgpu fix"
 def nvidia_snippet(python_xy: str) -> str:
     """The lines bin/activate gets so that TensorFlow finds its nvidia-* wheels (tensorflow#63362); the
     environment reader (tfgpu.facts.environment.parse_activation) follows exactly this form."""
-    return (f"\n{MARK}: TensorFlow does not find the CUDA libraries of its nvidia-* wheels unless they are on "
-            "LD_LIBRARY_PATH (tensorflow/tensorflow#63362)\n"
+    return (f"\n{MARK}: TensorFlow does not find the CUDA libraries of its nvidia-* wheels that its loader's "
+            "RUNPATH does not name unless they are on LD_LIBRARY_PATH (tensorflow/tensorflow#63362)\n"
             f"for _tfgpu_d in \"$VIRTUAL_ENV\"/lib/python{python_xy}/site-packages/nvidia/*/lib; do\n"
             "  [ -d \"$_tfgpu_d\" ] && LD_LIBRARY_PATH=\"$_tfgpu_d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\"\n"
             "done\nexport LD_LIBRARY_PATH\nunset _tfgpu_d\n")
@@ -68,6 +68,7 @@ def plan_fix(verdict: Mapping[str, Any], env: Mapping[str, Any], *, uv: str | No
                 why=f"put {rep['reinstall']}'s own files back"))
         elif k == "pip":
             reqs += list(rep["requirements"])
+            nvidia_path = nvidia_path or bool(rep.get("nvidia_libpath"))  # a wheel whose directory is not searched
         elif k == "activation":
             if rep.get("nvidia_libpath") and not rep.get("optional"):
                 nvidia_path = True
