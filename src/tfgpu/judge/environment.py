@@ -163,7 +163,8 @@ def _found_instead(name: str, listing: Mapping[str, Sequence[str]], real: Mappin
     for d, names in listing.items():
         for n in names:
             if n != name and _family(n) == fam and re.search(r"\.so\.\d|64_\d", n):
-                hits.setdefault(posixpath.join(real.get(d, d), n), posixpath.join(d, n))
+                join = (lambda a, b: a.rstrip("\\") + "\\" + b) if "\\" in d else posixpath.join
+                hits.setdefault(join(real.get(d, d), n), join(d, n))
     return sorted(hits.values())[:6]
 
 
@@ -178,10 +179,12 @@ def resolve_libraries(doc: Mapping[str, Any], names: Mapping[str, str], linked: 
     versions: Mapping[str, Mapping[str, str]] = doc.get("versions") or {}
     cache = [tuple(e) for e in doc.get("ld_cache") or []]
     ld_path = (doc.get("activation") or {}).get("LD_LIBRARY_PATH")
+    exe = doc.get("executable") or {}
 
     def search_of(obj: Mapping[str, Any]) -> list[loader.SearchDir]:
         return loader.linux_search(caller=str(obj.get("path")), rpath=obj.get("rpath"), runpath=obj.get("runpath"),
-                                   ld_library_path=ld_path)
+                                   ld_library_path=ld_path, exe_rpath=None if exe.get("runpath") else exe.get("rpath"),
+                                   exe=exe.get("path"))
 
     search = search_of(caller)
     out = []
@@ -204,12 +207,34 @@ def resolve_libraries(doc: Mapping[str, Any], names: Mapping[str, str], linked: 
     return out
 
 
+def resolve_windows(doc: Mapping[str, Any], names: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Each DLL TensorFlow opens on Windows (LoadLibraryExW of a bare name: the standard search order --
+    os.add_dll_directory's directories, the interpreter's directory, System32, the Windows directory, PATH), and
+    nvcuda.dll, the driver's; the same records as :func:`resolve_libraries`."""
+    act = doc.get("activation") or {}
+    listing = {k: list(v) for k, v in (doc.get("dirs") or {}).items()}
+    exe = str(doc.get("python") or "").replace("/", "\\")
+    search = loader.windows_search(dll_directories=list(act.get("dll_directories") or []),
+                                   app_dir=exe.rsplit("\\", 1)[0] if "\\" in exe else None,
+                                   system_root=str(act.get("SystemRoot") or "C:\\Windows"), path=act.get("PATH"))
+    out = []
+    for fam, name in [*names.items(), ("cuda", "nvcuda.dll")]:
+        res = loader.resolve(name, search, listing, windows=True)
+        out.append({"name": name, "family": fam, "how": "LoadLibrary", "path": res.path, "via": res.via,
+                    "from": "TensorFlow's loader (LoadLibraryExW)", "version": None,
+                    "others": [p for p, _ in res.others],
+                    "found_instead": [] if res.path else _found_instead(name, listing, {}),
+                    "status": "found" if res.path else "missing"})
+    return out
+
+
 def _cuda_of(tf: Version, build_info: Mapping[str, Any], kb: Any, os_name: str) -> tuple[str | None, str | None, str | None]:
     """(CUDA major.minor, cuDNN major, cuDNN major.minor the build was compiled with)."""
     build = kb.build_for(tf, "windows" if os_name == "windows" else "linux")
     bi_cuda = str(build_info.get("cuda_version") or build_info.get("cuda_version_number") or "")
     cuda = bi_cuda if "." in bi_cuda else (str(build.cuda) if build is not None else bi_cuda or None)
-    bi_cudnn = str(build_info.get("cudnn_version") or build_info.get("cudnn_version_number") or "")
+    # Windows builds write the DLL suffix: cuda_version '64_101', cudnn_version '64_7' (2.3.0's build_info.py)
+    bi_cudnn = re.sub(r"^64_", "", str(build_info.get("cudnn_version") or build_info.get("cudnn_version_number") or ""))
     compiled = str(build.cudnn) if build is not None and build.cudnn else None
     major = bi_cudnn.split(".")[0] if bi_cudnn else (compiled.split(".")[0] if compiled else None)
     if compiled and major and compiled.split(".")[0] != major:
@@ -266,14 +291,17 @@ def library_findings(doc: Mapping[str, Any], tf: Mapping[str, Any], libs: Sequen
     if missing:
         names = ", ".join(lib["name"] for lib in missing)
         instead = sorted({p for lib in missing for p in lib["found_instead"]})
-        env_dirs = [d for d, n in (doc.get("dirs") or {}).items() if "/nvidia/" in d and n]
+        own_lib = posixpath.join(str(doc.get("prefix") or "/nonexistent"), "lib")  # a conda environment's lib/
+        env_dirs = [d for d, n in (doc.get("dirs") or {}).items() if n and ("/nvidia/" in d or d == own_lib)]
         on_disk = [lib["name"] for lib in missing
                    if any(lib["name"] in (doc.get("dirs") or {}).get(d, ()) for d in env_dirs)]
+        in_lib = any(lib["name"] in (doc.get("dirs") or {}).get(own_lib, ()) for lib in missing)
         if on_disk and len(on_disk) == len(missing):
             caller = missing[0].get("from") or "libtensorflow_framework"
             other = sorted({f"{lib['name']} is on {lib['runpath_of']}'s RUNPATH" for lib in missing if lib.get("runpath_of")})
             out.append(_finding(
-                "libs.not_on_search_path", f"{names}: installed in this environment's nvidia/*/lib directories, but "
+                "libs.not_on_search_path", f"{names}: installed in this environment's "
+                f"{'lib/ directory' if in_lib else 'nvidia/*/lib directories'}, but "
                 f"not where TensorFlow's loader looks (it opens them from {caller}, whose search is its own RUNPATH, "
                 "LD_LIBRARY_PATH, the ld.so cache and the default directories"
                 + (f"; {', '.join(other)}, which that search does not read" if other else "")
@@ -281,8 +309,10 @@ def library_findings(doc: Mapping[str, Any], tf: Mapping[str, Any], libs: Sequen
                 "devices')",
                 evidence="; ".join(sorted({d for d in env_dirs for n in on_disk if n in doc['dirs'][d]})),
                 effect=CPU_ONLY, source="tf-issue-63362",
-                fix="put the nvidia/*/lib directories on LD_LIBRARY_PATH in the environment's activation (tfgpu fix)",
-                repair={"kind": "activation", "nvidia_libpath": True}))
+                fix=f"put {'its lib/' if in_lib else 'the nvidia/*/lib directories'} on LD_LIBRARY_PATH in the "
+                    "environment's activation (tfgpu fix)",
+                repair={"kind": "activation", "prefix_libpath": True} if in_lib else
+                {"kind": "activation", "nvidia_libpath": True}))
         else:
             what = f"CUDA {cuda}" if cuda else "the CUDA libraries"
             fams = [lib["family"] for lib in missing]
@@ -334,10 +364,12 @@ def machine_findings(facts: Mapping[str, Any], libs: Sequence[Mapping[str, Any]]
     dver = _v(drv.get("version"))
     libcuda = next((lib for lib in libs if lib["family"] == "cuda"), None)
     if libcuda is not None and libcuda["status"] == "missing":
+        name = str(libcuda["name"])
         out.append(_finding(
-            "driver.libcuda", "libcuda.so.1 is absent: the NVIDIA driver's user-space library is not installed (or "
+            "driver.libcuda", f"{name} is absent: the NVIDIA driver's user-space library is not installed (or "
             "not on the loader's path), so TensorFlow sees no GPU ('CUDA Version: N/A')",
-            evidence="no libcuda.so.1 in the ld.so cache, LD_LIBRARY_PATH or the default directories"
+            evidence=(f"no {name} in System32 or on PATH" if name.endswith(".dll") else
+                      f"no {name} in the ld.so cache, LD_LIBRARY_PATH or the default directories")
             + (f"; driver {dver}" if dver else "; no NVIDIA driver found"), effect=CPU_ONLY,
             fix="install the NVIDIA driver (on WSL2: the Windows driver only); `tfgpu doctor` names the version",
             repair={"kind": "none", "instead": "install the NVIDIA driver"}))
@@ -346,7 +378,7 @@ def machine_findings(facts: Mapping[str, Any], libs: Sequence[Mapping[str, Any]]
         cv = _v(cuda)
         tk = kb.toolkit(f"{cv.major}.{cv.minor}") if cv is not None else None
         floor = kb.toolkit(f"{cv.major}.0") if cv is not None and cv.major >= 11 else tk
-        need = floor.linux_min_driver if floor is not None else None
+        need = floor.min_driver(str((facts.get("platform") or {}).get("os") or "linux")) if floor is not None else None
         if need is not None and dver < need:
             out.append(_finding(
                 "driver.too_old", f"driver {dver} is too old for the CUDA {cuda} runtime found ({cudart['path']}): "
@@ -410,7 +442,7 @@ def judge_environment(doc: Mapping[str, Any], facts: Mapping[str, Any], kb: Any,
             "build_info.py says is_cuda_build = False", evidence="tensorflow/python/platform/build_info.py",
             effect=CPU_ONLY, fix="install a CUDA build of TensorFlow (tfgpu create --tf latest)",
             repair={"kind": "none", "instead": "tfgpu create --tf latest"}))
-    elif tfv is not None and os_name != "windows":
+    elif tfv is not None and os_name != "windows":  # Linux (and WSL2): sonames, the dynamic loader's search
         cuda, cudnn_major, compiled = _cuda_of(tfv, bi, kb, os_name)
         names = sonames.names_for(tfv, cuda or "", cudnn_major)
         linked = sorted({n for o in doc.get("objects") or [] for n in o.get("needed") or []
@@ -418,6 +450,11 @@ def judge_environment(doc: Mapping[str, Any], facts: Mapping[str, Any], kb: Any,
         libs = resolve_libraries(doc, {} if linked else names, linked)
         findings += library_findings(doc, tf, libs, cuda=cuda, compiled_cudnn=compiled, os_name=os_name,
                                      wheel_dirs=getattr(sonames, "wheel_dirs", {}))
+        findings += machine_findings(facts, libs, bi, kb, cuda, activation)
+    elif tfv is not None:  # Windows: the DLLs by name (cudart64_110.dll, cudnn64_8.dll), from the same numbers
+        cuda, cudnn_major, compiled = _cuda_of(tfv, bi, kb, os_name)
+        libs = resolve_windows(doc, sonames.names_for(tfv, cuda or "", cudnn_major, windows=True))
+        findings += library_findings(doc, tf, libs, cuda=cuda, compiled_cudnn=compiled, os_name=os_name)
         findings += machine_findings(facts, libs, bi, kb, cuda, activation)
     blockers = [f for f in findings if f["effect"] in (BROKEN, CPU_ONLY)]
     caveats = [f for f in findings if f["effect"] == "caveat"]

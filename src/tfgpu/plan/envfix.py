@@ -72,6 +72,9 @@ def plan_fix(verdict: Mapping[str, Any], env: Mapping[str, Any], *, uv: str | No
         elif k == "activation":
             if rep.get("nvidia_libpath") and not rep.get("optional"):
                 nvidia_path = True
+            if rep.get("prefix_libpath"):  # the environment's own lib/ (conda's cudatoolkit, cudnn)
+                var = "$CONDA_PREFIX" if kind == "conda" else "$VIRTUAL_ENV"
+                activation_lines.append(f'LD_LIBRARY_PATH="{var}/lib${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"')
             for key, value in (rep.get("vars") or {}).items():
                 activation_lines.append(f"{key}={value}")
         elif k == "cuda":

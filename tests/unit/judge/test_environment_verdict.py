@@ -186,6 +186,11 @@ def test_no_tensorflow_means_no_section_unless_named(tmp_path: Path) -> None:
     ("is_cuda_build = True\ncuda_version_number = '10.0'\ncudnn_version_number = '7'\n",
      {"is_cuda_build": True, "cuda_version_number": "10.0", "cudnn_version_number": "7"}),
     ("import os\nos.system('rm -rf /')\n", {}),
+    # tensorflow_gpu-2.3.0-cp36-cp36m-win_amd64.whl's build_info.py (read from the wheel), abridged
+    ("build_info = {'cuda_version': '64_101', 'cudnn_version': '64_7', 'cuda_compute_capabilities': ['sm_35', "
+     "'compute_70'], 'is_rocm_build': False, 'is_cuda_build': True, 'cudart_dll_name': 'cudart64_101.dll'}",
+     {"cuda_version": "64_101", "cudnn_version": "64_7", "cuda_compute_capabilities": ["sm_35", "compute_70"],
+      "is_rocm_build": False, "is_cuda_build": True, "cudart_dll_name": "cudart64_101.dll"}),
 ])
 def test_build_info_is_read_as_text_never_run(text: str, expected: dict[str, Any]) -> None:
     assert parse_build_info(text) == expected
