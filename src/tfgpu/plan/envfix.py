@@ -36,6 +36,26 @@ def _merge_requirements(reqs: Sequence[str]) -> list[str]:
     return list(out.values())
 
 
+def activation_steps(kind: str, prefix: str, xy: str, *, nvidia_path: bool, lines: Sequence[str]) -> list[Step]:
+    """What a fix writes into the activation: a venv's bin/activate gets lines appended (venvs have no activate.d),
+    a conda environment an etc/conda/activate.d script."""
+    if not (nvidia_path or lines):
+        return []
+    if kind != "conda":
+        content = nvidia_snippet(xy) if nvidia_path else ""
+        content += "".join(f"\n{MARK}\nexport {line}\n" for line in lines)
+        return [Step((), "venvs have no activate.d: tfgpu appends the variables to bin/activate",
+                     kind="append-file", path=posixpath.join(prefix, "bin", "activate"), content=content)]
+    text = "".join(f"export {line}\n" for line in lines)
+    if nvidia_path:
+        text += (f"for _tfgpu_d in \"$CONDA_PREFIX\"/lib/python{xy}/site-packages/nvidia/*/lib; do\n"
+                 "  [ -d \"$_tfgpu_d\" ] && LD_LIBRARY_PATH=\"$_tfgpu_d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\"\n"
+                 "done\nexport LD_LIBRARY_PATH\nunset _tfgpu_d\n")
+    return [Step((), "activation script: conda runs etc/conda/activate.d/*.sh on `conda activate`",
+                 kind="write-file", path=posixpath.join(prefix, "etc", "conda", "activate.d", "tfgpu_fix.sh"),
+                 content=f"{MARK}\n{text}")]
+
+
 def plan_fix(verdict: Mapping[str, Any], env: Mapping[str, Any], *, uv: str | None, conda: str | None = None,
              break_system: bool = False) -> Plan:
     """The repair of the environment ``env`` (its facts) for its ``verdict``."""
@@ -96,22 +116,9 @@ def plan_fix(verdict: Mapping[str, Any], env: Mapping[str, Any], *, uv: str | No
         merged = _merge_requirements(reqs)
         steps.append(pip_backend.pip_install_step(exe, [*extra, *merged], uv=uv,
                                                   why="install what this TensorFlow needs: " + ", ".join(merged)))
-    if (nvidia_path or activation_lines) and kind != "conda":
-        content = nvidia_snippet(xy) if nvidia_path else ""
-        content += "".join(f"\n{MARK}\nexport {line}\n" for line in activation_lines)
-        steps.append(Step((), "venvs have no activate.d: tfgpu appends the variables to bin/activate",
-                          kind="append-file", path=posixpath.join(prefix, "bin", "activate"), content=content))
-        if nvidia_path:
-            env_vars["LD_LIBRARY_PATH"] = f"{prefix}/lib/python{xy}/site-packages/nvidia/*/lib (each, prepended)"
-    elif (nvidia_path or activation_lines) and kind == "conda":
-        lines = "".join(f"export {line}\n" for line in activation_lines)
-        if nvidia_path:
-            lines += (f"for _tfgpu_d in \"$CONDA_PREFIX\"/lib/python{xy}/site-packages/nvidia/*/lib; do\n"
-                      "  [ -d \"$_tfgpu_d\" ] && LD_LIBRARY_PATH=\"$_tfgpu_d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\"\n"
-                      "done\nexport LD_LIBRARY_PATH\nunset _tfgpu_d\n")
-        steps.append(Step((), "activation script: conda runs etc/conda/activate.d/*.sh on `conda activate`",
-                          kind="write-file", path=posixpath.join(prefix, "etc", "conda", "activate.d",
-                                                                 "tfgpu_fix.sh"), content=f"{MARK}\n{lines}"))
+    steps += activation_steps(kind, prefix, xy, nvidia_path=nvidia_path, lines=activation_lines)
+    if nvidia_path and kind != "conda":
+        env_vars["LD_LIBRARY_PATH"] = f"{prefix}/lib/python{xy}/site-packages/nvidia/*/lib (each, prepended)"
     for line in activation_lines:
         k, _, v = line.partition("=")
         env_vars[k] = v
