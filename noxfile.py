@@ -97,7 +97,9 @@ def recipes(session: nox.Session) -> None:
     create code path with a Python of ~/.pyenv/versions, imports TensorFlow, runs the CPU part of the
     smoke test and loads every CUDA library the build needs; writes compat/verified.toml and prints a
     table. `nox -s recipes -- --only 2.2 2.15` limits it; `-- --keep` keeps the environments. Then the
-    networked test that proves the 2.2.0 fix: `pytest -m recipes`."""
+    networked tests marked `recipes`: the one that proves the 2.2.0 fix, and issue 26's real environments
+    (tests/e2e/test_envfix_real.py: verdict, `tfgpu fix`, what TensorFlow's loader maps, `fix --undo`; built once
+    into $TFGPU_REAL_ENVS, default ~/.cache/tfgpu/real-envs, ~10 GB; its table.md is the last run's table)."""
     _install(session, "uv")
     session.run("python", str(ROOT / "scripts" / "verify_recipes.py"), "--write", *session.posargs)
     session.run("pytest", "-m", "recipes", "-p", "no:cacheprovider")

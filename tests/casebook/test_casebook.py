@@ -50,6 +50,7 @@ def test_case_verdict_agrees_with_the_thread(case: Case) -> None:
     problem = mismatch(case, doc["targets"][0], doc.get("recommendation"))
     RESULTS[case.id] = (case.part, problem is None)
     assert problem is None, f"{case.url}: {problem}"
+    assert "environment" not in doc  # no TensorFlow in a facts file: the report is as it was before issue 26
 
 
 def _held_out_rate(case: Case) -> float:
@@ -220,6 +221,27 @@ def test_the_cli_gives_the_same_verdict_as_the_library(case_id: str, cli: Callab
     target = json.loads(out)["targets"][0]
     assert target["verdict"] == judge(case)["verdict"]
     assert (code == 1) == (target["verdict"] == "blocked")
+
+
+@pytest.mark.usefixtures("no_overrides")
+def test_a_facts_file_is_judged_without_the_local_environment(cli: Callable[..., tuple[int, str, str]],
+                                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`doctor --facts CASE --json` is byte for byte the same with a TensorFlow venv active: a facts file describes
+    another machine, so the environment verdict (issue 26) never reads this one's environment into it."""
+    case = next(c for c in CASES if c.id == "tf49862-gtx1070-tf25-cuda112-soname-110")
+    argv = ("doctor", "--facts", str(case.path), "--tf", case.tf, "--backend", case.backend, "--json")
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    monkeypatch.delenv("CONDA_PREFIX", raising=False)
+    code, plain, _ = cli(*argv)
+    venv = tmp_path / "venv"
+    meta = venv / "lib" / "python3.11" / "site-packages" / "tensorflow-2.16.1.dist-info"
+    meta.mkdir(parents=True)
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: tensorflow\nVersion: 2.16.1\n\n")
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    monkeypatch.setenv("VIRTUAL_ENV", str(venv))
+    code2, active, _ = cli(*argv)
+    assert (code2, active) == (code, plain)
+    assert "environment" not in json.loads(active)
 
 
 def test_cases_dir_is_the_one_documented() -> None:

@@ -19,6 +19,7 @@ from tfgpu.backends import pip as pip_backend
 from tfgpu.backends.steps import Step
 from tfgpu.build import registry
 from tfgpu.build.execute import run_plan_steps
+from tfgpu.core import process as run
 from tfgpu.core.errors import Interrupted, TfgpuError, UsageError
 from tfgpu.facts.environment import read_distributions, site_packages
 from tfgpu.plan.model import Plan
@@ -100,24 +101,29 @@ def run_fix(plan: Plan, *, uv: str | None, timeout: float | None = None, break_s
     """Record, then run the plan; on a failed step or a signal, restore the record before raising."""
     rec = take_record(plan)
     path = save_record(rec)
-    try:
-        run_plan_steps(plan, log_name="fix", timeout=timeout, echo=echo)
-    except (TfgpuError, KeyboardInterrupt) as exc:
-        restore(rec, uv=uv, timeout=timeout, break_system=break_system, echo=echo)
-        if isinstance(exc, KeyboardInterrupt):
-            msg = "interrupted; the environment was restored as recorded"
-            raise Interrupted(msg) from None
-        exc.hint = ((exc.hint + "; ") if exc.hint else "") + "the environment was restored as recorded"
-        raise
+    # Between the run's signal guard and the restore's, a further signal is counted here, not acted on; the restore
+    # itself runs shielded: a second Ctrl-C (or SIGTERM) cannot leave the environment half put back.
+    with run.signal_guard() as outer:
+        outer.disarm()
+        try:
+            run_plan_steps(plan, log_name="fix", timeout=timeout, echo=echo)
+        except (TfgpuError, KeyboardInterrupt) as exc:
+            restore(rec, uv=uv, timeout=timeout, break_system=break_system, echo=echo, shielded=True)
+            if isinstance(exc, KeyboardInterrupt):
+                msg = "interrupted; the environment was restored as recorded"
+                raise Interrupted(msg) from None
+            exc.hint = ((exc.hint + "; ") if exc.hint else "") + "the environment was restored as recorded"
+            raise
     return path
 
 
 def restore(rec: Mapping[str, Any], *, uv: str | None, timeout: float | None = None, break_system: bool = False,
-            echo: Callable[[str], None] | None = None) -> list[str]:
-    """Undo: run the undo plan, then return the differences that remain (empty: exactly as recorded)."""
+            echo: Callable[[str], None] | None = None, shielded: bool = False) -> list[str]:
+    """Undo: run the undo plan, then return the differences that remain (empty: exactly as recorded).
+    ``shielded``: signals are counted, not acted on (the restore after an interrupted fix)."""
     plan = undo_plan(rec, uv=uv, break_system=break_system)
     if plan.steps:
-        run_plan_steps(plan, log_name="fix-undo", timeout=timeout, echo=echo)
+        run_plan_steps(plan, log_name="fix-undo", timeout=timeout, echo=echo, shielded=shielded)
     now = packages(str(rec["prefix"]))
     want: Mapping[str, str] = rec["packages"]
     return sorted({f"{n}: {want.get(n)} -> {now.get(n)}" for n in set(now) | set(want) if now.get(n) != want.get(n)})

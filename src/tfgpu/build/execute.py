@@ -109,9 +109,12 @@ def run_plan_steps(
     echo: Callable[[str], None] | None = None,
     on_step: Callable[[int, int, Step], None] | None = None,
     on_line: Callable[[str], None] | None = None,
+    shielded: bool = False,
 ) -> Path:
     """Run a plan that builds no environment (``tfgpu lock --backend pip``: ``uv pip compile``) with the
-    step runner, under the signal model of ``run_plan``; returns the log's path.
+    step runner, under the signal model of ``run_plan``; returns the log's path. ``shielded``: the plan puts back
+    what an interrupted one changed (``tfgpu fix``'s restore), so a signal is only counted and the steps run to
+    the end.
 
     The full output goes to ``log_dir()/LOG_NAME-STAMP-PID.log``; a directory that cannot be made costs the
     log file, not the run (StepLog keeps the tail for the error). A failure or a signal raises StepFailed or
@@ -125,20 +128,26 @@ def run_plan_steps(
     log_path = logs / f"{log_name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     log = run.StepLog(log_path, echo=echo)
     log.write(f"# tfgpu: TensorFlow {plan.tf}, {plan.tool} ({plan.backend}), recipe {plan.recipe_id}")
-    with run.signal_guard() as guard:
-        try:
-            run_steps(plan.steps, log=log, timeout=timeout, on_step=on_step, on_line=on_line)
-        except (KeyboardInterrupt, Interrupted):
+    try:
+        with run.signal_guard() as guard:
+            if shielded:
+                guard.disarm()
+            try:
+                run_steps(plan.steps, log=log, timeout=timeout, on_step=on_step, on_line=on_line)
+            except (KeyboardInterrupt, Interrupted):
+                guard.disarm()
+                msg = f"{run.signal_name(guard.signum)} while running {plan.tool}"
+                raise Interrupted(msg, hint=f"full log: {log_path}") from None
+            except TfgpuError as exc:
+                guard.disarm()
+                if str(log_path) not in (exc.hint or ""):
+                    exc.hint = f"full log: {log_path}" + (f"; {exc.hint}" if exc.hint else "")
+                exc.log_tail = interesting_lines(list(log.tail))  # type: ignore[attr-defined]
+                raise
             guard.disarm()
-            msg = f"{run.signal_name(guard.signum)} while running {plan.tool}"
-            raise Interrupted(msg, hint=f"full log: {log_path}") from None
-        except TfgpuError as exc:
-            guard.disarm()
-            if str(log_path) not in (exc.hint or ""):
-                exc.hint = f"full log: {log_path}" + (f"; {exc.hint}" if exc.hint else "")
-            exc.log_tail = interesting_lines(list(log.tail))  # type: ignore[attr-defined]
+    except KeyboardInterrupt:  # counted while shielded: the steps ran to the end
+        if not shielded:
             raise
-        guard.disarm()
     return log_path
 
 

@@ -124,11 +124,13 @@ _BUILD_INFO_KEYS = ("is_cuda_build", "is_rocm_build", "cuda_version", "cudnn_ver
 
 
 def parse_build_info(text: str) -> dict[str, Any]:
-    """tensorflow/python/platform/build_info.py's values, read as text (never executed): both the 2.x
-    `build_info = collections.OrderedDict([('key', value), ...])` form and the 1.x `key = value` lines."""
+    """tensorflow/python/platform/build_info.py's values, read as text (never executed): the 2.x
+    `build_info = collections.OrderedDict([('key', value), ...])` form, 2.1-2.3's `build_info = {'key': value, ...}`
+    and the 1.x `key = value` lines."""
     out: dict[str, Any] = {}
     for key in _BUILD_INFO_KEYS:
         m = (re.search(rf"\('{key}',\s*(\[[^\]]*\]|'[^']*'|True|False)\)", text)
+             or re.search(rf"[{{,]\s*'{key}':\s*(\[[^\]]*\]|'[^']*'|True|False)", text)  # 2.1-2.3: a dict
              or re.search(rf"^{key}\s*=\s*(\[[^\]]*\]|'[^']*'|\"[^\"]*\"|True|False)", text, re.M))
         if not m:
             continue
@@ -162,6 +164,22 @@ def read_objects(tf_dir: str) -> list[dict[str, Any]]:
     return out
 
 
+def read_executable(python: str | None) -> dict[str, Any] | None:
+    """The interpreter's own RPATH/RUNPATH (a venv's python links to its base): glibc searches the executable's
+    DT_RPATH for a dlopen from an object without DT_RUNPATH (conda's python carries one: $ORIGIN/../lib)."""
+    from tfgpu.facts.binscan import FormatError, read_links
+
+    if not python:
+        return None
+    path = os.path.realpath(python)
+    try:
+        with open(path, "rb") as fh:
+            links = read_links(fh)
+    except (OSError, FormatError, ValueError):
+        return None
+    return {"path": path, "rpath": links.rpath, "runpath": links.runpath}
+
+
 def parse_activation(text: str, values: dict[str, str], sites: list[str]) -> list[str]:
     """Apply the LD_LIBRARY_PATH / TF_FORCE_GPU_ALLOW_GROWTH / CUDNN_PATH assignments of an activation script
     (sh) to ``values``, statically: plain assignments with $VAR expansion, and tfgpu's own loop over the
@@ -187,6 +205,8 @@ def parse_activation(text: str, values: dict[str, str], sites: list[str]) -> lis
         if "$(" in raw or "`" in raw:
             skipped.append(line.strip()[:200])
             continue
+        raw = re.sub(r"\$\{(\w+):\+:\$\{?\1\}?\}",  # ${VAR:+:$VAR}: ":" and its value, when it has one
+                     lambda v: ":" + values[v.group(1)] if values.get(v.group(1)) else "", raw)
         values[key] = re.sub(r"\$\{?(\w+)\}?", lambda v: values.get(v.group(1), ""), raw).strip(":")
     return skipped
 
@@ -298,6 +318,7 @@ def probe_environment(prefix: str, *, how: str, shell_env: Mapping[str, str], ex
         except OSError:
             pass
         out["objects"] = read_objects(tf_dir)
+    out["executable"] = read_executable(out["python"])
     out["activation"] = read_activation(prefix, sites, shell_env, active=active)
     if ld_cache is None:
         try:
@@ -317,7 +338,7 @@ def search_dirs(doc: Mapping[str, Any], sites: list[str]) -> list[str]:
     """Every directory a verdict may look in: each object's RPATH/RUNPATH, LD_LIBRARY_PATH, the defaults, the
     environment's own library directories, and the CUDA toolkits' (to name what was found instead)."""
     dirs: list[str] = []
-    for obj in doc.get("objects") or []:
+    for obj in [*(doc.get("objects") or []), *([doc["executable"]] if doc.get("executable") else [])]:
         origin = os.path.dirname(obj["path"])
         dirs += loader.expand_origin(obj.get("rpath"), origin) + loader.expand_origin(obj.get("runpath"), origin)
     dirs += [d for d in ((doc.get("activation") or {}).get("LD_LIBRARY_PATH") or "").split(":") if d]

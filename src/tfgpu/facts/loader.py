@@ -67,13 +67,16 @@ def expand_origin(entries: str | None, origin: str) -> list[str]:
 
 
 def linux_search(*, caller: str, rpath: str | None, runpath: str | None, ld_library_path: str | None,
-                 exe_rpath: str | None = None) -> list[SearchDir]:
-    """The directories a dlopen from the object at ``caller`` searches before the cache, in glibc's order."""
+                 exe_rpath: str | None = None, exe: str | None = None) -> list[SearchDir]:
+    """The directories a dlopen from the object at ``caller`` searches before the cache, in glibc's order.
+    ``exe_rpath``: the DT_RPATH of the executable at ``exe`` (the interpreter), searched after the caller's own
+    when the caller has no DT_RUNPATH ($ORIGIN there is the executable's directory)."""
     origin = posixpath.dirname(caller)
     dirs: list[SearchDir] = []
-    if rpath and not runpath:
+    if not runpath:
         dirs += [SearchDir(d, "RPATH") for d in expand_origin(rpath, origin)]
-        dirs += [SearchDir(d, "RPATH of the executable") for d in expand_origin(exe_rpath, origin)]
+        dirs += [SearchDir(d, "RPATH of the executable")
+                 for d in expand_origin(exe_rpath, posixpath.dirname(exe) if exe else origin)]
     dirs += [SearchDir(posixpath.normpath(d), "LD_LIBRARY_PATH") for d in (ld_library_path or "").split(":") if d]
     dirs += [SearchDir(d, "RUNPATH") for d in expand_origin(runpath, origin)]
     return dirs

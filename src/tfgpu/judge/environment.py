@@ -160,25 +160,28 @@ def _found_instead(name: str, listing: Mapping[str, Sequence[str]], real: Mappin
     for d, names in listing.items():
         for n in names:
             if n != name and _family(n) == fam and re.search(r"\.so\.\d|64_\d", n):
-                hits.setdefault(posixpath.join(real.get(d, d), n), posixpath.join(d, n))
+                join = (lambda a, b: a.rstrip("\\") + "\\" + b) if "\\" in d else posixpath.join
+                hits.setdefault(join(real.get(d, d), n), join(d, n))
     return sorted(hits.values())[:6]
 
 
 def resolve_libraries(doc: Mapping[str, Any], names: Mapping[str, str], linked: Sequence[str]) -> list[dict[str, Any]]:
     """Each needed library: the file the loader would take (tfgpu.facts.loader's order, from the object that calls
-    dlopen: libtensorflow_framework), its version, where it came from, the other copies, and what was found
-    instead when it is missing. A name that search misses but another TensorFlow object's RUNPATH holds is
-    marked ``found-elsewhere`` (``from`` names that object): which object opens it decides."""
+    dlopen: libtensorflow_framework, compat/sonames.toml), its version, where it came from, the other copies, and
+    what was found instead when it is missing. A library that another TensorFlow object's RUNPATH holds is still
+    missing (that RUNPATH is not searched for the framework's dlopen); ``runpath_of`` names that object."""
     objects = doc.get("objects") or []
     caller = _caller(objects) or (objects[0] if objects else {"path": ""})
     listing = {k: list(v) for k, v in (doc.get("dirs") or {}).items()}
     versions: Mapping[str, Mapping[str, str]] = doc.get("versions") or {}
     cache = [tuple(e) for e in doc.get("ld_cache") or []]
     ld_path = (doc.get("activation") or {}).get("LD_LIBRARY_PATH")
+    exe = doc.get("executable") or {}
 
     def search_of(obj: Mapping[str, Any]) -> list[loader.SearchDir]:
         return loader.linux_search(caller=str(obj.get("path")), rpath=obj.get("rpath"), runpath=obj.get("runpath"),
-                                   ld_library_path=ld_path)
+                                   ld_library_path=ld_path, exe_rpath=None if exe.get("runpath") else exe.get("rpath"),
+                                   exe=exe.get("path"))
 
     search = search_of(caller)
     out = []
@@ -186,20 +189,39 @@ def resolve_libraries(doc: Mapping[str, Any], names: Mapping[str, str], linked: 
     wanted.append(("cuda", "libcuda.so.1", "dlopen (the driver)"))
     for fam, name, how in wanted:
         res = loader.resolve(name, search, listing, cache)
-        status, origin = ("found" if res.path else "missing"), posixpath.basename(str(caller.get("path")))
+        other = None
         if res.path is None and fam != "cuda":
-            for obj in objects:
-                if obj is caller:
-                    continue
-                alt = loader.resolve(name, search_of(obj), listing, cache)
-                if alt.path:
-                    res, status, origin = alt, "found-elsewhere", posixpath.basename(str(obj.get("path")))
-                    break
+            other = next((obj for obj in objects if obj is not caller
+                          and loader.resolve(name, search_of(obj), listing, cache).via == "RUNPATH"), None)
         d = posixpath.dirname(res.path) if res.path else None
-        out.append({"name": name, "family": fam, "how": how, "path": res.path, "via": res.via, "from": origin,
+        out.append({"name": name, "family": fam, "how": how, "path": res.path, "via": res.via,
+                    "from": posixpath.basename(str(caller.get("path"))),
                     "version": (versions.get(d) or {}).get(name) if d else None,
-                    "others": [p for p, _ in res.others], "found_instead": [] if res.path else _found_instead(name, listing, doc.get("real_dirs") or {}),
-                    "status": status})
+                    "others": [p for p, _ in res.others],
+                    "found_instead": [] if res.path else _found_instead(name, listing, doc.get("real_dirs") or {}),
+                    "status": "found" if res.path else "missing",
+                    **({"runpath_of": posixpath.basename(str(other.get("path")))} if other else {})})
+    return out
+
+
+def resolve_windows(doc: Mapping[str, Any], names: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Each DLL TensorFlow opens on Windows (LoadLibraryExW of a bare name: the standard search order --
+    os.add_dll_directory's directories, the interpreter's directory, System32, the Windows directory, PATH), and
+    nvcuda.dll, the driver's; the same records as :func:`resolve_libraries`."""
+    act = doc.get("activation") or {}
+    listing = {k: list(v) for k, v in (doc.get("dirs") or {}).items()}
+    exe = str(doc.get("python") or "").replace("/", "\\")
+    search = loader.windows_search(dll_directories=list(act.get("dll_directories") or []),
+                                   app_dir=exe.rsplit("\\", 1)[0] if "\\" in exe else None,
+                                   system_root=str(act.get("SystemRoot") or "C:\\Windows"), path=act.get("PATH"))
+    out = []
+    for fam, name in [*names.items(), ("cuda", "nvcuda.dll")]:
+        res = loader.resolve(name, search, listing, windows=True)
+        out.append({"name": name, "family": fam, "how": "LoadLibrary", "path": res.path, "via": res.via,
+                    "from": "TensorFlow's loader (LoadLibraryExW)", "version": None,
+                    "others": [p for p, _ in res.others],
+                    "found_instead": [] if res.path else _found_instead(name, listing, {}),
+                    "status": "found" if res.path else "missing"})
     return out
 
 
@@ -208,7 +230,8 @@ def _cuda_of(tf: Version, build_info: Mapping[str, Any], kb: Any, os_name: str) 
     build = kb.build_for(tf, "windows" if os_name == "windows" else "linux")
     bi_cuda = str(build_info.get("cuda_version") or build_info.get("cuda_version_number") or "")
     cuda = bi_cuda if "." in bi_cuda else (str(build.cuda) if build is not None else bi_cuda or None)
-    bi_cudnn = str(build_info.get("cudnn_version") or build_info.get("cudnn_version_number") or "")
+    # Windows builds write the DLL suffix: cuda_version '64_101', cudnn_version '64_7' (2.3.0's build_info.py)
+    bi_cudnn = re.sub(r"^64_", "", str(build_info.get("cudnn_version") or build_info.get("cudnn_version_number") or ""))
     compiled = str(build.cudnn) if build is not None and build.cudnn else None
     major = bi_cudnn.split(".")[0] if bi_cudnn else (compiled.split(".")[0] if compiled else None)
     if compiled and major and compiled.split(".")[0] != major:
@@ -216,49 +239,77 @@ def _cuda_of(tf: Version, build_info: Mapping[str, Any], kb: Any, os_name: str) 
     return cuda, major, compiled
 
 
-def _repair_libs(tf: Mapping[str, Any], doc: Mapping[str, Any], os_name: str, fams: Sequence[str]) -> dict[str, Any]:
+def _off_search(doc: Mapping[str, Any], fams: Sequence[str], wheel_dirs: Mapping[str, str]) -> list[str]:
+    """The families whose nvidia-* wheel directory (site-packages/nvidia/<dir>/lib) the loader would not search
+    from libtensorflow_framework: not on its RUNPATH/RPATH nor on LD_LIBRARY_PATH. Once such a wheel is installed,
+    its library is found only with that directory on LD_LIBRARY_PATH (tensorflow#63362; 2.21's cuSOLVER)."""
+    caller = _caller(doc.get("objects") or [])
+    if caller is None:
+        return []
+    origin = posixpath.dirname(str(caller.get("path")))
+    searched = {*loader.expand_origin(caller.get("runpath"), origin), *loader.expand_origin(caller.get("rpath"), origin),
+                *(posixpath.normpath(d) for d in str((doc.get("activation") or {}).get("LD_LIBRARY_PATH") or "").split(":")
+                  if d)}
+    sites = [str(sp) for sp in doc.get("site_packages") or []]
+    return [f for f in fams if f in wheel_dirs and sites and not any(
+        posixpath.join(sp, "nvidia", wheel_dirs[f], "lib") in searched for sp in sites)]
+
+
+def _repair_libs(tf: Mapping[str, Any], doc: Mapping[str, Any], os_name: str, fams: Sequence[str],
+                 wheel_dirs: Mapping[str, str], *, only: bool = False) -> dict[str, Any]:
     """What installs the missing CUDA libraries in place: the nvidia-* wheels of the release's own `and-cuda`
-    extra (their exact versions, read from its installed METADATA), or conda packages in a conda prefix."""
+    extra (their exact versions, read from its installed METADATA; ``only``: just the wheels of ``fams``), or conda
+    packages in a conda prefix; with the nvidia/*/lib directories on LD_LIBRARY_PATH when the loader would not
+    search a wheel's directory."""
     reqs = requirements_of(tf, markers_env(doc, os_name), extra="and-cuda")
+    if only:
+        wheels = tuple(f"nvidia-{wheel_dirs.get(f, f).replace('_', '-')}-cu" for f in fams)
+        reqs = [r for r in reqs if r.name.lower().replace("_", "-").startswith(wheels)] or reqs
     if reqs:
-        return {"kind": "pip", "requirements": [f"{r.name}{r.specifier}" for r in reqs],
-                "why": f"the nvidia-* wheels {tf['distribution']} {tf['version']}'s own [and-cuda] extra pins"}
+        out: dict[str, Any] = {"kind": "pip", "requirements": [f"{r.name}{r.specifier}" for r in reqs],
+                               "why": f"the nvidia-* wheels {tf['distribution']} {tf['version']}'s own [and-cuda] "
+                                      "extra pins"}
+        off = _off_search(doc, fams, wheel_dirs)
+        if off:
+            out["nvidia_libpath"] = True
+            out["off_runpath"] = off
+        return out
     return {"kind": "cuda", "families": list(fams)}
 
 
 def library_findings(doc: Mapping[str, Any], tf: Mapping[str, Any], libs: Sequence[Mapping[str, Any]], *,
                      cuda: str | None, compiled_cudnn: str | None, os_name: str,
-                     kb_rule_applies: Any = lambda v: False) -> list[dict[str, Any]]:
+                     wheel_dirs: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
+    wheel_dirs = wheel_dirs or {}
     tfv = _v(tf.get("version"))
-    needs_path = tfv is not None and kb_rule_applies(tfv)
-    elsewhere = [lib for lib in libs if lib["status"] == "found-elsewhere"]
-    missing = [lib for lib in libs if lib["family"] != "cuda" and (
-        lib["status"] == "missing" or (lib["status"] == "found-elsewhere" and needs_path))]
-    if elsewhere and not needs_path:
-        out.append(_finding(
-            "libs.runpath_of_another_object", f"{', '.join(lib['name'] for lib in elsewhere)}: not on "
-            "libtensorflow_framework's RUNPATH (where TensorFlow's loader looked in 2.16, tensorflow#63362) but on "
-            f"{elsewhere[0]['from']}'s: found if that object opens them", effect="caveat", source="tf-issue-63362",
-            evidence="; ".join(f"{lib['name']} -> {lib['path']}" for lib in elsewhere),
-            fix="if TensorFlow reports them missing: tfgpu fix puts the nvidia/*/lib directories on LD_LIBRARY_PATH",
-            repair={"kind": "activation", "nvidia_libpath": True, "optional": True}))
+    missing = [lib for lib in libs if lib["family"] != "cuda" and lib["status"] == "missing"]
     linked = [lib for lib in missing if lib["how"] == "DT_NEEDED"]
     if missing:
         names = ", ".join(lib["name"] for lib in missing)
         instead = sorted({p for lib in missing for p in lib["found_instead"]})
-        env_dirs = [d for d, n in (doc.get("dirs") or {}).items() if "/nvidia/" in d and n]
+        own_lib = posixpath.join(str(doc.get("prefix") or "/nonexistent"), "lib")  # a conda environment's lib/
+        env_dirs = [d for d, n in (doc.get("dirs") or {}).items() if n and ("/nvidia/" in d or d == own_lib)]
         on_disk = [lib["name"] for lib in missing
                    if any(lib["name"] in (doc.get("dirs") or {}).get(d, ()) for d in env_dirs)]
+        in_lib = any(lib["name"] in (doc.get("dirs") or {}).get(own_lib, ()) for lib in missing)
         if on_disk and len(on_disk) == len(missing):
+            caller = missing[0].get("from") or "libtensorflow_framework"
+            other = sorted({f"{lib['name']} is on {lib['runpath_of']}'s RUNPATH" for lib in missing if lib.get("runpath_of")})
             out.append(_finding(
-                "libs.not_on_search_path", f"{names}: installed in this environment's nvidia/*/lib directories, but "
-                "not where the loader looks (TensorFlow's loader searches only libtensorflow_framework's RUNPATH, "
-                "LD_LIBRARY_PATH, the ld.so cache and the default directories)",
+                "libs.not_on_search_path", f"{names}: installed in this environment's "
+                f"{'lib/ directory' if in_lib else 'nvidia/*/lib directories'}, but "
+                f"not where TensorFlow's loader looks (it opens them from {caller}, whose search is its own RUNPATH, "
+                "LD_LIBRARY_PATH, the ld.so cache and the default directories"
+                + (f"; {', '.join(other)}, which that search does not read" if other else "")
+                + "): TensorFlow's GPU check fails ('Cannot dlopen some GPU libraries ... Skipping registering GPU "
+                "devices')",
                 evidence="; ".join(sorted({d for d in env_dirs for n in on_disk if n in doc['dirs'][d]})),
                 effect=CPU_ONLY, source="tf-issue-63362",
-                fix="put the nvidia/*/lib directories on LD_LIBRARY_PATH in the environment's activation (tfgpu fix)",
-                repair={"kind": "activation", "nvidia_libpath": True}))
+                fix=f"put {'its lib/' if in_lib else 'the nvidia/*/lib directories'} on LD_LIBRARY_PATH in the "
+                    "environment's activation (tfgpu fix)",
+                repair={"kind": "activation", "prefix_libpath": True} if in_lib else
+                {"kind": "activation", "nvidia_libpath": True}))
         else:
             what = f"CUDA {cuda}" if cuda else "the CUDA libraries"
             fams = [lib["family"] for lib in missing]
@@ -272,7 +323,7 @@ def library_findings(doc: Mapping[str, Any], tf: Mapping[str, Any], libs: Sequen
             out.append(_finding("libs.missing", summary, evidence=_search_evidence(doc),
                                 effect=BROKEN if linked else CPU_ONLY,
                                 fix=f"install {what} where this environment finds it (tfgpu fix)",
-                                repair=_repair_libs(tf, doc, os_name, fams)))
+                                repair=_repair_libs(tf, doc, os_name, fams, wheel_dirs)))
     for lib in libs:
         if lib["family"] != "cudnn" or lib["status"] != "found" or not compiled_cudnn:
             continue
@@ -287,7 +338,7 @@ def library_findings(doc: Mapping[str, Any], tf: Mapping[str, Any], libs: Sequen
                 + (f"; another copy comes later in the search: {better[0]}" if better else ""),
                 evidence=f"{lib['name']} via {lib['via']}: {lib['path']}", effect=CPU_ONLY, source="tf-50217",
                 fix=f"install cuDNN >= {compiled_cudnn} of the same major in this environment (tfgpu fix)",
-                repair=_repair_libs(tf, doc, os_name, ["cudnn"])))
+                repair=_repair_libs(tf, doc, os_name, ["cudnn"], wheel_dirs, only=True)))
         elif lib["others"]:
             out.append(_finding(
                 "libs.two_cudnns", f"two cuDNNs: {lib['path']} (via {lib['via']}) wins over {lib['others'][0]}",
@@ -310,10 +361,12 @@ def machine_findings(facts: Mapping[str, Any], libs: Sequence[Mapping[str, Any]]
     dver = _v(drv.get("version"))
     libcuda = next((lib for lib in libs if lib["family"] == "cuda"), None)
     if libcuda is not None and libcuda["status"] == "missing":
+        name = str(libcuda["name"])
         out.append(_finding(
-            "driver.libcuda", "libcuda.so.1 is absent: the NVIDIA driver's user-space library is not installed (or "
+            "driver.libcuda", f"{name} is absent: the NVIDIA driver's user-space library is not installed (or "
             "not on the loader's path), so TensorFlow sees no GPU ('CUDA Version: N/A')",
-            evidence="no libcuda.so.1 in the ld.so cache, LD_LIBRARY_PATH or the default directories"
+            evidence=(f"no {name} in System32 or on PATH" if name.endswith(".dll") else
+                      f"no {name} in the ld.so cache, LD_LIBRARY_PATH or the default directories")
             + (f"; driver {dver}" if dver else "; no NVIDIA driver found"), effect=CPU_ONLY,
             fix="install the NVIDIA driver (on WSL2: the Windows driver only); `tfgpu doctor` names the version",
             repair={"kind": "none", "instead": "install the NVIDIA driver"}))
@@ -322,7 +375,7 @@ def machine_findings(facts: Mapping[str, Any], libs: Sequence[Mapping[str, Any]]
         cv = _v(cuda)
         tk = kb.toolkit(f"{cv.major}.{cv.minor}") if cv is not None else None
         floor = kb.toolkit(f"{cv.major}.0") if cv is not None and cv.major >= 11 else tk
-        need = floor.linux_min_driver if floor is not None else None
+        need = floor.min_driver(str((facts.get("platform") or {}).get("os") or "linux")) if floor is not None else None
         if need is not None and dver < need:
             out.append(_finding(
                 "driver.too_old", f"driver {dver} is too old for the CUDA {cuda} runtime found ({cudart['path']}): "
@@ -386,15 +439,19 @@ def judge_environment(doc: Mapping[str, Any], facts: Mapping[str, Any], kb: Any,
             "build_info.py says is_cuda_build = False", evidence="tensorflow/python/platform/build_info.py",
             effect=CPU_ONLY, fix="install a CUDA build of TensorFlow (tfgpu create --tf latest)",
             repair={"kind": "none", "instead": "tfgpu create --tf latest"}))
-    elif tfv is not None and os_name != "windows":
+    elif tfv is not None and os_name != "windows":  # Linux (and WSL2): sonames, the dynamic loader's search
         cuda, cudnn_major, compiled = _cuda_of(tfv, bi, kb, os_name)
         names = sonames.names_for(tfv, cuda or "", cudnn_major)
         linked = sorted({n for o in doc.get("objects") or [] for n in o.get("needed") or []
                          if loader.CUDA_LIB.match(n) and not n.startswith("libcuda.so")})
         libs = resolve_libraries(doc, {} if linked else names, linked)
-        rule = kb.rule("nvidia-wheels-need-library-path")
         findings += library_findings(doc, tf, libs, cuda=cuda, compiled_cudnn=compiled, os_name=os_name,
-                                     kb_rule_applies=lambda v: rule is not None and v in rule.applies)
+                                     wheel_dirs=getattr(sonames, "wheel_dirs", {}))
+        findings += machine_findings(facts, libs, bi, kb, cuda, activation)
+    elif tfv is not None:  # Windows: the DLLs by name (cudart64_110.dll, cudnn64_8.dll), from the same numbers
+        cuda, cudnn_major, compiled = _cuda_of(tfv, bi, kb, os_name)
+        libs = resolve_windows(doc, sonames.names_for(tfv, cuda or "", cudnn_major, windows=True))
+        findings += library_findings(doc, tf, libs, cuda=cuda, compiled_cudnn=compiled, os_name=os_name)
         findings += machine_findings(facts, libs, bi, kb, cuda, activation)
     blockers = [f for f in findings if f["effect"] in (BROKEN, CPU_ONLY)]
     caveats = [f for f in findings if f["effect"] == "caveat"]

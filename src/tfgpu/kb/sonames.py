@@ -37,6 +37,7 @@ class Sonames:
     loader: tuple[LoaderRow, ...]
     sonames: tuple[SonameRow, ...]
     sources: dict[str, dict[str, Any]]
+    wheel_dirs: dict[str, str]  # family -> the nvidia-* wheel's directory: site-packages/nvidia/<dir>/lib
 
     def loader_for(self, tf: Version) -> LoaderRow | None:
         """The row for a release, or None before 1.14 (those link CUDA: their DT_NEEDED entries say which)."""
@@ -86,4 +87,5 @@ def load_sonames() -> Sonames:
         except (KeyError, ValueError) as exc:
             msg = f"compat/sonames.toml: bad sonames row {row!r}: {exc}"
             raise DataError(msg) from None
-    return Sonames(tuple(loader), tuple(sonames), sources)
+    dirs = {str(k): str(v) for k, v in (data.get("wheel_dirs") or {}).items() if k != "source"}
+    return Sonames(tuple(loader), tuple(sonames), sources, dirs)

@@ -20,8 +20,8 @@ MARK = "# added by tfgpu fix"
 def nvidia_snippet(python_xy: str) -> str:
     """The lines bin/activate gets so that TensorFlow finds its nvidia-* wheels (tensorflow#63362); the
     environment reader (tfgpu.facts.environment.parse_activation) follows exactly this form."""
-    return (f"\n{MARK}: TensorFlow does not find the CUDA libraries of its nvidia-* wheels unless they are on "
-            "LD_LIBRARY_PATH (tensorflow/tensorflow#63362)\n"
+    return (f"\n{MARK}: TensorFlow does not find the CUDA libraries of its nvidia-* wheels that its loader's "
+            "RUNPATH does not name unless they are on LD_LIBRARY_PATH (tensorflow/tensorflow#63362)\n"
             f"for _tfgpu_d in \"$VIRTUAL_ENV\"/lib/python{python_xy}/site-packages/nvidia/*/lib; do\n"
             "  [ -d \"$_tfgpu_d\" ] && LD_LIBRARY_PATH=\"$_tfgpu_d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\"\n"
             "done\nexport LD_LIBRARY_PATH\nunset _tfgpu_d\n")
@@ -34,6 +34,26 @@ def _merge_requirements(reqs: Sequence[str]) -> list[str]:
         name = re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0].lower().replace("_", "-")
         out[name] = r
     return list(out.values())
+
+
+def activation_steps(kind: str, prefix: str, xy: str, *, nvidia_path: bool, lines: Sequence[str]) -> list[Step]:
+    """What a fix writes into the activation: a venv's bin/activate gets lines appended (venvs have no activate.d),
+    a conda environment an etc/conda/activate.d script."""
+    if not (nvidia_path or lines):
+        return []
+    if kind != "conda":
+        content = nvidia_snippet(xy) if nvidia_path else ""
+        content += "".join(f"\n{MARK}\nexport {line}\n" for line in lines)
+        return [Step((), "venvs have no activate.d: tfgpu appends the variables to bin/activate",
+                     kind="append-file", path=posixpath.join(prefix, "bin", "activate"), content=content)]
+    text = "".join(f"export {line}\n" for line in lines)
+    if nvidia_path:
+        text += (f"for _tfgpu_d in \"$CONDA_PREFIX\"/lib/python{xy}/site-packages/nvidia/*/lib; do\n"
+                 "  [ -d \"$_tfgpu_d\" ] && LD_LIBRARY_PATH=\"$_tfgpu_d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\"\n"
+                 "done\nexport LD_LIBRARY_PATH\nunset _tfgpu_d\n")
+    return [Step((), "activation script: conda runs etc/conda/activate.d/*.sh on `conda activate`",
+                 kind="write-file", path=posixpath.join(prefix, "etc", "conda", "activate.d", "tfgpu_fix.sh"),
+                 content=f"{MARK}\n{text}")]
 
 
 def plan_fix(verdict: Mapping[str, Any], env: Mapping[str, Any], *, uv: str | None, conda: str | None = None,
@@ -68,9 +88,13 @@ def plan_fix(verdict: Mapping[str, Any], env: Mapping[str, Any], *, uv: str | No
                 why=f"put {rep['reinstall']}'s own files back"))
         elif k == "pip":
             reqs += list(rep["requirements"])
+            nvidia_path = nvidia_path or bool(rep.get("nvidia_libpath"))  # a wheel whose directory is not searched
         elif k == "activation":
             if rep.get("nvidia_libpath") and not rep.get("optional"):
                 nvidia_path = True
+            if rep.get("prefix_libpath"):  # the environment's own lib/ (conda's cudatoolkit, cudnn)
+                var = "$CONDA_PREFIX" if kind == "conda" else "$VIRTUAL_ENV"
+                activation_lines.append(f'LD_LIBRARY_PATH="{var}/lib${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"')
             for key, value in (rep.get("vars") or {}).items():
                 activation_lines.append(f"{key}={value}")
         elif k == "cuda":
@@ -92,22 +116,9 @@ def plan_fix(verdict: Mapping[str, Any], env: Mapping[str, Any], *, uv: str | No
         merged = _merge_requirements(reqs)
         steps.append(pip_backend.pip_install_step(exe, [*extra, *merged], uv=uv,
                                                   why="install what this TensorFlow needs: " + ", ".join(merged)))
-    if (nvidia_path or activation_lines) and kind != "conda":
-        content = nvidia_snippet(xy) if nvidia_path else ""
-        content += "".join(f"\n{MARK}\nexport {line}\n" for line in activation_lines)
-        steps.append(Step((), "venvs have no activate.d: tfgpu appends the variables to bin/activate",
-                          kind="append-file", path=posixpath.join(prefix, "bin", "activate"), content=content))
-        if nvidia_path:
-            env_vars["LD_LIBRARY_PATH"] = f"{prefix}/lib/python{xy}/site-packages/nvidia/*/lib (each, prepended)"
-    elif (nvidia_path or activation_lines) and kind == "conda":
-        lines = "".join(f"export {line}\n" for line in activation_lines)
-        if nvidia_path:
-            lines += (f"for _tfgpu_d in \"$CONDA_PREFIX\"/lib/python{xy}/site-packages/nvidia/*/lib; do\n"
-                      "  [ -d \"$_tfgpu_d\" ] && LD_LIBRARY_PATH=\"$_tfgpu_d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\"\n"
-                      "done\nexport LD_LIBRARY_PATH\nunset _tfgpu_d\n")
-        steps.append(Step((), "activation script: conda runs etc/conda/activate.d/*.sh on `conda activate`",
-                          kind="write-file", path=posixpath.join(prefix, "etc", "conda", "activate.d",
-                                                                 "tfgpu_fix.sh"), content=f"{MARK}\n{lines}"))
+    steps += activation_steps(kind, prefix, xy, nvidia_path=nvidia_path, lines=activation_lines)
+    if nvidia_path and kind != "conda":
+        env_vars["LD_LIBRARY_PATH"] = f"{prefix}/lib/python{xy}/site-packages/nvidia/*/lib (each, prepended)"
     for line in activation_lines:
         k, _, v = line.partition("=")
         env_vars[k] = v

@@ -31,12 +31,12 @@ def environment_lines(env: Mapping[str, Any]) -> list[tuple[str, str]]:
         for lib in libs:
             if lib.get("path"):
                 ver = f" {lib['version']}" if lib.get("version") else ""
-                out.append((f"    {lib['name']} -> {lib['path']}{ver} (via {lib['via']}"
-                            + (f", from {lib['from']}" if lib.get("status") == "found-elsewhere" else "") + ")",
+                out.append((f"    {lib['name']} -> {lib['path']}{ver} (via {lib['via']})",
                             "green" if lib.get("status") == "found" else "yellow"))
             else:
                 instead = f"; found instead: {', '.join(lib['found_instead'][:3])}" if lib.get("found_instead") else ""
-                out.append((f"    {lib['name']} -> not found{instead}", "red"))
+                other = f" (on {lib['runpath_of']}'s RUNPATH, not searched)" if lib.get("runpath_of") else ""
+                out.append((f"    {lib['name']} -> not found{other}{instead}", "red"))
     rt = env.get("runtime")
     if rt:
         out += runtime_lines(rt)

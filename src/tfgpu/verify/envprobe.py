@@ -1,6 +1,6 @@
 """`tfgpu doctor --import`: the runtime truth about an environment. Imports TensorFlow in a child of that
-environment's interpreter (envprobe_script.py), has TensorFlow's own loader open each library the verdict
-predicted, and compares: library by library, the file the loader simulation named with the one the process
+environment's interpreter (envprobe_script.py), has TensorFlow's own loader (its DsoLoader functions, called
+in libtensorflow_framework) open each library the verdict predicted, and compares: library by library, the file the loader simulation named with the one the process
 mapped; TensorFlow's log explained by tfgpu.judge.explain."""
 
 # Paths here are strings from the facts and the environment.
@@ -59,7 +59,8 @@ def compare(libraries: list[Mapping[str, Any]], probe: Mapping[str, Any]) -> lis
             agree = os.path.realpath(predicted) == os.path.realpath(real)
         else:
             agree = predicted is None and real is None
-        out.append({"name": name, "predicted": predicted, "loaded": real, "error": error, "agree": agree})
+        out.append({"name": name, "predicted": predicted, "loaded": real, "error": error, "agree": agree,
+                    "opened_with": (probe.get("how") or {}).get(name)})
     return out
 
 

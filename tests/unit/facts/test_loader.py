@@ -28,6 +28,19 @@ def test_rpath_is_searched_first_only_without_runpath() -> None:
     assert [(d.path, d.via) for d in both] == [("/opt/a", "LD_LIBRARY_PATH"), ("/e/nvidia/cudnn/lib", "RUNPATH")]
 
 
+def test_the_executables_rpath_follows_the_callers_own_only_without_runpath() -> None:
+    """glibc's dl-load.c: without a DT_RUNPATH in the caller, the RPATHs of the caller (and its loaders), then the
+    executable's DT_RPATH, $ORIGIN there being the executable's directory (conda's python: $ORIGIN/../lib). TF 2.6.0's
+    framework has DT_RPATH $ORIGIN/, 2.7.0's DT_RUNPATH $ORIGIN/ (read from the wheels): tensorflow#52988's pair."""
+    fw, exe = "/c/sp/tensorflow/libtensorflow_framework.so.2", "/c/bin/python3.8"
+    old = loader.linux_search(caller=fw, rpath="$ORIGIN/", runpath=None, ld_library_path=None,
+                              exe_rpath="$ORIGIN/../lib", exe=exe)
+    assert [(d.path, d.via) for d in old] == [("/c/sp/tensorflow", "RPATH"), ("/c/lib", "RPATH of the executable")]
+    new = loader.linux_search(caller=fw, rpath=None, runpath="$ORIGIN/", ld_library_path=None,
+                              exe_rpath="$ORIGIN/../lib", exe=exe)
+    assert [(d.path, d.via) for d in new] == [("/c/sp/tensorflow", "RUNPATH")]
+
+
 def test_origin_forms_expand_and_normalise() -> None:
     assert loader.expand_origin("${ORIGIN}/../../nvidia/cublas/lib::$ORIGIN", "/sp/tensorflow") == [
         "/nvidia/cublas/lib", "/sp/tensorflow"]

@@ -186,6 +186,92 @@ def test_no_tensorflow_means_no_section_unless_named(tmp_path: Path) -> None:
     ("is_cuda_build = True\ncuda_version_number = '10.0'\ncudnn_version_number = '7'\n",
      {"is_cuda_build": True, "cuda_version_number": "10.0", "cudnn_version_number": "7"}),
     ("import os\nos.system('rm -rf /')\n", {}),
+    # tensorflow_gpu-2.3.0-cp36-cp36m-win_amd64.whl's build_info.py (read from the wheel), abridged
+    ("build_info = {'cuda_version': '64_101', 'cudnn_version': '64_7', 'cuda_compute_capabilities': ['sm_35', "
+     "'compute_70'], 'is_rocm_build': False, 'is_cuda_build': True, 'cudart_dll_name': 'cudart64_101.dll'}",
+     {"cuda_version": "64_101", "cudnn_version": "64_7", "cuda_compute_capabilities": ["sm_35", "compute_70"],
+      "is_rocm_build": False, "is_cuda_build": True, "cudart_dll_name": "cudart64_101.dll"}),
 ])
 def test_build_info_is_read_as_text_never_run(text: str, expected: dict[str, Any]) -> None:
     assert parse_build_info(text) == expected
+
+
+# TensorFlow 2.21.0's libtensorflow_framework.so.2 RUNPATH names every nvidia/*/lib but cusolver's, which sits on
+# libtensorflow_cc.so.2's; the loader (the framework's) does not read the latter (tests/data/envs/tf221-dsoloader.txt).
+TF221_FRAMEWORK_RUNPATH = ":".join(f"$ORIGIN/../../nvidia/{p}/lib:$ORIGIN/../nvidia/{p}/lib"
+                                   for p in ("nccl", "cuda_cupti", "cublas", "cudnn", "cufft", "cusparse", "cuda_runtime"))
+TF221_CC_RUNPATH = "$ORIGIN/:$ORIGIN/../../nvidia/cusolver/lib:$ORIGIN/../nvidia/cusolver/lib"
+TF221_BUILD_INFO = ("build_info = collections.OrderedDict([('cuda_compute_capabilities', ['sm_60', 'sm_70', 'sm_80', "
+                    "'sm_89', 'compute_90']), ('cuda_version', '12.5.1'), ('cudnn_version', '9'), ('is_cuda_build', "
+                    "True), ('is_rocm_build', False)])\n")
+AND_CUDA_221 = ("nvidia-cublas-cu12<13.0,>=12.5.3.2; extra == 'and-cuda'",
+                "nvidia-cusolver-cu12<12.0,>=11.6.3.83; extra == 'and-cuda'",
+                "nvidia-cudnn-cu12<10.0,>=9.3.0.75; extra == 'and-cuda'")
+CU12_9 = {**CU12, "cudnn": ["libcudnn.so.9"]}
+
+
+def make_221(root: Path, *, wheels: bool) -> Path:
+    env = make_env(root, tf="2.21.0", py="3.12", runpath=TF221_FRAMEWORK_RUNPATH, build_info=TF221_BUILD_INFO,
+                   requires=AND_CUDA_221, nvidia=CU12_9 if wheels else None, cudnn_wheel="9.10.2.21" if wheels else None)
+    write_elf(root / "lib" / "python3.12" / "site-packages" / "tensorflow" / "libtensorflow_cc.so.2",
+              ["libtensorflow_framework.so.2"], runpath=TF221_CC_RUNPATH, soname="libtensorflow_cc.so.2")
+    return env
+
+
+def test_tf_2_21_with_its_wheels_misses_cusolver_the_framework_does_not_search(tmp_path: Path) -> None:
+    v = judge(make_221(tmp_path / "e", wheels=True))
+    by = {lib["name"]: lib for lib in v["libraries"]}
+    assert "libcurand.so.10" not in by  # 2.14+ open no cuRAND (no GetCurandDsoHandle in the framework)
+    assert by["libcusolver.so.11"]["status"] == "missing"
+    assert by["libcusolver.so.11"]["runpath_of"] == "libtensorflow_cc.so.2"
+    assert by["libcublas.so.12"]["via"] == "RUNPATH"
+    assert v["verdict"] == CPU_ONLY
+    assert ids(v) == ["libs.not_on_search_path"]
+    assert "libtensorflow_cc.so.2's RUNPATH" in v["blockers"][0]["summary"]
+    assert v["blockers"][0]["repair"] == {"kind": "activation", "nvidia_libpath": True}
+
+
+def test_tf_2_21_with_the_activation_tfgpu_writes_uses_the_gpu(tmp_path: Path) -> None:
+    env = make_221(tmp_path / "e", wheels=True)
+    (env / "bin" / "activate").write_text(
+        'VIRTUAL_ENV=x\nfor _tfgpu_d in "$VIRTUAL_ENV"/lib/python3.12/site-packages/nvidia/*/lib; do\n'
+        '  [ -d "$_tfgpu_d" ] && LD_LIBRARY_PATH="$_tfgpu_d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"\ndone\n')
+    v = judge(env)
+    assert v["verdict"] == GPU, v["blockers"]
+    assert {lib["name"]: lib["via"] for lib in v["libraries"]}["libcusolver.so.11"] == "LD_LIBRARY_PATH"
+
+
+def test_tf_2_21_without_its_wheels_installs_them_and_the_library_path(tmp_path: Path) -> None:
+    from tfgpu.plan.envfix import plan_fix
+
+    env = make_221(tmp_path / "e", wheels=False)
+    v = judge(env)
+    assert ids(v) == ["libs.missing"]
+    repair = v["blockers"][0]["repair"]
+    assert repair["kind"] == "pip"
+    assert repair["nvidia_libpath"] is True
+    assert repair["off_runpath"] == ["cusolver"]
+    doc = probe_environment(str(env), how="--prefix", shell_env={}, explicit=True, ld_cache=b"")
+    assert doc is not None
+    plan = plan_fix(v, doc, uv="/usr/bin/uv")
+    assert [s.kind for s in plan.steps] == ["run", "append-file"]
+    assert "nvidia-cusolver-cu12<12.0,>=11.6.3.83" in plan.steps[0].argv
+
+
+def test_a_release_whose_framework_runpath_holds_every_wheel_needs_no_library_path(tmp_path: Path) -> None:
+    env = make_env(tmp_path / "e", tf="2.18.1", py="3.12", runpath=ALL_NVIDIA_RUNPATH, build_info=TF221_BUILD_INFO,
+                   requires=AND_CUDA_221)
+    v = judge(env)
+    assert ids(v) == ["libs.missing"]
+    assert "nvidia_libpath" not in v["blockers"][0]["repair"]
+
+
+@pytest.mark.parametrize(("tf", "curand"), [("1.14.0", True), ("2.2.0", True), ("2.13.1", True), ("2.14.0", False),
+                                            ("2.16.1", False), ("2.21.0", False)])
+def test_curand_is_opened_up_to_2_13_only(tf: str, curand: bool) -> None:
+    from packaging.version import Version
+
+    names = load_sonames().names_for(Version(tf), "12.3" if Version(tf) >= Version("2.14") else "11.2", "8")
+    assert ("curand" in names) is curand
+    assert names["cusolver"] == "libcusolver.so.11"
+    assert load_sonames().wheel_dirs["cusolver"] == "cusolver"

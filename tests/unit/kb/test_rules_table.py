@@ -232,10 +232,12 @@ def test_nvidia_library_path_follows_the_row() -> None:
 
     assert nvidia_libpath_needed(KB, Version("2.17.1"))
     assert not nvidia_libpath_needed(KB, Version("2.18.0"))
+    assert not nvidia_libpath_needed(KB, Version("2.20.0"))
+    assert nvidia_libpath_needed(KB, Version("2.21.0"))  # cusolver is off its framework's RUNPATH (sonames.toml)
     wider = with_rule(KB, "nvidia-wheels-need-library-path", ">=2.16,<2.19")
     assert nvidia_libpath_needed(wider, Version("2.18.0"))
     snippet = _venv_nvidia_snippet("3.12", KB)
-    assert "TensorFlow >=2.16,<2.18 " in snippet
+    assert "TensorFlow >=2.16,!=2.18.*,!=2.19.*,!=2.20.* " in snippet
     assert "https://github.com/tensorflow/tensorflow/issues/63362" in snippet
 
 

@@ -101,3 +101,18 @@ def test_undo_without_a_record_is_a_usage_error(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("TFGPU_HOME", str(tmp_path))
     with pytest.raises(UsageError, match="no record"):
         envfix.load_record(str(tmp_path / "nowhere"))
+
+
+def test_a_conda_environments_own_lib_goes_on_the_path_in_activate_d(tmp_path: Path) -> None:
+    from tfgpu.facts.environment import parse_activation
+
+    conda = {**ENV, "prefix": "/c", "python": "/c/bin/python3", "kind": "conda"}
+    v = verdict(finding("libs.not_on_search_path", {"kind": "activation", "prefix_libpath": True}))
+    plan = plan_fix(v, conda, uv=None)
+    assert [(s.kind, s.path) for s in plan.steps] == [("write-file", "/c/etc/conda/activate.d/tfgpu_fix.sh")]
+    values = {"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64", "CONDA_PREFIX": "/c"}
+    assert parse_activation(plan.steps[0].content or "", values, []) == []
+    assert values["LD_LIBRARY_PATH"] == "/c/lib:/usr/local/nvidia/lib64"  # read back as conda would set it
+    values = {"LD_LIBRARY_PATH": "", "CONDA_PREFIX": "/c"}
+    parse_activation(plan.steps[0].content or "", values, [])
+    assert values["LD_LIBRARY_PATH"] == "/c/lib"  # no empty entry (the current directory) when it was unset
