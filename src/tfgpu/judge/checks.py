@@ -17,8 +17,9 @@ from tfgpu.judge.findings import (
 
 if TYPE_CHECKING:
     from tfgpu.kb.knowledge import KnowledgeBase
+from tfgpu.judge.release_checks import last_windows_gpu_series
 from tfgpu.judge.system import _arm_fix
-from tfgpu.judge.verdict import ALLOW_GROWTH, SMALL_GPU_MIB, last_windows_gpu_series
+from tfgpu.judge.verdict import ALLOW_GROWTH, SMALL_GPU_MIB
 
 
 def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:

@@ -131,7 +131,8 @@ def ranked_recipes(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | Non
     verdict says the release will work here, a conda recipe whose channel does not carry the release is
     left out, as the verdict leaves it out (the doctor names the release the plan builds)."""
     from tfgpu.judge.findings import BLOCKED
-    from tfgpu.judge.verdict import rank_backends, recipe_available
+    from tfgpu.judge.release_checks import recipe_available
+    from tfgpu.judge.verdict import rank_backends
 
     recipes = candidate_recipes(kb, v, os_name)
     judged = verdict is not None and verdict.tf == str(v)
@@ -197,7 +198,7 @@ def _choose_one(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, 
     if not recipes:
         where = {"windows": "native Windows", "wsl2": "WSL2", "macos": "macOS"}.get(os_name, os_name)
         msg = f"tfgpu knows no GPU install recipe for TensorFlow {v} on {where}"
-        from tfgpu.judge.verdict import last_windows_gpu_series
+        from tfgpu.judge.release_checks import last_windows_gpu_series
 
         last = last_windows_gpu_series(kb)
         hint = (f"TensorFlow after {last} has no GPU build for native Windows: use WSL2, or --tf {last}"
