@@ -29,7 +29,7 @@ from tfgpu.backends.runners import (
 )
 from tfgpu.core.record import record
 from tfgpu.facts.machine import Machine, machine_memo
-from tfgpu.judge.findings import BackendVerdict, Finding
+from tfgpu.judge.findings import INFORMATIONAL, BackendVerdict, Finding
 from tfgpu.judge.gpu_rules import gpu_findings
 from tfgpu.kb.knowledge import KnowledgeBase
 from tfgpu.kb.queries import container_images, ngc_images
@@ -213,7 +213,7 @@ def _image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tup
             "choose an image with an older CUDA (tfgpu doctor lists them)"))
     elif m.driver is not None and image.driver is not None and m.driver < image.driver:
         caveats.append(Finding("container.forward_compat", f"{image.ref} runs on driver {m.driver_text} only through "
-                               "CUDA forward compatibility (data-center GPU)"))
+                               "CUDA forward compatibility (data-center GPU)", severity=INFORMATIONAL))
     fault = fault_finding(image, kb)
     if fault is not None:
         (blockers if image.fault is not None and image.fault.verdict == "blocked" else caveats).append(fault)

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 from packaging.version import Version
 
 from tfgpu.core.errors import DataError
-from tfgpu.core.record import record
+from tfgpu.core.record import record, replace
 from tfgpu.facts.machine import Machine
-from tfgpu.judge.findings import Finding
+from tfgpu.judge.findings import INFORMATIONAL, Finding
 from tfgpu.judge.gpu_rules import gpu_findings
 from tfgpu.judge.system import _arm_fix, _glibc_findings, _system_library_findings, driver_findings
 from tfgpu.kb.versions import normalize_cuda, version
@@ -189,9 +189,14 @@ def recipe_pythons(ctx: ReleaseContext, recipe: Recipe) -> tuple[str, ...]:
 
 def check_gpu_and_driver(ctx: ReleaseContext, rc: RecipeContext) -> tuple[list[Finding], list[Finding]]:
     """The GPUs against the recipe's binaries, and the driver against its CUDA (judged once per CUDA and
-    build: the recipes of a release mostly share them)."""
+    build: the recipes of a release mostly share them). Minor-version compatibility (the driver's CUDA older than
+    the libraries', same major) is informational for pip's wheels, whose binaries then carry SASS for every GPU
+    here (else the rule blocks them): pip installs the nvidia-* wheels whatever the driver. A conda solver may
+    refuse the newer CUDA (its __cuda virtual package), so there it stays a risk."""
     g_block, g_cav, jit = gpu_findings(ctx.m, ctx.kb, ctx.v, rc.cuda, rc.arch_build)
     d_block, d_cav = driver_findings(ctx.m, ctx.kb, rc.cuda, jit)
+    if rc.name == "pip":
+        d_cav = [replace(c, severity=INFORMATIONAL) if c.check == "driver.cuda" else c for c in d_cav]
     return g_block + d_block, g_cav + d_cav
 
 

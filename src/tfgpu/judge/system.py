@@ -9,9 +9,7 @@ from packaging.version import Version
 
 from tfgpu.facts.machine import Machine
 from tfgpu.facts.machine import maybe_version as _v
-from tfgpu.judge.findings import (
-    Finding,
-)
+from tfgpu.judge.findings import Finding
 from tfgpu.kb.versions import normalize_cuda, version
 
 if TYPE_CHECKING:

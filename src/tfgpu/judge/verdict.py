@@ -22,10 +22,13 @@ from tfgpu.facts.machine import Machine, resolve_version
 from tfgpu.judge.findings import (
     BLOCKED,
     CAVEATS,
+    INFORMATIONAL,
     READY,
     BackendVerdict,
     Finding,
     TargetVerdict,
+    graded_verdict,
+    usable_rank,
 )
 from tfgpu.judge.release_checks import (
     ReleaseContext,
@@ -76,7 +79,7 @@ def _presented(facts: Facts, kb: KnowledgeBase, v: Version, tv: TargetVerdict, *
     if backend == "auto" and tv.backends and (m.os or "linux") in ("linux", "wsl2") and not m.arm_linux:
         from tfgpu.judge.containers import judge_container
 
-        tv = replace(tv, backends=(*tv.backends, judge_container(facts, kb, v, m, wanted="container")))
+        tv = graded_verdict(replace(tv, backends=(*tv.backends, judge_container(facts, kb, v, m, wanted="container"))))
     return runnable_fixes(tv) if m.conda is None else tv
 
 
@@ -97,8 +100,13 @@ def runnable_fixes(tv: TargetVerdict) -> TargetVerdict:
 def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str = "auto",
                    machine: Machine | None = None) -> TargetVerdict:
     """One release judged check by check (tfgpu.judge.release_checks: the machine's blockers, then each recipe's
-    checks), then assembled: blocked, or the best recipe's verdict with the others' blockers as caveats."""
-    ctx = ReleaseContext(facts, kb, v, machine or Machine.from_facts(facts, kb), backend)
+    checks), then assembled: blocked, or the best recipe's verdict with the others' blockers as caveats; every
+    caveat graded (informational or risky)."""
+    return graded_verdict(_judge(ReleaseContext(facts, kb, v, machine or Machine.from_facts(facts, kb), backend)))
+
+
+def _judge(ctx: ReleaseContext) -> TargetVerdict:
+    kb, v, backend = ctx.kb, ctx.v, ctx.backend
     blockers = machine_blockers(ctx)
     build = kb.build_for(v, ctx.m.tf_os)
     if build is None:
@@ -290,20 +298,19 @@ def judge_newest_workable(facts: Facts, kb: KnowledgeBase, releases: list[Versio
             continue  # an older release that would be judged blocked is never picked: no need to judge it
         tv = _judge_release(facts, kb, v, backend=backend, machine=m)  # presented once picked (_presented)
         judged.append((v, tv))
-        if tv.verdict == READY:
+        if usable_rank(tv) == 0:
             break  # nothing older can be better
         if tv.verdict == BLOCKED and any(b.check in MACHINE_BLOCKERS for b in tv.blockers):
             break  # the machine blocks every release alike: no older patch release can help
-    pick = next((i for i, (_v, t) in enumerate(judged) if t.verdict == READY), None)
-    if pick is None:
-        pick = next((i for i, (_v, t) in enumerate(judged) if t.verdict == CAVEATS), 0)
+    pick = min(range(len(judged)), key=lambda i: (usable_rank(judged[i][1]), i))
     newest, (picked, best) = judged[0][1], judged[pick]
     if pick > 0:
-        why = (newest.blockers or newest.caveats or (Finding("", "it is not ready here"),))[0]
+        why = (newest.blockers or [c for c in newest.caveats if c.severity != INFORMATIONAL]
+               or (Finding("", "it is not ready here"),))[0]
         best = replace(best, caveats=(*best.caveats, Finding(
             "tf.patch", f"TensorFlow {newest.tf}, the newest {series_of(version(newest.tf))} release, is "
             f"{newest.verdict} here ({why.summary}); {best.tf} is the newest release of the series that is {best.verdict}",
-            fix=why.fix, mitigated_by=f"tfgpu recommends {best.tf}")))
+            fix=why.fix, mitigated_by=f"tfgpu recommends {best.tf}", severity=INFORMATIONAL)))
     return _presented(facts, kb, picked, best, backend=backend, machine=m)
 
 
