@@ -100,7 +100,8 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
 def _driver_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
     if not m.driver_known:
         return [Check("driver.installed", SKIP, "driver unknown (not in the facts)")]
-    out = []
+    if m.driver is None and m.driver_mismatch:
+        return [_mismatch_check(m)]
     if m.driver is None:
         if m.nvidia_pci:
             summary = f"an NVIDIA GPU is present ({m.nvidia_pci} device(s) on PCI) but no NVIDIA driver is loaded"
@@ -112,20 +113,35 @@ def _driver_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         else:
             summary = "no NVIDIA driver"
             fix = "if this machine has an NVIDIA GPU, install the NVIDIA driver; otherwise TensorFlow can only use the CPU"
-        out.append(Check("driver.installed", FAIL, summary, evidence=m.driver_error, source="driver probe", fix=fix))
-        return out
+        return [Check("driver.installed", FAIL, summary, evidence=m.driver_error, source="driver probe", fix=fix)]
     cuda = m.driver_cuda_version(kb)
     overridden = m.driver_source == "override"
-    out.append(Check("driver.installed", PASS, f"NVIDIA driver {m.driver_text}" + (f" (CUDA {cuda})" if cuda else "")
-                     + (" [override]" if overridden else ""), source="override" if overridden else "driver probe"))
-    if m.kernel_module and m.user_library and m.kernel_module != m.user_library:
-        out.append(Check(
-            "driver.kernel_match", FAIL,
-            f"kernel module {m.kernel_module} does not match the user-space driver {m.user_library}",
-            evidence="NVML: Driver/library version mismatch", source="driver probe",
-            fix="reboot (or unload and reload the nvidia kernel modules) after the driver upgrade",
-        ))
+    out = [Check("driver.installed", PASS, f"NVIDIA driver {m.driver_text}" + (f" (CUDA {cuda})" if cuda else "")
+                 + (" [override]" if overridden else ""), source="override" if overridden else "driver probe")]
+    if (m.kernel_module and m.user_library and m.kernel_module != m.user_library) or m.driver_mismatch:
+        out.append(_mismatch_check(m))
+    elif m.driver_not_loaded and (m.all_gpus or m.nvidia_pci):
+        out.append(Check("driver.installed", FAIL, f"NVIDIA driver {m.driver_text} does not answer",
+                         evidence=m.driver_error, source="driver probe",
+                         fix="load it (sudo modprobe nvidia) or reinstall it, then reboot"))
+    elif m.libcuda is False:
+        out.append(Check("driver.libcuda", FAIL, "the driver's CUDA library (libcuda.so.1) is missing or does not load",
+                         evidence=m.driver_error or "nvidia-smi: CUDA Version: N/A", source="driver probe",
+                         fix="reinstall the NVIDIA driver with its CUDA library (Ubuntu: the libnvidia-compute package "
+                             "of its branch), then reboot"))
     return out
+
+
+def _mismatch_check(m: Machine) -> Check:
+    """The driver's kernel module and user-space library differ (an upgrade without a reboot)."""
+    both = m.kernel_module and m.user_library and m.kernel_module != m.user_library
+    return Check(
+        "driver.kernel_match", FAIL,
+        f"kernel module {m.kernel_module} does not match the user-space driver {m.user_library}" if both else
+        "the driver's kernel module and user-space library are different versions",
+        evidence=m.driver_error or "NVML: Driver/library version mismatch", source="driver probe",
+        fix="reboot (or unload and reload the nvidia kernel modules) after the driver upgrade",
+    )
 
 
 def _gpu_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:

@@ -107,21 +107,46 @@ def check_cpu_avx(ctx: ReleaseContext) -> list[Finding]:
 
 def check_driver_installed(ctx: ReleaseContext) -> list[Finding]:
     m = ctx.m
-    if not (m.driver_known and m.driver is None):
-        return []
-    if m.nvidia_pci:
-        return [Finding("driver.installed", "an NVIDIA GPU is present but no driver is loaded",
-                        fix="install the NVIDIA driver, then reboot")]
-    return [Finding("driver.installed", "no NVIDIA driver (and no NVIDIA GPU found)",
-                    fix="install an NVIDIA GPU and its driver; without one TensorFlow uses the CPU")]
+    if m.driver_known and m.driver is None and not m.driver_mismatch:
+        if m.nvidia_pci:
+            return [Finding("driver.installed", "an NVIDIA GPU is present but no driver is loaded",
+                            fix="install the NVIDIA driver, then reboot")]
+        return [Finding("driver.installed", "no NVIDIA driver (and no NVIDIA GPU found)",
+                        fix="install an NVIDIA GPU and its driver; without one TensorFlow uses the CPU")]
+    if m.driver is not None and m.driver_not_loaded and not m.driver_mismatch and (m.all_gpus or m.nvidia_pci):
+        # files name a driver version, but NVML / nvidia-smi cannot reach the kernel driver
+        return [Finding("driver.installed", f"NVIDIA driver {m.driver_text} is installed but does not answer "
+                        f"({m.driver_error or 'NVML: Driver Not Loaded'})",
+                        fix="load it (sudo modprobe nvidia) or reinstall it, then reboot")]
+    return []
 
 
 def check_driver_kernel_match(ctx: ReleaseContext) -> list[Finding]:
+    """The driver's kernel module and its user-space libraries are of different versions (an upgrade without a
+    reboot): NVML refuses ("Driver/library version mismatch") and CUDA finds no device. Known from both versions,
+    or from the probe's flag and the error text alone."""
     m = ctx.m
-    if not (m.kernel_module and m.user_library and m.kernel_module != m.user_library):
+    differ = bool(m.kernel_module and m.user_library and m.kernel_module != m.user_library)
+    if not (differ or m.driver_mismatch):
         return []
-    return [Finding("driver.kernel_match", "the driver's kernel module and user-space library differ",
+    return [Finding("driver.kernel_match", "the driver's kernel module and user-space library differ"
+                    + ("" if differ else f" ({m.driver_error or 'Driver/library version mismatch'})"),
                     fix="reboot (or reload the nvidia kernel modules)")]
+
+
+def check_libcuda(ctx: ReleaseContext) -> list[Finding]:
+    """The driver's CUDA library (libcuda.so.1; nvcuda.dll on Windows; /usr/lib/wsl/lib in WSL2) does not load:
+    TensorFlow prints "Could not load dynamic library 'libcuda.so.1'" and uses the CPU. nvidia-smi shows it as
+    "CUDA Version: N/A", NVML's nvmlSystemGetCudaDriverVersion_v2 as NVML_ERROR_LIBRARY_NOT_FOUND."""
+    m = ctx.m
+    if m.libcuda is not False or m.driver_mismatch or (m.driver_known and m.driver is None):
+        return []  # a mismatch or a missing driver explains it already
+    where = {"windows": "nvcuda.dll", "wsl2": "/usr/lib/wsl/lib/libcuda.so.1"}.get(m.os or "", "libcuda.so.1")
+    fix = ("update or reinstall the NVIDIA driver on Windows, then `wsl --shutdown`" if m.os == "wsl2" else
+           "reinstall the NVIDIA driver with its CUDA library (Ubuntu: the libnvidia-compute package of its "
+           "branch), then reboot")
+    return [Finding("driver.libcuda", f"the driver's CUDA library ({where}) is missing or does not load "
+                    "(nvidia-smi: 'CUDA Version: N/A'): TensorFlow cannot use the GPU", fix=fix)]
 
 
 def check_gpu_present(ctx: ReleaseContext) -> list[Finding]:
@@ -149,6 +174,7 @@ MACHINE_CHECKS: tuple[tuple[str, Callable[[ReleaseContext], list[Finding]]], ...
     ("cpu.avx", check_cpu_avx),
     ("driver.installed", check_driver_installed),
     ("driver.kernel_match", check_driver_kernel_match),
+    ("driver.libcuda", check_libcuda),
     ("gpu.present", check_gpu_present),
     ("env.cuda_visible_devices", check_visible_devices),
 )

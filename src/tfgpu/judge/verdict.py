@@ -55,8 +55,8 @@ SMALL_GPU_MIB = 4096
 ALLOW_GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH=true"
 
 #: Blockers that come from the machine alone, whatever the release (judge_newest_workable stops at them).
-MACHINE_BLOCKERS = frozenset({"os.supported", "os.wsl", "driver.installed", "driver.kernel_match", "gpu.present",
-                              "env.cuda_visible_devices", "cpu.arch"})
+MACHINE_BLOCKERS = frozenset({"os.supported", "os.wsl", "driver.installed", "driver.kernel_match", "driver.libcuda",
+                              "gpu.present", "env.cuda_visible_devices", "cpu.arch"})
 
 
 # --------------------------------------------------------------------------- per-target verdicts
