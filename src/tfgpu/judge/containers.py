@@ -218,7 +218,11 @@ def _image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tup
     if fault is not None:
         (blockers if image.fault is not None and image.fault.verdict == "blocked" else caveats).append(fault)
     if image.family == "tensorflow":
-        g_block, g_cav, _jit = gpu_findings(m, kb, image.tf, image.cuda, "pip")  # the image holds the pip wheel
+        if m.avx is False and kb.cpu_requirement("avx", image.tf) is not None:  # the image holds the pip wheel
+            blockers.append(Finding("cpu.avx", f"{image.ref}: TensorFlow {image.tf}'s wheels in the image need AVX; "
+                                    "this CPU has none ('Illegal instruction')",
+                                    fix="use a release whose build runs without AVX: tfgpu doctor names one"))
+        g_block, g_cav, _jit = gpu_findings(m, kb, image.tf, image.cuda, "pip")
         blockers += [Finding(f.check, f"{image.ref}: {f.summary}", f.fix) for f in g_block]
         caveats += g_cav
         return blockers, caveats

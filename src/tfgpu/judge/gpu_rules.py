@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from tfgpu.kb.records import ArchTargets, Toolkit
 
 
+#: How a finding names whose binaries it judges (tfgpu.judge.release_checks.arch_build).
+BUILD_NAMES = {"pip": "official wheels", "conda-forge": "conda-forge builds", "anaconda": "Anaconda's builds"}
+
+
 def _cc(text: str) -> Version:
     return version(str(text))
 
@@ -66,7 +70,7 @@ def _judge_gpus(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
             "checked", fix="run tfgpu doctor on the machine itself (it reads the GPUs), or pass --gpu-cc X.Y"))
     archs = kb.archs_for(v, m.tf_os, build, cuda if build != "pip" else None)
     toolkit = kb.toolkit(_libs_cuda(kb, v, cuda, m.tf_os))
-    judged = [(gs, *_judge_kind(kb, v, cuda, m.tf_os, name, cc_text, archs, toolkit))
+    judged = [(gs, *_judge_kind(kb, v, cuda, m.tf_os, name, cc_text, archs, toolkit, build))
               for name, cc_text, gs in _gpu_kinds(m, kb)]
     runs = [(gs, c, j) for gs, b, c, j in judged if not b]
     fails = [(gs, b) for gs, b, _c, _j in judged if b]
@@ -107,7 +111,7 @@ def _gpu_label(g: dict[str, Any]) -> str:
 
 
 def _judge_kind(kb: KnowledgeBase, v: Version, cuda: str, os: str, name: str, cc_text: str, archs: ArchTargets | None,
-                toolkit: Toolkit | None) -> tuple[list[Finding], list[Finding], bool]:
+                toolkit: Toolkit | None, build: str = "pip") -> tuple[list[Finding], list[Finding], bool]:
     """One kind of GPU against the CUDA and the code of a build: (blockers, caveats, needs_ptx_jit)."""
     cc = _cc(cc_text)
     outside = _outside_toolkit(cc, toolkit)
@@ -124,18 +128,18 @@ def _judge_kind(kb: KnowledgeBase, v: Version, cuda: str, os: str, name: str, cc
                         fix=f"use an older TensorFlow whose CUDA supports compute capability {cc_text}")], [], False
     if archs is None:
         return [], [], False
-    return _judge_code(kb, v, os, name, cc, cc_text, archs)
+    return _judge_code(kb, v, os, name, cc, cc_text, archs, BUILD_NAMES.get(build, build))
 
 
 def _judge_code(kb: KnowledgeBase, v: Version, os: str, name: str, cc: Version, cc_text: str,
-                archs: ArchTargets) -> tuple[list[Finding], list[Finding], bool]:
-    """One kind of GPU against the SASS and PTX a build carries."""
+                archs: ArchTargets, whose: str = "official wheels") -> tuple[list[Finding], list[Finding], bool]:
+    """One kind of GPU against the SASS and PTX a build carries (``whose``: how the findings name the build)."""
     sass = [_cc(s) for s in archs.sass]
     ptx = _usable_ptx(archs, cc)
     if sass and cc < min(sass) and (ptx is None or cc < ptx):
         return [Finding(
             "gpu.arch",
-            f"{name}: TensorFlow {v}'s official wheels carry code for compute capability >= {min(sass)} only "
+            f"{name}: TensorFlow {v}'s {whose} carry code for compute capability >= {min(sass)} only "
             f"(SASS {', '.join(archs.sass)})",
             fix="use an older TensorFlow that still supports this GPU, or build TensorFlow from source",
         )], [], False
@@ -150,7 +154,7 @@ def _judge_code(kb: KnowledgeBase, v: Version, os: str, name: str, cc: Version, 
     if ptx is not None and ptx <= cc and any(_cc(f) == cc for f in archs.ptx_fails):
         return [Finding(
             "gpu.arch",
-            f"{name}: TensorFlow {v}'s official wheels carry no SASS for it, and their compute_"
+            f"{name}: TensorFlow {v}'s {whose} carry no SASS for it, and their compute_"
             f"{str(ptx).replace('.', '')} PTX is reported not to load on it (CUDA_ERROR_INVALID_PTX, then "
             "CUDA_ERROR_INVALID_HANDLE at the first GPU op)",
             fix=_no_wheel_fix(kb, cc, cc_text, os),

@@ -14,7 +14,7 @@ from tfgpu.core.errors import DataError
 from tfgpu.core.record import record, replace
 from tfgpu.facts.machine import Machine
 from tfgpu.judge.findings import INFORMATIONAL, Finding
-from tfgpu.judge.gpu_rules import gpu_findings
+from tfgpu.judge.gpu_rules import BUILD_NAMES, gpu_findings
 from tfgpu.judge.system import _arm_fix, _glibc_findings, _system_library_findings, driver_findings
 from tfgpu.kb.versions import normalize_cuda, version
 
@@ -98,13 +98,6 @@ def check_cpu_arch(ctx: ReleaseContext) -> list[Finding]:
                     "NVIDIA GPU (PyPI's are AWS's CPU-only tensorflow-cpu-aws)", fix=_arm_fix(m, ctx.kb))]
 
 
-def check_cpu_avx(ctx: ReleaseContext) -> list[Finding]:
-    if ctx.m.avx is not False or ctx.kb.cpu_requirement("avx", ctx.v) is None:
-        return []
-    return [Finding("cpu.avx", f"TensorFlow {ctx.v}'s official wheels need AVX; this CPU has none ('Illegal instruction')",
-                    fix="use TF <= 1.5 or a build without AVX")]
-
-
 def check_driver_installed(ctx: ReleaseContext) -> list[Finding]:
     m = ctx.m
     if m.driver_known and m.driver is None and not m.driver_mismatch:
@@ -171,7 +164,6 @@ MACHINE_CHECKS: tuple[tuple[str, Callable[[ReleaseContext], list[Finding]]], ...
     ("os.windows_gpu", check_windows_gpu),
     ("os.wsl", check_wsl1),
     ("cpu.arch", check_cpu_arch),
-    ("cpu.avx", check_cpu_avx),
     ("driver.installed", check_driver_installed),
     ("driver.kernel_match", check_driver_kernel_match),
     ("driver.libcuda", check_libcuda),
@@ -211,6 +203,17 @@ def recipe_pythons(ctx: ReleaseContext, recipe: Recipe) -> tuple[str, ...]:
     if limit is not None:
         pythons = tuple(p for p in pythons if p in limit.python)
     return pythons
+
+
+def check_cpu_features(ctx: ReleaseContext, rc: RecipeContext) -> tuple[list[Finding], list[Finding]]:
+    """The CPU against the recipe's binaries: the official wheels need AVX from 1.6 (TF 1.6 release notes);
+    Anaconda's builds are compiled with -march=nocona and need none (compat/tensorflow.toml `cpu_requirements`)."""
+    if ctx.m.avx is not False or ctx.kb.cpu_requirement("avx", ctx.v, rc.arch_build) is None:
+        return [], []
+    return [Finding("cpu.avx", f"TensorFlow {ctx.v}'s {BUILD_NAMES.get(rc.arch_build, rc.arch_build)} need AVX; this CPU "
+                    "has none ('Illegal instruction')",
+                    fix="use a build without AVX (Anaconda's tensorflow-gpu 1.9-2.4: --backend conda), TF <= 1.5, or a "
+                    "CPU with AVX")], []
 
 
 def check_gpu_and_driver(ctx: ReleaseContext, rc: RecipeContext) -> tuple[list[Finding], list[Finding]]:
@@ -270,6 +273,7 @@ def check_system_libraries(ctx: ReleaseContext, rc: RecipeContext) -> tuple[list
 
 #: Each recipe's checks, in the order their findings are listed: (check id prefix, check) -> (blockers, caveats).
 RECIPE_CHECKS: tuple[tuple[str, Callable[[ReleaseContext, RecipeContext], tuple[list[Finding], list[Finding]]]], ...] = (
+    ("cpu.avx", check_cpu_features),
     ("gpu/driver", check_gpu_and_driver),
     ("python", check_python),
     ("tf.wheel/glibc", check_wheels),
@@ -292,9 +296,12 @@ def recipe_findings(ctx: ReleaseContext, rc: RecipeContext) -> tuple[list[Findin
 
 
 def arch_build(recipe: Recipe) -> str:
-    """Whose binaries a recipe installs: conda-forge's own builds, or the official wheels (pip and the
-    conda+pip recipes; Anaconda's builds are judged by the wheels' rows, compat/tf_archs.toml)."""
-    return "conda-forge" if recipe.backend == "conda" and "conda-forge" in recipe.channels else "pip"
+    """Whose binaries a recipe installs: conda-forge's own builds, Anaconda's (the defaults channel), or the
+    official wheels (pip and the conda+pip recipes). Each is judged by its own rows of compat/tf_archs.toml and
+    compat/tensorflow.toml `cpu_requirements`, where it has them (else by the official wheels')."""
+    if recipe.backend != "conda":
+        return "pip"
+    return "conda-forge" if "conda-forge" in recipe.channels else "anaconda"
 
 
 def backend_name(recipe: Recipe) -> str:
@@ -329,13 +336,14 @@ def recipe_cuda(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str, default_
                 driver_cuda: Version | None = None) -> tuple[str, str]:
     """The CUDA/cuDNN a recipe really brings (Anaconda's builds do not always use upstream's). Of a
     channel's CUDA variants of one release, the solver takes the newest the driver allows (conda's __cuda
-    virtual package = the driver's CUDA): the newest variant <= ``driver_cuda``, else the oldest."""
+    virtual package = the driver's CUDA; Anaconda's cudatoolkit packages carry that constraint since
+    AnacondaRecipes/repodata-hotfixes#81, 2020): the newest variant <= ``driver_cuda``, else the oldest."""
     if recipe.backend == "conda":
         rows = kb.conda_packages(v=v, os="windows" if os == "windows" else "linux")
         forge = arch_build(recipe) == "conda-forge"
         rows = [r for r in rows if r.name in ("tensorflow-gpu", "tensorflow") and (r.cudatoolkit or r.cuda)
                 and (r.channel == "conda-forge") == forge]  # each channel's own builds
-        if rows and forge:
+        if rows:
             # a variant the feedstock dropped again (2.19.1's CUDA 12.9) has older builds than the variant
             # that replaced it: the solver takes the newest build, so the replacement is what installs
             rows = [r for r in rows if not r.raw.get("dropped")] or rows

@@ -217,12 +217,15 @@ class GpuDevice:
 
 @record
 class CpuRequirement:
-    """A CPU instruction set the official prebuilt binaries of some releases need (compat/tensorflow.toml)."""
+    """A CPU instruction set the prebuilt binaries of some releases need, or a build that does not (compat/
+    tensorflow.toml `cpu_requirements`)."""
 
     feature: str  # e.g. "avx"
     tf: VersionSpec
     text: str
     source: str
+    build: str = "pip"  # whose binaries: "pip" (the official wheels), "anaconda", ...
+    required: bool = True  # False: a build that does not need the feature (Anaconda's -march=nocona builds)
 
 
 @record
