@@ -204,6 +204,7 @@ def _tf_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         return [Check("tf.installed", PASS, "no TensorFlow in this environment (tfgpu create makes a separate one)")]
     out = [Check("tf.installed", PASS, "TensorFlow here: " + ", ".join(f"{k} {v}" for k, v in dists.items()),
                  source="installed distributions")]
+    out += _tf_newer_than_kb(dists, kb)
     cpu_and_gpu = {"tensorflow", "tensorflow-gpu"} <= set(dists) or {"tensorflow-cpu", "tensorflow-gpu"} <= set(dists)
     if cpu_and_gpu:
         out.append(Check(
@@ -217,6 +218,21 @@ def _tf_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
     if gpu is not None and placeholder is not None and gpu >= placeholder:
         out.append(Check("tf.placeholder", FAIL, f"tensorflow-gpu {gpu} is an empty placeholder that raises an error",
                          fix="pip uninstall tensorflow-gpu && pip install 'tensorflow[and-cuda]'"))
+    return out
+
+
+def _tf_newer_than_kb(dists: dict[str, str], kb: KnowledgeBase) -> list[Check]:
+    """An installed TensorFlow newer than every release the knowledge base knows: said, never judged as if it
+    were an older release."""
+    from tfgpu.kb.queries import UPDATE_KB, newer_than_kb
+
+    out = []
+    for dist, text in dists.items():
+        ver = _v(text)
+        if ver is not None and dist in ("tensorflow", "tensorflow-gpu", "tensorflow-cpu") and newer_than_kb(kb, text, ver):
+            out.append(Check("tf.unknown", WARN, f"{dist} {text} is newer than tfgpu's knowledge base (dated "
+                             f"{kb.date or kb.data_version}): tfgpu knows nothing about its CUDA, cuDNN or GPU code",
+                             source="installed distributions", fix=UPDATE_KB))
     return out
 
 

@@ -291,6 +291,11 @@ class KnowledgeBase:
             close = _nearest(wanted, [version(s) for s in self.series(os)])
         else:
             close = _nearest(wanted, [r.version for r in known])
+        from tfgpu.kb.queries import newer_than_kb
+
+        newer = newer_than_kb(self, raw, wanted)
+        if newer is not None:
+            raise UsageError(newer.message, hint=f"{newer.hint}; closest known: {', '.join(close) or 'none'}")
         where = {"linux": "Linux", "windows": "native Windows", "macos": "macOS", "wsl2": "WSL2"}.get(os, os)
         msg = f"TensorFlow {raw} has no GPU release on {where} in tfgpu's knowledge base"
         raise UsageError(
