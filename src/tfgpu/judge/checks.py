@@ -70,10 +70,7 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
     and_cuda = kb.and_cuda_from()  # compat/releases.toml: the first release with pip's [and-cuda] extra (2.14.0)
     since = f"{and_cuda.major}.{and_cuda.minor}" if and_cuda else "?"
     if m.toolkits:
-        versions = ", ".join(f"{t.get('version')} ({t.get('path')})" for t in m.toolkits)
-        add(Check("cuda.toolkit", PASS, f"CUDA toolkit(s): {versions}",
-                  source=", ".join(sorted({str(t.get('source')) for t in m.toolkits})),
-                  fix=f"only pip installs of TF < {since} use a system CUDA; conda and TF >= {since} bring their own"))
+        add(_toolkit_check(m, kb, since))
     else:
         add(Check("cuda.toolkit", PASS if m.driver_known else SKIP, "no system CUDA toolkit (fine: conda recipes and "
                   f"TF >= {since} pip wheels bring their own)"))
@@ -95,6 +92,23 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
     out.extend(_tf_checks(m, kb))
     out.extend(_cpu_build_checks(m, kb))
     return out
+
+
+def _toolkit_check(m: Machine, kb: KnowledgeBase, since: str) -> Check:
+    """The system CUDA toolkits; a toolkit newer than the driver supports is a warning (programs built with it
+    fail with cudaErrorInsufficientDriver, or run through minor-version compatibility with its limits), not a tick."""
+    versions = ", ".join(f"{t.get('version')} ({t.get('path')})" for t in m.toolkits)
+    source = ", ".join(sorted({str(t.get('source')) for t in m.toolkits}))
+    fix = f"only pip installs of TF < {since} use a system CUDA; conda and TF >= {since} bring their own"
+    driver_cuda = m.driver_cuda_version(kb) if m.driver is not None else None
+    newer = [str(t.get("version")) for t in m.toolkits if driver_cuda is not None and (tv := _v(t.get("version")))
+             is not None and (tv.major, tv.minor) > (driver_cuda.major, driver_cuda.minor)]
+    if not newer:
+        return Check("cuda.toolkit", PASS, f"CUDA toolkit(s): {versions}", source=source, fix=fix)
+    return Check("cuda.toolkit", WARN, f"CUDA toolkit(s): {versions}; {', '.join(newer)} is newer than driver "
+                 f"{m.driver_text} supports (CUDA {driver_cuda}): what is built with it or loads its libraries needs a "
+                 "newer driver (or runs through minor-version compatibility, with its limits)", source=source,
+                 fix=f"upgrade the NVIDIA driver, or use a CUDA toolkit <= {driver_cuda}; {fix}")
 
 
 def _driver_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
@@ -224,7 +238,8 @@ def _tf_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
 def _tf_newer_than_kb(dists: dict[str, str], kb: KnowledgeBase) -> list[Check]:
     """An installed TensorFlow newer than every release the knowledge base knows: said, never judged as if it
     were an older release."""
-    from tfgpu.kb.queries import UPDATE_KB, newer_than_kb
+    from tfgpu.kb.fresh import UPDATE_KB
+    from tfgpu.kb.queries import newer_than_kb
 
     out = []
     for dist, text in dists.items():

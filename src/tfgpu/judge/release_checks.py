@@ -15,7 +15,13 @@ from tfgpu.core.record import record, replace
 from tfgpu.facts.machine import Machine
 from tfgpu.judge.findings import INFORMATIONAL, Finding
 from tfgpu.judge.gpu_rules import BUILD_NAMES, gpu_findings
-from tfgpu.judge.system import _arm_fix, _glibc_findings, _system_library_findings, driver_findings
+from tfgpu.judge.system import (
+    _arm_fix,
+    _glibc_findings,
+    _system_library_findings,
+    driver_findings,
+    recipe_available,
+)
 from tfgpu.kb.versions import normalize_cuda, version
 
 if TYPE_CHECKING:
@@ -306,30 +312,6 @@ def arch_build(recipe: Recipe) -> str:
 
 def backend_name(recipe: Recipe) -> str:
     return "pip" if recipe.backend == "pip" else "conda"
-
-
-def recipe_conda_package(recipe: Recipe) -> tuple[str, str] | None:
-    """(TensorFlow package, channel family) a conda recipe installs, read from its own packages and channels
-    (compat/recipes.toml: "python={python},tensorflow-gpu={tf}" on defaults -> ("tensorflow-gpu", "anaconda"))."""
-    conda_part = recipe.packages.partition("; pip:")[0]
-    names = [spec.strip().split("=")[0].strip() for spec in conda_part.split(",")]
-    package = next((n for n in names if n.startswith("tensorflow")), None)
-    if package is None:
-        return None
-    return package, "conda-forge" if "conda-forge" in recipe.channels else "anaconda"
-
-
-def recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) -> bool:
-    """Conda metapackages exist only for the versions the channel has."""
-    if recipe.backend != "conda":
-        return True
-    want = recipe_conda_package(recipe)
-    if want is None:
-        return True
-    rows = kb.conda_packages(name=want[0], v=v, os="windows" if os == "windows" else "linux")
-    # Anaconda's channel goes by three names; conda-forge's builds are only conda-forge's
-    same = ("anaconda", "defaults", "main") if want[1] == "anaconda" else (want[1],)
-    return any(r.channel in same for r in rows)
 
 
 def recipe_cuda(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str, default_cuda: str, default_cudnn: str,

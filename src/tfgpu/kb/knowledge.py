@@ -291,9 +291,10 @@ class KnowledgeBase:
             close = _nearest(wanted, [version(s) for s in self.series(os)])
         else:
             close = _nearest(wanted, [r.version for r in known])
-        from tfgpu.kb.queries import newer_than_kb
+        from tfgpu.kb.fresh import newer_release_error
 
-        newer = newer_than_kb(self, raw, wanted)
+        newer = newer_release_error(raw, wanted, [r.version for r in self.releases if r.dist == "tensorflow"],
+                                    self.date or self.data_version)
         if newer is not None:
             raise UsageError(newer.message, hint=f"{newer.hint}; closest known: {', '.join(close) or 'none'}")
         where = {"linux": "Linux", "windows": "native Windows", "macos": "macOS", "wsl2": "WSL2"}.get(os, os)

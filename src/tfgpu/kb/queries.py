@@ -9,6 +9,7 @@ from typing import Any
 from packaging.version import Version
 
 from tfgpu.core.errors import UsageError
+from tfgpu.kb.fresh import newer_release_error
 from tfgpu.kb.knowledge import KnowledgeBase, load_kb
 from tfgpu.kb.records import ContainerImage, ContainerSeries, InstallAs, Note, Pin, PythonLimit, Verified
 from tfgpu.kb.specifiers import VersionSpec
@@ -156,20 +157,7 @@ def data_version() -> str:
 
 
 def newer_than_kb(kb: KnowledgeBase, raw: str, wanted: Version) -> UsageError | None:
-    """A TensorFlow release (or series, or pre-release: 2.22.0rc0) newer than every release the knowledge base
-    knows: an error saying so, with the knowledge base's date and how to update it -- never judged as if it were
-    an older release (None: the knowledge base knows releases up to or past it)."""
-    newest = max((r.version for r in kb.releases if r.dist == "tensorflow"), default=None)
-    if newest is None:
-        return None
-    series = len(raw.split(".")) == 2
-    if (wanted.release[:2] <= newest.release[:2]) if series else (wanted <= newest or wanted.base_version == str(newest)):
-        return None
-    msg = (f"TensorFlow {raw} is newer than tfgpu's knowledge base (dated {kb.date or kb.data_version}; the newest "
-           f"release it knows is {newest}): tfgpu cannot judge it")
-    return UsageError(msg, hint=UPDATE_KB)
-
-
-#: How a user gets a newer knowledge base (it ships with tfgpu).
-UPDATE_KB = ("update tfgpu for a newer knowledge base: pull and reinstall your checkout, or python3 -m pip install "
-             "--upgrade tfgpu; `tfgpu compat` lists the releases it knows")
+    """A TensorFlow release (or series, or pre-release) newer than every release the knowledge base knows: the
+    error tfgpu.kb.fresh.newer_release_error makes (None: the knowledge base knows releases up to or past it)."""
+    return newer_release_error(raw, wanted, [r.version for r in kb.releases if r.dist == "tensorflow"],
+                               kb.date or kb.data_version)

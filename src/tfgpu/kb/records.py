@@ -273,7 +273,7 @@ RULE_SUBJECTS = ("tf", "cuda", "cc")
 #: The rules tfgpu's code asks for by id: compat/rules.toml must have each (a missing one is a DataError when
 #: the table is loaded, not a silent default in code).
 RULE_IDS = ("cuda-libraries-per-major", "system-cuda-any-minor", "mig", "tensorflow-cpu-package",
-            "gpu-in-tensorflow-package", "nvidia-wheels-need-library-path", "wheels-64-bit-only")
+            "gpu-in-tensorflow-package", "nvidia-wheels-need-library-path", "wheels-64-bit-only", "cudnn-newer-minor")
 
 
 @record

@@ -132,7 +132,7 @@ def ranked_recipes(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | Non
     verdict says the release will work here, a conda recipe whose channel does not carry the release is
     left out, as the verdict leaves it out (the doctor names the release the plan builds)."""
     from tfgpu.judge.findings import BLOCKED
-    from tfgpu.judge.release_checks import recipe_available
+    from tfgpu.judge.system import recipe_available
     from tfgpu.judge.verdict import rank_backends
 
     recipes = candidate_recipes(kb, v, os_name)
