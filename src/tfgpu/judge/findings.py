@@ -58,13 +58,19 @@ class Finding:
 def graded(caveats: tuple[Finding, ...]) -> tuple[Finding, ...]:
     """Caveats with their severity: the one a check gave, else informational when the environment tfgpu makes
     mitigates it, else risky."""
+    if all(c.severity for c in caveats):
+        return caveats
     return tuple(c if c.severity else replace(c, severity=INFORMATIONAL if c.mitigated_by else RISKY) for c in caveats)
 
 
 def graded_verdict(tv: TargetVerdict) -> TargetVerdict:
-    """A release's verdict with every caveat graded, its own and each backend's."""
+    """A release's verdict with every caveat graded, its own and each backend's (the verdict as it is when every
+    caveat has its severity already)."""
+    if all(c.severity for c in tv.caveats) and all(c.severity for b in tv.backends for c in b.caveats):
+        return tv
     return replace(tv, caveats=graded(tv.caveats),
-                   backends=tuple(replace(b, caveats=graded(b.caveats)) for b in tv.backends))
+                   backends=tuple(b if all(c.severity for c in b.caveats) else replace(b, caveats=graded(b.caveats))
+                                  for b in tv.backends))
 
 
 def usable_rank(tv: TargetVerdict) -> int:

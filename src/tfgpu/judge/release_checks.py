@@ -6,12 +6,12 @@ in order (tfgpu.judge.verdict assembles the results). Pure."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
 from tfgpu.core.errors import DataError
-from tfgpu.core.record import record, replace
+from tfgpu.core.record import field, record, replace
 from tfgpu.facts.machine import Machine
 from tfgpu.judge.findings import INFORMATIONAL, Finding
 from tfgpu.judge.gpu_rules import BUILD_NAMES, gpu_findings
@@ -39,6 +39,8 @@ class ReleaseContext:
     v: Version
     m: Machine
     backend: str = "auto"
+    #: what the recipes of the release share, worked out once: (CUDA, whose build) -> the GPU and driver findings
+    shared: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def os(self) -> str:
@@ -58,6 +60,7 @@ class RecipeContext:
     arch_build: str
     build: Build
     rel: Release | None
+    pythons: tuple[str, ...] = ()  # the Pythons it installs the release for (recipe_pythons)
 
 
 # --------------------------------------------------------------------------- the machine's blockers
@@ -228,8 +231,11 @@ def check_gpu_and_driver(ctx: ReleaseContext, rc: RecipeContext) -> tuple[list[F
     the libraries', same major) is informational for pip's wheels, whose binaries then carry SASS for every GPU
     here (else the rule blocks them): pip installs the nvidia-* wheels whatever the driver. A conda solver may
     refuse the newer CUDA (its __cuda virtual package), so there it stays a risk."""
-    g_block, g_cav, jit = gpu_findings(ctx.m, ctx.kb, ctx.v, rc.cuda, rc.arch_build)
-    d_block, d_cav = driver_findings(ctx.m, ctx.kb, rc.cuda, jit)
+    key = (rc.cuda, rc.arch_build)
+    if key not in ctx.shared:
+        g_block, g_cav, jit = gpu_findings(ctx.m, ctx.kb, ctx.v, rc.cuda, rc.arch_build)
+        ctx.shared[key] = (g_block, g_cav, *driver_findings(ctx.m, ctx.kb, rc.cuda, jit))
+    g_block, g_cav, d_block, d_cav = ctx.shared[key]
     if rc.name == "pip":
         d_cav = [replace(c, severity=INFORMATIONAL) if c.check == "driver.cuda" else c for c in d_cav]
     return g_block + d_block, g_cav + d_cav
@@ -238,7 +244,7 @@ def check_gpu_and_driver(ctx: ReleaseContext, rc: RecipeContext) -> tuple[list[F
 def check_python(ctx: ReleaseContext, rc: RecipeContext) -> tuple[list[Finding], list[Finding]]:
     """pip installs into an interpreter of the machine: one the release has wheels for, 64-bit."""
     m, v = ctx.m, ctx.v
-    pythons = recipe_pythons(ctx, rc.recipe)
+    pythons = rc.pythons
     if rc.name != "pip" or m.pythons is None or not pythons or set(pythons) & set(m.pythons):
         return [], []
     bits_32 = [p for p in pythons if p in m.pythons_32bit]
@@ -339,15 +345,15 @@ def recipe_cuda(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str, default_
     return default_cuda, default_cudnn
 
 
-def recipes_judged(ctx: ReleaseContext, build: Build) -> list[RecipeContext]:
+def recipes_judged(ctx: ReleaseContext, build: Build, *, full: bool = True) -> list[RecipeContext]:
     """The GPU recipes judged for the release under ``ctx.backend`` (those whose packages exist), each with
-    what it brings here."""
+    what it brings here (``full=False``: its CUDA only, for the series shortcut; no wheels or Pythons)."""
     kb, m, v, os = ctx.kb, ctx.m, ctx.v, ctx.os
     recipes = [r for r in kb.recipes_for(v, os) if r.gpu]
     if os == "wsl2":  # Linux recipes work in WSL2 too; its own rows come first
         recipes += [r for r in kb.recipes_for(v, "linux") if r.gpu and r not in recipes]
     driver_cuda = m.driver_cuda_version(kb)
-    rel = kb.gpu_release(v, m.tf_os)
+    rel = kb.gpu_release(v, m.tf_os) if full else None
     out = []
     for recipe in recipes:
         name = backend_name(recipe)
@@ -356,5 +362,6 @@ def recipes_judged(ctx: ReleaseContext, build: Build) -> list[RecipeContext]:
         if not recipe_available(kb, recipe, v, os):
             continue
         cuda, cudnn = recipe_cuda(kb, recipe, v, os, build.cuda, build.cudnn, driver_cuda)
-        out.append(RecipeContext(recipe, name, cuda, cudnn, arch_build(recipe), build, rel))
+        out.append(RecipeContext(recipe, name, cuda, cudnn, arch_build(recipe), build, rel,
+                                 recipe_pythons(ctx, recipe) if full else ()))
     return out

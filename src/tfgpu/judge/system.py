@@ -313,7 +313,10 @@ def recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) -> 
 def conda_route(kb: KnowledgeBase, v: Version, os: str) -> bool:
     """Whether a conda recipe (conda-forge's or Anaconda's build, or conda's CUDA beside pip's TensorFlow) can
     install release ``v`` on ``os``: what a fix may name as "--backend conda", which `tfgpu create` accepts then."""
-    recipes = [r for r in kb.recipes_for(v, os) if r.gpu]
-    if os == "wsl2":
-        recipes += [r for r in kb.recipes_for(v, "linux") if r.gpu]
-    return any(r.backend in ("conda", "conda+pip") and recipe_available(kb, r, v, os) for r in recipes)
+    def find() -> bool:
+        recipes = [r for r in kb.recipes_for(v, os) if r.gpu]
+        if os == "wsl2":
+            recipes += [r for r in kb.recipes_for(v, "linux") if r.gpu]
+        return any(r.backend in ("conda", "conda+pip") and recipe_available(kb, r, v, os) for r in recipes)
+
+    return kb.derived("conda_route", f"{v}/{os}", find)

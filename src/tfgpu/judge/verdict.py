@@ -35,7 +35,6 @@ from tfgpu.judge.release_checks import (
     machine_blockers,
     no_wheel_for_python,
     recipe_findings,
-    recipe_pythons,
     recipes_judged,
 )
 from tfgpu.kb.knowledge import register_indexer
@@ -79,7 +78,8 @@ def _presented(facts: Facts, kb: KnowledgeBase, v: Version, tv: TargetVerdict, *
     if backend == "auto" and tv.backends and (m.os or "linux") in ("linux", "wsl2") and not m.arm_linux:
         from tfgpu.judge.containers import judge_container
 
-        tv = graded_verdict(replace(tv, backends=(*tv.backends, judge_container(facts, kb, v, m, wanted="container"))))
+        tv = replace(tv, backends=(*tv.backends, judge_container(facts, kb, v, m, wanted="container")))
+    tv = graded_verdict(tv)
     return runnable_fixes(tv) if m.conda is None else tv
 
 
@@ -100,9 +100,9 @@ def runnable_fixes(tv: TargetVerdict) -> TargetVerdict:
 def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str = "auto",
                    machine: Machine | None = None) -> TargetVerdict:
     """One release judged check by check (tfgpu.judge.release_checks: the machine's blockers, then each recipe's
-    checks), then assembled: blocked, or the best recipe's verdict with the others' blockers as caveats; every
-    caveat graded (informational or risky)."""
-    return graded_verdict(_judge(ReleaseContext(facts, kb, v, machine or Machine.from_facts(facts, kb), backend)))
+    checks), then assembled: blocked, or the best recipe's verdict with the others' blockers as caveats. Its
+    caveats are graded (informational or risky) when it is presented (:func:`_presented`)."""
+    return _judge(ReleaseContext(facts, kb, v, machine or Machine.from_facts(facts, kb), backend))
 
 
 def _judge(ctx: ReleaseContext) -> TargetVerdict:
@@ -141,7 +141,7 @@ def _judge_recipes(ctx: ReleaseContext, build: Build) -> list[BackendVerdict]:
         b_block, b_cav = recipe_findings(ctx, rc)
         out.append(BackendVerdict(
             rc.name, rc.recipe.id, not b_block, tuple(b_block), tuple(b_cav), rc.cuda, rc.cudnn,
-            recipe_pythons(ctx, rc.recipe), rc.recipe.conda_preference() if rc.name == "conda" else 0,
+            rc.pythons, rc.recipe.conda_preference() if rc.name == "conda" else 0,
         ))
     return out
 
@@ -221,7 +221,7 @@ def _blocked_by_cuda(kb: KnowledgeBase, m: Machine, v: Version, backend: str) ->
     if build is None:
         return True  # "no GPU build": blocked
     ctx = ReleaseContext({}, kb, v, m, backend)
-    return all(cuda_rules_out(m, kb, v, rc.cuda) for rc in recipes_judged(ctx, build))
+    return all(cuda_rules_out(m, kb, v, rc.cuda) for rc in recipes_judged(ctx, build, full=False))
 
 
 def rank_backends(backends: Iterable[BackendVerdict]) -> list[BackendVerdict]:
