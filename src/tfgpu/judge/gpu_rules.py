@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
+from tfgpu.core.record import replace
 from tfgpu.facts.machine import gpu_cc_of, machine_memo
 from tfgpu.judge.findings import Finding
 from tfgpu.kb.versions import normalize_cuda, version
@@ -73,7 +74,8 @@ def _judge_gpus(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
     judged = [(gs, *_judge_kind(kb, v, cuda, m.tf_os, name, cc_text, archs, toolkit, build))
               for name, cc_text, gs in _gpu_kinds(m, kb)]
     runs = [(gs, c, j) for gs, b, c, j in judged if not b]
-    fails = [(gs, b) for gs, b, _c, _j in judged if b]
+    fails = [(gs, [replace(f, summary=_without_name(f.summary, name)) for f in b])
+             for (name, _cc, _gs), (gs, b, _c, _j) in zip(_gpu_kinds(m, kb), judged) if b]
     if runs and fails:
         return [], caveats + [c for _gs, cs, _j in runs for c in cs] + [_mixed_gpus(v, runs, fails)], any(
             j for _gs, _c, j in runs)
@@ -104,6 +106,12 @@ def _mixed_gpus(v: Version, runs: list[tuple[tuple[dict[str, Any], ...], list[Fi
         f"{', '.join(_gpu_label(g) for g in hide)} ({why}): hide it, or TensorFlow fails when it places work there",
         fix=f"export {order}CUDA_VISIBLE_DEVICES={value}",
     )
+
+
+def _without_name(summary: str, name: str) -> str:
+    """A GPU finding's summary without the GPU's name in front (the mixed-GPU caveat names the GPUs itself)."""
+    rest = summary.removeprefix(name)
+    return rest.lstrip(": ") if rest != summary else summary
 
 
 def _gpu_label(g: dict[str, Any]) -> str:
