@@ -533,10 +533,11 @@ def _source_key(w: dict[str, Any]) -> str:
 
 
 def _old_rows(text: str) -> tuple[list[str], dict[str, str], list[dict[str, Any]]]:
-    """conda-forge row lines (kept verbatim), every source line by key, and the old pip rows."""
+    """The hand-curated rows of other builds (conda-forge's, Anaconda's: kept verbatim), every source line by key,
+    and the old pip rows."""
     keep, sources = [], {}
     for line in text.splitlines():
-        if line.startswith("  {") and 'build = "conda-forge"' in line:
+        if line.startswith("  {") and re.search(r'build = "(?!pip")', line):
             keep.append(line)
         m = re.match(r"^([A-Za-z0-9_-]+) = \{ title = ", line)
         if m:
@@ -557,7 +558,9 @@ ARCHS_HEADER = """\
 # wheels (rows without `build`) by scripts/scan_wheel_archs.py from the scan record compat/wheel_scan.json:
 #   python3 scripts/scan_wheel_archs.py --check | --force      (offline: render from the record)
 #   python3 scripts/scan_wheel_archs.py --scan --force         (read new wheels from PyPI first)
-# The conda-forge rows (build = "conda-forge") are hand-curated from the feedstock and kept verbatim.
+# The conda-forge rows (build = "conda-forge") are hand-curated from the feedstock, the Anaconda rows (build =
+# "anaconda") from Anaconda's recipes (tensorflow-base-gpu/build.sh: TF_CUDA_COMPUTE_CAPABILITIES per
+# cudatoolkit); both are kept verbatim.
 #
 # How the official rows were read: each wheel's .so/.pyd files were streamed out of the zip on PyPI and
 # their `.nv_fatbin` sections parsed (one fatbin container per compiled unit; each holds ELF cubins =

@@ -40,6 +40,8 @@ class FakeNvmlLib:
     cuda: int = 12040
     gpus: list[FakeGpu] = field(default_factory=list)
     init_rc: int = pynvml.NVML_SUCCESS
+    #: what nvmlSystemGetCudaDriverVersion_v2 returns: NVML_ERROR_LIBRARY_NOT_FOUND when libcuda.so.1 is missing
+    cuda_v2_rc: int = pynvml.NVML_SUCCESS
     calls: list[str] = field(default_factory=list)
 
     def _fn(self, name: str, impl: Any) -> Any:
@@ -55,7 +57,7 @@ class FakeNvmlLib:
             "nvmlShutdown": lambda: 0,
             "nvmlSystemGetDriverVersion": lambda buf, size: self._str(buf, self.driver),
             "nvmlSystemGetNVMLVersion": lambda buf, size: self._str(buf, f"12.{self.driver}"),
-            "nvmlSystemGetCudaDriverVersion_v2": lambda ref: self._int(ref, self.cuda),
+            "nvmlSystemGetCudaDriverVersion_v2": lambda ref: self.cuda_v2_rc or self._int(ref, self.cuda),
             "nvmlSystemGetCudaDriverVersion": lambda ref: self._int(ref, self.cuda),
             "nvmlDeviceGetCount_v2": lambda ref: self._int(ref, len(self.gpus)),
             "nvmlDeviceGetHandleByIndex_v2": self._handle,

@@ -444,13 +444,16 @@ def test_a_blocked_docker_target_recommends_the_working_image_instead():
     assert (rec.tf, rec.backend, rec.recipe) == ("2.17.1", "container", "tensorflow/tensorflow:2.17.1-gpu")
     assert rec.instead_of == "2.18.1"
     assert "cuDNN 8.9.6.50" in (rec.why_not or "")
-    plan_alt = alternative(FACTS, "2.18.1", "docker")  # what `tfgpu plan|create --backend docker` print instead
+    from tfgpu.judge.target import judge_target
+
+    blocked = judge_target(FACTS, KB, "2.18.1", backend="docker")
+    plan_alt = alternative(FACTS, blocked, "docker")  # what `tfgpu plan|create --backend docker` print instead
     assert plan_alt is not None
     assert plan_alt.tf == "2.17.1"
     # plan and doctor name the same command: the runtime asked for, not the generic container backend
     assert plan_alt.command == "tfgpu create --tf 2.17.1 --backend docker"
     assert diagnose(FACTS, KB, tf="2.18", backend="docker").recommendation.command == plan_alt.command  # type: ignore[union-attr]
     # without a container backend the doctor's general recommendation is unchanged (the newest that works)
-    general = alternative(FACTS, "2.18.1")
+    general = alternative(FACTS, blocked)
     assert general is not None
     assert general.backend != "container"

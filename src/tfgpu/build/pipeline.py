@@ -128,7 +128,8 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
             raise
         events.note(f"tfgpu: note: TensorFlow {tf} from the lock is not in the knowledge base; no pre-check")
     if verdict is not None and verdict.verdict == "blocked":
-        _go_ahead_blocked(req, events, facts, verdict, tf)
+        _go_ahead_blocked(req, events, facts, verdict, tf,
+                          lock_plan.backend if lock_plan is not None else req.build.backend)
     if verdict is not None and Target.parse(tf).is_latest:
         tf = verdict.tf
     # 2. choose and plan
@@ -140,11 +141,11 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
 
 
 def _go_ahead_blocked(req: CreateRequest, events: CreateEvents, facts: Mapping[str, Any], verdict: TargetVerdict,
-                      tf: str) -> None:
+                      tf: str, backend: str) -> None:
     """A blocked target: refused, unless --force or --allow-cpu (then said, and built anyway)."""
     reasons = "; ".join(b.summary for b in verdict.blockers)
     if not (req.force or req.allow_cpu):
-        raise blocked_error(facts, verdict, tf)
+        raise blocked_error(facts, verdict, tf, backend)
     why = "--force" if req.force else "--allow-cpu: the smoke test will accept a CPU-only result"
     events.note(f"tfgpu: warning: TensorFlow will not use a GPU here ({reasons}); building anyway ({why})")
     if req.allow_cpu:
@@ -437,7 +438,7 @@ def refuse_existing(prefix: str, force: bool) -> None:
 _TAG = re.compile(r"^\[[^\]]*\] ")  # "[pip: pip-and-cuda] " before a backend's blocker
 
 
-def blocked_error(facts: Mapping[str, Any], verdict: TargetVerdict, tf: str) -> Exception:
+def blocked_error(facts: Mapping[str, Any], verdict: TargetVerdict, tf: str, backend: str = "auto") -> Exception:
     """A blocked target in a few short lines: what; why (the blockers of the backend auto takes, the other
     backends in one line); what works here instead. Every blocker is in `tfgpu doctor --tf X --json`."""
     from tfgpu.core.errors import NotReady, clip_words
@@ -450,18 +451,19 @@ def blocked_error(facts: Mapping[str, Any], verdict: TargetVerdict, tf: str) -> 
         lines.append(f"- and {len(shown) - 3} more: tfgpu doctor --tf {verdict.tf or tf}")
     if others:
         lines.append(others)
-    alt = alternative(facts, verdict.tf or tf, verdict.backend or "auto")
+    alt = alternative(facts, verdict, backend)
     hint = (f"instead: {alt.command}; " if alt else "") + "--force builds it anyway, --cpu a CPU-only environment"
     return NotReady("\n".join(lines), hint=hint)
 
 
-def alternative(facts: Mapping[str, Any], blocked_tf: str, backend: str = "auto") -> Recommendation | None:
-    """What works here instead of a blocked target: the doctor's recommendation (a release that uses the GPU,
+def alternative(facts: Mapping[str, Any], verdict: TargetVerdict, backend: str = "auto") -> Recommendation | None:
+    """What works here instead of a blocked target: the doctor's recommendation, from the one function that makes
+    it (tfgpu.plan.choose.recommendation: the asked release on another backend, else the best release anywhere,
     else the CPU route; for a container backend, that route's best release first)."""
-    from tfgpu.judge.recommend import recommend_instead
     from tfgpu.kb.knowledge import load_kb
+    from tfgpu.plan.choose import recommendation
 
-    return recommend_instead(as_facts(facts), load_kb(), blocked_tf, backend=backend)
+    return recommendation(load_kb(), as_facts(facts), target=verdict, backend=backend)
 
 
 def what_force_replaces(prefix: str, force: bool) -> str | None:

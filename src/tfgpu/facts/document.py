@@ -265,7 +265,7 @@ def apply_overrides(facts: Mapping[str, Any], overrides: Mapping[str, str]) -> t
             if not _VERSION.match(value):
                 raise _bad(key, value, "a driver version like 550.54.15")
             drv = out.setdefault("driver", {})
-            drv.update({"version": value, "source": "override", "error": None, "mismatch": False})
+            drv.update({"version": value, "source": "override", "error": None, "mismatch": False, "libcuda": None})
             if "cuda_driver" not in overrides:  # the CUDA the probed driver reported is not this driver's:
                 drv["cuda"] = _driver_cuda(value, out)  # the overridden driver's own, from NVIDIA's table
                 drv["cuda_source"] = "derived from the driver version (tfgpu's CUDA table)"

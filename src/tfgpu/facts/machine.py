@@ -68,6 +68,12 @@ class Machine:
     #: X.Y of the interpreters known to be 32-bit builds and not also present as a 64-bit (or unknown) one: they
     #: are not in ``pythons``, as no TensorFlow wheel installs into them (compat/rules.toml wheels-64-bit-only)
     pythons_32bit: tuple[str, ...] = ()
+    #: the driver's state beyond its version (see driver_state): its kernel module and user-space libraries differ
+    #: (the probe's flag, or NVML's "Driver/library version mismatch"); its CUDA library libcuda.so.1 loads (None:
+    #: unknown); the kernel driver does not answer although a version was read from files
+    driver_mismatch: bool = False
+    libcuda: bool | None = None
+    driver_not_loaded: bool = False
 
     @classmethod
     def from_facts(cls, facts: Facts, kb: KnowledgeBase | None = None) -> Machine:
@@ -128,6 +134,7 @@ class Machine:
             arch=str(plat.get("arch") or "").strip().lower() or None,
             l4t=str(plat["jetson"].get("l4t") or "") or None if isinstance(plat.get("jetson"), dict) else None,
             toolkits_known="cuda_toolkits" in facts, cudnns_known="cudnn" in facts,
+            **driver_state(drv),
         )
 
     @property
@@ -164,6 +171,27 @@ class Machine:
 
         os_key = "windows" if self.os in ("windows", "wsl2") else "linux"  # WSL2 reports the Windows driver
         return newest_cuda_for_driver(kb, self.driver, os_key)
+
+
+#: What NVML, nvidia-smi and TensorFlow print about a driver whose state blocks CUDA, as a facts document's driver
+#: error may hold them (a probe's, or one a report quotes).
+_MISMATCH = ("driver/library version mismatch", "does not match dso version")  # NVML / nvidia-smi; TF's cuda_diagnostics
+_NO_LIBCUDA = ("cuda version: n/a", "libcuda.so.1: cannot open", "could not load dynamic library 'libcuda.so.1'",
+               "libcuda reported version is: not found")
+_NOT_LOADED = ("driver not loaded", "couldn't communicate with the nvidia driver")
+
+
+def driver_state(drv: Mapping[str, Any]) -> dict[str, Any]:
+    """The driver's state beyond its version, from a facts document's driver section: the probe's ``mismatch``
+    and ``libcuda`` fields, else what its ``error`` quotes (nvidia-smi "Failed to initialize NVML: Driver/library
+    version mismatch" or "CUDA Version: N/A", NVML "Driver Not Loaded", TensorFlow's "kernel version X does not
+    match DSO version Y" and "Could not load dynamic library 'libcuda.so.1'")."""
+    error = str(drv.get("error") or "").lower()
+    libcuda = drv.get("libcuda")
+    if not isinstance(libcuda, bool):
+        libcuda = False if any(k in error for k in _NO_LIBCUDA) else None
+    return {"driver_mismatch": drv.get("mismatch") is True or any(k in error for k in _MISMATCH),
+            "libcuda": libcuda, "driver_not_loaded": any(k in error for k in _NOT_LOADED)}
 
 
 def _apply_cvd(gpus: Iterable[dict[str, Any]], cvd: str, kb: KnowledgeBase | None = None) -> tuple[dict[str, Any], ...]:

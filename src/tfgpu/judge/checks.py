@@ -18,8 +18,8 @@ from tfgpu.judge.findings import (
 if TYPE_CHECKING:
     from tfgpu.kb.knowledge import KnowledgeBase
 from tfgpu.core.tfnames import ALLOW_GROWTH, SMALL_GPU_MIB
+from tfgpu.judge.release_checks import last_windows_gpu_series
 from tfgpu.judge.system import _arm_fix
-from tfgpu.judge.verdict import last_windows_gpu_series
 
 
 def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
@@ -70,10 +70,7 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
     and_cuda = kb.and_cuda_from()  # compat/releases.toml: the first release with pip's [and-cuda] extra (2.14.0)
     since = f"{and_cuda.major}.{and_cuda.minor}" if and_cuda else "?"
     if m.toolkits:
-        versions = ", ".join(f"{t.get('version')} ({t.get('path')})" for t in m.toolkits)
-        add(Check("cuda.toolkit", PASS, f"CUDA toolkit(s): {versions}",
-                  source=", ".join(sorted({str(t.get('source')) for t in m.toolkits})),
-                  fix=f"only pip installs of TF < {since} use a system CUDA; conda and TF >= {since} bring their own"))
+        add(_toolkit_check(m, kb, since))
     else:
         add(Check("cuda.toolkit", PASS if m.driver_known else SKIP, "no system CUDA toolkit (fine: conda recipes and "
                   f"TF >= {since} pip wheels bring their own)"))
@@ -97,10 +94,28 @@ def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
     return out
 
 
+def _toolkit_check(m: Machine, kb: KnowledgeBase, since: str) -> Check:
+    """The system CUDA toolkits; a toolkit newer than the driver supports is a warning (programs built with it
+    fail with cudaErrorInsufficientDriver, or run through minor-version compatibility with its limits), not a tick."""
+    versions = ", ".join(f"{t.get('version')} ({t.get('path')})" for t in m.toolkits)
+    source = ", ".join(sorted({str(t.get('source')) for t in m.toolkits}))
+    fix = f"only pip installs of TF < {since} use a system CUDA; conda and TF >= {since} bring their own"
+    driver_cuda = m.driver_cuda_version(kb) if m.driver is not None else None
+    newer = [str(t.get("version")) for t in m.toolkits if driver_cuda is not None and (tv := _v(t.get("version")))
+             is not None and (tv.major, tv.minor) > (driver_cuda.major, driver_cuda.minor)]
+    if not newer:
+        return Check("cuda.toolkit", PASS, f"CUDA toolkit(s): {versions}", source=source, fix=fix)
+    return Check("cuda.toolkit", WARN, f"CUDA toolkit(s): {versions}; {', '.join(newer)} is newer than driver "
+                 f"{m.driver_text} supports (CUDA {driver_cuda}): what is built with it or loads its libraries needs a "
+                 "newer driver (or runs through minor-version compatibility, with its limits)", source=source,
+                 fix=f"upgrade the NVIDIA driver, or use a CUDA toolkit <= {driver_cuda}; {fix}")
+
+
 def _driver_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
     if not m.driver_known:
         return [Check("driver.installed", SKIP, "driver unknown (not in the facts)")]
-    out = []
+    if m.driver is None and m.driver_mismatch:
+        return [_mismatch_check(m)]
     if m.driver is None:
         if m.nvidia_pci:
             summary = f"an NVIDIA GPU is present ({m.nvidia_pci} device(s) on PCI) but no NVIDIA driver is loaded"
@@ -112,20 +127,35 @@ def _driver_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         else:
             summary = "no NVIDIA driver"
             fix = "if this machine has an NVIDIA GPU, install the NVIDIA driver; otherwise TensorFlow can only use the CPU"
-        out.append(Check("driver.installed", FAIL, summary, evidence=m.driver_error, source="driver probe", fix=fix))
-        return out
+        return [Check("driver.installed", FAIL, summary, evidence=m.driver_error, source="driver probe", fix=fix)]
     cuda = m.driver_cuda_version(kb)
     overridden = m.driver_source == "override"
-    out.append(Check("driver.installed", PASS, f"NVIDIA driver {m.driver_text}" + (f" (CUDA {cuda})" if cuda else "")
-                     + (" [override]" if overridden else ""), source="override" if overridden else "driver probe"))
-    if m.kernel_module and m.user_library and m.kernel_module != m.user_library:
-        out.append(Check(
-            "driver.kernel_match", FAIL,
-            f"kernel module {m.kernel_module} does not match the user-space driver {m.user_library}",
-            evidence="NVML: Driver/library version mismatch", source="driver probe",
-            fix="reboot (or unload and reload the nvidia kernel modules) after the driver upgrade",
-        ))
+    out = [Check("driver.installed", PASS, f"NVIDIA driver {m.driver_text}" + (f" (CUDA {cuda})" if cuda else "")
+                 + (" [override]" if overridden else ""), source="override" if overridden else "driver probe")]
+    if (m.kernel_module and m.user_library and m.kernel_module != m.user_library) or m.driver_mismatch:
+        out.append(_mismatch_check(m))
+    elif m.driver_not_loaded and (m.all_gpus or m.nvidia_pci):
+        out.append(Check("driver.installed", FAIL, f"NVIDIA driver {m.driver_text} does not answer",
+                         evidence=m.driver_error, source="driver probe",
+                         fix="load it (sudo modprobe nvidia) or reinstall it, then reboot"))
+    elif m.libcuda is False:
+        out.append(Check("driver.libcuda", FAIL, "the driver's CUDA library (libcuda.so.1) is missing or does not load",
+                         evidence=m.driver_error or "nvidia-smi: CUDA Version: N/A", source="driver probe",
+                         fix="reinstall the NVIDIA driver with its CUDA library (Ubuntu: the libnvidia-compute package "
+                             "of its branch), then reboot"))
     return out
+
+
+def _mismatch_check(m: Machine) -> Check:
+    """The driver's kernel module and user-space library differ (an upgrade without a reboot)."""
+    both = m.kernel_module and m.user_library and m.kernel_module != m.user_library
+    return Check(
+        "driver.kernel_match", FAIL,
+        f"kernel module {m.kernel_module} does not match the user-space driver {m.user_library}" if both else
+        "the driver's kernel module and user-space library are different versions",
+        evidence=m.driver_error or "NVML: Driver/library version mismatch", source="driver probe",
+        fix="reboot (or unload and reload the nvidia kernel modules) after the driver upgrade",
+    )
 
 
 def _gpu_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
@@ -188,6 +218,7 @@ def _tf_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
         return [Check("tf.installed", PASS, "no TensorFlow in this environment (tfgpu create makes a separate one)")]
     out = [Check("tf.installed", PASS, "TensorFlow here: " + ", ".join(f"{k} {v}" for k, v in dists.items()),
                  source="installed distributions")]
+    out += _tf_newer_than_kb(dists, kb)
     cpu_and_gpu = {"tensorflow", "tensorflow-gpu"} <= set(dists) or {"tensorflow-cpu", "tensorflow-gpu"} <= set(dists)
     if cpu_and_gpu:
         out.append(Check(
@@ -201,6 +232,22 @@ def _tf_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
     if gpu is not None and placeholder is not None and gpu >= placeholder:
         out.append(Check("tf.placeholder", FAIL, f"tensorflow-gpu {gpu} is an empty placeholder that raises an error",
                          fix="pip uninstall tensorflow-gpu && pip install 'tensorflow[and-cuda]'"))
+    return out
+
+
+def _tf_newer_than_kb(dists: dict[str, str], kb: KnowledgeBase) -> list[Check]:
+    """An installed TensorFlow newer than every release the knowledge base knows: said, never judged as if it
+    were an older release."""
+    from tfgpu.kb.fresh import UPDATE_KB
+    from tfgpu.kb.queries import newer_than_kb
+
+    out = []
+    for dist, text in dists.items():
+        ver = _v(text)
+        if ver is not None and dist in ("tensorflow", "tensorflow-gpu", "tensorflow-cpu") and newer_than_kb(kb, text, ver):
+            out.append(Check("tf.unknown", WARN, f"{dist} {text} is newer than tfgpu's knowledge base (dated "
+                             f"{kb.date or kb.data_version}): tfgpu knows nothing about its CUDA, cuDNN or GPU code",
+                             source="installed distributions", fix=UPDATE_KB))
     return out
 
 

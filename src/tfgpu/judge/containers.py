@@ -30,7 +30,7 @@ from tfgpu.backends.runners import (
 from tfgpu.core.record import record
 from tfgpu.core.tfnames import ALLOW_GROWTH
 from tfgpu.facts.machine import Machine, machine_memo
-from tfgpu.judge.findings import BackendVerdict, Finding
+from tfgpu.judge.findings import INFORMATIONAL, BackendVerdict, Finding
 from tfgpu.judge.gpu_rules import gpu_findings
 from tfgpu.kb.knowledge import KnowledgeBase
 from tfgpu.kb.queries import container_images, ngc_images
@@ -214,12 +214,16 @@ def _image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tup
             "choose an image with an older CUDA (tfgpu doctor lists them)"))
     elif m.driver is not None and image.driver is not None and m.driver < image.driver:
         caveats.append(Finding("container.forward_compat", f"{image.ref} runs on driver {m.driver_text} only through "
-                               "CUDA forward compatibility (data-center GPU)"))
+                               "CUDA forward compatibility (data-center GPU)", severity=INFORMATIONAL))
     fault = fault_finding(image, kb)
     if fault is not None:
         (blockers if image.fault is not None and image.fault.verdict == "blocked" else caveats).append(fault)
     if image.family == "tensorflow":
-        g_block, g_cav, _jit = gpu_findings(m, kb, image.tf, image.cuda, "pip")  # the image holds the pip wheel
+        if m.avx is False and kb.cpu_requirement("avx", image.tf) is not None:  # the image holds the pip wheel
+            blockers.append(Finding("cpu.avx", f"{image.ref}: TensorFlow {image.tf}'s wheels in the image need AVX; "
+                                    "this CPU has none ('Illegal instruction')",
+                                    fix="use a release whose build runs without AVX: tfgpu doctor names one"))
+        g_block, g_cav, _jit = gpu_findings(m, kb, image.tf, image.cuda, "pip")
         blockers += [Finding(f.check, f"{image.ref}: {f.summary}", f.fix) for f in g_block]
         caveats += g_cav
         return blockers, caveats

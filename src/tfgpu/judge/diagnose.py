@@ -3,10 +3,9 @@ for) and the recommendation."""
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
-from tfgpu.core.record import field, record, replace
+from tfgpu.core.record import field, record
 from tfgpu.facts.machine import Machine
 from tfgpu.judge.findings import (
     BLOCKED,
@@ -22,14 +21,7 @@ if TYPE_CHECKING:
     from tfgpu.facts.document import Facts
     from tfgpu.kb.knowledge import KnowledgeBase
 from tfgpu.judge.checks import machine_checks
-from tfgpu.judge.recommend import (
-    Recommendation,
-    _recommendation,
-    cpu_recommendation,
-    no_gpu_reasons,
-    recommend,
-    recommend_instead,
-)
+from tfgpu.judge.recommend import Recommendation, no_gpu_reasons, recommend_for
 from tfgpu.judge.target import resolve_latest
 from tfgpu.judge.verdict import judge_requested, judge_series
 
@@ -60,26 +52,15 @@ class DoctorResult:
 
 
 def diagnose(facts: Facts, kb: KnowledgeBase, *, tf: str | None = None, backend: str = "auto") -> DoctorResult:
-    """Everything `tfgpu doctor` says, as data."""
+    """Everything `tfgpu doctor` says, as data; its recommendation is tfgpu.judge.recommend.recommend_for's."""
     m = Machine.from_facts(facts, kb)
     checks = machine_checks(m, kb)
     if tf is None:
         targets = judge_series(facts, kb, backend=backend, machine=m)
-        rec = recommend(facts, kb, targets, m)
-        reasons = no_gpu_reasons(targets)
-        if rec is None and reasons:
-            rec = cpu_recommendation(kb, m, reasons)
-        return DoctorResult(checks, targets, rec, machine=m, no_gpu=reasons)
-    if tf == "latest":
-        tf_resolved, _ = resolve_latest(facts, kb, backend=backend, machine=m)
-    else:
-        tf_resolved = tf
+        rec = recommend_for(facts, kb, series_verdicts=targets, backend=backend, machine=m)
+        return DoctorResult(checks, targets, rec, machine=m, no_gpu=no_gpu_reasons(targets))
+    tf_resolved = resolve_latest(facts, kb, backend=backend, machine=m)[0] if tf == "latest" else tf
     target = judge_requested(facts, kb, tf_resolved, backend=backend, machine=m)
-    if target.verdict != BLOCKED:
-        return DoctorResult(checks, [target], _recommendation(target, m), target_requested=tf, machine=m)
-    # blocked: the best release that works here instead, with one line on why this one does not
-    rec = recommend_instead(facts, kb, target.tf, m, backend=backend)
-    if rec is not None and target.blockers:
-        rec = replace(rec, why_not=re.sub(r"^\[[^\]]*\] ", "", target.blockers[0].summary))  # without the "[pip: recipe]" tag
-    no_gpu = no_gpu_reasons([target])
+    rec = recommend_for(facts, kb, target=target, backend=backend, machine=m)
+    no_gpu = no_gpu_reasons([target]) if target.verdict == BLOCKED else []
     return DoctorResult(checks, [target], rec, target_requested=tf, machine=m, no_gpu=no_gpu)

@@ -7,13 +7,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tfgpu.core.record import record
+from tfgpu.core.record import record, replace
 from tfgpu.kb.versions import series_of, version
 
 #: The status of a check (a line of the doctor's machine report).
 PASS, WARN, FAIL, SKIP, ERROR = "pass", "warn", "fail", "skip", "error"
 #: The verdict on a release here (README, "Verdicts").
 READY, CAVEATS, BLOCKED = "ready", "caveats", "blocked"
+#: How much a caveat matters (the JSON's ``severity``): informational = the release runs as is (a mitigated
+#: risk, minor-version compatibility where the binaries carry SASS for the GPU); risky = it may fail or needs
+#: the user to act (PTX JIT at start-up, a GPU to hide, facts that leave a requirement unchecked).
+INFORMATIONAL, RISKY = "informational", "risky"
 
 
 @record
@@ -40,12 +44,43 @@ class Finding:
     summary: str
     fix: str = ""
     mitigated_by: str = ""
+    severity: str = ""  # a caveat's: INFORMATIONAL | RISKY ("" on a blocker; graded() fills it in)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"check": self.check, "summary": self.summary, "fix": self.fix}
         if self.mitigated_by:
             out["mitigated_by"] = self.mitigated_by
+        if self.severity:
+            out["severity"] = self.severity
         return out
+
+
+def graded(caveats: tuple[Finding, ...]) -> tuple[Finding, ...]:
+    """Caveats with their severity: the one a check gave, else informational when the environment tfgpu makes
+    mitigates it, else risky."""
+    if all(c.severity for c in caveats):
+        return caveats
+    return tuple(c if c.severity else replace(c, severity=INFORMATIONAL if c.mitigated_by else RISKY) for c in caveats)
+
+
+def graded_verdict(tv: TargetVerdict) -> TargetVerdict:
+    """A release's verdict with every caveat graded, its own and each backend's (the verdict as it is when every
+    caveat has its severity already)."""
+    if all(c.severity for c in tv.caveats) and all(c.severity for b in tv.backends for c in b.caveats):
+        return tv
+    return replace(tv, caveats=graded(tv.caveats),
+                   backends=tuple(b if all(c.severity for c in b.caveats) else replace(b, caveats=graded(b.caveats))
+                                  for b in tv.backends))
+
+
+def usable_rank(tv: TargetVerdict) -> int:
+    """How well a release will run here, for choosing among releases (lower is better): 0 ready, or caveats that
+    are all informational; 1 caveats of which one is risky; 2 blocked."""
+    if tv.verdict == BLOCKED:
+        return 2
+    if tv.verdict == READY or all(c.severity == INFORMATIONAL or c.mitigated_by for c in tv.caveats):
+        return 0
+    return 1
 
 
 @record

@@ -5,10 +5,11 @@ releases with them, tfgpu.judge.containers the TensorFlow images (which hold the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
+from tfgpu.core.record import replace
 from tfgpu.facts.machine import gpu_cc_of, machine_memo
 from tfgpu.judge.findings import Finding
 from tfgpu.kb.versions import normalize_cuda, version
@@ -17,6 +18,10 @@ if TYPE_CHECKING:
     from tfgpu.facts.machine import Machine
     from tfgpu.kb.knowledge import KnowledgeBase
     from tfgpu.kb.records import ArchTargets, Toolkit
+
+
+#: How a finding names whose binaries it judges (tfgpu.judge.release_checks.arch_build).
+BUILD_NAMES = {"pip": "official wheels", "conda-forge": "conda-forge builds", "anaconda": "Anaconda's builds"}
 
 
 def _cc(text: str) -> Version:
@@ -37,102 +42,145 @@ def gpu_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
     return list(blockers), list(caveats), jit
 
 
-def _gpu_kinds(m: Machine, kb: KnowledgeBase) -> list[tuple[str, str]]:
+def _gpu_kinds(m: Machine, kb: KnowledgeBase) -> list[tuple[str, str, tuple[dict[str, Any], ...]]]:
     """The visible GPUs by kind, each kind once (8 x H100 are judged once): (how a finding names them, compute
-    capability), for the GPUs whose compute capability is known. Worked out once per machine."""
+    capability, the GPUs of the kind), for the GPUs whose compute capability is known. Worked out once per machine."""
     memo = machine_memo(m)
     key = ("gpu_kinds", id(kb))
     if key not in memo:
-        kinds: dict[tuple[str, str], int] = {}
+        kinds: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for g in m.gpus or ():
             cc_text = gpu_cc_of(kb, g)
             if cc_text:
-                kind = (str(g.get("name") or "GPU of unknown model"), cc_text)
-                kinds[kind] = kinds.get(kind, 0) + 1
-        memo[key] = [(f"{f'{count} x ' if count > 1 else ''}{gpu_name} (compute capability {cc_text}, "
-                      f"{kb.arch_name(cc_text) or 'unknown arch'})", cc_text)
-                     for (gpu_name, cc_text), count in kinds.items()]
-    found: list[tuple[str, str]] = memo[key]
+                kinds.setdefault((str(g.get("name") or "GPU of unknown model"), cc_text), []).append(g)
+        memo[key] = [(f"{f'{len(gs)} x ' if len(gs) > 1 else ''}{gpu_name} (compute capability {cc_text}, "
+                      f"{kb.arch_name(cc_text) or 'unknown arch'})", cc_text, tuple(gs))
+                     for (gpu_name, cc_text), gs in kinds.items()]
+    found: list[tuple[str, str, tuple[dict[str, Any], ...]]] = memo[key]
     return found
 
 
 def _judge_gpus(m: Machine, kb: KnowledgeBase, v: Version, cuda: str,
                 build: str) -> tuple[list[Finding], list[Finding], bool]:
-    blockers: list[Finding] = []
+    """Each kind of GPU against the build (:func:`_judge_kind`). A GPU the build cannot run beside GPUs it can
+    does not block the machine (:func:`_mixed_gpus`)."""
     caveats: list[Finding] = []
-    jit = False
     if m.all_gpus is None:  # as for an undescribed driver, CUDA or cuDNN: said, not taken for fine
         caveats.append(Finding(
             "gpu.unknown", f"the facts do not describe the GPUs: whether TensorFlow {v}'s GPU code runs on them is not "
             "checked", fix="run tfgpu doctor on the machine itself (it reads the GPUs), or pass --gpu-cc X.Y"))
     archs = kb.archs_for(v, m.tf_os, build, cuda if build != "pip" else None)
     toolkit = kb.toolkit(_libs_cuda(kb, v, cuda, m.tf_os))
-    for name, cc_text in _gpu_kinds(m, kb):
-        cc = _cc(cc_text)
-        outside = _outside_toolkit(cc, toolkit)
-        if outside == "newer" and toolkit is not None:
-            newer = _first_series_supporting(kb, cc, m.tf_os)
-            blockers.append(Finding(
-                "gpu.arch",
-                f"{name} is newer than CUDA {cuda} (up to compute capability {toolkit.cc_max}): its cuDNN/cuBLAS carry no "
-                "kernels for this GPU ('no kernel image is available', CUDNN_STATUS_ARCH_MISMATCH, or minutes of PTX JIT)",
-                fix=f"use TensorFlow >= {newer}" if newer else _no_wheel_fix(kb, cc, cc_text, m.tf_os),
-            ))
-            continue
-        if outside == "older" and toolkit is not None:
-            blockers.append(Finding(
-                "gpu.arch",
-                f"{name} is older than CUDA {cuda} supports (compute capability >= {toolkit.cc_min})",
-                fix=f"use an older TensorFlow whose CUDA supports compute capability {cc_text}",
-            ))
-            continue
-        if archs is None:
-            continue
-        sass = [_cc(s) for s in archs.sass]
-        ptx = _usable_ptx(archs, cc)
-        if sass and cc < min(sass) and (ptx is None or cc < ptx):
-            blockers.append(Finding(
-                "gpu.arch",
-                f"{name}: TensorFlow {v}'s official wheels carry code for compute capability >= {min(sass)} only "
-                f"(SASS {', '.join(archs.sass)})",
-                fix="use an older TensorFlow that still supports this GPU, or build TensorFlow from source",
-            ))
-            continue
-        if any(s.major == cc.major and s <= cc for s in sass):
-            continue  # SASS runs on later minors of the same major
-        share = archs.partial_share(cc)
-        if share and not (ptx is not None and ptx <= cc):
-            blockers.append(Finding(
-                "gpu.arch", f"{name}: only {share:.0%} of TensorFlow {v}'s kernels carry SASS for it and there is no "
-                f"PTX it can JIT-compile (SASS {', '.join(archs.sass)}, PTX {archs.ptx or 'none'}): the others have "
-                "no kernel image", fix=_no_wheel_fix(kb, cc, cc_text, m.tf_os)))
-            continue
-        if ptx is not None and ptx <= cc and any(_cc(f) == cc for f in archs.ptx_fails):
-            blockers.append(Finding(
-                "gpu.arch",
-                f"{name}: TensorFlow {v}'s official wheels carry no SASS for it, and their compute_"
-                f"{str(ptx).replace('.', '')} PTX is reported not to load on it (CUDA_ERROR_INVALID_PTX, then "
-                "CUDA_ERROR_INVALID_HANDLE at the first GPU op)",
-                fix=_no_wheel_fix(kb, cc, cc_text, m.tf_os),
-            ))
-            continue
-        if ptx is not None and ptx <= cc:
-            jit = True
-            some = (f"SASS for it in only {share:.0%} of TensorFlow {v}'s kernels (SASS {', '.join(archs.sass)}); "
-                    "the others" if share else
-                    f"no SASS for it in TensorFlow {v} (SASS {', '.join(archs.sass)}); kernels")
-            caveats.append(Finding(
-                "gpu.ptx_jit",
-                f"{name}: {some} will be JIT-compiled "
-                f"from compute_{str(ptx).replace('.', '')} PTX at start-up (minutes on first run)",
-                fix="export CUDA_CACHE_MAXSIZE=4294967296 to keep the JIT cache, or use a newer TensorFlow",
-            ))
-            continue
-        blockers.append(Finding(
-            "gpu.arch", f"{name}: TensorFlow {v} carries no code that can run on it (SASS {', '.join(archs.sass)}, PTX "
-            f"{archs.ptx or 'none'})", fix="use a newer TensorFlow",
-        ))
-    return blockers, caveats, jit
+    judged = [(gs, *_judge_kind(kb, v, cuda, m.tf_os, name, cc_text, archs, toolkit, build))
+              for name, cc_text, gs in _gpu_kinds(m, kb)]
+    runs = [(gs, c, j) for gs, b, c, j in judged if not b]
+    fails = [(gs, [replace(f, summary=_without_name(f.summary, name)) for f in b])
+             for (name, _cc, _gs), (gs, b, _c, _j) in zip(_gpu_kinds(m, kb), judged) if b]
+    if runs and fails:
+        return [], caveats + [c for _gs, cs, _j in runs for c in cs] + [_mixed_gpus(v, runs, fails)], any(
+            j for _gs, _c, j in runs)
+    return ([f for _gs, b, _c, _j in judged for f in b], caveats + [f for _gs, _b, c, _j in judged for f in c],
+            any(j for _gs, _b, _c, j in judged))
+
+
+def _mixed_gpus(v: Version, runs: list[tuple[tuple[dict[str, Any], ...], list[Finding], bool]],
+                fails: list[tuple[tuple[dict[str, Any], ...], list[Finding]]]) -> Finding:
+    """Some GPUs the build runs on and some it cannot: TensorFlow is to use the first and never see the others
+    (it may ignore a GPU below its compute-capability floor, 'Ignoring visible gpu device', but a GPU newer than
+    its code fails every op placed on it, and the threads show both failing until hidden: nvidia-docker#262,
+    tensorflow#117538). CUDA_VISIBLE_DEVICES names the GPUs to use; nvidia-smi numbers them in PCI bus order,
+    CUDA fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID (CUDA C Programming Guide, "CUDA Environment
+    Variables"), so the indices go with that order; UUIDs, when every GPU to keep has one, need no order."""
+    def by_index(gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return sorted(gpus, key=lambda g: int(g.get("index") or 0))
+
+    keep = by_index([g for gs, _c, _j in runs for g in gs])
+    hide = by_index([g for gs, _b in fails for g in gs])
+    uuids = [str(g.get("uuid")) for g in keep if g.get("uuid")]
+    value = ",".join(uuids) if len(uuids) == len(keep) else ",".join(str(g.get("index")) for g in keep)
+    order = "" if len(uuids) == len(keep) else "CUDA_DEVICE_ORDER=PCI_BUS_ID "
+    why = fails[0][1][0].summary
+    return Finding(
+        "gpu.mixed",
+        f"TensorFlow {v} will use GPU {', '.join(_gpu_label(g) for g in keep)}; it cannot run on GPU "
+        f"{', '.join(_gpu_label(g) for g in hide)} ({why}): hide it, or TensorFlow fails when it places work there",
+        fix=f"export {order}CUDA_VISIBLE_DEVICES={value}",
+    )
+
+
+def _without_name(summary: str, name: str) -> str:
+    """A GPU finding's summary without the GPU's name in front (the mixed-GPU caveat names the GPUs itself)."""
+    rest = summary.removeprefix(name)
+    return rest.lstrip(": ") if rest != summary else summary
+
+
+def _gpu_label(g: dict[str, Any]) -> str:
+    return f"{g.get('index')} ({g.get('name') or 'unknown model'})"
+
+
+def _judge_kind(kb: KnowledgeBase, v: Version, cuda: str, os: str, name: str, cc_text: str, archs: ArchTargets | None,
+                toolkit: Toolkit | None, build: str = "pip") -> tuple[list[Finding], list[Finding], bool]:
+    """One kind of GPU against the CUDA and the code of a build: (blockers, caveats, needs_ptx_jit)."""
+    cc = _cc(cc_text)
+    outside = _outside_toolkit(cc, toolkit)
+    if outside == "newer" and toolkit is not None:
+        newer = _first_series_supporting(kb, cc, os)
+        return [Finding(
+            "gpu.arch",
+            f"{name} is newer than CUDA {cuda} (up to compute capability {toolkit.cc_max}): its cuDNN/cuBLAS carry no "
+            "kernels for this GPU ('no kernel image is available', CUDNN_STATUS_ARCH_MISMATCH, or minutes of PTX JIT)",
+            fix=f"use TensorFlow >= {newer}" if newer else _no_wheel_fix(kb, cc, cc_text, os),
+        )], [], False
+    if outside == "older" and toolkit is not None:
+        return [Finding("gpu.arch", f"{name} is older than CUDA {cuda} supports (compute capability >= {toolkit.cc_min})",
+                        fix=f"use an older TensorFlow whose CUDA supports compute capability {cc_text}")], [], False
+    if archs is None:
+        return [], [], False
+    return _judge_code(kb, v, os, name, cc, cc_text, archs, BUILD_NAMES.get(build, build))
+
+
+def _judge_code(kb: KnowledgeBase, v: Version, os: str, name: str, cc: Version, cc_text: str,
+                archs: ArchTargets, whose: str = "official wheels") -> tuple[list[Finding], list[Finding], bool]:
+    """One kind of GPU against the SASS and PTX a build carries (``whose``: how the findings name the build)."""
+    sass = [_cc(s) for s in archs.sass]
+    ptx = _usable_ptx(archs, cc)
+    if sass and cc < min(sass) and (ptx is None or cc < ptx):
+        return [Finding(
+            "gpu.arch",
+            f"{name}: TensorFlow {v}'s {whose} carry code for compute capability >= {min(sass)} only "
+            f"(SASS {', '.join(archs.sass)})",
+            fix="use an older TensorFlow that still supports this GPU, or build TensorFlow from source",
+        )], [], False
+    if any(s.major == cc.major and s <= cc for s in sass):
+        return [], [], False  # SASS runs on later minors of the same major
+    share = archs.partial_share(cc)
+    if share and not (ptx is not None and ptx <= cc):
+        return [Finding(
+            "gpu.arch", f"{name}: only {share:.0%} of TensorFlow {v}'s kernels carry SASS for it and there is no "
+            f"PTX it can JIT-compile (SASS {', '.join(archs.sass)}, PTX {archs.ptx or 'none'}): the others have "
+            "no kernel image", fix=_no_wheel_fix(kb, cc, cc_text, os))], [], False
+    if ptx is not None and ptx <= cc and any(_cc(f) == cc for f in archs.ptx_fails):
+        return [Finding(
+            "gpu.arch",
+            f"{name}: TensorFlow {v}'s {whose} carry no SASS for it, and their compute_"
+            f"{str(ptx).replace('.', '')} PTX is reported not to load on it (CUDA_ERROR_INVALID_PTX, then "
+            "CUDA_ERROR_INVALID_HANDLE at the first GPU op)",
+            fix=_no_wheel_fix(kb, cc, cc_text, os),
+        )], [], False
+    if ptx is not None and ptx <= cc:
+        some = (f"SASS for it in only {share:.0%} of TensorFlow {v}'s kernels (SASS {', '.join(archs.sass)}); "
+                "the others" if share else
+                f"no SASS for it in TensorFlow {v} (SASS {', '.join(archs.sass)}); kernels")
+        return [], [Finding(
+            "gpu.ptx_jit",
+            f"{name}: {some} will be JIT-compiled "
+            f"from compute_{str(ptx).replace('.', '')} PTX at start-up (minutes on first run)",
+            fix="export CUDA_CACHE_MAXSIZE=4294967296 to keep the JIT cache, or use a newer TensorFlow",
+        )], True
+    return [Finding(
+        "gpu.arch", f"{name}: TensorFlow {v} carries no code that can run on it (SASS {', '.join(archs.sass)}, PTX "
+        f"{archs.ptx or 'none'})", fix="use a newer TensorFlow",
+    )], [], False
 
 
 def _outside_toolkit(cc: Version, toolkit: Toolkit | None) -> str | None:
@@ -146,10 +194,12 @@ def _outside_toolkit(cc: Version, toolkit: Toolkit | None) -> str | None:
 
 
 def cuda_rules_out(m: Machine, kb: KnowledgeBase, v: Version, cuda: str) -> bool:
-    """Whether release ``v`` with CUDA ``cuda`` is blocked for one of the visible GPUs by the first rule alone
+    """Whether release ``v`` with CUDA ``cuda`` is blocked for every visible GPU by the first rule alone
     (:func:`_outside_toolkit`): then :func:`gpu_findings` blocks it whatever the binaries carry."""
     toolkit = kb.toolkit(_libs_cuda(kb, v, cuda, m.tf_os))
-    return toolkit is not None and any(_outside_toolkit(_cc(cc_text), toolkit) for _name, cc_text in _gpu_kinds(m, kb))
+    kinds = _gpu_kinds(m, kb)  # every one of them: a GPU the CUDA knows beside one it does not is not blocked
+    return toolkit is not None and bool(kinds) and all(_outside_toolkit(_cc(cc_text), toolkit)
+                                                      for _name, cc_text, _gs in kinds)
 
 
 def _usable_ptx(archs: ArchTargets, cc: Version) -> Version | None:

@@ -3,20 +3,18 @@ pip wheels up to 2.13 load, glibc, and the Jetson/ARM route. Pure."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
 from tfgpu.facts.machine import Machine
 from tfgpu.facts.machine import maybe_version as _v
-from tfgpu.judge.findings import (
-    Finding,
-)
+from tfgpu.judge.findings import Finding
 from tfgpu.kb.versions import normalize_cuda, version
 
 if TYPE_CHECKING:
     from tfgpu.kb.knowledge import KnowledgeBase
-    from tfgpu.kb.records import Release
+    from tfgpu.kb.records import Recipe, Release
 
 
 def system_cuda_serves(have: Version, built: Version, tf: Version, kb: KnowledgeBase) -> bool:
@@ -48,21 +46,41 @@ def system_cuda_installed(m: Machine, cuda: str, tf: Version, kb: KnowledgeBase)
         have is not None and system_cuda_serves(have, want, tf, kb) for have in (_v(t.get("version")) for t in m.toolkits))
 
 
-def system_cudnn_installed(m: Machine, cudnn: str) -> bool:
-    """Is a system cuDNN installed of ``cudnn``'s major version with at least its minor?"""
+def system_cudnn_serves(have: Version, want: Version, tf: Version, kb: KnowledgeBase) -> bool:
+    """Does a loaded cuDNN ``have`` satisfy TensorFlow ``tf``, built with cuDNN ``want``? The check TensorFlow's
+    own code makes (compat/rules.toml `cudnn-newer-minor`): the same major, and from 1.8 for cuDNN >= 7 the same
+    or a newer minor; else the exact minor."""
+    if have.major != want.major:
+        return False
+    if len(want.release) < 2:  # a build known by its cuDNN major only (compat/tensorflow.toml "7"): the major decides
+        return True
+    if want.major >= 7 and kb.rule("cudnn-newer-minor").holds(tf):
+        return have.release[1:2] >= want.release[1:2]
+    return have.release[1:2] == want.release[1:2]
+
+
+def _cudnns_of_major(m: Machine, cudnn: str) -> list[tuple[dict[str, Any], Version]]:
+    """The system cuDNNs of ``cudnn``'s major (one library name: libcudnn.so.N, cudnn64_N.dll), in the facts' order."""
     want = _v(cudnn)
-    return want is not None and any(
-        have is not None and have.major == want.major and have.release >= want.release[:2]
-        for have in (_v(c.get("version")) for c in m.cudnns))
+    return [(c, have) for c, have in ((c, _v(c.get("version"))) for c in m.cudnns)
+            if want is not None and have is not None and have.major == want.major]
+
+
+def system_cudnn_installed(m: Machine, cudnn: str, tf: Version | None = None, kb: KnowledgeBase | None = None) -> bool:
+    """Is a system cuDNN installed that serves ``cudnn`` (TensorFlow's rule when ``tf`` and ``kb`` are given, else the
+    same major with at least the minor)?"""
+    want = _v(cudnn)
+    if want is None:
+        return False
+    if tf is not None and kb is not None:
+        return any(system_cudnn_serves(have, want, tf, kb) for _c, have in _cudnns_of_major(m, cudnn))
+    return any(have.release >= want.release[:2] for _c, have in _cudnns_of_major(m, cudnn))
 
 
 def system_cudnn_minor_unstated(m: Machine, cudnn: str) -> bool:
     """Is a system cuDNN of ``cudnn``'s major given without its minor ("7", "8": a facts document written from
     a report)? Then whether it is new enough is unknown, not known to be too old."""
-    want = _v(cudnn)
-    return want is not None and any(
-        "." not in str(c.get("version") or "") and have is not None and have.major == want.major
-        for c, have in ((c, _v(c.get("version"))) for c in m.cudnns))
+    return any("." not in str(c.get("version") or "") for c, _have in _cudnns_of_major(m, cudnn))
 
 
 def driver_findings(m: Machine, kb: KnowledgeBase, cuda: str, needs_ptx_jit: bool) -> tuple[list[Finding], list[Finding]]:
@@ -162,11 +180,23 @@ def _system_library_findings(
     m: Machine, kb: KnowledgeBase, v: Version, cuda: str, cudnn: str,
 ) -> tuple[list[Finding], list[Finding]]:
     """pip installs up to 2.13 load the system CUDA (the built major.minor; from TF 2.5 any 11.x from 11.1, see
-    system_cuda_serves) and a cuDNN of the built major with at least its minor. Returns (blockers, caveats):
-    a library the facts do not describe at all (no cuda_toolkits / cudnn section) is a caveat to check, not a
-    blocker; an empty section is "none installed"."""
-    out: list[Finding] = []
-    unknown: list[Finding] = []
+    system_cuda_serves) and a cuDNN TensorFlow's own check accepts (system_cudnn_serves). Returns (blockers,
+    caveats): a library the facts do not describe at all (no cuda_toolkits / cudnn section) is a caveat to check,
+    not a blocker; an empty section is "none installed"."""
+    c_block, c_cav = _system_cuda_findings(m, kb, v, cuda)
+    d_block, d_cav = _system_cudnn_findings(m, kb, v, cudnn)
+    return c_block + d_block, c_cav + d_cav
+
+
+def _conda_way(kb: KnowledgeBase, m: Machine, v: Version, what: str) -> str:
+    """The fix's way out through conda when `tfgpu create --backend conda` accepts the release here, else the
+    system install."""
+    if conda_route(kb, v, m.os or "linux"):
+        return f"use the conda backend{what}: tfgpu create --tf {v} --backend conda"
+    return f"install it from NVIDIA's archive (TensorFlow {v} has no conda recipe on {m.os or 'linux'})"
+
+
+def _system_cuda_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str) -> tuple[list[Finding], list[Finding]]:
     cuda_n = normalize_cuda(cuda)
     # CUDA 11's runtime is named by its major only (compat/rules.toml): libcudart.so.11.0 / cudart64_110.dll for
     # every 11.x (CUDA 12 dropped the ".0", but no pip TensorFlow loads a system CUDA 12)
@@ -178,39 +208,115 @@ def _system_library_findings(
         first = _first_minor_serving(major, kb)
         wanted = f"{major}.x" + (f" ({major}.{first} or later)" if first else "")
     if not m.toolkits_known:
-        unknown.append(Finding(
+        return [], [Finding(
             "cuda.system_toolkit",
             f"pip's {kb.gpu_dist(v)} {v} loads the system CUDA {wanted} ({so}); the facts do not say which CUDA "
-            "toolkits are installed",
-            fix=f"check that CUDA {wanted} is installed, or use the conda backend: tfgpu create --tf {v} --backend conda",
-        ))
-    elif not system_cuda_installed(m, cuda, v, kb):
+            "toolkits are installed", fix=f"check that CUDA {wanted} is installed, or {_conda_way(kb, m, v, '')}")]
+    if not system_cuda_installed(m, cuda, v, kb):
         have = ", ".join(str(t.get("version")) for t in m.toolkits) or "none"
-        out.append(Finding(
+        return [Finding(
             "cuda.system_toolkit",
             f"pip's {kb.gpu_dist(v)} {v} loads the system CUDA {wanted} ({so}); installed here: {have} — TensorFlow "
             "would print \"Could not dlopen library\" and silently skip the GPU",
-            fix=f"use the conda backend (brings CUDA {cuda_n} into the environment): tfgpu create --tf {v} --backend conda",
-        ))
+            fix=_conda_way(kb, m, v, f" (brings CUDA {cuda_n} into the environment)"))], []
+    return [], _ptxas_findings(m, kb, v, cuda)
+
+
+def _ptxas_findings(m: Machine, kb: KnowledgeBase, v: Version, cuda: str) -> list[Finding]:
+    """The system CUDA that serves the wheel is also where XLA finds ptxas: a toolkit older than a GPU here
+    (CUDA 11.0 knows compute capability up to 8.0, an RTX 30xx is 8.6; compat/cuda.toml `cc_max`) cannot compile
+    PTX for it ("ptxas fatal: Value 'sm_86' is not defined"), and TensorFlow falls back to the driver's JIT."""
+    from tfgpu.facts.machine import gpu_cc_of
+
+    want = _v(normalize_cuda(cuda))
+    serving = [(t, have) for t, have in ((t, _v(t.get("version"))) for t in m.toolkits)
+               if want is not None and have is not None and system_cuda_serves(have, want, v, kb)]
+    if not serving:
+        return []
+    tool, have = serving[0]
+    row = kb.toolkit(f"{have.major}.{have.minor}")
+    if row is None or not row.cc_max:
+        return []
+    newer = sorted({cc for g in m.gpus or () if (cc := gpu_cc_of(kb, g)) and version(cc) > version(row.cc_max)},
+                   key=version)
+    if not newer:
+        return []
+    knows = next((str(t.cuda) for t in sorted(kb.toolkits, key=lambda t: t.cuda)
+                  if t.cuda.major == have.major and t.cc_max and version(t.cc_max) >= version(newer[-1])), None)
+    return [Finding(
+        "cuda.ptxas", f"the system CUDA {tool.get('version')}'s ptxas predates compute capability {', '.join(newer)} "
+        f"(it knows up to {row.cc_max}): XLA cannot compile PTX for this GPU and TensorFlow falls back to the driver's "
+        "JIT (slower start-up, 'ptxas fatal: Value sm_... is not defined')",
+        fix=f"install CUDA {knows} or newer of the {have.major}.x series" if knows else "install a newer CUDA toolkit")]
+
+
+def _system_cudnn_findings(m: Machine, kb: KnowledgeBase, v: Version, cudnn: str) -> tuple[list[Finding], list[Finding]]:
     if not m.cudnns_known:
-        unknown.append(Finding(
+        return [], [Finding(
             "cudnn.system",
             f"pip's {kb.gpu_dist(v)} {v} loads the system cuDNN {cudnn}; the facts do not say which cuDNN is installed",
-            fix=f"check that cuDNN {cudnn} is installed, or use the conda backend: tfgpu create --tf {v} --backend conda",
-        ))
-    elif not system_cudnn_installed(m, cudnn):
-        have = ", ".join(str(c.get("version")) for c in m.cudnns) or "none"
-        if system_cudnn_minor_unstated(m, cudnn):  # "cuDNN 8" in a report: the minor may well be enough
-            unknown.append(Finding(
-                "cudnn.system",
-                f"pip's {kb.gpu_dist(v)} {v} loads the system cuDNN {cudnn}; installed here: {have} (minor not stated)",
-                fix=f"check that the installed cuDNN is {cudnn} or newer, or use the conda backend: "
-                f"tfgpu create --tf {v} --backend conda",
-            ))
-        else:
-            out.append(Finding(
-                "cudnn.system",
-                f"pip's {kb.gpu_dist(v)} {v} loads the system cuDNN {cudnn}; installed here: {have}",
-                fix=f"use the conda backend: tfgpu create --tf {v} --backend conda",
-            ))
-    return out, unknown
+            fix=f"check that cuDNN {cudnn} is installed, or {_conda_way(kb, m, v, '')}")]
+    want = _v(cudnn)
+    same = _cudnns_of_major(m, cudnn)
+    serve = [c for c, have in same if want is not None and system_cudnn_serves(have, want, v, kb)]
+    rule = ("this major" if want is None or len(want.release) < 2 else "the same or a newer minor"
+            if want.major >= 7 and kb.rule("cudnn-newer-minor").holds(v) else "exactly this major.minor")
+    if serve and len(serve) < len(same):  # one library name: the loader takes the first it finds
+        others = [c for c, _h in same if c not in serve]
+        lib = f"cudnn64_{want.major if want else '?'}.dll" if m.os == "windows" else f"libcudnn.so.{want.major if want else '?'}"
+        return [], [Finding(
+            "cudnn.system", f"pip's {kb.gpu_dist(v)} {v} needs cuDNN {cudnn} ({rule}); several cuDNNs here share the "
+            f"name {lib}: {', '.join(str(c.get('version')) for c in serve)} would serve, "
+            f"{', '.join(str(c.get('version')) for c in others)} would not, and TensorFlow loads the one the loader "
+            "finds first (LD_LIBRARY_PATH, then the ldconfig cache; on Windows the first on PATH)",
+            fix="remove the others, or put the one that serves first on LD_LIBRARY_PATH (PATH on Windows); or "
+            + _conda_way(kb, m, v, ""))]
+    if serve:
+        return [], []
+    have_text = ", ".join(str(c.get("version")) for c in m.cudnns) or "none"
+    if system_cudnn_minor_unstated(m, cudnn):  # "cuDNN 8" in a report: the minor may well be enough
+        return [], [Finding(
+            "cudnn.system",
+            f"pip's {kb.gpu_dist(v)} {v} loads the system cuDNN {cudnn}; installed here: {have_text} (minor not stated)",
+            fix=f"check that the installed cuDNN is {cudnn} or newer, or {_conda_way(kb, m, v, '')}")]
+    return [Finding("cudnn.system", f"pip's {kb.gpu_dist(v)} {v} loads the system cuDNN {cudnn} ({rule}); installed "
+                    f"here: {have_text}", fix=_conda_way(kb, m, v, ""))], []
+
+
+# --------------------------------------------------------------------------- which conda recipes exist
+
+
+def recipe_conda_package(recipe: Recipe) -> tuple[str, str] | None:
+    """(TensorFlow package, channel family) a conda recipe installs, read from its own packages and channels
+    (compat/recipes.toml: "python={python},tensorflow-gpu={tf}" on defaults -> ("tensorflow-gpu", "anaconda"))."""
+    conda_part = recipe.packages.partition("; pip:")[0]
+    names = [spec.strip().split("=")[0].strip() for spec in conda_part.split(",")]
+    package = next((n for n in names if n.startswith("tensorflow")), None)
+    if package is None:
+        return None
+    return package, "conda-forge" if "conda-forge" in recipe.channels else "anaconda"
+
+
+def recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) -> bool:
+    """Conda metapackages exist only for the versions the channel has."""
+    if recipe.backend != "conda":
+        return True
+    want = recipe_conda_package(recipe)
+    if want is None:
+        return True
+    rows = kb.conda_packages(name=want[0], v=v, os="windows" if os == "windows" else "linux")
+    # Anaconda's channel goes by three names; conda-forge's builds are only conda-forge's
+    same = ("anaconda", "defaults", "main") if want[1] == "anaconda" else (want[1],)
+    return any(r.channel in same for r in rows)
+
+
+def conda_route(kb: KnowledgeBase, v: Version, os: str) -> bool:
+    """Whether a conda recipe (conda-forge's or Anaconda's build, or conda's CUDA beside pip's TensorFlow) can
+    install release ``v`` on ``os``: what a fix may name as "--backend conda", which `tfgpu create` accepts then."""
+    def find() -> bool:
+        recipes = [r for r in kb.recipes_for(v, os) if r.gpu]
+        if os == "wsl2":
+            recipes += [r for r in kb.recipes_for(v, "linux") if r.gpu]
+        return any(r.backend in ("conda", "conda+pip") and recipe_available(kb, r, v, os) for r in recipes)
+
+    return kb.derived("conda_route", f"{v}/{os}", find)

@@ -10,12 +10,12 @@ from tfgpu.facts.machine import Machine
 from tfgpu.judge.findings import (
     TargetVerdict,
 )
-from tfgpu.judge.recommend import Recommendation, recommend
+from tfgpu.judge.recommend import Recommendation, recommend_for
 
 if TYPE_CHECKING:
     from tfgpu.facts.document import Facts
     from tfgpu.kb.knowledge import KnowledgeBase
-from tfgpu.judge.verdict import judge_requested, judge_series
+from tfgpu.judge.verdict import judge_requested
 
 
 def resolve_latest(facts: Facts, kb: KnowledgeBase, *, backend: str = "auto",
@@ -23,8 +23,8 @@ def resolve_latest(facts: Facts, kb: KnowledgeBase, *, backend: str = "auto",
     """What ``latest`` means, everywhere (doctor, plan, create, lock): the release the doctor recommends here,
     and that recommendation; when nothing will use a GPU, the newest GPU series and None (its verdict says why)."""
     m = machine or Machine.from_facts(facts, kb)
-    rec = recommend(facts, kb, judge_series(facts, kb, backend=backend, machine=m), m)
-    return (rec.tf, rec) if rec else (kb.series(m.tf_os)[0], None)
+    rec = recommend_for(facts, kb, backend=backend, machine=m)
+    return (rec.tf, rec) if rec is not None and rec.backend != "cpu" else (kb.series(m.tf_os)[0], None)
 
 
 def judge_target(facts: Facts, kb: KnowledgeBase, tf: str, *, backend: str = "auto") -> TargetVerdict:

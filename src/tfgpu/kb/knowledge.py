@@ -157,7 +157,7 @@ class KnowledgeBase:
     def cpu_floor(self, feature: str) -> CpuRequirement:
         """The requirement of CPU ``feature`` (e.g. "avx") from compat/tensorflow.toml `cpu_requirements`, which
         must have it (no default in code)."""
-        found = next((r for r in self.cpu_requirements if r.feature == feature), None)
+        found = next((r for r in self.cpu_requirements if r.feature == feature and r.build == "pip" and r.required), None)
         if found is None:
             msg = f"compat/tensorflow.toml `cpu_requirements` has no {feature!r} row"
             raise DataError(msg, hint="reinstall tfgpu: python3 -m pip install --force-reinstall tfgpu")
@@ -182,9 +182,12 @@ class KnowledgeBase:
         (compat/releases.toml `placeholder`: tensorflow-gpu 2.12.0); None when ``dist`` has none."""
         return min((r.version for r in self.releases if r.dist == dist and r.placeholder), default=None)
 
-    def cpu_requirement(self, feature: str, v: Version) -> CpuRequirement | None:
-        """The requirement of CPU ``feature`` (e.g. "avx") that release ``v``'s official binaries have, if any."""
-        return next((r for r in self.cpu_requirements if r.feature == feature and v in r.tf), None)
+    def cpu_requirement(self, feature: str, v: Version, build: str = "pip") -> CpuRequirement | None:
+        """The requirement of CPU ``feature`` (e.g. "avx") that release ``v``'s ``build`` binaries have, if any: the
+        build's own rows (Anaconda's builds need no AVX), else the official wheels'."""
+        rows = [r for r in self.cpu_requirements if r.feature == feature and v in r.tf]
+        row = next((r for r in rows if r.build == build), None) or next((r for r in rows if r.build == "pip"), None)
+        return row if row is not None and row.required else None
 
     # -- TensorFlow -----------------------------------------------------------------------
     @functools.cached_property
@@ -298,6 +301,12 @@ class KnowledgeBase:
             close = _nearest(wanted, [version(s) for s in self.series(os)])
         else:
             close = _nearest(wanted, [r.version for r in known])
+        from tfgpu.kb.fresh import newer_release_error
+
+        newer = newer_release_error(raw, wanted, [r.version for r in self.releases if r.dist == "tensorflow"],
+                                    self.date or self.data_version)
+        if newer is not None:
+            raise UsageError(newer.message, hint=f"{newer.hint}; closest known: {', '.join(close) or 'none'}")
         where = {"linux": "Linux", "windows": "native Windows", "macos": "macOS", "wsl2": "WSL2"}.get(os, os)
         msg = f"TensorFlow {raw} has no GPU release on {where} in tfgpu's knowledge base"
         raise UsageError(
@@ -563,7 +572,8 @@ def _parse_kb() -> KnowledgeBase:
         wheels=_parse_wheels("wheels", wheels_data),
         devices=tuple(_parse_gpu_devices(gpus)),
         cpu_requirements=tuple(
-            CpuRequirement(feature=str(r["feature"]), tf=_spec("tensorflow", r), text=str(r["text"]), source=r["source"])
+            CpuRequirement(feature=str(r["feature"]), tf=_spec("tensorflow", r), text=str(r["text"]), source=r["source"],
+                           build=str(r.get("build", "pip")), required=bool(r.get("required", True)))
             for r in _rows("tensorflow", tf, "cpu_requirements")
         ),
         platform_builds=tuple(

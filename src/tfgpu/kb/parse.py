@@ -61,7 +61,7 @@ OSES = ("linux", "windows", "macos")
 
 
 #: Whose binaries a compat/tf_archs.toml row describes.
-ARCH_BUILDS = ("pip", "conda-forge")
+ARCH_BUILDS = ("pip", "conda-forge", "anaconda")
 
 
 @functools.lru_cache(maxsize=1)

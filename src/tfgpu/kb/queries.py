@@ -8,6 +8,8 @@ from typing import Any
 
 from packaging.version import Version
 
+from tfgpu.core.errors import UsageError
+from tfgpu.kb.fresh import newer_release_error
 from tfgpu.kb.knowledge import KnowledgeBase, load_kb
 from tfgpu.kb.records import ContainerImage, ContainerSeries, InstallAs, Note, Pin, PythonLimit, Verified
 from tfgpu.kb.specifiers import VersionSpec
@@ -152,3 +154,10 @@ def ngc_images() -> tuple[ContainerImage, ...]:
 def data_version() -> str:
     """compat/meta.toml's data version (read from the knowledge base, so from its cache when warm)."""
     return load_kb().data_version
+
+
+def newer_than_kb(kb: KnowledgeBase, raw: str, wanted: Version) -> UsageError | None:
+    """A TensorFlow release (or series, or pre-release) newer than every release the knowledge base knows: the
+    error tfgpu.kb.fresh.newer_release_error makes (None: the knowledge base knows releases up to or past it)."""
+    return newer_release_error(raw, wanted, [r.version for r in kb.releases if r.dist == "tensorflow"],
+                               kb.date or kb.data_version)

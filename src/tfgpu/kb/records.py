@@ -217,12 +217,15 @@ class GpuDevice:
 
 @record
 class CpuRequirement:
-    """A CPU instruction set the official prebuilt binaries of some releases need (compat/tensorflow.toml)."""
+    """A CPU instruction set the prebuilt binaries of some releases need, or a build that does not (compat/
+    tensorflow.toml `cpu_requirements`)."""
 
     feature: str  # e.g. "avx"
     tf: VersionSpec
     text: str
     source: str
+    build: str = "pip"  # whose binaries: "pip" (the official wheels), "anaconda", ...
+    required: bool = True  # False: a build that does not need the feature (Anaconda's -march=nocona builds)
 
 
 @record
@@ -270,7 +273,7 @@ RULE_SUBJECTS = ("tf", "cuda", "cc")
 #: The rules tfgpu's code asks for by id: compat/rules.toml must have each (a missing one is a DataError when
 #: the table is loaded, not a silent default in code).
 RULE_IDS = ("cuda-libraries-per-major", "system-cuda-any-minor", "mig", "tensorflow-cpu-package",
-            "gpu-in-tensorflow-package", "nvidia-wheels-need-library-path", "wheels-64-bit-only")
+            "gpu-in-tensorflow-package", "nvidia-wheels-need-library-path", "wheels-64-bit-only", "cudnn-newer-minor")
 
 
 @record

@@ -35,7 +35,7 @@ def _cache_file() -> Path | None:
     # indexes (their indexers and kb.derived values: tfgpu.judge.verdict, tfgpu.judge.gpu_rules): a change to
     # any of them is a new cache
     modules = ("core/record.py", "kb/cache.py", "kb/knowledge.py", "kb/parse.py", "kb/records.py", "kb/specifiers.py",
-               "judge/verdict.py", "judge/gpu_rules.py")
+               "judge/verdict.py", "judge/release_checks.py", "judge/system.py", "judge/gpu_rules.py")
     for path in (Path(__file__), *(here / m for m in modules),
                  *(compat_dir() / f"{name}.toml" for name in (*KB_FILES, *SECTION_FILES))):
         try:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from tfgpu.facts.document import Facts
     from tfgpu.judge.diagnose import DoctorResult
     from tfgpu.judge.findings import TargetVerdict
+    from tfgpu.judge.recommend import Recommendation
     from tfgpu.kb.knowledge import KnowledgeBase
     from tfgpu.kb.records import Recipe
 
@@ -130,7 +131,8 @@ def ranked_recipes(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | Non
     verdict says the release will work here, a conda recipe whose channel does not carry the release is
     left out, as the verdict leaves it out (the doctor names the release the plan builds)."""
     from tfgpu.judge.findings import BLOCKED
-    from tfgpu.judge.verdict import rank_backends, recipe_available
+    from tfgpu.judge.system import recipe_available
+    from tfgpu.judge.verdict import rank_backends
 
     recipes = candidate_recipes(kb, v, os_name)
     judged = verdict is not None and verdict.tf == str(v)
@@ -196,7 +198,7 @@ def _choose_one(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, 
     if not recipes:
         where = {"windows": "native Windows", "wsl2": "WSL2", "macos": "macOS"}.get(os_name, os_name)
         msg = f"tfgpu knows no GPU install recipe for TensorFlow {v} on {where}"
-        from tfgpu.judge.verdict import last_windows_gpu_series
+        from tfgpu.judge.release_checks import last_windows_gpu_series
 
         last = last_windows_gpu_series(kb)
         hint = (f"TensorFlow after {last} has no GPU build for native Windows: use WSL2, or --tf {last}"
@@ -214,10 +216,40 @@ def _choose_one(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, 
         msg = f"no {family} recipe for TensorFlow {v} on {os_name}"
         conda_way = "--backend conda" if conda_tool(tools) else "--backend rattler"  # what runs on this machine
         raise UsageError(msg, hint=f"use {conda_way}" if family == "pip" else "use --backend pip")
+    viable = _viable_recipes(verdict, v)
+    first = [r for r in usable if viable is None or r.id in viable]
+    found = _first_runnable(kb, first, runners, ctx, prefs, verdict)
+    if isinstance(found, Choice):
+        return found
+    if prefs.backend == "auto" and first and first[0].backend == "pip" and (
+            viable is not None or not any(r.backend in CONDA_FAMILY for r in recipes)):
+        # a pip recipe the verdict finds workable (or no conda recipe at all) and no interpreter for it: a
+        # conda-made interpreter, then pip -- before a recipe the verdict blocks
+        fallback = _conda_python(kb, first[0], ctx, tools)
+        if fallback is not None:
+            return fallback
+    rest = _first_runnable(kb, [r for r in usable if r not in first], runners, ctx, prefs, verdict,
+                           pip_without_python=found[1])
+    if isinstance(rest, Choice):
+        return rest
+    error = found[0] or rest[0]
+    assert error is not None
+    raise error
+
+
+def _viable_recipes(verdict: TargetVerdict | None, v: Version) -> set[str] | None:
+    """The recipes the verdict of release ``v`` finds workable (None: no verdict of ``v``, or it is blocked)."""
+    if verdict is None or verdict.tf != str(v) or verdict.verdict == "blocked":
+        return None
+    return {b.recipe for b in verdict.backends if b.viable}
+
+
+def _first_runnable(kb: KnowledgeBase, recipes: Sequence[Recipe], runners: Sequence[Runner], base_ctx: Context,
+                    prefs: Preferences, verdict: TargetVerdict | None, *,
+                    pip_without_python: bool = False) -> Choice | tuple[UsageError | None, bool]:
+    """The first of ``recipes`` a runner can build (in order), else (the first refusal, whether pip was refused)."""
     first_error: UsageError | None = None
-    pip_without_python = False
-    base_ctx = ctx
-    for recipe in usable:
+    for recipe in recipes:
         ctx = _recipe_context(kb, base_ctx, recipe)
         runner, refused = first_able(runners, recipe, ctx)
         for r, error in refused:
@@ -229,19 +261,19 @@ def _choose_one(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, 
             return Choice(recipe, runner.name, tool,
                           _reason(runner, tool, recipe, ctx, prefs, verdict,
                                   pip_without_python=pip_without_python, python=python), python=python)
-    if prefs.backend == "auto" and not any(r.backend in CONDA_FAMILY for r in recipes):
-        # a pip recipe and no interpreter for it: a conda-made interpreter, then pip
-        recipe = usable[0]
-        ctx = _recipe_context(kb, base_ctx, recipe)
-        runner = CONDA if conda_tool(tools) else RATTLER
-        if runner.can_build(recipe, ctx) is None:
-            tool = runner.available(ctx) or runner.name
-            return Choice(recipe, runner.name, tool,
-                          f"no Python in {', '.join(ctx.wheel_pythons)} is installed: {tool} makes a conda-forge "
-                          f"environment with that Python, then pip installs recipe {recipe.id}",
-                          python_from_conda=True)
-    assert first_error is not None
-    raise first_error
+    return first_error, pip_without_python
+
+
+def _conda_python(kb: KnowledgeBase, recipe: Recipe, base_ctx: Context, tools: Mapping[str, str | None]) -> Choice | None:
+    """A pip recipe with no interpreter for it here: conda (or the embedded engine) makes one, then pip."""
+    ctx = _recipe_context(kb, base_ctx, recipe)
+    runner = CONDA if conda_tool(tools) else RATTLER
+    if runner.can_build(recipe, ctx) is not None:
+        return None
+    tool = runner.available(ctx) or runner.name
+    return Choice(recipe, runner.name, tool,
+                  f"no Python in {', '.join(ctx.wheel_pythons)} is installed: {tool} makes a conda-forge "
+                  f"environment with that Python, then pip installs recipe {recipe.id}", python_from_conda=True)
 
 
 def _recipe_context(kb: KnowledgeBase, ctx: Context, recipe: Recipe) -> Context:
@@ -301,17 +333,15 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Facts,
                  tools: Mapping[str, str | None] | None = None, prefs: Preferences | None = None) -> DoctorResult:
     """The doctor's per-target recipes and its recommendation, as `tfgpu plan` would build them: each
     target names the recipe and backend :func:`choose` picks, and ``recipe_id`` (a blocked one too: what
-    `tfgpu plan` would build, and its blockers say why it would not run)."""
+    `tfgpu plan` would build, and its blockers say why it would not run); the recommendation is
+    :func:`chosen_recommendation`'s, as every "instead: ..." line prints it."""
     from tfgpu.core.record import replace
-    from tfgpu.judge.findings import BLOCKED
-    from tfgpu.judge.recommend import create_command
 
     tools = tools_from_facts(facts) if tools is None else tools
     prefs = prefs or Preferences()
     if prefs.backend in CONTAINER_BACKENDS:
         return _with_container_choices(result, kb, facts, tools, prefs)
     targets = []
-    runner: dict[str, str] = {}
     for tv in result.targets:
         c = choose_for_target(kb, facts, tv, tools, prefs)
         if c is None:
@@ -321,19 +351,52 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Facts,
         # its backend, recipe and recipe_id, as for any other target (its blockers say which backend has which)
         targets.append(replace(tv, backend="pip" if c.recipe.backend == "pip" and not c.python_from_conda
                                else "conda", recipe=c.recipe.id, recipe_id=c.recipe.id))
-        if tv.verdict != BLOCKED:
-            runner[tv.tf] = c.backend
     result.targets = targets
-    rec = result.recommendation
-    if rec is not None and rec.backend != "cpu":
-        chosen = next((t for t in targets if t.tf == rec.tf), None)
-        if chosen is not None and chosen.tf in runner:
-            rec = replace(rec, backend=chosen.backend, recipe=chosen.recipe, recipe_id=chosen.recipe_id,
-                          command=f"tfgpu create --tf {chosen.tf} --backend {runner[chosen.tf]}")
-        elif chosen is not None:
-            rec = replace(rec, command=create_command(chosen, result.machine))
-        result.recommendation = rec
+    result.recommendation = chosen_recommendation(kb, facts, result.recommendation, tools, prefs)
     return result
+
+
+def chosen_recommendation(kb: KnowledgeBase, facts: Facts, rec: Recommendation | None,
+                          tools: Mapping[str, str | None], prefs: Preferences) -> Recommendation | None:
+    """A recommendation (tfgpu.judge.recommend.recommend_for) with the recipe and runner :func:`choose` picks for
+    its release: its command is the one `tfgpu create` accepts here. The target itself is chosen with the user's
+    preferences; a release recommended instead of a blocked target as ``--backend auto`` chooses it."""
+    from tfgpu.core.record import replace
+
+    if rec is None or rec.target is None or rec.backend == "cpu":
+        return rec
+    tv = rec.target
+    if rec.backend == CONTAINER:  # the container route: the command asks for the backend asked for, its image
+        if prefs.backend not in CONTAINER_BACKENDS:
+            return rec
+        from tfgpu.judge.recommend import for_container_backend
+
+        c = choose_for_target(kb, facts, tv, tools, prefs)
+        rec = for_container_backend(rec, prefs.backend)
+        return rec if c is None else replace(rec, recipe=c.recipe.id, recipe_id=c.recipe.id)
+    if rec.instead_of is not None:
+        prefs = Preferences(backend="auto", prefer=prefs.prefer, prefer_source=prefs.prefer_source)
+    c = choose_for_target(kb, facts, tv, tools, prefs)
+    if c is None or tv.verdict == "blocked":
+        return rec
+    # a pip recipe run in a conda-made Python is what --backend auto builds (an explicit --backend conda or rattler
+    # takes the conda recipes only)
+    backend = "" if c.python_from_conda and prefs.backend == "auto" else f" --backend {c.backend}"
+    return replace(rec, backend="pip" if c.recipe.backend == "pip" and not c.python_from_conda else "conda",
+                   recipe=c.recipe.id, recipe_id=c.recipe.id, command=f"tfgpu create --tf {rec.tf}{backend}")
+
+
+def recommendation(kb: KnowledgeBase, facts: Facts, *, target: TargetVerdict | None = None, backend: str = "auto",
+                   tools: Mapping[str, str | None] | None = None, prefs: Preferences | None = None) -> Recommendation | None:
+    """The one recommendation, as the doctor prints it: the best release here (no ``target``), the target itself
+    when it works, else what works instead. `tfgpu plan` and `tfgpu create` print it under a blocked target
+    ("instead: ..."), the doctor in its last line; all of them call this (or, the doctor, its two halves:
+    tfgpu.judge.recommend.recommend_for, then :func:`chosen_recommendation`)."""
+    from tfgpu.judge.recommend import recommend_for
+
+    rec = recommend_for(facts, kb, target=target, backend=backend)
+    tools = tools_from_facts(facts) if tools is None else tools
+    return chosen_recommendation(kb, facts, rec, tools, prefs or Preferences(backend=backend))
 
 
 def _with_container_choices(result: DoctorResult, kb: KnowledgeBase, facts: Facts, tools: Mapping[str, str | None],
@@ -349,17 +412,5 @@ def _with_container_choices(result: DoctorResult, kb: KnowledgeBase, facts: Fact
             tv = replace(tv, recipe_id=c.recipe.id)
         targets.append(tv)
     result.targets = targets
-    rec = result.recommendation
-    if rec is None or rec.backend == "cpu":
-        return result
-    if rec.backend == CONTAINER:
-        from tfgpu.judge.recommend import for_container_backend
-
-        chosen = next((t for t in targets if t.tf == rec.tf), None)
-        rec = for_container_backend(rec, prefs.backend)
-        if chosen is not None and chosen.recipe_id:
-            rec = replace(rec, recipe=chosen.recipe_id, recipe_id=chosen.recipe_id)
-    # else: the verdict recommends a pip or conda release instead (the container route is blocked here); its
-    # command is the verdict's, which names that recipe's backend (was: --backend of the request, wrongly)
-    result.recommendation = rec
+    result.recommendation = chosen_recommendation(kb, facts, result.recommendation, tools, prefs)
     return result

@@ -294,7 +294,7 @@ def _recipe_python(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) -> st
 
 
 def _install(kb: KnowledgeBase, build: Build, versions: list[Version]) -> list[dict[str, Any]]:
-    from tfgpu.judge.verdict import recipe_available
+    from tfgpu.judge.system import recipe_available
 
     if build.os == "macos" or not versions:
         return []

@@ -128,11 +128,16 @@ def assert_recommendation_builds(facts: dict[str, Any], tools: dict[str, str | N
         assert cpu.cpu
         assert not any("and-cuda" in r or r.startswith("nvidia-") for r in cpu.pip_requirements)
         return
-    plan = plan_environment(KB, facts, BuildRequest(tf=rec.tf), tools=tools, home="/h", engine_python="/usr/bin/python3")
+    # the command as printed: --backend the runner, or none where auto runs a pip recipe in a conda-made Python
+    argv = rec.command.split()
+    backend = argv[argv.index("--backend") + 1] if "--backend" in argv else "auto"
+    plan = plan_environment(KB, facts, BuildRequest(tf=rec.tf, backend=backend), tools=tools, home="/h",
+                            engine_python="/usr/bin/python3")
     assert plan.recipe_id == rec.recipe_id == rec.recipe
     assert plan.tf == rec.tf
     assert plan.verdict == rec.verdict
-    assert rec.command == f"tfgpu create --tf {plan.tf} --backend {plan.backend}"
+    assert rec.command == f"tfgpu create --tf {plan.tf}" + (f" --backend {plan.backend}" if backend != "auto" else "")
+    assert backend != "auto" or plan.backend in ("conda", "rattler")  # the pip recipe in a conda-made Python
 
 
 # --------------------------------------------------------------------------- the two known disagreements
@@ -232,7 +237,7 @@ def test_a_driver_that_runs_2_9_1_but_not_2_9_3_gets_2_9_1_with_the_reason() -> 
 def _recommended(os_name: str, driver: str, gpu: tuple[str, str, int], pythons: list[str]) -> Version | None:
     facts = machine(os_name, driver, gpu, pythons, None, None)
     rec = doctor_result(facts, KB, tools=tools_for(facts, True)).recommendation
-    return Version(rec.tf) if rec else None
+    return Version(rec.tf) if rec and rec.backend != "cpu" else None  # the CPU route is no GPU release
 
 
 # Every architecture, Kepler and Maxwell (K80, M60) included. conda's solver takes the newest CUDA variant

@@ -231,7 +231,7 @@ def test_caveat_runs() -> None:
 def test_anacondas_build_of_a_release_does_not_make_conda_forge_have_it() -> None:
     """Anaconda's recipe declares a CUDA 12.8 build of 2.20.0; conda-forge's main never had 2.20: the
     conda-forge recipe is not available for it (an RTX 50 machine was told 2.20.0 via conda-forge)."""
-    from tfgpu.judge.verdict import recipe_available
+    from tfgpu.judge.system import recipe_available
 
     kb = load_kb()
     forge = next(r for r in kb.recipes if r.id == "conda-forge-tensorflow-cuda")

@@ -15,9 +15,9 @@ from tfgpu.core.errors import DataError
 from tfgpu.core.record import replace
 from tfgpu.facts.machine import Machine, _apply_cvd
 from tfgpu.judge.checks import machine_checks
+from tfgpu.judge.release_checks import last_windows_gpu_series
 from tfgpu.judge.system import system_cuda_serves
 from tfgpu.judge.target import judge_target
-from tfgpu.judge.verdict import last_windows_gpu_series
 from tfgpu.kb import parse, records
 from tfgpu.kb.knowledge import KnowledgeBase, load_kb
 from tfgpu.kb.parse import load_toml

@@ -132,7 +132,8 @@ def plan_cmd(
     else:
         print_plan(plan)
     if plan.verdict == "blocked" and not (force or cpu):
-        alt = _alternative(facts, plan)
+        alt = _alternative(facts, tf or plan.tf, backend if tf is not None else
+                           ("pip" if plan.backend == "pip" else "conda"))
         output.note(f"tfgpu: TensorFlow {plan.tf} is blocked here (see ✗ above); `tfgpu create` would refuse it"
                     + (f"\n  instead: {alt}" if alt else "")
                     + "\n  --force builds it anyway; --cpu plans a CPU-only environment")
@@ -140,11 +141,20 @@ def plan_cmd(
     return 0
 
 
-def _alternative(facts: dict[str, Any], plan: Any) -> str:
-    """The command that works here instead of a blocked plan (the doctor's recommendation)."""
+def _alternative(facts: dict[str, Any], tf: str, backend: str) -> str:
+    """The command that works here instead of a blocked plan: the one recommendation (tfgpu.plan.choose), as the
+    doctor and `tfgpu create` print it for the same target."""
     from tfgpu.build.pipeline import alternative
+    from tfgpu.core.errors import UsageError
+    from tfgpu.facts.document import as_facts
+    from tfgpu.judge.target import judge_target
+    from tfgpu.kb.knowledge import load_kb
 
-    rec = alternative(facts, plan.tf, plan.backend)
+    try:
+        verdict = judge_target(as_facts(facts), load_kb(), tf, backend=backend)
+    except UsageError:
+        return ""
+    rec = alternative(facts, verdict, backend)
     return rec.command if rec else ""
 
 

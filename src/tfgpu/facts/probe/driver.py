@@ -91,7 +91,7 @@ def probe_nvidia_smi(ctx: Ctx, os_name: str) -> dict[str, Any]:
     Old drivers reject ``compute_cap`` -> query again without it. If the table does not parse, try
     ``-q -x``. Returns {"path", "driver_version", "cuda", "gpus", "error", "error_kind", "detail"}.
     """
-    out: dict[str, Any] = {"path": None, "driver_version": None, "cuda": None, "smi_version": None,
+    out: dict[str, Any] = {"path": None, "driver_version": None, "cuda": None, "smi_version": None, "libcuda": None,
                            "gpus": [], "error": None, "error_kind": None, "detail": None, "format": None}
     exe = find_nvidia_smi(ctx, os_name)
     if exe is None:
@@ -128,6 +128,7 @@ def probe_nvidia_smi(ctx: Ctx, os_name: str) -> dict[str, Any]:
     if table.ok:
         parsed = parse_smi_table(table.stdout)
         out["cuda"] = parsed["cuda"]
+        out["libcuda"] = False if parsed["cuda_na"] else None  # "CUDA Version: N/A": libcuda.so.1 does not load
         out["smi_version"] = parsed["smi_version"]
         out["driver_version"] = out["driver_version"] or parsed["driver_version"]
         if not out["gpus"]:
@@ -138,6 +139,7 @@ def probe_nvidia_smi(ctx: Ctx, os_name: str) -> dict[str, Any]:
             if xml.ok:
                 px = parse_smi_xml(xml.stdout)
                 out["cuda"] = out["cuda"] or px["cuda"]
+                out["libcuda"] = False if px["cuda_na"] and not out["cuda"] else out["libcuda"]
                 out["driver_version"] = out["driver_version"] or px["driver_version"]
                 if not out["gpus"]:
                     out["gpus"] = px["gpus"]
@@ -218,7 +220,7 @@ def resolve_driver(
     )
     driver: dict[str, Any] = {
         "version": None, "cuda": None, "kernel_module": kmod, "user_library": user_lib, "mismatch": False,
-        "source": None, "error": None,
+        "source": None, "error": None, "libcuda": _libcuda(nvml, smi),
         "sources": {
             "nvml": {"ok": bool(nvml.get("ok")), "error": nvml.get("error")} if nvml else None,
             "sys_module": kernel.get("sys_module"),
@@ -306,6 +308,15 @@ def resolve_driver(
         if smi.get("smi_version") and driver["version"] and smi["smi_version"] != driver["version"]:
             notes.append(f"WSL2: nvidia-smi {smi['smi_version']} reports Windows driver {driver['version']}")
     return driver, gpus, notes
+
+
+def _libcuda(nvml: dict[str, Any], smi: dict[str, Any]) -> bool | None:
+    """Whether the driver's CUDA library (libcuda.so.1, nvcuda.dll) loads: NVML's answer when it gave one
+    (nvmlSystemGetCudaDriverVersion_v2 fails with NVML_ERROR_LIBRARY_NOT_FOUND without it, NVML API reference,
+    System Queries), else nvidia-smi's ("CUDA Version: N/A"); None when neither says."""
+    if nvml.get("ok") and nvml.get("libcuda") is not None:
+        return bool(nvml["libcuda"])
+    return False if smi.get("libcuda") is False else None
 
 
 def _bus_key(bus_id: Any) -> str | None:

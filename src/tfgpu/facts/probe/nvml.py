@@ -36,9 +36,9 @@ def _text(value: Any) -> str:
 
 def query_nvml() -> dict[str, Any]:
     """Ask NVML directly (blocking). Returns {"ok", "driver_version", "cuda", "nvml_version", "gpus",
-    "error", "error_kind"}; never raises."""
+    "error", "error_kind", "libcuda"}; never raises."""
     out: dict[str, Any] = {"ok": False, "driver_version": None, "cuda": None, "nvml_version": None,
-                           "gpus": [], "error": None, "error_kind": None}
+                           "gpus": [], "error": None, "error_kind": None, "libcuda": None}
     try:
         import pynvml
     except ImportError as exc:  # nvidia-ml-py is a dependency, but be tolerant of a broken install
@@ -64,7 +64,12 @@ def query_nvml() -> dict[str, Any]:
                 pass
         try:
             out["cuda"] = cuda_int_to_version(int(pynvml.nvmlSystemGetCudaDriverVersion_v2()))
-        except pynvml.NVMLError:
+            out["libcuda"] = True
+        except pynvml.NVMLError as exc:
+            # v2 asks libcuda itself: NVML_ERROR_LIBRARY_NOT_FOUND when libcuda.so.1 / nvcuda.dll is missing (NVML
+            # API reference, System Queries); v1 then answers "a known supported version" without it
+            if _KINDS.get(type(exc).__name__) == "library_not_found":
+                out["libcuda"] = False
             try:
                 out["cuda"] = cuda_int_to_version(int(pynvml.nvmlSystemGetCudaDriverVersion()))
             except pynvml.NVMLError:

@@ -116,11 +116,13 @@ _TABLE_MEM = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB")
 def parse_smi_table(text: str) -> dict[str, Any]:
     """The default `nvidia-smi` table: driver version, CUDA version and GPU rows (names may be truncated).
 
-    Returns {"smi_version", "driver_version", "cuda", "gpus": [{"index", "name", "memory_mib", "pci_bus_id"}]}.
-    Pre-410 drivers print no "CUDA Version"; WSL2 may print "CUDA Version: ERR!" (-> None); R610+ drivers print
-    "KMD Version" and "CUDA UMD Version" instead (both spellings are read).
+    Returns {"smi_version", "driver_version", "cuda", "cuda_na", "gpus": [{"index", "name", "memory_mib",
+    "pci_bus_id"}]}. Pre-410 drivers print no "CUDA Version"; WSL2 may print "CUDA Version: ERR!" (-> None); R610+
+    drivers print "KMD Version" and "CUDA UMD Version" instead (both spellings are read). "CUDA Version: N/A" is
+    nvidia-smi's answer when it cannot get the CUDA version from the driver's CUDA library, libcuda.so.1
+    (``cuda_na``; recorded in pytorch#25117, driver 410.78 after the CUDA packages were purged).
     """
-    out: dict[str, Any] = {"smi_version": None, "driver_version": None, "cuda": None, "gpus": []}
+    out: dict[str, Any] = {"smi_version": None, "driver_version": None, "cuda": None, "cuda_na": False, "gpus": []}
     lines = text.splitlines()
     for line in lines[:8]:
         if out["smi_version"] is None and (m := _TABLE_SMI.search(line)):
@@ -129,6 +131,7 @@ def parse_smi_table(text: str) -> dict[str, Any]:
             out["driver_version"] = m.group(1)
         if out["cuda"] is None and (m := _TABLE_CUDA.search(line)):
             out["cuda"] = m.group(1) if re.fullmatch(r"\d+\.\d+", m.group(1)) else None
+            out["cuda_na"] = m.group(1) == "N/A"
     in_processes = False
     for i, line in enumerate(lines):
         if "Processes:" in line or "MIG devices:" in line:
@@ -151,7 +154,7 @@ def parse_smi_xml(text: str) -> dict[str, Any]:
     before the `<compute_cap>`-less v10 dtd). Returns the same shape as :func:`parse_smi_table`."""
     import xml.etree.ElementTree as ET
 
-    out: dict[str, Any] = {"driver_version": None, "cuda": None, "gpus": [], "attached_gpus": None}
+    out: dict[str, Any] = {"driver_version": None, "cuda": None, "cuda_na": False, "gpus": [], "attached_gpus": None}
     try:
         # the DOCTYPE line names a dtd file; ElementTree ignores it without fetching anything
         root = ET.fromstring(text.strip().encode("utf-8", "replace"))
@@ -160,6 +163,7 @@ def parse_smi_xml(text: str) -> dict[str, Any]:
     out["driver_version"] = _na(root.findtext("driver_version") or "")
     cuda = _na(root.findtext("cuda_version") or "")
     out["cuda"] = cuda if cuda and re.fullmatch(r"\d+\.\d+", cuda) else None
+    out["cuda_na"] = (root.findtext("cuda_version") or "").strip() == "N/A"
     out["attached_gpus"] = _int(root.findtext("attached_gpus"))
     for i, gpu in enumerate(root.findall("gpu")):
         total = gpu.findtext("fb_memory_usage/total")
