@@ -52,13 +52,19 @@ class BaseImage:
     image: Any = None  # TensorFlow's own image (a tfgpu.kb.knowledge.ContainerImage), judged by tfgpu.judge.containers
 
 
+#: A version at the start of an image tag (12.4, 12.4.1, 2.15.0): a few digits per part, as real versions have; a
+#: tag of 5,000-digit "versions" is no version (and would not convert), so it does not match.
+_TAG_VERSION = re.compile(r"^(\d{1,6}\.\d{1,6}(?:\.\d{1,6})?)(?![\d.]*\d)")
+_TAG_RELEASE = re.compile(r"^(\d{1,6}\.\d{1,6}\.\d{1,6})(?!\d)")
+
+
 def classify_image(ref: str, kb: KnowledgeBase) -> BaseImage:
     """What a base image carries: nvidia/cuda's CUDA/cuDNN from its tag, TensorFlow's -gpu images from
     compat/containers.toml's rule, NGC TensorFlow images from its rows."""
     repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
     repo = repo.lower()
     if repo in CUDA_IMAGE_REPOS:
-        m = re.match(r"^(\d+\.\d+(?:\.\d+)?)", tag)
+        m = _TAG_VERSION.match(tag)
         cuda = m.group(1) if m else ""
         cm = re.search(r"cudnn(\d*)", tag)
         toolkit = kb.toolkit(".".join(cuda.split(".")[:2])) if cuda else None
@@ -66,7 +72,7 @@ def classify_image(ref: str, kb: KnowledgeBase) -> BaseImage:
                          driver=toolkit.linux_min_driver if toolkit else None,
                          driver_text=toolkit.min_driver_text("linux") if toolkit else "")
     if repo in ("tensorflow/tensorflow", "docker.io/tensorflow/tensorflow") and "gpu" in tag:
-        m = re.match(r"^(\d+\.\d+\.\d+)", tag)
+        m = _TAG_RELEASE.match(tag)
         if m:
             images = container_images(kb, m.group(1))
             own = next((i for i in images if i.family == "tensorflow"), None)
