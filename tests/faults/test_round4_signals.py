@@ -73,7 +73,6 @@ def _big_env(tmp_path: Path, home: Path) -> tuple[Path, list[Path]]:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
-@pytest.mark.xfail(strict=True, reason="issue 28: Medium, a signal during remove's delete strands a half-deleted env")
 def test_medium_signal_during_removes_delete_leaves_what_the_next_remove_finishes(tmp_path: Path, sig: int) -> None:
     """Medium. A SIGTERM (a CI cancel, `kill`) or SIGHUP (a dropped SSH session) arrives while `tfgpu remove`
     deletes the environment's files. Today the delete stops half-way: the environment stays listed, its
@@ -121,7 +120,6 @@ def test_low_tfgpu_run_forwards_sigterm_and_sighup_to_its_command(tmp_path: Path
 # --------------------------------------------------------------------------- Low: SIGKILL of a fresh create
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28: Low, SIGKILL of a fresh create leaves an unlisted partial venv")
 def test_low_sigkill_of_a_fresh_create_leaves_a_state_the_next_create_recognises(tmp_path: Path) -> None:
     """Low. A fresh `tfgpu create` (no old environment) is SIGKILLed (the OOM killer, `kill -9`) while the
     installer runs. Today the half-made venv stays at the prefix: `tfgpu envs` does not show it (no entry, not

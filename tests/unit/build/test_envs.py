@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tfgpu.build import registry
+from tfgpu.build.asides import remove_environment
 from tfgpu.core.errors import InputError, UsageError
 
 
@@ -66,9 +67,11 @@ def test_remove_only_what_tfgpu_made(tmp_path: Path) -> None:
     registry.record(name="made", prefix=str(made), backend="pip", tool="uv", tf="2.20.0", python="3.11", recipe="r",
                 env_python="x", env_id=env_id)
     with pytest.raises(UsageError, match="not an environment tfgpu made"):
-        registry.remove(str(other))
+        remove_environment(str(other), lambda *_: True)
     assert other.exists()
-    registry.remove("made")
+    asked: list[list[Path]] = []
+    remove_environment("made", lambda _entry, paths: asked.append(paths) or True)
+    assert asked == [[made]]  # asked with exactly what is deleted
     assert not made.exists()
     assert registry.load() == []
 
@@ -79,7 +82,7 @@ def test_remove_refuses_a_directory_that_is_no_longer_an_environment(tmp_path: P
     (d / "precious.txt").write_text("keep")
     registry.record(name="w", prefix=str(d), backend="pip", tool="uv", tf="2.20.0", python="3.11", recipe="r", env_python="x")
     with pytest.raises(UsageError, match="does not look like an environment"):
-        registry.remove("w")
+        remove_environment("w", lambda *_: True)
     assert (d / "precious.txt").exists()
 
 
