@@ -191,7 +191,30 @@ def lock_conda(kb: KnowledgeBase, req: LockRequest, *, cache_dir: Path | None = 
             notes.append(f"{platform}: the recipe's pip part ({' '.join(target.pip)}) locked with hashes by uv")
     lock = Lock(platforms=tuple(req.platforms), channels=tuple(channels_used), packages=tuple(packages),
                 content_hash=hashes, sources=(), custom_metadata=custom)
-    return lock, notes
+    return shareable(lock, notes), notes
+
+
+def shareable(lock: Lock, notes: list[str]) -> Lock:
+    """The lock as a file made to be committed and shared records it: channel and package URLs without
+    credentials (``user:password@``, anaconda.org's ``/t/TOKEN``), and a note (in the file and in ``notes``)
+    naming the channels that need them at install time."""
+    from tfgpu.core.record import replace
+    from tfgpu.core.termtext import without_credentials
+
+    channels, private = [], []
+    for c in lock.channels:
+        clean, had = without_credentials(c)
+        channels.append(clean)
+        if had:
+            private.append(clean)
+    if not private:
+        return lock
+    note = (f"{', '.join(private)} needs credentials, which the lock does not record: give them when installing "
+            "(tfgpu's engine reads rattler's authentication file, RATTLER_AUTH_FILE, and ~/.netrc)")
+    notes.append(note)
+    packages = tuple(replace(p, url=without_credentials(p.url)[0]) for p in lock.packages)
+    return replace(lock, channels=tuple(dict.fromkeys(channels)), packages=packages,
+                   custom_metadata={**lock.custom_metadata, "tfgpu_auth": note})
 
 
 #: uv's --python-platform per conda platform (https://docs.astral.sh/uv/reference/cli/#uv-pip-compile).

@@ -101,6 +101,9 @@ def stderr_line(text: str) -> None:
 
 
 def error_line(text: str) -> None:
+    from tfgpu.core.termtext import mask_secrets
+
+    text = mask_secrets(text)
     if len(text) > 1000:  # a 5,000-character bad value stays one readable line
         text = f"{text[:600]} … {text[-300:]}"
     stderr_line(f"tfgpu: error: {text}")

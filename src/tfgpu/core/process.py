@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shlex
 import signal
 import subprocess
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from tfgpu.core.errors import Interrupted, ProgramNotFound, StepFailed, clip_words
 from tfgpu.core.record import field, record
+from tfgpu.core.termtext import mask_secrets
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the doctor's probe child runs this)
 if TYPE_CHECKING:
@@ -70,15 +70,12 @@ class Result:
         return f"{shown(self.argv)} succeeded"
 
 
-#: The user-info part of a URL (``https://user:password@host``, ``https://token@host``).
-_URL_USERINFO = re.compile(r"(?<=://)([^/\s@:'\"]+)(:[^/\s@'\"]*)?@")
-
-
 def shown(argv: Sequence[str]) -> str:
-    """:func:`quote` for a terminal, a CI log or tfgpu's log files: a password or token inside a URL
-    (``--index-url https://user:TOKEN@host/simple``) becomes ``****``, as pip and uv print it. Generated
-    scripts (``plan --format sh``) keep the real text: they must run."""
-    return _URL_USERINFO.sub(lambda m: f"{m.group(1)}:****@" if m.group(2) else "****@", quote(argv))
+    """:func:`quote` for a terminal, a CI log or tfgpu's log files: each argument masked before it is quoted
+    (tfgpu.core.termtext.mask_secrets: ``--index-url https://user:TOKEN@host/simple`` shows ``user:****@``, as
+    pip and uv print it, whatever quotes or ``@`` the password holds). Generated scripts (``plan --format sh``)
+    keep the real text: they must run."""
+    return quote([mask_secrets(a) for a in argv])
 
 
 def quote(argv: Sequence[str]) -> str:
@@ -385,6 +382,7 @@ class StepLog:
     error: str | None = None  # why the log file could not be written (a full disk); the tail is still kept
 
     def write(self, line: str) -> None:
+        line = mask_secrets(line)  # an installer's output too: a URL with a password, a Bearer header
         self.tail.append(line)
         try:
             with self.path.open("a", encoding="utf-8", errors="replace") as fh:
@@ -464,6 +462,7 @@ def _follow_step(proc: subprocess.Popen[bytes], argv: tuple[str, ...], *, log: S
                 line = _decode(raw).rstrip("\r\n")
                 if not whole and len(raw) >= MAX_STEP_LINE_BYTES:
                     rest, line = True, line + f" [line cut at {MAX_STEP_LINE_BYTES // 1024} KB]"
+                line = mask_secrets(line)
                 lines.append(line)
                 log.write(line)
                 if on_line:

@@ -1,5 +1,6 @@
 """The one output layer: every command writes its human text through here, JSON and generated files too.
 
+- Human text has every secret tfgpu recognises masked (tfgpu.core.termtext.mask_secrets).
 - Human text is rich, built from (text, style) pieces and never parsed as markup, so a value from a facts
   file, a lockfile, a log or an option cannot style or redraw the terminal: every piece goes through
   tfgpu.core.safety.safe_console (tfgpu.core.termtext's rules).
@@ -96,9 +97,11 @@ def lines(rows: Iterable[Sequence[Piece]], *, err: bool = False, one_line: bool 
 
 
 def _safe(text: str, one_line: bool) -> str:
-    from tfgpu.core.termtext import terminal_safe
+    """Human text as shown: secrets masked (tfgpu.core.termtext.mask_secrets: a channel's or an index's
+    password in a step's description, a note, a line of an installer's log), then terminal-safe."""
+    from tfgpu.core.termtext import mask_secrets, terminal_safe
 
-    return terminal_safe(text, keep_newlines=not one_line)
+    return terminal_safe(mask_secrets(text), keep_newlines=not one_line)
 
 
 def note(text: str) -> None:
