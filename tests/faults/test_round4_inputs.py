@@ -337,7 +337,6 @@ def _planted(where: Path, marks: Path, names: tuple[str, ...] = ("nvidia-smi", "
 
 
 @pytest.mark.parametrize("entry", [".", "relbin"], ids=["dot", "relative"])
-@pytest.mark.xfail(strict=True, reason="issue 28: Low, '.' and relative PATH entries are trusted when probing")
 def test_low_probes_ignore_dot_and_relative_path_entries(tmp_path: Path, entry: str) -> None:
     """Low. `tfgpu doctor` run in a directory the attacker filled (a cloned repository, a shared scratch
     directory) by a user whose PATH has `.` or a relative entry. Today the probes resolve nvidia-smi, ldconfig
@@ -352,7 +351,6 @@ def test_low_probes_ignore_dot_and_relative_path_entries(tmp_path: Path, entry: 
     assert sorted(p.name for p in marks.iterdir()) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: a PATH directory other users can write is trusted")
 def test_new_probes_ignore_a_path_directory_other_users_can_write(tmp_path: Path) -> None:
     """New (R4-N19). A PATH entry that other users can write (mode 777, no sticky bit: a group tools
     directory, a careless /opt/bin): anyone can put an nvidia-smi there, and the doctor runs programs without
@@ -368,7 +366,6 @@ def test_new_probes_ignore_a_path_directory_other_users_can_write(tmp_path: Path
     assert sorted(p.name for p in marks.iterdir()) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: tfgpu run/shell activation runs sh from '.'")
 def test_new_tfgpu_run_never_runs_sh_from_the_current_directory(tmp_path: Path) -> None:
     """New (R4-N6). `tfgpu run NAME -- CMD` activates the environment by running `sh -c '<activation>; env -0'`,
     with `sh` looked up on the caller's PATH. A user whose PATH has `.` runs `tfgpu run` in a directory the
@@ -407,7 +404,6 @@ def test_new_odd_probe_timeouts_never_make_a_hung_probe_hang_the_doctor(tmp_path
 
 
 @pytest.mark.parametrize("what", ["file", "dir"])
-@pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: a config file other users can write is trusted")
 def test_new_a_config_file_other_users_can_write_is_refused(cli: Cli, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch, what: str) -> None:
     """New (R4-N10). TFGPU_CONFIG names a config file in a shared place (a lab's common settings) that other

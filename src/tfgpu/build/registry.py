@@ -160,17 +160,9 @@ def settle(*, drop: Sequence[Path] = (), entry: dict[str, Any] | None = None, fo
 def _check_registry_owner(path: Path) -> None:
     """The registry names programs and directories that `run`, `shell` and `remove` act on: one that
     another user can write (a shared TFGPU_HOME) is refused, as the knowledge-base cache is ignored."""
-    if not hasattr(os, "getuid"):  # pragma: no cover - Windows
-        return
-    try:
-        st, parent = path.lstat(), path.parent.stat()
-    except OSError:
-        return
-    others = stat.S_IWGRP | stat.S_IWOTH
-    why = ("it is writable by other users" if st.st_mode & others
-           else f"it belongs to another user (uid {st.st_uid})" if st.st_uid not in (os.getuid(), 0)
-           else f"its directory {path.parent} is writable by other users"
-           if parent.st_mode & stat.S_IWOTH and not parent.st_mode & stat.S_ISVTX else "")
+    from tfgpu.core.sysio import untrusted_why
+
+    why = untrusted_why(path) if not path.is_symlink() else "it is a symlink"
     if why:
         msg = f"tfgpu's environment registry {path} is not trusted: {why}"
         raise InputError(msg, hint=f"chmod go-w {path.parent} {path}, or set TFGPU_HOME to a directory of your own")
@@ -180,7 +172,6 @@ def open_lock_file(path: Path) -> IO[bytes]:
     """A lock file opened for reading and writing without following a symlink or opening anything but
     a regular file (created 0600 when missing): a link or FIFO planted at tfgpu's predictable lock
     names must not let tfgpu truncate, create or block on a file elsewhere. OSError otherwise."""
-    import stat
 
     flags = (os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
              | getattr(os, "O_NONBLOCK", 0))

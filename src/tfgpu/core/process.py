@@ -94,18 +94,41 @@ def which(program: str, env: Mapping[str, str] | None = None) -> str | None:
         import shutil
 
         return shutil.which(program, path=path)
-    # POSIX: shutil.which's rule without importing shutil (and bz2, lzma) on the doctor's path; an
-    # empty PATH entry (the current directory) is skipped rather than trusted.
+    # POSIX: shutil.which's rule without importing shutil (and bz2, lzma) on the doctor's path; the current
+    # directory (an empty entry, `.`), relative entries and folders every user can write are skipped
+    # rather than trusted (trusted_dir): a program planted there would run as tfgpu's.
     if os.sep in program:
         return program if _executable(program) else None
     seen: set[str] = set()
     for folder in (path if path is not None else os.defpath).split(os.pathsep):
-        if folder and folder not in seen:
+        if folder and folder not in seen and trusted_dir(folder):
             seen.add(folder)
             candidate = os.path.join(folder, program)  # noqa: PTH118 - a string for the caller
             if _executable(candidate):
                 return candidate
     return None
+
+
+def trusted_dir(folder: str) -> bool:
+    """A PATH entry tfgpu may run programs from: an absolute path (not `.`, not relative to wherever tfgpu was
+    started) to a folder that not every user can write (a world-writable folder, sticky or not, lets anyone
+    add a program there). A folder that cannot be looked at has nothing to run."""
+    if not os.path.isabs(folder):  # noqa: PTH117 - a string per PATH entry
+        return False
+    found = _TRUSTED.get(folder)
+    if found is None:
+        import stat
+
+        try:
+            found = not os.stat(folder).st_mode & stat.S_IWOTH  # noqa: PTH116 - a string per PATH entry
+        except OSError:
+            found = False
+        _TRUSTED[folder] = found
+    return found
+
+
+#: trusted_dir's answers, per folder (the doctor asks for the same few PATH entries hundreds of times).
+_TRUSTED: dict[str, bool] = {}
 
 
 def _executable(path: str) -> bool:

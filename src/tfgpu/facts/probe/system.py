@@ -160,7 +160,11 @@ def probe_python(ctx: Ctx, os_name: str) -> dict[str, Any]:
             entry["version"] = version or entry["version"]
 
     ask: list[str] = []
+    from tfgpu.core.process import trusted_dir
+
     for d in [x for x in (ctx.env.get("PATH") or "").split(os.pathsep) if x]:
+        if not Path(d).is_absolute() or not trusted_dir(str(ctx.path(d))):
+            continue  # `.`, relative entries and folders anyone can write: never interpreters to run
         if d.rstrip("/\\").endswith("shims"):
             continue  # pyenv/asdf shims are slow wrappers; the versions they wrap are listed below
         for name in ctx.listdir(d):
