@@ -103,7 +103,6 @@ def test_medium_signal_during_removes_delete_leaves_what_the_next_remove_finishe
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
-@pytest.mark.xfail(strict=True, reason="issue 28: Low, SIGTERM to `tfgpu run` leaves its command running")
 def test_low_tfgpu_run_forwards_sigterm_and_sighup_to_its_command(tmp_path: Path, sig: int) -> None:
     """Low. `tfgpu run tf -- python train.py` under a supervisor (systemd, Slurm's scancel, a CI cancel, `kill`)
     that signals tfgpu's process. Today tfgpu dies of the signal and its command keeps running, never
@@ -153,7 +152,6 @@ def test_low_sigkill_of_a_fresh_create_leaves_a_state_the_next_create_recognises
     pytest.param(signal.SIGHUP, id="SIGHUP"),
     pytest.param(signal.SIGKILL, id="SIGKILL"),
 ])
-@pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: a signal to `tfgpu smoke` leaves the smoke test running")
 def test_new_a_signal_to_tfgpu_smoke_ends_the_smoke_process(tmp_path: Path, sig: int) -> None:
     """New (R4-N7 SIGTERM/SIGHUP, R4-N8 SIGKILL). `tfgpu smoke` runs the environment's Python (TensorFlow,
     allocating the whole GPU) for up to 600 s. Today a SIGTERM or SIGHUP kills tfgpu and leaves that process
@@ -167,7 +165,6 @@ def test_new_a_signal_to_tfgpu_smoke_ends_the_smoke_process(tmp_path: Path, sig:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
-@pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: a signal to the doctor leaves a hung probe running")
 def test_new_a_signal_to_the_doctor_ends_a_hung_probe(tmp_path: Path, sig: int) -> None:
     """New (R4-N9). `tfgpu doctor` on a machine whose nvidia-smi hangs (a wedged driver), with a longer probe
     timeout (TFGPU_PROBE_TIMEOUT=30); the user gives up and stops it. Today tfgpu's forked probe process and

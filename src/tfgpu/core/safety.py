@@ -6,7 +6,6 @@ Pure functions, no imports beyond ``re``: they run on the doctor's path.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 from tfgpu.core.errors import UsageError
@@ -21,6 +20,7 @@ from tfgpu.core.termtext import _ANSI as _ANSI
 from tfgpu.core.termtext import _CONTROL as _CONTROL
 from tfgpu.core.termtext import _escape_control as _escape_control
 from tfgpu.core.termtext import terminal_safe as terminal_safe
+from tfgpu.core.termtext import workflow_safe as workflow_safe
 
 
 def check_text(value: str, what: str) -> str:
@@ -64,20 +64,6 @@ def terminal_safe_doc(obj: object) -> object:
     return obj
 
 
-#: GitHub Actions reads a line starting with ``::`` (after whitespace) as a workflow command, and
-#: ``::stop-commands::`` turns the parser off. Escaping the first colon stops both.
-_WORKFLOW = re.compile(r"^(\s*):(?=:)", re.MULTILINE)
-#: The older syntax, ``##[command]``, is found anywhere in a line.
-_WORKFLOW_V1 = re.compile(r"##\[")
-
-
-def workflow_safe(text: str) -> str:
-    """``text`` with no line a GitHub Actions runner would take as a workflow command (``::error``,
-    ``::stop-commands::``, ``::add-mask::``...): the leading ``::`` becomes ``%3A:`` (the runner's own
-    escape for a colon in a command's data)."""
-    return _WORKFLOW_V1.sub("#%23[", _WORKFLOW.sub(r"\1%3A", text))
-
-
 def safe_console(**kwargs: Any) -> Console:
     """A rich Console whose every printed piece of text goes through :func:`terminal_safe`, whatever
     the renderable (str, Text, Table, Panel): a Dockerfile line, a log line, a GPU name or an
@@ -92,8 +78,14 @@ def safe_console(**kwargs: Any) -> Console:
             self.renderable = renderable
 
         def __rich_console__(self, console: Any, options: Any) -> Any:
+            at_start = True  # no line rich writes (wrapped ones included) starts a workflow command
             for seg in console.render(self.renderable, options):
-                yield seg if seg.control else Segment(terminal_safe(seg.text), seg.style)
+                if seg.control:
+                    yield seg
+                    continue
+                text = terminal_safe(seg.text)
+                yield Segment(workflow_safe(text, at_line_start=at_start), seg.style)
+                at_start = text.endswith("\n") or (at_start and not text.strip())
 
     class _Hook(RenderHook):
         def process_renderables(self, renderables: list[Any]) -> list[Any]:

@@ -42,6 +42,24 @@ def terminal_safe(text: str, *, keep_newlines: bool = True) -> str:
     return _CONTROL.sub(esc, text)
 
 
+#: GitHub Actions reads a line starting with ``::`` (after whitespace) as a workflow command, and
+#: ``::stop-commands::`` turns the parser off. Escaping the first colon stops both.
+_WORKFLOW = re.compile(r"^(\s*):(?=:)", re.MULTILINE)
+#: The older syntax, ``##[command]``, is found anywhere in a line.
+_WORKFLOW_V1 = re.compile(r"##\[")
+
+
+def workflow_safe(text: str, *, at_line_start: bool = True) -> str:
+    """``text`` with no line a GitHub Actions runner would take as a workflow command (``::error``,
+    ``::stop-commands::``, ``::add-mask::``...): the leading ``::`` becomes ``%3A:`` (the runner's own
+    escape for a colon in a command's data). ``at_line_start`` False: ``text`` continues a line, so its
+    first line is not a line start (only the lines after its first newline are)."""
+    if not at_line_start:
+        head, newline, rest = text.partition("\n")
+        return _WORKFLOW_V1.sub("#%23[", head) + newline + (workflow_safe(rest) if newline else "")
+    return _WORKFLOW_V1.sub("#%23[", _WORKFLOW.sub(r"\1%3A", text))
+
+
 # --------------------------------------------------------------------------- the one secrets mask
 
 #: The part of a secret's match shown as it is (a key name, "Bearer ", "/t/"): the mask replaces the rest.

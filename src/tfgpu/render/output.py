@@ -1,6 +1,7 @@
 """The one output layer: every command writes its human text through here, JSON and generated files too.
 
-- Human text has every secret tfgpu recognises masked (tfgpu.core.termtext.mask_secrets).
+- Human text has every secret tfgpu recognises masked (tfgpu.core.termtext.mask_secrets), and no line of it
+  starts a GitHub Actions workflow command (tfgpu.core.safety.workflow_safe; wrapped lines included).
 - Human text is rich, built from (text, style) pieces and never parsed as markup, so a value from a facts
   file, a lockfile, a log or an option cannot style or redraw the terminal: every piece goes through
   tfgpu.core.safety.safe_console (tfgpu.core.termtext's rules).
@@ -92,7 +93,9 @@ def lines(rows: Iterable[Sequence[Piece]], *, err: bool = False, one_line: bool 
         for row in rows:
             out.print(line(*row, one_line=one_line))
         return
-    stream.write("".join("".join(_safe(p[0] if isinstance(p, tuple) else p, one_line) for p in row)
+    from tfgpu.core.safety import workflow_safe
+
+    stream.write("".join(workflow_safe("".join(_safe(p[0] if isinstance(p, tuple) else p, one_line) for p in row))
                          .expandtabs(8) + "\n" for row in rows))
 
 
@@ -119,7 +122,18 @@ def write_json(doc: object, *, ensure_ascii: bool = True) -> None:
 
 def write_document(text: str) -> None:
     """A generated file (a shell script, environment.yml, a Dockerfile, a manifest) on stdout, as is.
-    Its renderer has made every value safe for that format (tfgpu.core.safety.comment_safe and friends)."""
+    Its renderer has made every value safe for that format (tfgpu.core.safety.comment_safe and friends). A
+    lone surrogate (an undecodable byte in a path from a facts file) has no bytes a script can hold: refused."""
+    import re
+
+    bad = re.search("[\ud800-\udfff]", text)
+    if bad is not None:
+        from tfgpu.core.errors import InputError
+
+        line = text.count("\n", 0, bad.start()) + 1
+        msg = (f"the generated file would hold a character that is not text (\\u{ord(bad.group(0)):04x}, line {line}): "
+               "a value from a facts file or the registry is not valid UTF-8")
+        raise InputError(msg, hint="fix that value (a path with an undecodable byte), or plan on this machine without --facts")
     sys.stdout.write(text)
     sys.stdout.flush()
 

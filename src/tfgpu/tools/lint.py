@@ -304,6 +304,26 @@ def _range_checks(base: BaseImage, inst: TfInstall, kb: KnowledgeBase, label: st
                    f"FROM tensorflow/tensorflow:{first}-gpu")]
 
 
+#: TensorFlow requirements of one RUN instruction judged one by one: real ones name one (pip merges several into
+#: one requirement); a 1 MB line of them would cost a judgement (every GPU release against the image) each.
+MAX_TF_INSTALLS = 8
+
+
+def _run_checks(base: BaseImage, installs: list[TfInstall], kb: KnowledgeBase, line: int) -> list[Check]:
+    """The checks of one RUN instruction's TensorFlow requirements: each distinct one judged once, the first
+    :data:`MAX_TF_INSTALLS` of them, and one warning saying what was repeated or left unjudged."""
+    distinct = list({(i.dist.lower(), i.extras, i.spec): i for i in reversed(installs)}.values())[::-1]
+    out: list[Check] = []
+    for inst in distinct[:MAX_TF_INSTALLS]:
+        out += _tf_checks(base, inst, kb, f"line {inst.line}")
+    if len(installs) > 1:
+        judged = min(len(distinct), MAX_TF_INSTALLS)
+        out.append(_check("pip.tensorflow", WARN, f"line {line}: pip install names TensorFlow {len(installs)} times "
+                          f"({len(distinct)} distinct requirements; tfgpu judged {judged}); pip merges them into one",
+                          fix="name TensorFlow once, with the one version you want"))
+    return out
+
+
 def lint_dockerfile(text: str, kb: KnowledgeBase, m: Machine | None) -> list[Check]:
     instructions = parse_dockerfile(text)
     checks: list[Check] = []
@@ -326,8 +346,7 @@ def lint_dockerfile(text: str, kb: KnowledgeBase, m: Machine | None) -> list[Che
             if fault is not None:
                 checks.append(fault)
         for args, line in st.runs:
-            for inst in tf_installs(args, line):
-                checks += _tf_checks(base, inst, kb, f"line {line}")
+            checks += _run_checks(base, tf_installs(args, line), kb, line)
         for name, (value, line) in st.env.items():
             if name in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") and hides_every_gpu(name, value):
                 checks.append(_check("env.visible_devices", FAIL, f"line {line}: ENV {name}={value} hides every GPU",
