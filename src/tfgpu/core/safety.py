@@ -6,6 +6,7 @@ Pure functions, no imports beyond ``re``: they run on the doctor's path.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from tfgpu.core.errors import UsageError
@@ -78,14 +79,8 @@ def safe_console(**kwargs: Any) -> Console:
             self.renderable = renderable
 
         def __rich_console__(self, console: Any, options: Any) -> Any:
-            at_start = True  # no line rich writes (wrapped ones included) starts a workflow command
-            for seg in console.render(self.renderable, options):
-                if seg.control:
-                    yield seg
-                    continue
-                text = terminal_safe(seg.text)
-                yield Segment(workflow_safe(text, at_line_start=at_start), seg.style)
-                at_start = text.endswith("\n") or (at_start and not text.strip())
+            # no line rich writes (wrapped ones included) starts a workflow command
+            return _workflow_segments(console.render(self.renderable, options), Segment)
 
     class _Hook(RenderHook):
         def process_renderables(self, renderables: list[Any]) -> list[Any]:
@@ -94,3 +89,42 @@ def safe_console(**kwargs: Any) -> Console:
     console = RichConsole(**kwargs)
     console.push_render_hook(_Hook())
     return console
+
+
+def _workflow_segments(segments: Any, segment: Any) -> Any:
+    """rich Segments made terminal-safe and escaped as :func:`workflow_safe` escapes text, however rich cut the
+    line into segments: each line's segments are held until its end, the characters to escape are found in
+    the line's whole text (the first ``:`` of a leading ``::``, the second ``#`` of ``##[``), then the segments
+    are let go with those characters replaced."""
+    line: list[tuple[str, Any]] = []
+
+    def release() -> Any:
+        text = "".join(t for t, _style in line)
+        marks = {m.start(1): "%23" for m in _V1_MARK.finditer(text)}
+        lead = _LEAD_MARK.match(text)
+        if lead:
+            marks[lead.start(1)] = "%3A"
+        pos = 0
+        for piece, style in line:
+            shown = "".join(marks.get(pos + i, c) for i, c in enumerate(piece)) if marks else piece
+            pos += len(piece)
+            yield segment(shown, style)
+        line.clear()
+
+    for seg in segments:
+        if seg.control:
+            yield seg
+            continue
+        for piece in re.split(r"(\n)", terminal_safe(seg.text)):
+            if piece == "\n":
+                yield from release()
+                yield segment(piece, seg.style)
+            elif piece:
+                line.append((piece, seg.style))
+    yield from release()
+
+
+#: What workflow_safe escapes, as positions: the first colon of a line starting (after spaces) with "::", and
+#: the second "#" of each "##[".
+_LEAD_MARK = re.compile(r"\s*(:):")
+_V1_MARK = re.compile(r"#(#)\[")

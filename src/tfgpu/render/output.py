@@ -95,8 +95,8 @@ def lines(rows: Iterable[Sequence[Piece]], *, err: bool = False, one_line: bool 
         return
     from tfgpu.core.safety import workflow_safe
 
-    stream.write("".join(workflow_safe("".join(_safe(p[0] if isinstance(p, tuple) else p, one_line) for p in row))
-                         .expandtabs(8) + "\n" for row in rows))
+    stream.write("".join(workflow_safe("".join(_safe(p[0] if isinstance(p, tuple) else p, one_line) for p in row)
+                                       .expandtabs(8)) + "\n" for row in rows))
 
 
 def _safe(text: str, one_line: bool) -> str:
