@@ -118,8 +118,20 @@ def load_asides() -> list[dict[str, Any]]:
     ``{"path", "prefix", "kind", "pid", "id", "entry"}`` (``id``: the marker id of the environment inside;
     ``entry``: for an old environment moved aside, its registry entry, restored with it)."""
     out = _load_doc().get("asides")
-    return [a for a in out if isinstance(a, dict) and isinstance(a.get("path"), str) and isinstance(a.get("prefix"), str)
-            and a.get("kind") in ASIDE_KINDS and type(a.get("pid")) is int] if isinstance(out, list) else []
+    return [a for a in out if _aside_record(a)] if isinstance(out, list) else []
+
+
+def _aside_record(a: object) -> bool:
+    """A record tfgpu could have written: its path is the prefix itself or the one name tfgpu gives an aside
+    of that kind and PID beside it (a hand-edited record cannot point tfgpu at any other directory)."""
+    if not (isinstance(a, dict) and isinstance(a.get("path"), str) and isinstance(a.get("prefix"), str)
+            and a.get("kind") in ASIDE_KINDS and type(a.get("pid")) is int):
+        return False
+    prefix = Path(a["prefix"])
+    # a replaced environment being deleted keeps the name it was set aside under (its record relabelled)
+    kinds = ("trash", "old") if a["kind"] == "trash" else (a["kind"],)
+    return a["path"] == a["prefix"] or a["path"] in {
+        str(prefix.with_name(f".{prefix.name}.tfgpu-{k}-{a['pid']}")) for k in kinds}
 
 
 def note_aside(path: Path, prefix: Path, kind: str, env_id: str | None, entry: dict[str, Any] | None = None) -> None:

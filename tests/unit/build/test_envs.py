@@ -128,3 +128,25 @@ def test_cli_envs_and_remove(tmp_path: Path, cli: Any) -> None:
     code, out, _ = cli("remove", "cli-env", "--yes")
     assert code == 0
     assert not p.exists()
+
+
+def test_an_aside_record_acts_only_on_the_name_tfgpu_gives_such_an_aside(tmp_path: Path) -> None:
+    """Issue 28: the registry's records are the only licence to restore or delete an aside; a record that names
+    any other directory (a hand edit, a restored backup of envs.json) is ignored, the directory left alone."""
+    from tfgpu.build.asides import stranded
+
+    prefix = fake_venv(tmp_path / "envs" / "tf")
+    elsewhere = tmp_path / "thesis"
+    elsewhere.mkdir()
+    (elsewhere / "chapter1.tex").write_text("years of work\n")
+    dead = 2**22 + 17
+    registry.note_aside(elsewhere, prefix, "trash", None)
+    records = json.loads(registry.registry_path().read_text())["asides"]
+    for rec in records:
+        rec["pid"] = dead  # as if the process that wrote it were gone
+    doc = json.loads(registry.registry_path().read_text())
+    doc["asides"] = records
+    registry.registry_path().write_text(json.dumps(doc))
+    assert registry.load_asides() == []
+    assert stranded([prefix]) == []
+    assert (elsewhere / "chapter1.tex").is_file()
