@@ -148,22 +148,9 @@ def _worst(rx: re.Pattern[str], lines: list[str], budget: float) -> float:
 
 #: Patterns that are not linear today (a 64 KB hostile line over 50 ms): the issue's one, two more cubic
 #: ones, and thirteen quadratic ones (tests/security/ROUND4.md: R4-N1, R4-N2, R4-N3).
-SUPERLINEAR = {
-    "loader.static_tls_other": "issue 28: Medium, loader.static_tls_other is roughly cubic",
-    "nccl.unhandled_system_error": "issue 28 round-4 new: nccl.unhandled_system_error is cubic",
-    "jetson.libgomp_static_tls": "issue 28 round-4 new: jetson.libgomp_static_tls is cubic",
-    **dict.fromkeys(["driver.not_running_on_host", "gpu.compute_capability_too_low", "oom.host_memory",
-                     "info.gpu_device_created", "info.gpu_device_creating_v1", "gpu.min_multiprocessor_count",
-                     "keras.keras3_file_format", "macos.metal_plugin_symbol", "info.pluggable_device_created",
-                     "info.directml_device", "pip.unsupported_wheel", "tf.autograph_could_not_transform",
-                     "cudnn.zero_sized_tensor_descriptor"], "issue 28 round-4 new: a quadratic catalog pattern"),
-}
-
-
 @pytest.mark.faults
 @pytest.mark.parametrize("entry", [
-    pytest.param(e, id=e["id"], marks=[pytest.mark.xfail(strict=True, reason=SUPERLINEAR[e["id"]])]
-                 if e["id"] in SUPERLINEAR else []) for e in _catalog()])
+    pytest.param(e, id=e["id"]) for e in _catalog()])
 def test_every_catalog_pattern_runs_in_linear_time_on_hostile_lines(entry: dict[str, Any]) -> None:
     """Issue 28 (What to build) and R4-N1..N3. A log is someone else's output (a user's paste, a CI artifact,
     a training job that prints what it reads). Each catalog pattern is run against 64 KB lines built from
@@ -178,12 +165,9 @@ def test_every_catalog_pattern_runs_in_linear_time_on_hostile_lines(entry: dict[
 
 @pytest.mark.faults
 @pytest.mark.parametrize(("line", "item"), [
-    pytest.param("/a.so" * 800 + " : cannot allocate memory in static TLS block", "static_tls_other",
-                 marks=pytest.mark.xfail(strict=True, reason="issue 28: Medium, loader.static_tls_other is roughly cubic")),
-    pytest.param("unhandled system error " + "nccl" * 1000, "nccl",
-                 marks=pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: nccl.unhandled_system_error is cubic")),
-    pytest.param(": cannot allocate memory in static TLS block " + "libgompa" * 500, "libgomp",
-                 marks=pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: jetson.libgomp_static_tls is cubic")),
+    pytest.param("/a.so" * 800 + " : cannot allocate memory in static TLS block", "static_tls_other"),
+    pytest.param("unhandled system error " + "nccl" * 1000, "nccl"),
+    pytest.param(": cannot allocate memory in static TLS block " + "libgompa" * 500, "libgomp"),
 ], ids=lambda v: v if isinstance(v, str) and len(v) < 20 else None)
 def test_explain_of_one_4kb_hostile_line_takes_no_time(tmp_path: Path, line: str, item: str) -> None:
     """Medium (static_tls_other), R4-N1 (nccl), R4-N2 (libgomp): the same through `tfgpu explain`. The attacker
@@ -197,7 +181,6 @@ def test_explain_of_one_4kb_hostile_line_takes_no_time(tmp_path: Path, line: str
 # --------------------------------------------------------------------------- explain and lint in CI logs
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: explain wraps a log's ::error:: to a line start")
 def test_new_explain_output_never_starts_a_line_with_a_workflow_command_from_the_log(cli: Cli, tmp_path: Path) -> None:
     """New (R4-N4). `tfgpu explain build.log` in a GitHub Actions step: the runner reads every stdout line that
     starts with `::` as a workflow command (::error::, ::add-mask::, ::stop-commands::). The attacker
@@ -215,7 +198,6 @@ def test_new_explain_output_never_starts_a_line_with_a_workflow_command_from_the
 
 
 @pytest.mark.parametrize("command", ["fleet", "lint", "explain"])
-@pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: a newline in a file name starts a workflow command")
 def test_new_a_newline_in_a_file_name_never_starts_a_workflow_command(cli: Cli, tmp_path: Path, command: str) -> None:
     """New (R4-N5). File names are data too: a node's report saved as `x\\n::error::...json` (fleet merge reads
     a directory of them), a Dockerfile or a log with a newline in its name. Today the name is printed raw in a
@@ -251,7 +233,6 @@ BIG = "1" * 5000
     ("Dockerfile", f"FROM nvidia/cuda:12.{BIG}-base\n"),
     ("Dockerfile", "FROM nvidia/cuda:12.0.0-base\nRUN " + "[" * 100_000 + "\n"),
 ], ids=["yaml-number", "compose-tag", "tf-tag", "cuda-tag", "cuda-minor", "deep-run-exec-form"])
-@pytest.mark.xfail(strict=True, reason="issue 28: Medium, lint exits 3 on huge numbers and deep RUN [")
 def test_medium_lint_of_huge_numbers_and_deep_nesting_is_not_an_internal_error(
         cli: Cli, tmp_path: Path, name: str, text: str) -> None:
     """Medium. `tfgpu lint` reads someone's Dockerfile or compose file. Today a 5,000-digit YAML number
@@ -266,7 +247,6 @@ def test_medium_lint_of_huge_numbers_and_deep_nesting_is_not_an_internal_error(
 
 
 @pytest.mark.faults
-@pytest.mark.xfail(strict=True, reason="issue 28: Low, a 1 MB Dockerfile of tensorflow>=2.0 specs lints for ~30-70 s")
 def test_low_a_1mb_dockerfile_of_version_specs_lints_within_2_seconds(tmp_path: Path) -> None:
     """Low. A 1 MB Dockerfile whose RUN line lists `tensorflow>=2.0` 65,000 times. Today lint takes 28 s (70 s
     here); issue 16's bound for a huge instruction is 2 s. Instead it lints within the bound (3 s with the
@@ -282,7 +262,6 @@ def test_low_a_1mb_dockerfile_of_version_specs_lints_within_2_seconds(tmp_path: 
     assert time.monotonic() - start < 3.0
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: a YAML timestamp that is no date is rc 3")
 def test_new_lint_of_a_yaml_timestamp_that_is_no_date_is_a_one_line_error(cli: Cli, tmp_path: Path) -> None:
     """New (R4-N16). A compose file with `image: !!timestamp 2001-13-45` (a tag PyYAML's safe loader knows).
     Today the loader's ValueError ("month must be in 1..12") escapes: "internal error", rc 3. Instead it is
@@ -297,7 +276,6 @@ def test_new_lint_of_a_yaml_timestamp_that_is_no_date_is_a_one_line_error(cli: C
 # --------------------------------------------------------------------------- lone surrogates under a UTF-8 locale
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28: Low, a lone surrogate in an interpreter path is rc 3 in plan sh")
 def test_low_lone_surrogate_in_a_facts_interpreter_path_in_plan_format_sh(tmp_path: Path) -> None:
     """Low. A facts file (JSON allows "\\udcff") names its interpreter `/usr/bin/python\\udcff`. Today
     `plan --format sh` writes the path into the script: under a strict UTF-8 stdout (a UTF-8 locale) that is
@@ -339,7 +317,6 @@ def _planted(where: Path, marks: Path, names: tuple[str, ...] = ("nvidia-smi", "
 
 
 @pytest.mark.parametrize("entry", [".", "relbin"], ids=["dot", "relative"])
-@pytest.mark.xfail(strict=True, reason="issue 28: Low, '.' and relative PATH entries are trusted when probing")
 def test_low_probes_ignore_dot_and_relative_path_entries(tmp_path: Path, entry: str) -> None:
     """Low. `tfgpu doctor` run in a directory the attacker filled (a cloned repository, a shared scratch
     directory) by a user whose PATH has `.` or a relative entry. Today the probes resolve nvidia-smi, ldconfig
@@ -354,7 +331,6 @@ def test_low_probes_ignore_dot_and_relative_path_entries(tmp_path: Path, entry: 
     assert sorted(p.name for p in marks.iterdir()) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: a PATH directory other users can write is trusted")
 def test_new_probes_ignore_a_path_directory_other_users_can_write(tmp_path: Path) -> None:
     """New (R4-N19). A PATH entry that other users can write (mode 777, no sticky bit: a group tools
     directory, a careless /opt/bin): anyone can put an nvidia-smi there, and the doctor runs programs without
@@ -370,7 +346,6 @@ def test_new_probes_ignore_a_path_directory_other_users_can_write(tmp_path: Path
     assert sorted(p.name for p in marks.iterdir()) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: tfgpu run/shell activation runs sh from '.'")
 def test_new_tfgpu_run_never_runs_sh_from_the_current_directory(tmp_path: Path) -> None:
     """New (R4-N6). `tfgpu run NAME -- CMD` activates the environment by running `sh -c '<activation>; env -0'`,
     with `sh` looked up on the caller's PATH. A user whose PATH has `.` runs `tfgpu run` in a directory the
@@ -409,7 +384,6 @@ def test_new_odd_probe_timeouts_never_make_a_hung_probe_hang_the_doctor(tmp_path
 
 
 @pytest.mark.parametrize("what", ["file", "dir"])
-@pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: a config file other users can write is trusted")
 def test_new_a_config_file_other_users_can_write_is_refused(cli: Cli, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch, what: str) -> None:
     """New (R4-N10). TFGPU_CONFIG names a config file in a shared place (a lab's common settings) that other

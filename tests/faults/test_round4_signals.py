@@ -73,7 +73,6 @@ def _big_env(tmp_path: Path, home: Path) -> tuple[Path, list[Path]]:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
-@pytest.mark.xfail(strict=True, reason="issue 28: Medium, a signal during remove's delete strands a half-deleted env")
 def test_medium_signal_during_removes_delete_leaves_what_the_next_remove_finishes(tmp_path: Path, sig: int) -> None:
     """Medium. A SIGTERM (a CI cancel, `kill`) or SIGHUP (a dropped SSH session) arrives while `tfgpu remove`
     deletes the environment's files. Today the delete stops half-way: the environment stays listed, its
@@ -104,7 +103,6 @@ def test_medium_signal_during_removes_delete_leaves_what_the_next_remove_finishe
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
-@pytest.mark.xfail(strict=True, reason="issue 28: Low, SIGTERM to `tfgpu run` leaves its command running")
 def test_low_tfgpu_run_forwards_sigterm_and_sighup_to_its_command(tmp_path: Path, sig: int) -> None:
     """Low. `tfgpu run tf -- python train.py` under a supervisor (systemd, Slurm's scancel, a CI cancel, `kill`)
     that signals tfgpu's process. Today tfgpu dies of the signal and its command keeps running, never
@@ -121,7 +119,6 @@ def test_low_tfgpu_run_forwards_sigterm_and_sighup_to_its_command(tmp_path: Path
 # --------------------------------------------------------------------------- Low: SIGKILL of a fresh create
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28: Low, SIGKILL of a fresh create leaves an unlisted partial venv")
 def test_low_sigkill_of_a_fresh_create_leaves_a_state_the_next_create_recognises(tmp_path: Path) -> None:
     """Low. A fresh `tfgpu create` (no old environment) is SIGKILLed (the OOM killer, `kill -9`) while the
     installer runs. Today the half-made venv stays at the prefix: `tfgpu envs` does not show it (no entry, not
@@ -155,7 +152,6 @@ def test_low_sigkill_of_a_fresh_create_leaves_a_state_the_next_create_recognises
     pytest.param(signal.SIGHUP, id="SIGHUP"),
     pytest.param(signal.SIGKILL, id="SIGKILL"),
 ])
-@pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: a signal to `tfgpu smoke` leaves the smoke test running")
 def test_new_a_signal_to_tfgpu_smoke_ends_the_smoke_process(tmp_path: Path, sig: int) -> None:
     """New (R4-N7 SIGTERM/SIGHUP, R4-N8 SIGKILL). `tfgpu smoke` runs the environment's Python (TensorFlow,
     allocating the whole GPU) for up to 600 s. Today a SIGTERM or SIGHUP kills tfgpu and leaves that process
@@ -169,7 +165,6 @@ def test_new_a_signal_to_tfgpu_smoke_ends_the_smoke_process(tmp_path: Path, sig:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
-@pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: a signal to the doctor leaves a hung probe running")
 def test_new_a_signal_to_the_doctor_ends_a_hung_probe(tmp_path: Path, sig: int) -> None:
     """New (R4-N9). `tfgpu doctor` on a machine whose nvidia-smi hangs (a wedged driver), with a longer probe
     timeout (TFGPU_PROBE_TIMEOUT=30); the user gives up and stops it. Today tfgpu's forked probe process and

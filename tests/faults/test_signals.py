@@ -19,6 +19,7 @@ import pytest
 
 from tests.conftest import MAKE_VENV, fake_venv_plan, isolate_installers
 from tfgpu.build import registry
+from tfgpu.build.asides import stranded
 from tfgpu.build.execute import run_plan
 
 pytestmark = [pytest.mark.safety, pytest.mark.real_subprocess, pytest.mark.faults]
@@ -179,14 +180,31 @@ def test_sigkill_then_remove_restores_then_removes(tmp_path: Path, cli: Any) -> 
 def test_stranded_trash_and_partial_are_removed_by_the_next_create(tmp_path: Path) -> None:
     prefix = (tmp_path / "envs" / "tf").resolve()
     marker = _old_env(prefix)
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    for kind in ("trash", "partial"):
-        d = prefix.with_name(f".tf.tfgpu-{kind}-{dead.pid}")
-        d.mkdir()
-        (d / "x").write_text("x")
-    found = registry.stranded([prefix])
+    dead = subprocess.Popen([sys.executable, "-c", "import os, sys; from pathlib import Path\n"
+                             "from tfgpu.build import registry\n"
+                             "p = Path(sys.argv[1])\n"
+                             "for kind in ('trash', 'partial'):\n"
+                             "    d = p.with_name(f'.tf.tfgpu-{kind}-{os.getpid()}')\n"
+                             "    registry.note_aside(d, p, kind, None)\n"
+                             "    d.mkdir()\n"
+                             "    (d / 'x').write_text('x')\n", str(prefix)])
+    dead.wait()  # a tfgpu killed while it deleted them: it had recorded both first
+    found = stranded([prefix])
     assert sorted(s.kind for s in found) == ["partial", "trash"]
     run_plan(fake_venv_plan(prefix), force=True)
     assert _siblings(prefix) == ["tf"]
     assert not marker.exists()
+    assert registry.load_asides() == []
+
+
+def test_a_folder_named_like_an_aside_without_a_record_is_left_alone(tmp_path: Path) -> None:
+    prefix = (tmp_path / "envs" / "tf").resolve()
+    _old_env(prefix)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    theirs = prefix.with_name(f".tf.tfgpu-trash-{dead.pid}")
+    theirs.mkdir()
+    (theirs / "x").write_text("x")
+    assert stranded([prefix]) == []
+    run_plan(fake_venv_plan(prefix), force=True)
+    assert (theirs / "x").read_text() == "x"

@@ -183,3 +183,19 @@ def kill_if_alive(*pids: int) -> None:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def python_with_pip(tmp_root: Path) -> str:
+    """An interpreter whose ``-m pip`` is the real pip: this one's, or (a test runner's venv made by uv has no pip)
+    a venv made from it with the pip wheel the standard library bundles (ensurepip: offline)."""
+    probe = subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True, check=False, timeout=60)
+    if probe.returncode == 0:
+        return sys.executable
+    venv = tmp_root / "pip-venv"
+    made = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True, check=False,
+                          timeout=300)
+    if made.returncode != 0:
+        import pytest
+
+        pytest.skip(f"no pip here and `python -m venv` could not bundle one: {made.stderr.strip()[-200:]}")
+    return str(venv / ("Scripts" if sys.platform == "win32" else "bin") / "python")

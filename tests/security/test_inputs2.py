@@ -20,6 +20,7 @@ from tests.conftest import isolate_installers
 from tests.faults.test_force import _users_venv
 from tfgpu.backends.lockfiles import read_lock
 from tfgpu.build import registry
+from tfgpu.build.asides import recover, stranded
 from tfgpu.core.errors import InputError, UsageError
 
 pytestmark = pytest.mark.safety
@@ -257,9 +258,9 @@ def test_attack_planted_symlink_as_a_stranded_old_environment_is_never_restored(
     (theirs / "pyvenv.cfg").write_text("home = /usr/bin\n")
     link = prefix.with_name(f".{prefix.name}.tfgpu-old-{DEAD_PID}")
     link.symlink_to(theirs)
-    found = registry.stranded([prefix])
+    found = stranded([prefix])
     for item in found:
-        registry.recover(item)
+        recover(item)
     assert not prefix.is_symlink()
     assert (prefix / "mine").read_text() == "x"
     assert (theirs / "pyvenv.cfg").exists()
@@ -274,8 +275,8 @@ def test_attack_stranded_directory_owned_by_another_user_is_never_restored(home:
     theirs.mkdir()
     (theirs / "pyvenv.cfg").write_text("home = /usr/bin\n")
     os.chown(theirs, 54321, 54321)
-    for item in registry.stranded([prefix]):
-        registry.recover(item)
+    for item in stranded([prefix]):
+        recover(item)
     assert (prefix / "mine").read_text() == "x"
     assert theirs.exists()
 
@@ -285,9 +286,9 @@ def test_a_real_stranded_old_environment_is_still_restored(home: Path) -> None:
     old = prefix.with_name(f".{prefix.name}.tfgpu-old-{DEAD_PID}")
     prefix.rename(old)
     (home / "envs" / "tf").mkdir()  # a half-built new one
-    found = registry.stranded([prefix])
+    found = stranded([prefix])
     assert [s.kind for s in found] == ["old"]
-    registry.recover(found[0])
+    recover(found[0])
     assert registry.read_marker(prefix) is not None
     assert not old.exists()
 

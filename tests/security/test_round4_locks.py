@@ -12,14 +12,13 @@ import json
 import os
 import re
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import needs_engine
-from tests.security.helpers import DATA, M60, tfgpu
+from tests.security.helpers import DATA, M60, python_with_pip, tfgpu
 
 pytestmark = [pytest.mark.safety]
 
@@ -83,7 +82,6 @@ def _utf7_lock(tmp_path: Path, declaration: str) -> tuple[Path, str]:
 
 
 @pytest.mark.parametrize("declaration", DECLARATIONS, ids=["pep263", "vim", "second-line"])
-@pytest.mark.xfail(strict=True, reason="issue 28: High 1, a UTF-7 declaration hides options from tfgpu")
 def test_high1_pip_lock_with_an_encoding_declaration_other_than_utf8_is_refused(tmp_path: Path, declaration: str) -> None:
     """High 1. The attacker writes the lock. Today tfgpu reads it as UTF-8 and sees one hashed requirement
     (okpkg) and a comment, so `create --from-lock` plans `pip install --require-hashes -r FILE`; pip honours
@@ -112,7 +110,7 @@ def test_high1_premise_real_pip_reads_the_hidden_package(tmp_path: Path) -> None
     one requirement makes pip install two, evilpkg among them. Holds as long as pip honours PEP 263."""
     lock, _ = _utf7_lock(tmp_path, DECLARATIONS[0])
     report = tmp_path / "report.json"
-    res = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--report", str(report),
+    res = subprocess.run([python_with_pip(tmp_path), "-m", "pip", "install", "--dry-run", "--quiet", "--report", str(report),
                           "--no-deps", "--require-hashes", "-r", str(lock)], capture_output=True, text=True,
                          env={**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1"}, check=False, timeout=120)
     assert res.returncode == 0, res.stderr
@@ -144,7 +142,6 @@ def _with_custom_metadata(tmp_path: Path, value: str, name: str = "conda-lock.ym
     "evil @ file:///tmp/tfgpu-r4-evilsrc",
     "git+https://evil.example/evil.git",
 ], ids=["editable-dir", "extra-index", "index-url", "include", "direct-dir-url", "vcs"])
-@pytest.mark.xfail(strict=True, reason="issue 28: High 2, a conda lock's pip metadata reaches pip unchecked")
 def test_high2_conda_lock_pip_metadata_is_checked_like_every_pip_requirement(tmp_path: Path, value: str) -> None:
     """High 2. The attacker writes `custom_metadata.tfgpu_pip_linux-64` in a conda lock. Today it is split on
     spaces and handed to `pip install` as it is: an editable directory (its build backend runs), another
@@ -188,7 +185,6 @@ def _with_pip_url(tmp_path: Path, url: str) -> Path:
 
 @needs_engine
 @pytest.mark.parametrize("shape", ["dir", "dir/", "localhost-dir"])
-@pytest.mark.xfail(strict=True, reason="issue 28: High 3, a file:// directory URL is built by pip, unverified")
 def test_high3_conda_lock_pip_entry_with_a_directory_url_is_refused(tmp_path: Path, shape: str) -> None:
     """High 3. The attacker writes a conda lock whose pip package's `url:` is a file:// directory. Today it
     passes the URL check (`file://...`, no spaces) and is planned as `certifi @ file:///DIR#sha256=...`:
@@ -212,7 +208,7 @@ def test_high3_premise_real_pip_runs_the_build_backend_of_the_planned_directory(
     found = re.search(r"'(certifi @ file://[^']+)'", res.stdout)
     if found is None:
         pytest.skip("tfgpu no longer plans the directory URL (High 3 fixed): nothing for pip to build")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--no-deps", "--no-index",
+    subprocess.run([python_with_pip(tmp_path), "-m", "pip", "install", "--dry-run", "--quiet", "--no-deps", "--no-index",
                     "--disable-pip-version-check", found.group(1)], capture_output=True, text=True, check=False, timeout=120,
                    env={**os.environ, "PIP_CONFIG_FILE": os.devnull})
     assert (tree / "BACKEND_RAN").is_file()
@@ -222,7 +218,6 @@ def test_high3_premise_real_pip_runs_the_build_backend_of_the_planned_directory(
 
 
 @needs_engine
-@pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: custom_metadata read from inside a YAML string")
 def test_new_custom_metadata_hidden_in_a_block_scalar_is_not_acted_on(tmp_path: Path) -> None:
     """New (R4-N15). tfgpu reads `metadata.custom_metadata` with a line reader of its own, rattler reads the
     rest. The attacker puts a `custom_metadata:` block inside a YAML block scalar (one of `sources:` strings):

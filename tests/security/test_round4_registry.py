@@ -42,7 +42,6 @@ def _killed_force(prefix: Path) -> Path:
 # --------------------------------------------------------------------------- High 4
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28: High 4, a stale aside makes remove rm -rf the user's folder")
 def test_high4_remove_never_deletes_the_folder_a_user_put_where_a_killed_force_left_an_aside(tmp_path: Path) -> None:
     """High 4. The attacker: circumstance. A `create --force` was killed and left `.tf.tfgpu-old-PID`; the user
     then made their own folder at the environment's path. Today `tfgpu remove tf --yes` "restores" first:
@@ -59,7 +58,6 @@ def test_high4_remove_never_deletes_the_folder_a_user_put_where_a_killed_force_l
 
 
 @pytest.mark.real_subprocess
-@pytest.mark.xfail(strict=True, reason="issue 28: High 4, a stale aside makes create --force rm -rf the user's folder")
 def test_high4_create_force_never_deletes_the_folder_a_user_put_where_a_killed_force_left_an_aside(
         tmp_path: Path) -> None:
     """High 4, through `create --force`: the same stale `.tf.tfgpu-old-PID` and the user's folder at the prefix.
@@ -78,7 +76,6 @@ def test_high4_create_force_never_deletes_the_folder_a_user_put_where_a_killed_f
 # --------------------------------------------------------------------------- High 5
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28: High 5, remove deletes an aside without asking")
 def test_high5_remove_asks_before_deleting_the_old_copy_a_killed_force_left(tmp_path: Path) -> None:
     """High 5. The environment's folder is gone, but the old copy from a killed `--force` waits beside it.
     Today `tfgpu remove tf` without --yes (and without a terminal to ask on) restores it, deletes it and says
@@ -94,7 +91,6 @@ def test_high5_remove_asks_before_deleting_the_old_copy_a_killed_force_left(tmp_
     assert "confirmation" in res.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28: High 5, remove says 'nothing was on disk' after deleting")
 def test_high5_remove_names_exactly_what_it_deletes(tmp_path: Path) -> None:
     """High 5, what `remove --yes` says. Today, after restoring and deleting the old copy, it prints "nothing was
     on disk ({prefix} was already gone)". Instead it lists exactly what it deletes: the old copy's path."""
@@ -122,7 +118,6 @@ def test_high5_remove_of_an_entry_whose_folder_is_gone_still_just_forgets_it(tmp
 
 
 @pytest.mark.real_subprocess
-@pytest.mark.xfail(strict=True, reason="issue 28: Medium, create --force deletes the old env before the smoke test")
 def test_medium_force_keeps_the_old_environment_when_the_new_one_fails_its_smoke_test(tmp_path: Path) -> None:
     """Medium. `create --force` promises "it is kept until the new one works". Today the old environment is
     deleted as soon as the steps finish, before the smoke test; a new one that fails its smoke test (here its
@@ -156,16 +151,11 @@ def _entry(**over: object) -> dict[str, object]:
 
 
 @pytest.mark.parametrize(("entry", "argv"), [
-    pytest.param(_entry(smoke="passed"), ("envs",), id="smoke-a-string-envs",
-                 marks=pytest.mark.xfail(strict=True, reason="issue 28: Low, envs.json smoke 'passed' is rc 3")),
-    pytest.param(_entry(smoke=["passed"]), ("envs",), id="smoke-a-list-envs",
-                 marks=pytest.mark.xfail(strict=True, reason="issue 28: Low, envs.json smoke 'passed' is rc 3")),
-    pytest.param(_entry(prefix="/tmp/" + "x" * 5000), ("envs",), id="long-prefix-envs",
-                 marks=pytest.mark.xfail(strict=True, reason="issue 28: Low, an over-long prefix is rc 3")),
-    pytest.param(_entry(prefix="/tmp/" + "x" * 5000), ("remove", "a", "--yes"), id="long-prefix-remove",
-                 marks=pytest.mark.xfail(strict=True, reason="issue 28: Low, an over-long prefix is rc 3")),
-    pytest.param(_entry(prefix="/tmp/" + "x" * 5000), ("run", "a", "--", "true"), id="long-prefix-run",
-                 marks=pytest.mark.xfail(strict=True, reason="issue 28: Low, an over-long prefix is rc 3")),
+    pytest.param(_entry(smoke="passed"), ("envs",), id="smoke-a-string-envs"),
+    pytest.param(_entry(smoke=["passed"]), ("envs",), id="smoke-a-list-envs"),
+    pytest.param(_entry(prefix="/tmp/" + "x" * 5000), ("envs",), id="long-prefix-envs"),
+    pytest.param(_entry(prefix="/tmp/" + "x" * 5000), ("remove", "a", "--yes"), id="long-prefix-remove"),
+    pytest.param(_entry(prefix="/tmp/" + "x" * 5000), ("run", "a", "--", "true"), id="long-prefix-run"),
 ])
 def test_low_odd_values_in_envs_json_are_one_line_errors_not_internal_errors(
         cli: Callable[..., tuple[int, str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: dict[str, object],
@@ -186,7 +176,6 @@ def test_low_odd_values_in_envs_json_are_one_line_errors_not_internal_errors(
 
 
 @pytest.mark.parametrize("kind", ["old", "partial", "trash"])
-@pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: aside names are acted on without the registry")
 def test_new_a_folder_named_like_an_aside_that_tfgpu_did_not_make_is_left_alone(tmp_path: Path, kind: str) -> None:
     """New (R4-N18). The user (a backup restore, a sync tool, a colleague's copy in a group directory of
     theirs) has a folder `.tf.tfgpu-KIND-PID` beside a registered environment; tfgpu never wrote it (no

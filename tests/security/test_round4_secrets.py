@@ -50,7 +50,6 @@ def _redacted(cli: Cli, tmp_path: Path, notes: list[str], secrets: list[str], **
 
 
 @pytest.mark.parametrize("char", ["'", '"', "@"], ids=["quote", "double-quote", "at"])
-@pytest.mark.xfail(strict=True, reason="issue 28: Medium, masking runs after shell quoting")
 def test_medium_index_url_password_with_quotes_or_at_is_masked(cli: Cli, char: str) -> None:
     """Medium. The user's own secret: `--index-url https://alice:PASSWORD@host/simple` where the password holds
     a quote or an `@` (both legal, percent-encoding is optional in practice). Today the mask runs on the
@@ -66,7 +65,6 @@ def test_medium_index_url_password_with_quotes_or_at_is_masked(cli: Cli, char: s
     assert "alice:****@pypi.corp.example" in out
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28: Medium, --channel credentials printed in step text and note")
 def test_medium_channel_credentials_are_masked_in_the_step_text_and_notes(cli: Cli) -> None:
     """Medium. `--channel https://u:PW@conda.corp.example/forge` (a private conda channel). Today the password
     is masked in the command line `plan` shows but printed in the step's description ("from https://u:PW@...
@@ -123,7 +121,6 @@ def locked_with_a_password(tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 @needs_engine
 @pytest.mark.faults
-@pytest.mark.xfail(strict=True, reason="issue 28: Medium, lock writes channel credentials into the lockfile")
 def test_medium_a_lockfile_never_carries_channel_credentials(locked_with_a_password: dict[str, Any]) -> None:
     """Medium. `tfgpu lock --channel http://bob:PW@host/...` (a private channel). Today the password is written
     into the lockfile seven times: `channels: - url:` and every package's `url:`; a lockfile is made to be
@@ -137,7 +134,6 @@ def test_medium_a_lockfile_never_carries_channel_credentials(locked_with_a_passw
 
 @needs_engine
 @pytest.mark.faults
-@pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: lock prints channel credentials on stderr")
 def test_new_lock_never_prints_channel_credentials(locked_with_a_password: dict[str, Any]) -> None:
     """New (R4-N11). The same lock: today its progress lines on stderr ("linux-64: recipe ...: python=3.8
     tensorflow-gpu=2.2.0 from http://bob:PW@127.0.0.1:...") print the password into the terminal and the CI
@@ -161,7 +157,6 @@ def test_new_lock_never_prints_channel_credentials(locked_with_a_password: dict[
     ("https://acct.blob.core.windows.net/c/m.h5?sv=2022-11-02&ss=b&srt=o&sp=r&se=2030-01-01T00:00:00Z"
      "&spr=https&sig=Sa5SECRETabcdEFGH%2Bijkl%3D", "Sa5SECRETabcdEFGH"),
 ], ids=["at-in-url-password", "docker-login-p", "netrc-password", "s3-presigned", "azure-sas"])
-@pytest.mark.xfail(strict=True, reason="issue 28: Medium, --redact misses these secret shapes")
 def test_medium_redact_removes_these_secret_shapes(cli: Cli, tmp_path: Path, note: str, secret: str) -> None:
     """Medium. A report (`doctor --json --redact`) made to be attached to a public issue; its facts carry free
     text with a secret. Today `--redact` keeps: the part of a URL password after an `@`, `docker login -p
@@ -172,7 +167,6 @@ def test_medium_redact_removes_these_secret_shapes(cli: Cli, tmp_path: Path, not
     assert "<redacted>" in out
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28: Low, doctor --facts F --redact keeps F's own host and user names")
 def test_low_redact_of_a_facts_file_removes_that_machines_host_and_user_names(cli: Cli, tmp_path: Path) -> None:
     """Low. `doctor --facts F --redact` (a support engineer redacting a user's report before posting it). Today
     the redactor knows only this machine's user and host names: F's own (its platform.hostname, the user its
@@ -190,7 +184,6 @@ def test_low_redact_of_a_facts_file_removes_that_machines_host_and_user_names(cl
 # --------------------------------------------------------------------------- new
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: installer output with credentials is logged unmasked")
 def test_new_installer_output_with_credentials_is_masked_in_the_log_and_on_the_terminal(tmp_path: Path) -> None:
     """New (R4-N12). tfgpu masks the passwords in the commands it echoes, but not in what the installer prints:
     an installer (or a private index's error page) that prints `https://alice:TOKEN@host/...` or an
@@ -213,7 +206,6 @@ def test_new_installer_output_with_credentials_is_masked_in_the_log_and_on_the_t
 ANACONDA_TOKEN = "ab-1234567890abcdef1234567890abcdef"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: anaconda.org /t/TOKEN/ channels are printed")
 def test_new_anaconda_token_in_a_channel_path_is_masked_in_plan(cli: Cli) -> None:
     """New (R4-N13). anaconda.org's private channels carry the token in the path:
     `https://conda.anaconda.org/t/TOKEN/ORG` (conda masks it as /t/<TOKEN>/). Today `plan --channel` prints
@@ -234,7 +226,6 @@ def test_new_anaconda_token_in_a_channel_path_is_masked_in_plan(cli: Cli) -> Non
     ("https://d111111abcdef8.cloudfront.net/m.h5?Expires=1700000000&Signature=Lx9Yk2Vb7Nm3Qw5Er8Ty1Ui4Op6As0Df"
      "&Key-Pair-Id=K2JCJMDEHXQW5F", "Lx9Yk2Vb7Nm3Qw5Er8Ty1Ui4Op6As0Df"),
 ], ids=["anaconda-token-path", "ngc-nvapi-key", "gcs-signed-url", "cloudfront-signed-url"])
-@pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: --redact misses these secret shapes")
 def test_new_redact_removes_more_secret_shapes(cli: Cli, tmp_path: Path, note: str, secret: str) -> None:
     """New (R4-N13, R4-N14). Secret shapes a GPU user's report carries and `--redact` keeps today: an
     anaconda.org channel token in its path, an NVIDIA NGC API key (`nvapi-...`, the key for nvcr.io, whose

@@ -90,6 +90,12 @@ def load_config(env: Mapping[str, str] | None = None) -> Config:
             msg = f"config file {path} (from {CONFIG_ENV}) does not exist"
             raise InputError(msg, hint=f"create it, or unset {CONFIG_ENV}")
         return Config()
+    from tfgpu.core.sysio import untrusted_why
+
+    why = untrusted_why(path)
+    if why:  # its channels replace every recipe's: whoever can write it chooses what everyone installs
+        msg = f"config {path} is not trusted: {why}"
+        raise InputError(msg, hint=f"chmod go-w {path.parent} {path}, or point {CONFIG_ENV} at a file of your own")
     if sys.version_info >= (3, 11):  # imported here: most machines have no config file
         import tomllib
     else:  # pragma: no cover - Python < 3.11

@@ -18,11 +18,14 @@ mappings starting with ``version:`` (after comments); a pip lock is a requiremen
 every requirement carries ``--hash=``. Anything else goes to the conda-lock reader, which refuses it
 in one line.
 
-Why no PyYAML: it is not a dependency of tfgpu or py-rattler, and adding it to the core for one file
-format is avoidable. Reading uses **rattler's lockfile reader** (``rattler.LockFile``, a core
-dependency), which parses conda-lock version 1 files (rattler_lock's oldest format) as well as
-pixi.lock, and gives back the ``RepoDataRecord`` objects the installer takes, so ``create --from-lock``
-installs exactly what was locked without solving. Writing uses the small emitter below: the document
+Reading uses **rattler's lockfile reader** (``rattler.LockFile``, a core dependency), which parses conda-lock
+version 1 files (rattler_lock's oldest format) as well as pixi.lock, and gives back the ``RepoDataRecord``
+objects the installer takes, so ``create --from-lock`` installs exactly what was locked without solving;
+``metadata.custom_metadata`` (which rattler does not expose) is read with PyYAML's safe loader, bounded
+(tfgpu.core.yamlload), so tfgpu acts on what any YAML tool shows. Every pip requirement a lock carries (a pip
+lock's lines, a conda lock's pip packages and the recipe's pip part in its metadata) is pinned and hashed,
+checked in one place (``hashed_requirement``, ``locked_pip_requirement``); a lock declaring an encoding other
+than UTF-8 is refused (pip would read other lines). Writing uses the small emitter below: the document
 is a fixed shape of mappings, lists and scalars, and every scalar that YAML could read as anything but
 a string is quoted. The tests check what it writes with conda-lock's own parser (pydantic models and
 JSON schema), its renderer, PyYAML and rattler.
@@ -34,6 +37,7 @@ not recognise it and re-solves -- the only consequence.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import os
@@ -300,7 +304,6 @@ def write_atomic(path: Path, text: str) -> None:
 # --------------------------------------------------------------------------- reading
 
 _YAML_START = re.compile(r"^(version|metadata|package|environments|packages)\s*:")
-_REQ_NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*==\s*([^\s;\\]+)")
 _HASH_TOKEN = re.compile(r"--hash=(sha256|sha384|sha512):[0-9a-fA-F]+")
 _PY_HEADER = re.compile(r"^#.*\bPython (\d+\.\d+)\b")
 
@@ -327,10 +330,34 @@ def _read_text(path: Path) -> str:
             msg = (f"lockfile {path} is {size // (1024 * 1024)} MB, larger than any lockfile "
                    f"({MAX_LOCKFILE_BYTES // (1024 * 1024)} MB at most)")
             raise InputError(msg, hint="give the conda-lock.yml that `tfgpu lock` wrote")
-        return path.read_bytes()[:MAX_LOCKFILE_BYTES].decode("utf-8")
+        text = path.read_bytes()[:MAX_LOCKFILE_BYTES].decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         msg = f"lockfile {path} cannot be read as UTF-8 text: {exc}"
         raise InputError(msg) from None
+    check_encoding(text, path)
+    return text
+
+
+#: PEP 263's declaration as pip finds it in a requirements file (pip/_internal/utils/encoding.py, auto_decode:
+#: a "#" line among the first two lines that matches this).
+_CODING = re.compile(r"coding[:=]\s*([-\w.]+)")
+
+
+def check_encoding(text: str, path: Path) -> None:
+    """Refuse a lock that declares an encoding other than UTF-8: pip decodes a requirements file with the
+    declared codec (in UTF-7 ``+AAo-`` is a newline), so pip would read lines tfgpu (and uv) never saw."""
+    for line in text.split("\n")[:2]:
+        found = _CODING.search(line) if line.lstrip().startswith("#") else None
+        if found is None:
+            continue
+        try:
+            codec = codecs.lookup(found.group(1)).name
+        except LookupError:
+            codec = found.group(1)
+        if codec not in ("utf-8", "utf-8-sig"):
+            msg = (f"lockfile {path} declares the encoding {found.group(1)!r}: pip would read it in that encoding, "
+                   "other lines than tfgpu reads as UTF-8; refusing it")
+            raise InputError(msg, hint="a lock is UTF-8: remove the coding line, or regenerate it with tfgpu lock")
 
 
 def read_conda_lock(path: str | Path, *, text: str | None = None) -> Lock:
@@ -385,8 +412,12 @@ def read_conda_lock(path: str | Path, *, text: str | None = None) -> Lock:
         msg = f"lockfile {path} locks no platform"
         raise InputError(msg)
     channels = tuple(str(c) for c in env.channels())
+    custom = read_custom_metadata(text, f"lockfile {path}")
+    for key, value in custom.items():
+        if key.startswith("tfgpu_pip_"):
+            pip_part_requirements(value, f"lockfile {path}: the pip part for {key[len('tfgpu_pip_'):]}")
     return Lock(platforms=tuple(sorted(platforms)), channels=channels, packages=tuple(packages),
-                custom_metadata=read_custom_metadata(text), path=str(path), kind="conda", _rattler=rl)
+                custom_metadata=custom, path=str(path), kind="conda", _rattler=rl)
 
 
 #: pip's COMMENT_RE: a comment runs to the end of its line, and a comment line is never continued.
@@ -424,78 +455,166 @@ def detect_lock_kind(text: str) -> str:
     return "pip" if "--hash=" in text else "conda"
 
 
+#: One requirement of a lock, whole: ``name[extras]==version``, an optional environment marker, then one or more
+#: ``--hash=ALGO:HEX``. Nothing else (no option, path, URL, ``${VAR}``, ``@``) fits.
+_HASHED_REQ = re.compile(
+    r"(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)(?:\[[A-Za-z0-9._,\s-]*\])?\s*==\s*"
+    r"(?P<version>[0-9][A-Za-z0-9.+!_]*)"
+    r"(?:\s*;\s*(?P<marker>[A-Za-z0-9_.'\"<>=!~()\s]+?))?"
+    r"(?P<hashes>(?:\s+--hash=(?:sha256:[0-9a-fA-F]{64}|sha384:[0-9a-fA-F]{96}|sha512:[0-9a-fA-F]{128}))+)\s*")
+
+
+_PINNED = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(?:\[[^\]]*\])?\s*==\s*[0-9][A-Za-z0-9.+!_]*(?=\s|;|$)")
+
+
+def hashed_requirement(body: str, where: str) -> tuple[str, str, str]:
+    """``(name, version, sha256)`` of one pinned, hashed requirement (``name==version --hash=sha256:...``),
+    the one shape every pip requirement a lock carries must have (a pip lock's lines, a conda lock's pip part).
+    InputError naming the first thing that is not: an option (pip reads ``-r``, ``-e``, ``--index-url`` from
+    the file too), a path or URL, a range, a missing hash."""
+    found = _HASHED_REQ.fullmatch(body)
+    if found is not None and found.group("marker"):
+        from packaging.markers import InvalidMarker, Marker
+
+        try:
+            Marker(found.group("marker"))
+        except InvalidMarker:
+            found = None
+    sha256 = re.findall(r"--hash=sha256:([0-9a-fA-F]{64})", found.group("hashes")) if found else []
+    if found is not None and sha256:
+        return found.group("name"), found.group("version"), sha256[0].lower()
+    option = next((t for t in body.split() if t.startswith("-") and not _HASH_TOKEN.fullmatch(t)), None)
+    first = body.split()[0] if body.split() else body
+    if option is not None:
+        why = f"{option.split('=', 1)[0]!r} is not a pinned requirement with hashes"
+    elif not _PINNED.match(body):
+        why = f"requirement {clip_words(first, 80)!r} is not pinned with == to a version"
+    elif not _HASH_TOKEN.search(body):
+        why = f"{clip_words(first, 80)} has no --hash=sha256 (pip's --require-hashes refuses it)"
+    else:
+        why = f"{clip_words(body, 80)!r} is not `name==version --hash=sha256:...`"
+    msg = f"{where}: {why}; refusing it"
+    raise InputError(msg, hint="a lock holds only `name==version --hash=sha256:...` requirements; regenerate it "
+                               "with tfgpu lock")
+
+
+def hashed_requirements(text: str, where: str) -> list[tuple[str, str, str, str]]:
+    """Every requirement of a requirements text (pip's syntax: continuations, comments) checked by
+    :func:`hashed_requirement`: ``(name, version, sha256, the requirement's text)`` each."""
+    out: list[tuple[str, str, str, str]] = []
+    for line in _logical_lines(text):
+        body = _COMMENT_TAIL.sub("", line).strip()
+        if body:
+            out.append((*hashed_requirement(body, where), " ".join(body.split())))
+    return out
+
+
+#: pip's COMMENT_RE as it strips a comment: whitespace and "#" to the end of the line, or a whole "#" line.
+_COMMENT_TAIL = re.compile(r"(^|\s+)#.*$")
+
+
 def read_pip_lock(path: Path, text: str) -> Lock:
     """A ``--require-hashes`` requirements file: every requirement ``name==version`` with a hash."""
-    packages: list[LockedPackage] = []
     python = ""
     for line in text.splitlines():
         m = _PY_HEADER.match(line.strip())
         if m:
             python = m.group(1)
             break
-    for line in _logical_lines(text):
-        body = line.split(" #", 1)[0].strip() if not line.startswith("#") else ""
-        if not body:
-            continue
-        # pip reads options from the file too (-r /etc/shadow, --index-url, -e, --trusted-host): a lock
-        # holds pinned requirements with hashes and nothing else
-        option = next((t for t in body.split() if t.startswith("-") and not _HASH_TOKEN.fullmatch(t)), None)
-        if option is not None:
-            msg = f"pip lock {path}: {option.split('=', 1)[0]!r} is not a pinned requirement with hashes; refusing it"
-            raise InputError(msg, hint="a lock holds only `name==version --hash=sha256:...` lines; regenerate it "
-                                       "with tfgpu lock --backend pip")
-        m = _REQ_NAME.match(body)
-        if not m:
-            msg = f"pip lock {path}: requirement {body.split()[0]!r} is not pinned with =="
-            raise InputError(msg, hint="a lock pins every package; regenerate it with tfgpu lock --backend pip")
-        hashes = re.findall(r"--hash=sha256:([0-9a-fA-F]{64})", body)
-        if not hashes:
-            msg = f"pip lock {path}: {m.group(1)}=={m.group(3)} has no --hash=sha256 (pip's --require-hashes refuses it)"
-            raise InputError(msg, hint="regenerate it with tfgpu lock --backend pip")
-        packages.append(LockedPackage(name=m.group(1), version=m.group(3), manager="pip", platform="",
-                                      sha256=hashes[0].lower()))
+    packages = [LockedPackage(name=name, version=version, manager="pip", platform="", sha256=sha256)
+                for name, version, sha256, _ in hashed_requirements(text, f"pip lock {path}")]
     if not packages:
         msg = f"pip lock {path} has no requirements"
         raise InputError(msg, hint="make one with: tfgpu lock --tf VERSION --backend pip")
     return Lock(platforms=(), channels=(), packages=tuple(packages), path=str(path), kind="pip", python=python)
 
 
-def read_custom_metadata(text: str) -> dict[str, str]:
-    """conda-lock's ``metadata.custom_metadata`` (string -> string) from a block-style YAML file.
+def read_custom_metadata(text: str, where: str = "the lockfile") -> dict[str, str]:
+    """conda-lock's ``metadata.custom_metadata`` (string -> string), read as YAML reads it (PyYAML's safe
+    loader, bounded): what conda-lock and a reviewer's YAML tool see is what tfgpu acts on, so nothing inside a
+    string (a block scalar that looks like a mapping) is metadata. rattler's lock reader does not expose it.
+    InputError when the document is not YAML or a ``tfgpu_`` value is not a string."""
+    from tfgpu.core.yamlload import load_yaml_bounded
 
-    rattler's lock reader does not expose it; this reads the block tfgpu's writer emits (and
-    conda-lock's, which has the same shape): scalars plain or single/double quoted.
-    """
+    try:
+        doc = load_yaml_bounded(text)
+    except InputError as exc:
+        msg = f"{where} is not a valid conda-lock file: {exc.message}"
+        raise InputError(msg, hint="regenerate it with: tfgpu lock --tf VERSION --force") from None
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    custom = meta.get("custom_metadata") if isinstance(meta, dict) else None
+    if custom is None:
+        return {}
+    if not isinstance(custom, dict):
+        msg = f"{where}: metadata.custom_metadata is not a mapping of strings"
+        raise InputError(msg, hint="regenerate it with: tfgpu lock --tf VERSION --force")
     out: dict[str, str] = {}
-    in_meta = False
-    indent = -1
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        lead = len(line) - len(line.lstrip(" "))
-        s = line.strip()
-        if lead == 0:
-            in_meta = s.startswith("metadata:")
-            indent = -1
-            continue
-        if not in_meta:
-            continue
-        if indent < 0:
-            if s.startswith("custom_metadata:") and s[len("custom_metadata:"):].strip() in ("", "{}"):
-                indent = lead
-            continue
-        if lead <= indent:
-            break
-        key, sep, value = s.partition(": ")
-        if not sep:
-            key, value = s.rstrip(":"), ""
-        out[_unquote(key)] = _unquote(value.strip())
+    for key, value in custom.items():
+        if isinstance(key, str) and isinstance(value, str):
+            out[key] = value
+        elif isinstance(key, str) and key.startswith("tfgpu_"):
+            msg = f"{where}: metadata.custom_metadata.{clip_words(key, 60)} is not a string"
+            raise InputError(msg, hint="regenerate it with: tfgpu lock --tf VERSION --force")
     return out
 
 
-def _unquote(text: str) -> str:
-    if len(text) >= 2 and text[0] == text[-1] == "'":
-        return text[1:-1].replace("''", "'")
-    if len(text) >= 2 and text[0] == text[-1] == '"':
-        return text[1:-1].replace('\\"', '"').replace("\\\\", "\\")
-    return text
+#: Where one requirement of a recorded pip part starts: ``name[extras]==``.
+_REQ_START = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?==")
+
+
+def pip_part_requirements(value: str, where: str) -> list[str]:
+    """The requirements of a pip part recorded in a conda lock's ``custom_metadata.tfgpu_pip_PLATFORM``
+    (``name==version --hash=sha256:... name==version --hash=...``, what ``tfgpu lock`` records), each checked
+    by :func:`hashed_requirement` like a pip lock's lines: anything that is not a pinned, hashed requirement
+    (an option, an index, a path, a URL, a range) is refused."""
+    groups: list[list[str]] = []
+    for token in value.split():
+        if groups and not _REQ_START.match(token):
+            groups[-1].append(token)
+        else:
+            groups.append([token])
+    out = []
+    for group in groups:
+        body = " ".join(group)
+        hashed_requirement(body, where)
+        out.append(body)
+    return out
+
+
+#: pip's archive extensions (pip/_internal/utils/filetypes.py): what a locked URL may name. Anything else
+#: (a directory, a VCS URL) is built from source that no hash covers.
+_ARCHIVES = (".whl", ".tar.gz", ".tgz", ".tar", ".zip", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".tlz", ".tar.lz",
+             ".tar.lzma")
+
+
+def locked_pip_requirement(p: LockedPackage, lock_path: str) -> str:
+    """A conda lock's pip package as a direct-URL requirement carrying the lock's sha256 as its ``#sha256=``
+    fragment, which pip checks against the download (and, with --require-hashes, refuses for a directory).
+    A pip package without a sha256, without a URL (pip would take it from any index, unverified) or whose
+    URL is not an http(s) or local file URL of a package archive (a directory or a VCS URL builds code no
+    hash covers) is refused: every package of a lock is verified. A fragment already in the URL
+    (``#egg=``, or a ``#sha256=`` of its own) is dropped, so only the lock's hash counts."""
+    from urllib.parse import unquote, urlsplit
+
+    where = f"lockfile {lock_path}: pip package {p.name} {p.version}"
+    sha256 = p.sha256 or ""
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
+        msg = f"{where} has no sha256: tfgpu installs only verified packages"
+        raise InputError(msg, hint="regenerate the lock (conda-lock records a sha256 for every pip package)")
+    url = (p.url or "").split("#", 1)[0]
+    if not url:
+        msg = f"{where} has no URL: pip would take it from whatever index it is set up with"
+        raise InputError(msg, hint="regenerate the lock; a locked pip package names its wheel's URL")
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        parts = None
+    path = unquote(parts.path) if parts is not None else ""
+    archive = (parts is not None and not re.search(r"\s", url) and not parts.query
+               and parts.scheme in ("http", "https", "file") and path.lower().endswith(_ARCHIVES)
+               and (parts.scheme != "file" or parts.netloc in ("", "localhost")) and "\\" not in path)
+    if not archive or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", p.name):
+        msg = (f"{where}: {clip_words(url, 80)!r} is not an http(s) or file URL of a package archive "
+               "(a directory or a VCS URL is built from source no hash covers)")
+        raise InputError(msg, hint="regenerate the lock from an index you trust")
+    return f"{p.name} @ {url}#sha256={sha256.lower()}"

@@ -9,13 +9,12 @@ break it: venv scripts and conda's prefix-replaced files embed their absolute pr
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tfgpu.backends.steps import Step
-from tfgpu.build import registry
+from tfgpu.build import asides, registry
 from tfgpu.core import process as run
 from tfgpu.core.errors import Interrupted, StepFailed, TfgpuError, UsageError
 from tfgpu.core.record import record
@@ -34,6 +33,8 @@ class CreateResult:
     seconds: float
     replaced_what: str | None = None  # the registry's words for the environment --force replaced
     notes: tuple[str, ...] = ()  # stranded directories of a killed create, put right first
+    aside: Path | None = None  # run_plan(keep_old=True): where the replaced environment waits (finish_replace)
+    old_entry: dict[str, object] | None = None  # ... and its registry entry
 
 
 def log_dir() -> Path:
@@ -46,13 +47,6 @@ def interesting_lines(lines: list[str], limit: int = 12) -> list[str]:
 
 
 prefix_lock = registry.prefix_lock  # where it lives now; `remove` takes it too
-
-
-def _rmtree(path: Path) -> None:
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.exists():
-        shutil.rmtree(path, ignore_errors=False)
 
 
 def _write(step: Step, log: run.StepLog) -> None:
@@ -159,14 +153,17 @@ def run_plan(
     echo: Callable[[str], None] | None = None,
     on_step: Callable[[int, int, Step], None] | None = None,
     on_line: Callable[[str], None] | None = None,
+    keep_old: bool = False,
 ) -> CreateResult:
     """Build the environment a plan describes. Raises UsageError/NotReady/StepFailed/Interrupted.
 
-    Signals (README, "Reliability and security"): the first SIGINT, SIGTERM or SIGHUP stops the running
-    step (its whole process group) and restores the previous state; later ones are counted, never obeyed,
-    until that is done. A SIGKILL leaves the old environment in ``.NAME.tfgpu-old-PID``: the next command
-    that touches environments restores it (``registry.stranded``), and the installer dies with tfgpu (the
-    runner's watchdog).
+    Signals (docs/reliability.md): the first SIGINT, SIGTERM or SIGHUP stops the running step (its whole
+    process group) and restores the previous state; later ones are counted, never obeyed, until that is
+    done. Every directory the build makes is recorded in the registry first (tfgpu.build.asides): after a
+    SIGKILL the next command that touches the prefix restores the old environment from
+    ``.NAME.tfgpu-old-PID`` or removes the unfinished new one, and the installer dies with tfgpu (the
+    runner's watchdog). ``keep_old``: the replaced environment stays aside (``result.aside``) until the
+    caller's ``finish_replace`` (after the smoke test); otherwise it is deleted once the build succeeded.
     """
     prefix = registry.check_prefix(plan.prefix)
     registry.load()  # a corrupt registry is found before building, not after
@@ -183,30 +180,23 @@ def run_plan(
     log.write(f"# prefix: {prefix}")
     start = time.monotonic()
     with prefix_lock(prefix), run.signal_guard() as guard:
-        notes = [registry.recover(item, log.write) for item in registry.stranded([prefix])]
-        aside: Path | None = None
-        replaced: str | None = None
-        if prefix.exists() and any(prefix.iterdir()):
-            if not force:
-                msg = f"{prefix} already exists"
-                raise UsageError(msg, hint="pass --force to replace it (the old one is kept until the new one "
-                                           "works), or choose another --name/--prefix")
-            old = registry.created_by_tfgpu(prefix)
-            if old is None:
-                raise registry.not_created_error(prefix)
-            replaced = describe_entry(old)
-        elif prefix.exists():
-            prefix.rmdir()  # an empty directory: installers want to create it themselves
+        notes = asides.recover_all(prefix, log.write)
+        old = _what_is_replaced(prefix, force)
+        replaced = describe_entry(old) if old is not None else None
         env_id = registry.new_env_id()
+        aside: Path | None = None
         try:
-            if replaced is not None:
-                with guard.hold():  # the rename and knowing about it are one step for a signal
+            with guard.hold():  # the records, the rename and knowing about it are one step for a signal
+                registry.note_aside(prefix, prefix, "partial", env_id)  # this process makes what will be there
+                if old is not None:
                     moved = prefix.with_name(f".{prefix.name}.tfgpu-old-{os.getpid()}")
-                    _clear_own_name(moved)
+                    asides.free_own_name(moved)
+                    registry.note_aside(moved, prefix, "old", str(old.get("id")), entry=old)
                     prefix.rename(moved)
                     aside = moved
+            if aside is not None:
                 log.write(f"# moved the old environment ({replaced}) aside to {aside}")
-            run_steps(plan.steps, log=log, timeout=timeout, on_step=on_step, on_line=on_line)
+            run_steps(plan.steps, log=log, timeout=timeout, on_step=_marking(prefix, env_id, on_step), on_line=on_line)
             if not plan.conda_named and not registry.is_environment(prefix):
                 msg = f"the steps finished but {prefix} is not an environment"
                 raise StepFailed(msg, hint=f"full log: {log_path}")
@@ -215,48 +205,104 @@ def run_plan(
             guard.disarm()  # committed: from here on a signal waits until the registry names the new one
         except BaseException as exc:
             guard.disarm()  # a second Ctrl-C / TERM / HUP must not interrupt the restore
-            # the old environment could not be moved aside: it is still at the prefix, and stays there
-            untouched = replaced is not None and aside is None
-            if not untouched:
-                _cleanup(prefix, aside, log)
-            tail = interesting_lines(list(log.tail))
-            if isinstance(exc, (KeyboardInterrupt, Interrupted)):
-                what = run.signal_name(guard.signum)
-                kept = f"; the previous environment at {prefix} was kept" if aside is not None else ""
-                msg = f"{what}; the partial environment {prefix} was removed{kept}"
-                new: TfgpuError = Interrupted(msg, hint=f"full log: {log_path}")
-            elif isinstance(exc, TfgpuError):
-                new = exc
-                new.hint = f"full log: {log_path}" + (f"; {exc.hint}" if exc.hint and str(log_path) not in exc.hint else "")
-                if aside is not None or untouched:
-                    new.message += f" (the previous environment at {prefix} was kept)"
-                    new.args = (new.message,)
-            elif isinstance(exc, OSError):  # a full disk or a read-only filesystem outside any step
-                kept = f" (the previous environment at {prefix} was kept)" if aside is not None or untouched else ""
-                new = StepFailed(f"creating {prefix} failed: {exc.strerror or exc}{kept}", hint=f"full log: {log_path}")
-            else:
-                raise
-            new.log_path = log_path  # type: ignore[attr-defined]
-            new.log_tail = tail  # type: ignore[attr-defined]
-            raise new from None
+            raise _failed(exc, prefix=prefix, aside=aside, untouched=old is not None and aside is None, log=log,
+                          log_path=log_path, signum=guard.signum, env_id=env_id) from None
         registry.record(name=plan.name, prefix=str(prefix), backend=plan.backend, tool=plan.tool, tf=plan.tf,
-                    python=plan.python, recipe=plan.recipe_id, env_python=plan.env_python, env_id=env_id)
-        if aside is not None:
-            # one rename marks it as replaced; a kill during the delete leaves a -trash- dir, never an -old-
-            trash = aside.with_name(f".{prefix.name}.tfgpu-trash-{os.getpid()}")
-            _clear_own_name(trash)
-            aside.rename(trash)
-            _rmtree(trash)
+                        python=plan.python, recipe=plan.recipe_id, env_python=plan.env_python, env_id=env_id,
+                        settled=[prefix])
+        if aside is not None and not keep_old:
+            asides.discard(aside)
             log.write(f"# removed the old environment {aside}")
     return CreateResult(prefix, log_path, aside is not None, time.monotonic() - start, replaced_what=replaced,
-                        notes=tuple(notes))
+                        notes=tuple(notes), aside=aside if keep_old else None, old_entry=old)
 
 
-def _clear_own_name(path: Path) -> None:
-    """``path`` carries this live process's PID, so nothing of ours is there: a link or file someone put at
-    that name (to make the rename fail, or redirect it) is removed (the link, never what it points to)."""
-    if path.is_symlink() or (path.exists() and not path.is_dir()):
-        path.unlink()
+def _what_is_replaced(prefix: Path, force: bool) -> dict[str, object] | None:
+    """The registry entry of the environment at ``prefix`` that --force replaces (None: nothing there; an empty
+    directory is removed, installers want to create it). Refuses anything else at the prefix."""
+    if prefix.exists() and any(prefix.iterdir()):
+        if not force:
+            msg = f"{prefix} already exists"
+            raise UsageError(msg, hint="pass --force to replace it (the old one is kept until the new one "
+                                       "works), or choose another --name/--prefix")
+        old = registry.created_by_tfgpu(prefix)
+        if old is None:
+            raise registry.not_created_error(prefix)
+        return old
+    if prefix.exists():
+        prefix.rmdir()
+    return None
+
+
+def _marking(prefix: Path, env_id: str, on_step: Callable[[int, int, Step], None] | None
+             ) -> Callable[[int, int, Step], None]:
+    """``on_step`` that first marks the prefix as this build's once a step has made it: a kill from then on
+    leaves a directory the next command can prove is tfgpu's unfinished work."""
+    marked: list[bool] = []
+
+    def hook(i: int, n: int, step: Step) -> None:
+        if not marked and prefix.is_dir() and not prefix.is_symlink():
+            try:
+                registry.write_marker(prefix, env_id)
+                marked.append(True)
+            except OSError:
+                pass  # the final marker is written after the last step (or the build fails there)
+        if on_step is not None:
+            on_step(i, n, step)
+
+    return hook
+
+
+def _failed(exc: BaseException, *, prefix: Path, aside: Path | None, untouched: bool, log: run.StepLog,
+            log_path: Path, signum: int | None, env_id: str) -> BaseException:
+    """Restore what was there (unless the old environment was never moved), and the error to raise."""
+    if not untouched:
+        _cleanup(prefix, aside, log, env_id)
+    else:
+        _quietly(lambda: registry.drop_asides(prefix))
+    tail = interesting_lines(list(log.tail))
+    if isinstance(exc, (KeyboardInterrupt, Interrupted)):
+        kept = f"; the previous environment at {prefix} was kept" if aside is not None else ""
+        new: TfgpuError = Interrupted(f"{run.signal_name(signum)}; the partial environment {prefix} was removed{kept}",
+                                      hint=f"full log: {log_path}")
+    elif isinstance(exc, TfgpuError):
+        new = exc
+        new.hint = f"full log: {log_path}" + (f"; {exc.hint}" if exc.hint and str(log_path) not in exc.hint else "")
+        if aside is not None or untouched:
+            new.message += f" (the previous environment at {prefix} was kept)"
+            new.args = (new.message,)
+    elif isinstance(exc, OSError):  # a full disk or a read-only filesystem outside any step
+        kept = f" (the previous environment at {prefix} was kept)" if aside is not None or untouched else ""
+        new = StepFailed(f"creating {prefix} failed: {exc.strerror or exc}{kept}", hint=f"full log: {log_path}")
+    else:
+        return exc
+    new.log_path = log_path  # type: ignore[attr-defined]
+    new.log_tail = tail  # type: ignore[attr-defined]
+    return new
+
+
+def _quietly(action: Callable[[], object]) -> None:
+    try:
+        action()
+    except (OSError, TfgpuError):  # the registry cannot be written: the records stay, the next command settles them
+        pass
+
+
+def finish_replace(result: CreateResult, *, keep_new: bool, log: Callable[[str], None] | None = None) -> str | None:
+    """After ``run_plan(keep_old=True)`` and the smoke test: delete the replaced environment (``keep_new``), or
+    put it back with its registry entry (the new one is deleted). Returns what was done, or None."""
+    if result.aside is None:
+        return None
+    with prefix_lock(result.prefix):
+        if keep_new:
+            asides.discard(result.aside)
+            return f"removed the previous environment ({result.replaced_what})"
+        old = result.old_entry or {}
+        item = asides.Stranded(result.aside, result.prefix, "old", os.getpid(), str(old.get("id")), dict(old))
+        done = asides.recover(item, log)
+    if done.startswith("restored"):
+        return f"the previous environment ({result.replaced_what}) is back at {result.prefix}"
+    return done
 
 
 def describe_entry(entry: dict[str, object]) -> str:
@@ -265,26 +311,28 @@ def describe_entry(entry: dict[str, object]) -> str:
     return f"{name}TensorFlow {entry.get('tf')} ({entry.get('tool')}), created {entry.get('created')}"
 
 
-def _cleanup(prefix: Path, aside: Path | None, log: run.StepLog) -> None:
+def _cleanup(prefix: Path, aside: Path | None, log: run.StepLog, env_id: str) -> None:
     """Restore first, with two renames (the partial new environment out, the old one back), then delete
-    the partial one. Idempotent: what a crash part-way leaves, `registry.stranded` finds and finishes."""
+    the partial one. Each rename is recorded first: what a crash part-way leaves, the next command finishes."""
     from tfgpu.backends.detect import cleanup_after_failure
 
     partial: Path | None = None
     try:
         if prefix.exists() or prefix.is_symlink():
             partial = prefix.with_name(f".{prefix.name}.tfgpu-partial-{os.getpid()}")
-            if partial.exists():
-                _rmtree(partial)
+            asides.free_own_name(partial)
+            registry.note_aside(partial, prefix, "partial", env_id)
             prefix.rename(partial)
         if aside is not None and aside.exists():
             aside.rename(prefix)
             log.write(f"# restored the previous environment to {prefix}")
+        registry.drop_asides(prefix, *([aside] if aside is not None else []))
         if partial is not None:
-            _rmtree(partial)
+            asides.rmtree(partial)
+            registry.drop_asides(partial)
             log.write(f"# removed the partial environment {prefix}")
         cleanup_after_failure(prefix, log.write)  # what a killed installer left beside the prefix
-    except OSError as exc:  # pragma: no cover - e.g. a file held open on Windows
+    except (OSError, TfgpuError) as exc:  # pragma: no cover - e.g. a file held open on Windows, a full disk
         log.write(f"! cleanup failed: {exc}")
         if aside is not None and aside.exists():
             log.write(f"! the previous environment is at {aside}")

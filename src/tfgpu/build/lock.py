@@ -152,7 +152,8 @@ def lock_virtual_packages(platform: str, cuda: str | None, explicit: Sequence[st
 
 
 def lock_conda(kb: KnowledgeBase, req: LockRequest, *, cache_dir: Path | None = None,
-               env: Mapping[str, str] | None = None, timeout: float | None = None) -> tuple[Lock, list[str]]:
+               env: Mapping[str, str] | None = None, timeout: float | None = None,
+               echo: Callable[[str], None] | None = None) -> tuple[Lock, list[str]]:
     """Solve the recipe's conda packages for every platform with the embedded engine; returns the Lock
     and notes. Needs the channels (network) unless they are local. ``timeout`` bounds each platform's solve."""
     from tfgpu import __version__
@@ -186,12 +187,34 @@ def lock_conda(kb: KnowledgeBase, req: LockRequest, *, cache_dir: Path | None = 
         custom[f"tfgpu_specs_{platform}"] = " ".join(target.specs)
         custom[f"tfgpu_virtual_packages_{platform}"] = " ".join(str(v) for v in vps)
         if target.pip:
-            custom[f"tfgpu_pip_{platform}"] = " ".join(target.pip)
-            notes.append(f"{platform}: the recipe's pip part ({' '.join(target.pip)}) is not in this lock; "
-                         "lock it with --backend pip")
+            custom[f"tfgpu_pip_{platform}"] = lock_pip_part(target, platform, tools=req.tools, echo=echo)
+            notes.append(f"{platform}: the recipe's pip part ({' '.join(target.pip)}) locked with hashes by uv")
     lock = Lock(platforms=tuple(req.platforms), channels=tuple(channels_used), packages=tuple(packages),
                 content_hash=hashes, sources=(), custom_metadata=custom)
-    return lock, notes
+    return shareable(lock, notes), notes
+
+
+def shareable(lock: Lock, notes: list[str]) -> Lock:
+    """The lock as a file made to be committed and shared records it: channel and package URLs without
+    credentials (``user:password@``, anaconda.org's ``/t/TOKEN``), and a note (in the file and in ``notes``)
+    naming the channels that need them at install time."""
+    from tfgpu.core.record import replace
+    from tfgpu.core.termtext import without_credentials
+
+    channels, private = [], []
+    for c in lock.channels:
+        clean, had = without_credentials(c)
+        channels.append(clean)
+        if had:
+            private.append(clean)
+    if not private:
+        return lock
+    note = (f"{', '.join(private)} needs credentials, which the lock does not record: give them when installing "
+            "(tfgpu's engine reads rattler's authentication file, RATTLER_AUTH_FILE, and ~/.netrc)")
+    notes.append(note)
+    packages = tuple(replace(p, url=without_credentials(p.url)[0]) for p in lock.packages)
+    return replace(lock, channels=tuple(dict.fromkeys(channels)), packages=packages,
+                   custom_metadata={**lock.custom_metadata, "tfgpu_auth": note})
 
 
 #: uv's --python-platform per conda platform (https://docs.astral.sh/uv/reference/cli/#uv-pip-compile).
@@ -257,11 +280,6 @@ def lock_pip(kb: KnowledgeBase, tf: str, platform: str, out: Path, *, python: st
     tfgpu's logs, a signal stops uv's process group) in a private temporary directory; the result is then
     written to ``out`` atomically with a header, so a failed or interrupted lock leaves ``out`` as it was.
     ``timeout``: seconds uv may take (None: :data:`PIP_LOCK_TIMEOUT`)."""
-    import tempfile
-
-    from tfgpu.build.execute import run_plan_steps
-
-    timeout = PIP_LOCK_TIMEOUT if timeout is None else timeout
     if platform not in UV_PLATFORMS:
         msg = f"tfgpu does not lock for platform {platform}"
         raise UsageError(msg, hint=f"use one of: {', '.join(UV_PLATFORMS)}")
@@ -271,6 +289,22 @@ def lock_pip(kb: KnowledgeBase, tf: str, platform: str, out: Path, *, python: st
     if uv is None:
         msg = "uv is not installed; it resolves pip locks with hashes"
         raise StepFailed(msg, hint="pip install uv, or use --backend rattler")
+    body = compile_pip_lock(target, platform, uv=uv, index_url=index_url, timeout=timeout, echo=echo)
+    header = (f"# Locked by tfgpu (recipe {target.recipe}) for {platform}, Python {target.python}.\n"
+              f"# Install with: pip install --require-hashes --no-deps -r {out.name}\n")
+    write_atomic(out, header + body)
+    return [f"{platform}: recipe {target.recipe}: {' '.join(target.pip)} for Python {target.python}"]
+
+
+def compile_pip_lock(target: LockTarget, platform: str, *, uv: str, index_url: str | None = None,
+                     timeout: float | None = None, echo: Callable[[str], None] | None = None) -> str:
+    """``uv pip compile --generate-hashes`` of the target's pip requirements for ``platform`` (``plan_pip_lock``'s
+    steps, run by the step runner in a private temporary directory): the hashed requirements text uv wrote."""
+    import tempfile
+
+    from tfgpu.build.execute import run_plan_steps
+
+    timeout = PIP_LOCK_TIMEOUT if timeout is None else timeout
     reqs = " ".join(target.pip)
     # a directory only this user can enter (mkdtemp: mode 0700): nothing planted there redirects a write
     with tempfile.TemporaryDirectory(prefix="tfgpu-lock-") as work:
@@ -289,11 +323,27 @@ def lock_pip(kb: KnowledgeBase, tf: str, platform: str, out: Path, *, python: st
         except (OSError, UnicodeDecodeError) as exc:  # uv said it succeeded but wrote no readable file
             msg = f"uv pip compile wrote no lock for {reqs}: {exc}"
             raise StepFailed(msg, hint="run it again; if it persists, report uv's version (uv --version)") from None
-        body = body.replace(plan.steps[0].path or PIP_LOCK_INPUT, PIP_LOCK_INPUT)
-    header = (f"# Locked by tfgpu (recipe {target.recipe}) for {platform}, Python {target.python}.\n"
-              f"# Install with: pip install --require-hashes --no-deps -r {out.name}\n")
-    write_atomic(out, header + body)
-    return [f"{platform}: recipe {target.recipe}: {reqs} for Python {target.python}"]
+        return body.replace(plan.steps[0].path or PIP_LOCK_INPUT, PIP_LOCK_INPUT)
+
+
+def lock_pip_part(target: LockTarget, platform: str, *, tools: Mapping[str, str | None],
+                  timeout: float | None = None, echo: Callable[[str], None] | None = None) -> str:
+    """A conda recipe's pip part (TensorFlow from PyPI beside conda's CUDA), locked with hashes by uv with
+    create's pins, as ``custom_metadata.tfgpu_pip_PLATFORM`` records it: ``name==version --hash=sha256:...``
+    for every package, which ``create --from-lock`` installs with ``--require-hashes --no-deps``."""
+    from packaging.version import Version
+
+    from tfgpu.backends.lockfiles import hashed_requirements
+    from tfgpu.core.record import replace
+    from tfgpu.plan.envspec import pins_for
+
+    uv = find_uv(tools)
+    if uv is None:
+        msg = f"uv is not installed; it locks the recipe's pip part ({' '.join(target.pip)}) with hashes"
+        raise StepFailed(msg, hint="pip install uv")
+    pins = [p.requirement for p in pins_for(Version(target.tf)) if p.requirement not in target.pip]
+    body = compile_pip_lock(replace(target, pip=(*target.pip, *pins)), platform, uv=uv, timeout=timeout, echo=echo)
+    return " ".join(line for *_, line in hashed_requirements(body, f"uv's lock of the pip part for {platform}"))
 
 
 # --------------------------------------------------------------------------- the stage as a library call
@@ -376,7 +426,7 @@ def lock_environment(
             note(f"# channels from {config.path}: {', '.join(channels)}")
         lock_req = LockRequest(tf=tf, platforms=platforms, channels=channels, python=python,
                                virtual_packages=virtual_packages, facts=facts, tools=tools, prefer=config.prefer)
-        lock, notes = lock_conda(kb, lock_req, cache_dir=cache_dir, timeout=timeout)
+        lock, notes = lock_conda(kb, lock_req, cache_dir=cache_dir, timeout=timeout, echo=say)
         write_lockfile(lock, out, force=force)
         counts = ", ".join(f"{p}: {len(lock.for_platform(p))}" for p in lock.platforms)
         notes.append(f"packages per platform: {counts}")

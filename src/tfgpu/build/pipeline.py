@@ -220,7 +220,8 @@ def _build_and_verify(req: CreateRequest, events: CreateEvents, facts: dict[str,
 
     try:
         with events.building(plan):
-            result = run_plan(plan, force=req.force, timeout=req.timeout, on_step=events.step, on_line=events.line)
+            result = run_plan(plan, force=req.force, timeout=req.timeout, on_step=events.step, on_line=events.line,
+                              keep_old=not req.no_smoke)
             events.built(plan)
     except TfgpuError as exc:
         tail = getattr(exc, "log_tail", None)
@@ -243,10 +244,26 @@ def _build_and_verify(req: CreateRequest, events: CreateEvents, facts: dict[str,
 
     for line in how_to_use({"name": plan.name, "prefix": str(result.prefix), "backend": plan.backend}, plan.os):
         events.say(line)
-    # 4. verify, 5. register the smoke result
+    # 4. verify, 5. register the smoke result; a replaced environment waits aside until the new one passed
     if req.no_smoke:
         events.say("smoke test skipped (--no-smoke)")
         return outcome
+    passed = False
+    try:
+        passed = _smoke(req, events, facts, plan, result, outcome)
+    finally:
+        from tfgpu.build.execute import finish_replace
+
+        done = finish_replace(result, keep_new=passed, log=None)
+        if done and not passed:
+            events.note(f"tfgpu: the new environment did not pass its smoke test; {done}")
+    outcome.exit_code = 0 if passed else 1
+    return outcome
+
+
+def _smoke(req: CreateRequest, events: CreateEvents, facts: dict[str, Any], plan: Any, result: Any,
+           outcome: Outcome) -> bool:
+    """Run the smoke test in the new environment and record its result in the registry; whether it passed."""
     from tfgpu.build import registry
     from tfgpu.build.execute import activation_env
     from tfgpu.verify.runner import run_smoke
@@ -257,17 +274,14 @@ def _build_and_verify(req: CreateRequest, events: CreateEvents, facts: dict[str,
     doc = report.to_json(allow_cpu=allow_cpu)
     outcome.smoke = doc
     registry.update_smoke(str(result.prefix), {"passed": passed, "allow_cpu": allow_cpu, "mode": doc.get("mode"),
-                                           "summary": doc.get("summary")})
+                                               "summary": doc.get("summary")})
     compiling = report.compile_line()
     if compiling:  # a new environment's first import: its own line, so the time is not taken for the test's
         events.say(compiling)
     _say_smoke(events, doc)
-    if passed:
-        return outcome
-    if doc.get("mode") == "cpu" and not allow_cpu:
+    if not passed and doc.get("mode") == "cpu" and not allow_cpu:
         events.note("tfgpu: the environment works but TensorFlow used no GPU here; pass --allow-cpu to accept that")
-    outcome.exit_code = 1
-    return outcome
+    return passed
 
 
 def build_plan(req: BuildRequest, facts: dict[str, Any], *, for_another_machine: bool = False,
@@ -481,8 +495,11 @@ def what_force_replaces(prefix: str, force: bool) -> str | None:
         return None
     if not (force and occupied):
         return None
+    from tfgpu.build.asides import stranded
+
     with registry.prefix_lock(path):  # another tfgpu building it is "being created", not "not tfgpu's"
         entry = registry.created_by_tfgpu(path)
-        if entry is None and not registry.stranded([path]):
+        # what a killed create left at the prefix is tfgpu's only when its records and marker say so
+        if entry is None and not any(s.path == path for s in stranded([path])):
             raise registry.not_created_error(path)
-    return describe_entry(entry) if entry is not None else "the environment a killed create left"
+    return describe_entry(entry) if entry is not None else "the environment a killed create left unfinished"

@@ -6,19 +6,17 @@ import contextlib
 import errno
 import json
 import os
-import shutil
 import stat
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from tfgpu.core.errors import InputError, NotReady, UsageError, clip_words
-from tfgpu.core.paths import envs_dir, home
-from tfgpu.core.record import record as record_type
-from tfgpu.core.sysio import pid_alive, replace_file
+from tfgpu.core.paths import home
+from tfgpu.core.sysio import replace_file
 from tfgpu.plan.envspec import check_name
 
 REGISTRY_SCHEMA = "tfgpu.envs/1"
@@ -28,8 +26,8 @@ class NotReadyHome(NotReady):
     """tfgpu's home cannot be written (read-only, full): the surroundings failed, exit 1."""
 
 __all__ = [
-    "check_name", "check_prefix", "created_by_tfgpu", "find", "home", "is_environment", "load", "read_marker",
-    "record", "remove", "stranded", "update_smoke", "write_marker",
+    "check_name", "check_prefix", "created_by_tfgpu", "drop_asides", "find", "home", "is_environment", "load",
+    "load_asides", "note_aside", "read_marker", "record", "update_smoke", "write_marker",
 ]
 
 #: The file in every environment tfgpu made: its id, also kept in the registry. `create --force` and
@@ -37,7 +35,9 @@ __all__ = [
 MARKER = ".tfgpu-env.json"
 #: Names of the directories a create leaves beside its prefix while it works: the old environment moved
 #: aside (`.NAME.tfgpu-old-PID`), the partial new one being thrown away (`.NAME.tfgpu-partial-PID`) and the
-#: replaced one being deleted (`.NAME.tfgpu-trash-PID`). A PID that is gone means a killed create.
+#: replaced or removed one being deleted (`.NAME.tfgpu-trash-PID`). A PID that is gone means a killed create.
+#: A name alone proves nothing (anyone can make such a folder): the registry's "asides" list records each
+#: one before tfgpu makes it (tfgpu.build.asides acts only on what it lists).
 ASIDE_KINDS = ("old", "partial", "trash")
 
 
@@ -87,12 +87,13 @@ def _check_resolved(p: Path) -> Path:
     return p
 
 
-def load() -> list[dict[str, Any]]:
+def _load_doc() -> dict[str, Any]:
+    """The registry file as a mapping ({} when there is none); InputError when it cannot be trusted or read."""
     path = registry_path()
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return []
+        return {}
     except OSError as exc:
         msg = f"tfgpu's environment registry {path} is unreadable: {exc.strerror or exc}"
         raise InputError(msg, hint=f"move it aside (mv {path} {path}.bak); tfgpu starts a new one") from None
@@ -102,24 +103,78 @@ def load() -> list[dict[str, Any]]:
     except (ValueError, RecursionError) as exc:
         msg = f"tfgpu's environment registry {path} is unreadable (corrupt): {clip_words(str(exc), 200)}"
         raise InputError(msg, hint=f"move it aside (mv {path} {path}.bak); tfgpu starts a new one") from None
-    envs = data.get("envs") if isinstance(data, dict) else None
-    return [e for e in envs if isinstance(e, dict)] if isinstance(envs, list) else []
+    return data if isinstance(data, dict) else {}
+
+
+def load() -> list[dict[str, Any]]:
+    """The registered environments: entries that are mappings with a string prefix (anything else in the file,
+    an older tfgpu's or a hand edit, is skipped rather than trusted)."""
+    envs = _load_doc().get("envs")
+    return [e for e in envs if isinstance(e, dict) and isinstance(e.get("prefix"), str)] if isinstance(envs, list) else []
+
+
+def load_asides() -> list[dict[str, Any]]:
+    """The directories tfgpu recorded before making them beside (or at) a prefix, not yet settled: each
+    ``{"path", "prefix", "kind", "pid", "id", "entry"}`` (``id``: the marker id of the environment inside;
+    ``entry``: for an old environment moved aside, its registry entry, restored with it)."""
+    out = _load_doc().get("asides")
+    return [a for a in out if _aside_record(a)] if isinstance(out, list) else []
+
+
+def _aside_record(a: object) -> bool:
+    """A record tfgpu could have written: its path is the prefix itself or the one name tfgpu gives an aside
+    of that kind and PID beside it (a hand-edited record cannot point tfgpu at any other directory)."""
+    if not (isinstance(a, dict) and isinstance(a.get("path"), str) and isinstance(a.get("prefix"), str)
+            and a.get("kind") in ASIDE_KINDS and type(a.get("pid")) is int):
+        return False
+    prefix = Path(a["prefix"])
+    # a replaced environment being deleted keeps the name it was set aside under (its record relabelled)
+    kinds = ("trash", "old") if a["kind"] == "trash" else (a["kind"],)
+    return a["path"] == a["prefix"] or a["path"] in {
+        str(prefix.with_name(f".{prefix.name}.tfgpu-{k}-{a['pid']}")) for k in kinds}
+
+
+def note_aside(path: Path, prefix: Path, kind: str, env_id: str | None, entry: dict[str, Any] | None = None) -> None:
+    """Record, before making it, that this process puts a directory at ``path`` (an aside of ``prefix``, or the
+    prefix itself for a new environment): what a kill leaves there is then known to be tfgpu's."""
+    rec: dict[str, Any] = {"path": str(path), "prefix": str(prefix), "kind": kind, "pid": os.getpid(), "id": env_id}
+    if entry is not None:
+        rec["entry"] = entry
+    with _registry_lock():
+        asides = [a for a in load_asides() if a["path"] != str(path)]
+        _save(load(), [*asides, rec])
+
+
+def drop_asides(*paths: Path) -> None:
+    """Forget the records of ``paths`` (the directory is gone, restored or adopted)."""
+    gone = {str(p) for p in paths}
+    with _registry_lock():
+        asides = load_asides()
+        if any(a["path"] in gone for a in asides):
+            _save(load(), [a for a in asides if a["path"] not in gone])
+
+
+def settle(*, drop: Sequence[Path] = (), entry: dict[str, Any] | None = None, forget: str | None = None,
+           relabel: Mapping[str, str] | None = None) -> None:
+    """One atomic change of the registry: records of ``drop`` forgotten, ``entry`` registered (replacing the
+    one at its prefix), the entry at prefix ``forget`` removed, records relabelled (path -> new kind)."""
+    gone = {str(p) for p in drop}
+    with _registry_lock():
+        envs = load()
+        if forget is not None:
+            envs = [e for e in envs if e.get("prefix") != forget]
+        if entry is not None:
+            envs = [*(e for e in envs if e.get("prefix") != entry.get("prefix")), entry]
+        asides = [dict(a, kind=(relabel or {}).get(a["path"], a["kind"])) for a in load_asides() if a["path"] not in gone]
+        _save(envs, asides)
 
 
 def _check_registry_owner(path: Path) -> None:
     """The registry names programs and directories that `run`, `shell` and `remove` act on: one that
     another user can write (a shared TFGPU_HOME) is refused, as the knowledge-base cache is ignored."""
-    if not hasattr(os, "getuid"):  # pragma: no cover - Windows
-        return
-    try:
-        st, parent = path.lstat(), path.parent.stat()
-    except OSError:
-        return
-    others = stat.S_IWGRP | stat.S_IWOTH
-    why = ("it is writable by other users" if st.st_mode & others
-           else f"it belongs to another user (uid {st.st_uid})" if st.st_uid not in (os.getuid(), 0)
-           else f"its directory {path.parent} is writable by other users"
-           if parent.st_mode & stat.S_IWOTH and not parent.st_mode & stat.S_ISVTX else "")
+    from tfgpu.core.sysio import untrusted_why
+
+    why = untrusted_why(path) if not path.is_symlink() else "it is a symlink"
     if why:
         msg = f"tfgpu's environment registry {path} is not trusted: {why}"
         raise InputError(msg, hint=f"chmod go-w {path.parent} {path}, or set TFGPU_HOME to a directory of your own")
@@ -129,7 +184,6 @@ def open_lock_file(path: Path) -> IO[bytes]:
     """A lock file opened for reading and writing without following a symlink or opening anything but
     a regular file (created 0600 when missing): a link or FIFO planted at tfgpu's predictable lock
     names must not let tfgpu truncate, create or block on a file elsewhere. OSError otherwise."""
-    import stat
 
     flags = (os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
              | getattr(os, "O_NONBLOCK", 0))
@@ -164,10 +218,15 @@ def _registry_lock() -> Iterator[None]:
         yield
 
 
-def _save(envs: list[dict[str, Any]]) -> None:
-    """Write the registry atomically: a new file under an unpredictable name (O_EXCL), then rename."""
+def _save(envs: list[dict[str, Any]], asides: list[dict[str, Any]] | None = None) -> None:
+    """Write the registry atomically: a new file under an unpredictable name (O_EXCL), then rename. ``asides``
+    None keeps the recorded ones."""
     path = registry_path()
-    data = (json.dumps({"schema": REGISTRY_SCHEMA, "envs": envs}, indent=2) + "\n").encode()
+    asides = load_asides() if asides is None else asides
+    doc: dict[str, Any] = {"schema": REGISTRY_SCHEMA, "envs": envs}
+    if asides:
+        doc["asides"] = asides
+    data = (json.dumps(doc, indent=2) + "\n").encode()
     try:
         replace_file(path, data)
     except OSError as exc:
@@ -176,15 +235,46 @@ def _save(envs: list[dict[str, Any]]) -> None:
 
 
 def find(name_or_prefix: str) -> dict[str, Any] | None:
+    """The entry named ``name_or_prefix`` (or at that prefix); InputError when its prefix is not a path this
+    machine can use (envs.json is a file: edited by hand, restored from a backup, written by an older tfgpu)."""
     for e in load():
         if e.get("name") == name_or_prefix or e.get("prefix") == name_or_prefix:
+            check_entry_prefix(e)
             return e
     return None
 
 
+#: POSIX's smallest limits the kernel enforces here (Linux: PATH_MAX 4096, NAME_MAX 255 bytes).
+_PATH_MAX, _NAME_MAX = 4096, 255
+
+
+def check_entry_prefix(entry: dict[str, Any]) -> None:
+    """A registry entry's prefix is an absolute path without control characters that the filesystem accepts
+    (no name over 255 bytes, at most 4096 in all); container entries name an image, not a path."""
+    from tfgpu.backends.names import CONTAINER_BACKENDS
+
+    prefix = str(entry.get("prefix"))
+    if entry.get("backend") in CONTAINER_BACKENDS:
+        return
+    try:
+        encoded = os.fsencode(prefix)
+    except UnicodeEncodeError:
+        encoded = b"\x00"
+    why = ("it holds control characters or characters no file name can hold"
+           if b"\x00" in encoded or any(ord(c) < 32 or ord(c) == 127 for c in prefix)
+           else "it is not an absolute path" if not Path(prefix).is_absolute()
+           else f"it is {len(encoded)} bytes long (at most {_PATH_MAX})" if len(encoded) > _PATH_MAX
+           else f"a name in it is longer than {_NAME_MAX} bytes" if any(len(p) > _NAME_MAX for p in encoded.split(b"/"))
+           else "")
+    if why:
+        name = entry.get("name") or "an entry"
+        msg = f"tfgpu's registry {registry_path()}: {clip_words(str(name), 60)}'s prefix {clip_words(prefix, 80)!r} is unusable: {why}"
+        raise InputError(msg, hint=f"fix or delete that entry in {registry_path()} (tfgpu envs --json shows it)")
+
+
 def record(*, name: str | None, prefix: str, backend: str, tool: str, tf: str, python: str,
            recipe: str, env_python: str, env_id: str | None = None,
-           gpu_args: tuple[str, ...] = ()) -> dict[str, Any]:
+           gpu_args: tuple[str, ...] = (), settled: Sequence[Path] = ()) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "name": name, "prefix": prefix, "backend": backend, "tool": tool, "tf": tf, "python": python,
         "recipe": recipe, "env_python": env_python,
@@ -194,10 +284,7 @@ def record(*, name: str | None, prefix: str, backend: str, tool: str, tf: str, p
         entry["id"] = env_id
     if gpu_args:  # a container reached through Docker's CDI: `tfgpu run` gives it the same devices
         entry["gpu_args"] = list(gpu_args)
-    with _registry_lock():
-        envs = [e for e in load() if e.get("prefix") != prefix]
-        envs.append(entry)
-        _save(envs)
+    settle(entry=entry, drop=settled)  # ``settled``: the records of what the new entry now accounts for
     return entry
 
 
@@ -255,90 +342,6 @@ def not_created_error(prefix: Path) -> UsageError:
     return UsageError(msg, hint="tfgpu only replaces or removes environments it made (`tfgpu envs` lists them)")
 
 
-@record_type
-class Stranded:
-    """A directory a killed `tfgpu create` left beside a prefix."""
-
-    path: Path
-    prefix: Path
-    kind: str  # "old" (the previous environment, to restore), "partial" or "trash" (to delete)
-    pid: int
-
-    def command(self) -> str:
-        """The exact shell command that puts things right by hand."""
-        from tfgpu.core.process import quote
-
-        if self.kind == "old":
-            undo = f"{quote(['rm', '-rf', '--', str(self.prefix)])} && " if self.prefix.exists() else ""
-            return undo + quote(["mv", "--", str(self.path), str(self.prefix)])
-        return quote(["rm", "-rf", "--", str(self.path)])
-
-
-def stranded(prefixes: list[Path] | None = None) -> list[Stranded]:
-    """Directories left beside ``prefixes`` (default: every registered prefix) by a create whose process is gone."""
-    if prefixes is None:
-        try:
-            prefixes = [Path(str(e["prefix"])) for e in load() if e.get("prefix")]
-        except InputError:
-            prefixes = []
-    found: list[Stranded] = []
-    seen: set[Path] = set()
-    for prefix in prefixes:
-        parent = prefix.parent
-        try:
-            children = list(parent.iterdir()) if parent.is_dir() else []
-        except OSError:
-            continue
-        for kind in ASIDE_KINDS:
-            head = f".{prefix.name}.tfgpu-{kind}-"
-            for child in children:
-                # the engine's own partial installs carry a random tail: .NAME.tfgpu-partial-PID-XXXX
-                pid_text = child.name[len(head):].split("-", 1)[0] if child.name.startswith(head) else ""
-                if pid_text.isdigit() and child not in seen and _ours(child) and not pid_alive(int(pid_text)):
-                    seen.add(child)
-                    found.append(Stranded(child, prefix, kind, int(pid_text)))
-    return sorted(found, key=lambda s: (str(s.prefix), ASIDE_KINDS.index(s.kind)))
-
-
-def _ours(path: Path) -> bool:
-    """A real directory (not a link) of this user: what a killed create of ours can have left. Anything
-    else with such a name was put there by someone else, and restoring it would hand them the prefix."""
-    try:
-        st = path.lstat()
-    except OSError:
-        return False
-    return stat.S_ISDIR(st.st_mode) and (not hasattr(os, "getuid") or st.st_uid == os.getuid())
-
-
-def recover(item: Stranded, log: Any = None) -> str:
-    """Put one stranded directory right: restore an old environment, delete a partial or replaced one.
-
-    Idempotent: each move is one rename, and a rerun after a crash part-way finishes the job."""
-    say = log or (lambda _line: None)
-    if item.kind == "old":
-        if item.prefix.exists() or item.prefix.is_symlink():
-            partial = item.prefix.with_name(f".{item.prefix.name}.tfgpu-partial-{item.pid}")
-            if partial.exists():
-                _rmtree(partial)
-            item.prefix.rename(partial)
-            item.path.rename(item.prefix)
-            _rmtree(partial)
-        else:
-            item.path.rename(item.prefix)
-        say(f"# restored the previous environment {item.prefix} from {item.path}")
-        return f"restored {item.prefix} (a killed create had left it in {item.path})"
-    _rmtree(item.path)
-    say(f"# removed {item.path} left by a killed create")
-    return f"removed {item.path} (left by a killed create)"
-
-
-def _rmtree(path: Path) -> None:
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.exists():
-        shutil.rmtree(path)
-
-
 @contextlib.contextmanager
 def prefix_lock(prefix: Path) -> Iterator[Path]:
     """Serialise tfgpu processes working on one prefix (create, remove): an OS file lock, released if the
@@ -380,51 +383,3 @@ def prefix_lock(prefix: Path) -> Iterator[Path]:
     finally:
         with contextlib.suppress(OSError):
             fh.close()
-
-
-def remove(name_or_prefix: str) -> dict[str, Any]:
-    """Delete a registered environment's directory and its registry entry."""
-    entry = find(name_or_prefix)
-    if entry is None:
-        msg = f"{name_or_prefix!r} is not an environment tfgpu made"
-        raise UsageError(msg, hint="`tfgpu envs` lists them; tfgpu only removes what it created")
-    from tfgpu.backends.names import CONTAINER_BACKENDS
-
-    if entry.get("backend") in CONTAINER_BACKENDS:
-        return _forget_image(entry)
-    prefix = Path(str(entry["prefix"]))
-    with prefix_lock(prefix):
-        for item in stranded([prefix]):
-            recover(item)
-        if prefix.is_symlink():
-            msg = f"{prefix} is now a symlink (to {prefix.readlink()}); not deleting what it points to"
-            raise UsageError(msg, hint=f"remove the link yourself (rm {prefix}); tfgpu forgets it with the next create")
-        if prefix.exists():
-            check_prefix(prefix)
-            if not is_environment(prefix):
-                msg = f"{prefix} does not look like an environment (no pyvenv.cfg or conda-meta/); not deleting it"
-                raise UsageError(msg, hint="delete it by hand if you are sure")
-            # an entry without an id (v0.1's format, or a line someone added to envs.json) is trusted only
-            # inside tfgpu's own envs directory
-            # (envs/ itself as a link would make "inside" mean anywhere)
-            if created_by_tfgpu(prefix) is None and (entry.get("id") is not None or prefix.parent != envs_dir()
-                                                     or envs_dir().is_symlink()):
-                raise not_created_error(prefix)
-            shutil.rmtree(prefix)
-        with _registry_lock():
-            _save([e for e in load() if e.get("prefix") != entry["prefix"]])
-    return entry
-
-
-def _forget_image(entry: dict[str, Any]) -> dict[str, Any]:
-    """Remove a container entry: forget it; an Apptainer .sif that tfgpu pulled into its images directory is
-    deleted, a Docker/Podman image stays in the runtime's store (`docker rmi IMAGE` removes it)."""
-    prefix = str(entry["prefix"])
-    images = home() / "images"
-    if entry.get("backend") == "apptainer" and prefix.endswith(".sif"):
-        sif = Path(prefix)
-        if sif.parent == images and sif.is_file() and not sif.is_symlink():
-            sif.unlink()
-    with _registry_lock():
-        _save([e for e in load() if e.get("prefix") != prefix])
-    return entry

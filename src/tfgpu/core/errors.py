@@ -94,13 +94,17 @@ class Interrupted(TfgpuError):
 
 def stderr_line(text: str) -> None:
     """One message on stderr, without the escape sequences or bidi controls a file name, a value or a
-    log line in it may carry (they would redraw the terminal or reorder what it shows)."""
-    from tfgpu.core.termtext import terminal_safe
+    log line in it may carry (they would redraw the terminal or reorder what it shows), and with no line
+    that a CI runner would take as a workflow command."""
+    from tfgpu.core.termtext import terminal_safe, workflow_safe
 
-    sys.stderr.write(terminal_safe(text) + "\n")
+    sys.stderr.write(workflow_safe(terminal_safe(text)) + "\n")
 
 
 def error_line(text: str) -> None:
+    from tfgpu.core.termtext import mask_secrets
+
+    text = mask_secrets(text)
     if len(text) > 1000:  # a 5,000-character bad value stays one readable line
         text = f"{text[:600]} … {text[-300:]}"
     stderr_line(f"tfgpu: error: {text}")

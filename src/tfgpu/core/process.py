@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shlex
 import signal
 import subprocess
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from tfgpu.core.errors import Interrupted, ProgramNotFound, StepFailed, clip_words
 from tfgpu.core.record import field, record
+from tfgpu.core.termtext import mask_secrets
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the doctor's probe child runs this)
 if TYPE_CHECKING:
@@ -70,15 +70,12 @@ class Result:
         return f"{shown(self.argv)} succeeded"
 
 
-#: The user-info part of a URL (``https://user:password@host``, ``https://token@host``).
-_URL_USERINFO = re.compile(r"(?<=://)([^/\s@:'\"]+)(:[^/\s@'\"]*)?@")
-
-
 def shown(argv: Sequence[str]) -> str:
-    """:func:`quote` for a terminal, a CI log or tfgpu's log files: a password or token inside a URL
-    (``--index-url https://user:TOKEN@host/simple``) becomes ``****``, as pip and uv print it. Generated
-    scripts (``plan --format sh``) keep the real text: they must run."""
-    return _URL_USERINFO.sub(lambda m: f"{m.group(1)}:****@" if m.group(2) else "****@", quote(argv))
+    """:func:`quote` for a terminal, a CI log or tfgpu's log files: each argument masked before it is quoted
+    (tfgpu.core.termtext.mask_secrets: ``--index-url https://user:TOKEN@host/simple`` shows ``user:****@``, as
+    pip and uv print it, whatever quotes or ``@`` the password holds). Generated scripts (``plan --format sh``)
+    keep the real text: they must run."""
+    return quote([mask_secrets(a) for a in argv])
 
 
 def quote(argv: Sequence[str]) -> str:
@@ -97,18 +94,41 @@ def which(program: str, env: Mapping[str, str] | None = None) -> str | None:
         import shutil
 
         return shutil.which(program, path=path)
-    # POSIX: shutil.which's rule without importing shutil (and bz2, lzma) on the doctor's path; an
-    # empty PATH entry (the current directory) is skipped rather than trusted.
+    # POSIX: shutil.which's rule without importing shutil (and bz2, lzma) on the doctor's path; the current
+    # directory (an empty entry, `.`), relative entries and folders every user can write are skipped
+    # rather than trusted (trusted_dir): a program planted there would run as tfgpu's.
     if os.sep in program:
         return program if _executable(program) else None
     seen: set[str] = set()
     for folder in (path if path is not None else os.defpath).split(os.pathsep):
-        if folder and folder not in seen:
+        if folder and folder not in seen and trusted_dir(folder):
             seen.add(folder)
             candidate = os.path.join(folder, program)  # noqa: PTH118 - a string for the caller
             if _executable(candidate):
                 return candidate
     return None
+
+
+def trusted_dir(folder: str) -> bool:
+    """A PATH entry tfgpu may run programs from: an absolute path (not `.`, not relative to wherever tfgpu was
+    started) to a folder that not every user can write (a world-writable folder, sticky or not, lets anyone
+    add a program there). A folder that cannot be looked at has nothing to run."""
+    if not os.path.isabs(folder):  # noqa: PTH117 - a string per PATH entry
+        return False
+    found = _TRUSTED.get(folder)
+    if found is None:
+        import stat
+
+        try:
+            found = not os.stat(folder).st_mode & stat.S_IWOTH  # noqa: PTH116 - a string per PATH entry
+        except OSError:
+            found = False
+        _TRUSTED[folder] = found
+    return found
+
+
+#: trusted_dir's answers, per folder (the doctor asks for the same few PATH entries hundreds of times).
+_TRUSTED: dict[str, bool] = {}
 
 
 def _executable(path: str) -> bool:
@@ -317,14 +337,31 @@ def _read_bounded(stream: IO[bytes], sink: bytearray, flags: list[bool]) -> None
             flags[0] = True  # keep draining so the child never blocks on a full pipe
 
 
+#: The programs capture() is running now (any thread): what stop_children() ends when tfgpu is stopped.
+_LIVE: set[subprocess.Popen[bytes]] = set()
+
+
+def stop_children() -> None:
+    """Kill the process group of every program capture() is running (a forked probe child told to stop, or
+    whose parent died): nothing tfgpu started outlives it."""
+    for proc in list(_LIVE):
+        _kill_tree(proc)
+
+
 def capture(
     argv: Sequence[str],
     *,
     timeout: float,
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    guard: bool = False,
 ) -> Result:
-    """Run a program and capture its output. Never raises for a missing, hung or crashing program."""
+    """Run a program and capture its output. Never raises for a missing, hung or crashing program.
+
+    The program runs in a session of its own; when tfgpu is stopped while it runs (Ctrl-C, or SIGTERM/SIGHUP
+    turned into KeyboardInterrupt by a SignalGuard) its whole group is killed before the exception goes on.
+    ``guard`` (a long run: the smoke test) adds the runner's watchdog, so that a SIGKILL of tfgpu kills the
+    group too."""
     argv = tuple(str(a) for a in argv)
     start = time.monotonic()
     exe = which(argv[0], env)
@@ -342,6 +379,19 @@ def capture(
         )
     except OSError as exc:  # permission denied, exec format error, ...
         return Result(argv, None, error=f"{argv[0]}: cannot run: {exc.strerror or exc}")
+    _LIVE.add(proc)
+    dog = _start_watchdog(proc.pid) if guard else None
+    try:
+        return _collect(proc, argv, timeout, start)
+    except BaseException:  # Ctrl-C or a signal while it runs: it must not outlive us
+        _kill_tree(proc)
+        raise
+    finally:
+        _LIVE.discard(proc)
+        _stop_watchdog(dog)
+
+
+def _collect(proc: subprocess.Popen[bytes], argv: tuple[str, ...], timeout: float, start: float) -> Result:
     out, err = bytearray(), bytearray()
     flags = [False]
     assert proc.stdout is not None
@@ -385,6 +435,7 @@ class StepLog:
     error: str | None = None  # why the log file could not be written (a full disk); the tail is still kept
 
     def write(self, line: str) -> None:
+        line = mask_secrets(line)  # an installer's output too: a URL with a password, a Bearer header
         self.tail.append(line)
         try:
             with self.path.open("a", encoding="utf-8", errors="replace") as fh:
@@ -464,6 +515,7 @@ def _follow_step(proc: subprocess.Popen[bytes], argv: tuple[str, ...], *, log: S
                 line = _decode(raw).rstrip("\r\n")
                 if not whole and len(raw) >= MAX_STEP_LINE_BYTES:
                     rest, line = True, line + f" [line cut at {MAX_STEP_LINE_BYTES // 1024} KB]"
+                line = mask_secrets(line)
                 lines.append(line)
                 log.write(line)
                 if on_line:
@@ -506,8 +558,10 @@ def _follow_step(proc: subprocess.Popen[bytes], argv: tuple[str, ...], *, log: S
 
 def run_foreground(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | os.PathLike[str] | None = None) -> int:
     """Run a program in the foreground with the terminal (`tfgpu run`, `tfgpu shell`): its stdin, stdout and
-    stderr are ours, Ctrl-C reaches it (it is in our process group) while tfgpu waits; returns its exit code
-    (128 + N when signal N ended it, as shells say). A missing program is ProgramNotFound."""
+    stderr are ours, Ctrl-C reaches it (it is in our process group) while tfgpu waits, and a SIGTERM or SIGHUP
+    sent to tfgpu (a supervisor, Slurm's scancel, a dropped SSH session) is forwarded to it (:func:`_forwarder`)
+    while tfgpu waits for it to end; returns its exit code (128 + N when signal N ended it, as shells say). A
+    missing program is ProgramNotFound."""
     argv = tuple(str(a) for a in argv)
     exe = which(argv[0], env)
     if exe is None:
@@ -515,9 +569,38 @@ def run_foreground(argv: Sequence[str], *, env: Mapping[str, str], cwd: str | os
         raise ProgramNotFound(msg, hint="install it into the environment (e.g. `tfgpu run NAME -- python -m pip "
                                         "install ...`) or give its full path")
     proc = _spawn([exe, *argv[1:]], env=dict(env), cwd=cwd)
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the child gets Ctrl-C and decides; we wait for it
+    forward = _forwarder(proc)
+    old = {sig: signal.signal(sig, forward) for sig in _FORWARDED}
+    old[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the child gets Ctrl-C and decides
     try:
         code = proc.wait()
     finally:
-        signal.signal(signal.SIGINT, old)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
     return 128 - code if code < 0 else code
+
+
+_FORWARDED = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
+
+
+def _forwarder(proc: subprocess.Popen[bytes]) -> Callable[[int, object], None]:
+    """A handler that passes a signal on to the foreground command: to the process group when tfgpu leads it
+    (a shell's job, a supervisor's session: the command and what it started), else (tfgpu inside someone
+    else's group, e.g. a script's) to the command alone. tfgpu itself gets a signal it sent its own group
+    once more; that copy is not forwarded again."""
+    own: dict[int, int] = {}
+
+    def forward(signum: int, frame: object) -> None:
+        if own.get(signum):
+            own[signum] -= 1
+            return
+        try:
+            if sys.platform != "win32" and os.getpgrp() == os.getpid():
+                own[signum] = own.get(signum, 0) + 1
+                os.killpg(os.getpid(), signum)
+            else:
+                proc.send_signal(signum)
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+
+    return forward

@@ -17,7 +17,11 @@ if TYPE_CHECKING:
 __all__ = ["check_text", "comment_safe", "safe_console", "terminal_safe", "terminal_safe_doc", "too_deep", "workflow_safe"]
 
 # The terminal rules live in tfgpu.core.termtext (no imports) so that tfgpu.core.errors can use them too.
-from tfgpu.core.termtext import _CONTROL, _escape_control, terminal_safe
+from tfgpu.core.termtext import _ANSI as _ANSI
+from tfgpu.core.termtext import _CONTROL as _CONTROL
+from tfgpu.core.termtext import _escape_control as _escape_control
+from tfgpu.core.termtext import terminal_safe as terminal_safe
+from tfgpu.core.termtext import workflow_safe as workflow_safe
 
 
 def check_text(value: str, what: str) -> str:
@@ -61,20 +65,6 @@ def terminal_safe_doc(obj: object) -> object:
     return obj
 
 
-#: GitHub Actions reads a line starting with ``::`` (after whitespace) as a workflow command, and
-#: ``::stop-commands::`` turns the parser off. Escaping the first colon stops both.
-_WORKFLOW = re.compile(r"^(\s*):(?=:)", re.MULTILINE)
-#: The older syntax, ``##[command]``, is found anywhere in a line.
-_WORKFLOW_V1 = re.compile(r"##\[")
-
-
-def workflow_safe(text: str) -> str:
-    """``text`` with no line a GitHub Actions runner would take as a workflow command (``::error``,
-    ``::stop-commands::``, ``::add-mask::``...): the leading ``::`` becomes ``%3A:`` (the runner's own
-    escape for a colon in a command's data)."""
-    return _WORKFLOW_V1.sub("#%23[", _WORKFLOW.sub(r"\1%3A", text))
-
-
 def safe_console(**kwargs: Any) -> Console:
     """A rich Console whose every printed piece of text goes through :func:`terminal_safe`, whatever
     the renderable (str, Text, Table, Panel): a Dockerfile line, a log line, a GPU name or an
@@ -89,8 +79,8 @@ def safe_console(**kwargs: Any) -> Console:
             self.renderable = renderable
 
         def __rich_console__(self, console: Any, options: Any) -> Any:
-            for seg in console.render(self.renderable, options):
-                yield seg if seg.control else Segment(terminal_safe(seg.text), seg.style)
+            # no line rich writes (wrapped ones included) starts a workflow command
+            return _workflow_segments(console.render(self.renderable, options), Segment)
 
     class _Hook(RenderHook):
         def process_renderables(self, renderables: list[Any]) -> list[Any]:
@@ -99,3 +89,42 @@ def safe_console(**kwargs: Any) -> Console:
     console = RichConsole(**kwargs)
     console.push_render_hook(_Hook())
     return console
+
+
+def _workflow_segments(segments: Any, segment: Any) -> Any:
+    """rich Segments made terminal-safe and escaped as :func:`workflow_safe` escapes text, however rich cut the
+    line into segments: each line's segments are held until its end, the characters to escape are found in
+    the line's whole text (the first ``:`` of a leading ``::``, the second ``#`` of ``##[``), then the segments
+    are let go with those characters replaced."""
+    line: list[tuple[str, Any]] = []
+
+    def release() -> Any:
+        text = "".join(t for t, _style in line)
+        marks = {m.start(1): "%23" for m in _V1_MARK.finditer(text)}
+        lead = _LEAD_MARK.match(text)
+        if lead:
+            marks[lead.start(1)] = "%3A"
+        pos = 0
+        for piece, style in line:
+            shown = "".join(marks.get(pos + i, c) for i, c in enumerate(piece)) if marks else piece
+            pos += len(piece)
+            yield segment(shown, style)
+        line.clear()
+
+    for seg in segments:
+        if seg.control:
+            yield seg
+            continue
+        for piece in re.split(r"(\n)", terminal_safe(seg.text)):
+            if piece == "\n":
+                yield from release()
+                yield segment(piece, seg.style)
+            elif piece:
+                line.append((piece, seg.style))
+    yield from release()
+
+
+#: What workflow_safe escapes, as positions: the first colon of a line starting (after spaces) with "::", and
+#: the second "#" of each "##[".
+_LEAD_MARK = re.compile(r"\s*(:):")
+_V1_MARK = re.compile(r"#(#)\[")

@@ -57,3 +57,24 @@ def user_dir(kind: str, app: str = "tfgpu") -> Path:
     finder = {"cache": platformdirs.user_cache_dir, "config": platformdirs.user_config_dir,
               "data": platformdirs.user_data_dir}[kind]
     return Path(finder(app, appauthor=False))
+
+
+def untrusted_why(path: Path) -> str:
+    """Why a file that decides what tfgpu runs or installs (its registry, its config file) must not be
+    trusted: writable by other users, another user's, or in a directory other users can write (no sticky
+    bit); "" when it may be read. POSIX modes only (Windows ACLs are not modes)."""
+    import stat
+
+    if not hasattr(os, "getuid"):  # pragma: no cover - Windows
+        return ""
+    try:
+        st, parent = path.stat(), path.absolute().parent.stat()
+    except OSError:
+        return ""
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "it is writable by other users"
+    if st.st_uid not in (os.getuid(), 0):
+        return f"it belongs to another user (uid {st.st_uid})"
+    if parent.st_mode & stat.S_IWOTH and not parent.st_mode & stat.S_ISVTX:
+        return f"its directory {path.absolute().parent} is writable by other users"
+    return ""

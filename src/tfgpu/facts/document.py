@@ -77,6 +77,13 @@ _VERSION = re.compile(r"^[0-9]{1,9}(\.[0-9]{1,9}){0,5}$")
 _MAJOR_MINOR = re.compile(r"^[0-9]{1,9}\.[0-9]{1,9}$")
 
 
+def _refuse_constant(name: str) -> Any:
+    """NaN and Infinity are Python's extension of JSON, not JSON: a report that carried one on would be invalid
+    JSON for every other reader (issue 28, I28-L1)."""
+    msg = f"{name} is not JSON (RFC 8259 has no NaN or Infinity)"
+    raise ValueError(msg)
+
+
 @lru_cache(maxsize=1)
 def facts_schema() -> dict[str, Any]:
     """The shipped JSON Schema (src/tfgpu/core/schemas/facts.schema.json)."""
@@ -177,7 +184,7 @@ def load_facts_file(path: str | Path) -> dict[str, Any]:
                f"(at character {long_number.start()}): not a facts document")
         raise InputError(msg)
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
         msg = f"facts file {p} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         raise InputError(msg) from None

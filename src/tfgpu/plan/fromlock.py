@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING
 from packaging.version import Version
 
 from tfgpu.backends.steps import Step
-from tfgpu.core.errors import InputError, UsageError
+from tfgpu.core.errors import UsageError
 from tfgpu.core.tfnames import TF_CONDA_PACKAGES
-from tfgpu.kb.queries import pin_source_urls
 from tfgpu.plan.choose import target_os
 from tfgpu.plan.model import Plan
 from tfgpu.plan.request import BuildRequest
@@ -31,7 +30,7 @@ from tfgpu.plan.activation import (
     nvidia_libpath_source,
 )
 from tfgpu.plan.channels import ANACONDA_TOS_SOURCE, anaconda_tos_note, is_anaconda_channel
-from tfgpu.plan.envspec import _NAME_RE, _interpreters, _join, _newest, check_name, env_python, pins_for
+from tfgpu.plan.envspec import _NAME_RE, _interpreters, _join, _newest, check_name, env_python
 
 #: conda package names whose version is the environment's TensorFlow, best first.
 
@@ -62,28 +61,31 @@ def _lock_env_name(tfs: str, path: str) -> str:
     return stem if stem and _NAME_RE.fullmatch(stem) and ".." not in stem else "from-lock"
 
 
-_PIP_URL = re.compile(r"(?:https?|file)://[^\s#]+")
+def _pip_part_file(prefix: str, os_name: str) -> str:
+    """Where a conda lock's recorded pip part is written for pip to read (inside the new environment)."""
+    return _join(os_name, prefix, "conda-meta", "tfgpu-pip-requirements.txt")
 
 
-def _pip_hash_req(p: LockedPackage, lock_path: str) -> str:
-    """A direct-URL requirement carrying the lock's sha256 as its ``#sha256=`` fragment, which pip checks
-    against the download. A pip package without a sha256, without a URL (pip would take it from any
-    index, unverified) or with a URL that is not a plain http(s)/file archive (a VCS URL builds code) is
-    refused: every package of a lock is verified. A fragment already in the URL (``#egg=``, or a
-    ``#sha256=`` of its own) is dropped, so only the lock's hash counts."""
-    where = f"lockfile {lock_path}: pip package {p.name} {p.version}"
-    sha256 = p.sha256 or ""
-    if not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
-        msg = f"{where} has no sha256: tfgpu installs only verified packages"
-        raise InputError(msg, hint="regenerate the lock (conda-lock records a sha256 for every pip package)")
-    url = (p.url or "").split("#", 1)[0]
-    if not url:
-        msg = f"{where} has no URL: pip would take it from whatever index it is set up with"
-        raise InputError(msg, hint="regenerate the lock; a locked pip package names its wheel's URL")
-    if not _PIP_URL.fullmatch(url):
-        msg = f"{where}: {url[:80]!r} is not an http(s) or file URL of a package archive"
-        raise InputError(msg, hint="regenerate the lock from an index you trust")
-    return f"{p.name} @ {url}#sha256={sha256.lower()}"
+def _pip_part_steps(lock: Lock, platform: str, value: str, py_in_env: str, prefix: str, os_name: str, *,
+                    index_url: str | None, find_links: Sequence[str], offline: bool) -> list[Step]:
+    """The recipe's pip part that ``tfgpu lock`` locked with hashes into ``custom_metadata.tfgpu_pip_PLATFORM``:
+    written as a requirements file and installed with ``--require-hashes --no-deps``. Every requirement is
+    checked again here (the lock reader did once): pinned, hashed, no option, path or URL."""
+    from tfgpu.backends import pip as pip_backend
+    from tfgpu.backends.lockfiles import pip_part_requirements
+
+    reqs = pip_part_requirements(value, f"lockfile {lock.path}: the pip part for {platform}")
+    path = _pip_part_file(prefix, os_name)
+    names = " ".join(r.split(" ", 1)[0] for r in reqs)
+    return [
+        Step((), f"the recipe's pip part as {posixpath.basename(lock.path)} locks it ({names})", kind="write-file",
+             path=path, content="".join(f"{r}\n" for r in reqs)),
+        pip_backend.pip_install_step(
+            py_in_env, ["--require-hashes", "--no-deps", "-r", path], uv=None, index_url=index_url,
+            find_links=find_links, offline=offline,
+            why=f"install the recipe's {len(reqs)} locked pip packages: every one pinned and checked against its "
+                "hashes (--require-hashes), nothing resolved (--no-deps)"),
+    ]
 
 
 def plan_from_lock(kb: KnowledgeBase, facts: Facts, lock: Lock, req: BuildRequest, *,
@@ -136,30 +138,21 @@ def plan_from_lock(kb: KnowledgeBase, facts: Facts, lock: Lock, req: BuildReques
                                f"locks for {platform} (URLs and hashes; no solving) with tfgpu's embedded engine")]
     pip_reqs: list[str] = []
     if pip_pkgs:
-        hashed = [_pip_hash_req(p, lock.path) for p in pip_pkgs]
-        steps.append(Step((py_in_env, "-m", "pip", "install", "--disable-pip-version-check", "--no-deps", *hashed),
+        from tfgpu.backends.lockfiles import locked_pip_requirement
+
+        hashed = [locked_pip_requirement(p, lock.path) for p in pip_pkgs]
+        steps.append(Step((py_in_env, "-m", "pip", "install", "--disable-pip-version-check", "--no-deps",
+                           "--require-hashes", *hashed),
                           f"install the {len(pip_pkgs)} locked pip packages from their URLs, without resolving "
                           "(--no-deps); pip checks each download against the sha256 in the URL"))
         pip_reqs += hashed
         if offline:
             notes.append("--offline: the locked pip packages are fetched from their URLs; pip's cache may serve them")
-    unlocked = lock.meta(f"tfgpu_pip_{platform}").split()
-    if unlocked:
-        reqs = [f"tensorflow=={tfs}" if r.split("=")[0].split("<")[0] == "tensorflow" and tfs else r for r in unlocked]
-        if v is not None:
-            for pin in pins_for(v):
-                reqs.append(pin.requirement)
-                notes.append(f"pin {pin.requirement}: {pin.why}" + (" (inferred)" if pin.confidence != "sourced" else ""))
-                sources.append(pin_source_urls(pin))
-        from tfgpu.backends import pip as pip_backend
-
-        steps.append(pip_backend.pip_install_step(
-            py_in_env, reqs, uv=None, index_url=index_url, find_links=find_links, offline=offline,
-            why=f"install the recipe's pip part ({' '.join(unlocked)}): recorded in the lock but not locked, "
-                "so pip resolves it now"))
-        pip_reqs += reqs
-        notes.append(f"the lock records the recipe's pip part ({' '.join(unlocked)}) without hashes; lock it "
-                     "separately with `tfgpu lock --backend pip` to pin it too")
+    pip_part = lock.meta(f"tfgpu_pip_{platform}")
+    if pip_part:
+        steps.extend(_pip_part_steps(lock, platform, pip_part, py_in_env, prefix, os_name, index_url=index_url,
+                                     find_links=find_links, offline=offline))
+        pip_reqs += ["--require-hashes", "--no-deps", "-r", _pip_part_file(prefix, os_name)]
     act_lines, act_notes = activation_lines(recipe, facts, conda_like=True, os_name=os_name)
     notes.extend(act_notes)
     steps.extend(conda_activation_steps(act_lines, prefix, os_name))

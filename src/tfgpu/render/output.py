@@ -1,5 +1,7 @@
 """The one output layer: every command writes its human text through here, JSON and generated files too.
 
+- Human text has every secret tfgpu recognises masked (tfgpu.core.termtext.mask_secrets), and no line of it
+  starts a GitHub Actions workflow command (tfgpu.core.safety.workflow_safe; wrapped lines included).
 - Human text is rich, built from (text, style) pieces and never parsed as markup, so a value from a facts
   file, a lockfile, a log or an option cannot style or redraw the terminal: every piece goes through
   tfgpu.core.safety.safe_console (tfgpu.core.termtext's rules).
@@ -94,14 +96,18 @@ def lines(rows: Iterable[Sequence[Piece]], *, err: bool = False, one_line: bool 
         for row in rows:
             out.print(line(*row, one_line=one_line))
         return
-    stream.write("".join("".join(_safe(p[0] if isinstance(p, tuple) else p, one_line) for p in row)
-                         .expandtabs(8) + "\n" for row in rows))
+    from tfgpu.core.safety import workflow_safe
+
+    stream.write("".join(workflow_safe("".join(_safe(p[0] if isinstance(p, tuple) else p, one_line) for p in row)
+                                       .expandtabs(8)) + "\n" for row in rows))
 
 
 def _safe(text: str, one_line: bool) -> str:
-    from tfgpu.core.termtext import terminal_safe
+    """Human text as shown: secrets masked (tfgpu.core.termtext.mask_secrets: a channel's or an index's
+    password in a step's description, a note, a line of an installer's log), then terminal-safe."""
+    from tfgpu.core.termtext import mask_secrets, terminal_safe
 
-    return terminal_safe(text, keep_newlines=not one_line)
+    return terminal_safe(mask_secrets(text), keep_newlines=not one_line)
 
 
 def note(text: str) -> None:
@@ -128,7 +134,18 @@ def write_json(doc: object, *, ensure_ascii: bool = True) -> None:
 
 def write_document(text: str) -> None:
     """A generated file (a shell script, environment.yml, a Dockerfile, a manifest) on stdout, as is.
-    Its renderer has made every value safe for that format (tfgpu.core.safety.comment_safe and friends)."""
+    Its renderer has made every value safe for that format (tfgpu.core.safety.comment_safe and friends). A
+    lone surrogate (an undecodable byte in a path from a facts file) has no bytes a script can hold: refused."""
+    import re
+
+    bad = re.search("[\ud800-\udfff]", text)
+    if bad is not None:
+        from tfgpu.core.errors import InputError
+
+        line = text.count("\n", 0, bad.start()) + 1
+        msg = (f"the generated file would hold a character that is not text (\\u{ord(bad.group(0)):04x}, line {line}): "
+               "a value from a facts file or the registry is not valid UTF-8")
+        raise InputError(msg, hint="fix that value (a path with an undecodable byte), or plan on this machine without --facts")
     sys.stdout.write(text)
     sys.stdout.flush()
 

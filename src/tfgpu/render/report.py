@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO, cast
 
 from tfgpu import __version__
+from tfgpu.core.termtext import mask_secrets
 from tfgpu.judge.diagnose import DoctorResult
 from tfgpu.judge.findings import BLOCKED, CAVEATS, ERROR, FAIL, PASS, READY, SKIP, WARN, chosen_blockers
 
@@ -62,45 +62,14 @@ def _target_json(target: Any, *, verified: bool) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- redaction
 
-#: Every repetition is bounded: an unbounded one that can fail (``token\w*`` before a missing ``=``, a JWT
-#: start without its dots, URL credentials without an ``@``) is tried again at each start and made ~1 MB
-#: of hostile text take minutes. Real keys, tokens and passwords fit these bounds. Compiled on first use
-#: (:func:`_token`): ~2 ms that `tfgpu doctor` without --redact never needs.
-_TOKEN_RE = (
-    # a private key pasted into a log: the whole block
-    r"(?:-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----|\Z)|"
-    r"gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255}|glpat-[A-Za-z0-9_-]{20,255}|"
-    r"xox[abpr]-[A-Za-z0-9-]{10,255}|AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{20,255}|sk-[A-Za-z0-9_-]{20,255}|"
-    r"pypi-[A-Za-z0-9_-]{16,512}|AIza[0-9A-Za-z_-]{30,255}|"  # PyPI upload tokens, Google API keys
-    r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{10,4096}\.[A-Za-z0-9_-]{10,4096}\.[A-Za-z0-9_-]{10,4096}|"
-    r"(?i:bearer\s{1,20})[A-Za-z0-9._~+/-]{16,4096}=*|"
-    # an Authorization header of any scheme (token, Basic, Digest...)
-    r"(?i:authorization[\"']?\s{0,20}[=:]\s{0,20}[\"']?[A-Za-z]{1,20}\s{1,20})[A-Za-z0-9._~+/-]{8,4096}=*|"
-    # credentials in a URL (user:password@host), the password may hold '/' (s3://KEY:SECRET/x@bucket)
-    r"(?<=://)[^/\s:@]{1,256}:[^\s@]{1,256}(?=@)|"
-    # a token as a URL's user name (https://TOKEN@github.com/...): every user part of a URL goes
-    r"(?<=://)[^/\s:@]{1,512}(?=@)|"
-    # KEY=value and KEY: value, also inside longer names (AWS_SECRET_ACCESS_KEY=..., HF_TOKEN=...), a
-    # quoted value whole (spaces included), and JSON's "key": "value"
-    r"(?i:(?:token|secret|password|passwd|api[_-]?key|access[_-]?key)\w{0,40}[\"']?\s{0,20}[=:]\s{0,20})"
-    r"(?:\"[^\"\n]{0,4096}\"?|'[^'\n]{0,4096}'?|\S{1,4096})|"
-    # command-line flags: --password VALUE, --token=VALUE
-    r"(?i:--(?:token|secret|password|passwd|api[_-]?key|access[_-]?key)(?:=|\s{1,20}))\S{1,4096})"
-)
-
-
-@functools.cache
-def _token() -> re.Pattern[str]:
-    return re.compile(_TOKEN_RE)
-
-
 _HOME = re.compile(r"(/home/|/Users/|\\Users\\|/export/home/)([^/\\\s:;,'\"]+)")
 #: What may surround a name that is a whole path component (or a whole value, or a URL's host).
 _BEFORE = r"(?:(?<=[/\\@])|(?<=://)|^)"
 _AFTER = r"(?=[/\\:]|$|[\s;,'\"])"
 
 
-def redactor(user: str | None = None, host: str | None = None, home: str | None = None) -> Any:
+def redactor(user: str | None = None, host: str | None = None, home: str | None = None,
+             others: tuple[tuple[str, str], ...] = ()) -> Any:
     """A function that removes user names, host names and token-like strings from a value.
 
     A user or host name is matched as a whole path component, a whole value or a URL's host, in any
@@ -125,20 +94,19 @@ def redactor(user: str | None = None, host: str | None = None, home: str | None 
         # ...and as a word of free text in its own case ("probed on gpu-box-17 by alice")
         names.append((re.compile(rf"(?<![A-Za-z0-9_-]){re.escape(name)}(?![A-Za-z0-9_-])"), mark))
 
-    if user and len(user) > 1:
-        add(user, "<user>")
-    if host and len(host) > 1:
-        add(host, "<host>")
-        short = host.split(".", 1)[0]
-        if short != host and len(short) > 1:  # the FQDN is known: its short name is private too
-            add(short, "<host>")
+    for name, mark in ((user, "<user>"), (host, "<host>"), *others):  # others: the names a facts file gives
+        if name and len(name) > 1:
+            add(name, mark)
+            short = name.split(".", 1)[0]
+            if mark == "<host>" and short != name and len(short) > 1:  # an FQDN: its short name is private too
+                add(short, "<host>")
 
     def clean(text: str) -> str:
         if home and home not in ("/", "~") and len(home) > 1:
             # only where a path starts with it: /var/home/alice is not ~ with /var in front
             text = re.sub(r"(?<![^\s:;,'\"=(\[])" + re.escape(home) + r"(?=[/\\]|$|[\s:;,'\"])", "~", text)
         text = _HOME.sub(lambda m: m.group(1) + "<user>", text)
-        text = _token().sub("<redacted>", text)
+        text = mask_secrets(text, "<redacted>", keep_user=False)  # the one secrets mask
         for pattern, mark in names:
             text = pattern.sub(mark, text)
         return text
@@ -153,10 +121,24 @@ _VOCABULARY = frozenset({"schema", "os", "arch", "status", "verdict", "backend",
                          "tf", "version", "python", "cuda", "cudnn", "driver", "cc", "compute_capability"})
 
 
+def names_in(doc: Any) -> tuple[tuple[str, str], ...]:
+    """The user and host names a report's facts give (a facts file is another machine's): its host name and
+    the user its container probe recorded, to be redacted as this machine's own are."""
+    facts = doc.get("facts") if isinstance(doc, Mapping) else None
+    facts = facts if isinstance(facts, Mapping) else doc if isinstance(doc, Mapping) else {}
+    plat = facts.get("platform")
+    containers = facts.get("containers")
+    group = containers.get("docker_group") if isinstance(containers, Mapping) else None
+    found = [(plat.get("hostname") if isinstance(plat, Mapping) else None, "<host>"),
+             (group.get("user") if isinstance(group, Mapping) else None, "<user>")]
+    return tuple((str(name), mark) for name, mark in found if isinstance(name, str) and name.strip())
+
+
 def redact(obj: Any, clean: Any = None) -> Any:
     """Redact every string value inside a JSON-like value. Keys are never changed: they are the
-    document's structure (a redacted report must judge the same machine as the original)."""
-    clean = clean or redactor()
+    document's structure (a redacted report must judge the same machine as the original). Without
+    ``clean``: this machine's names and those the document's own facts give (:func:`names_in`)."""
+    clean = clean or redactor(others=names_in(obj))
     if isinstance(obj, str):
         return clean(obj)
     if isinstance(obj, dict):

@@ -144,7 +144,7 @@ def _exec_form(args: str) -> str:
     if args.lstrip().startswith("["):
         try:
             words = json.loads(args)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the decoder goes: as written
             return args
         if isinstance(words, list) and all(isinstance(w, str) for w in words):
             return shlex.join(words)

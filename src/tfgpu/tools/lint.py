@@ -52,13 +52,19 @@ class BaseImage:
     image: Any = None  # TensorFlow's own image (a tfgpu.kb.knowledge.ContainerImage), judged by tfgpu.judge.containers
 
 
+#: A version at the start of an image tag (12.4, 12.4.1, 2.15.0): a few digits per part, as real versions have; a
+#: tag of 5,000-digit "versions" is no version (and would not convert), so it does not match.
+_TAG_VERSION = re.compile(r"^(\d{1,6}\.\d{1,6}(?:\.\d{1,6})?)(?![\d.]*\d)")
+_TAG_RELEASE = re.compile(r"^(\d{1,6}\.\d{1,6}\.\d{1,6})(?!\d)")
+
+
 def classify_image(ref: str, kb: KnowledgeBase) -> BaseImage:
     """What a base image carries: nvidia/cuda's CUDA/cuDNN from its tag, TensorFlow's -gpu images from
     compat/containers.toml's rule, NGC TensorFlow images from its rows."""
     repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
     repo = repo.lower()
     if repo in CUDA_IMAGE_REPOS:
-        m = re.match(r"^(\d+\.\d+(?:\.\d+)?)", tag)
+        m = _TAG_VERSION.match(tag)
         cuda = m.group(1) if m else ""
         cm = re.search(r"cudnn(\d*)", tag)
         toolkit = kb.toolkit(".".join(cuda.split(".")[:2])) if cuda else None
@@ -66,7 +72,7 @@ def classify_image(ref: str, kb: KnowledgeBase) -> BaseImage:
                          driver=toolkit.linux_min_driver if toolkit else None,
                          driver_text=toolkit.min_driver_text("linux") if toolkit else "")
     if repo in ("tensorflow/tensorflow", "docker.io/tensorflow/tensorflow") and "gpu" in tag:
-        m = re.match(r"^(\d+\.\d+\.\d+)", tag)
+        m = _TAG_RELEASE.match(tag)
         if m:
             images = container_images(kb, m.group(1))
             own = next((i for i in images if i.family == "tensorflow"), None)
@@ -300,6 +306,26 @@ def _range_checks(base: BaseImage, inst: TfInstall, kb: KnowledgeBase, label: st
                    f"FROM tensorflow/tensorflow:{first}-gpu")]
 
 
+#: TensorFlow requirements of one RUN instruction judged one by one: real ones name one (pip merges several into
+#: one requirement); a 1 MB line of them would cost a judgement (every GPU release against the image) each.
+MAX_TF_INSTALLS = 8
+
+
+def _run_checks(base: BaseImage, installs: list[TfInstall], kb: KnowledgeBase, line: int) -> list[Check]:
+    """The checks of one RUN instruction's TensorFlow requirements: each distinct one judged once, the first
+    :data:`MAX_TF_INSTALLS` of them, and one warning saying what was repeated or left unjudged."""
+    distinct = list({(i.dist.lower(), i.extras, i.spec): i for i in reversed(installs)}.values())[::-1]
+    out: list[Check] = []
+    for inst in distinct[:MAX_TF_INSTALLS]:
+        out += _tf_checks(base, inst, kb, f"line {inst.line}")
+    if len(installs) > 1:
+        judged = min(len(distinct), MAX_TF_INSTALLS)
+        out.append(_check("pip.tensorflow", WARN, f"line {line}: pip install names TensorFlow {len(installs)} times "
+                          f"({len(distinct)} distinct requirements; tfgpu judged {judged}); pip merges them into one",
+                          fix="name TensorFlow once, with the one version you want"))
+    return out
+
+
 def lint_dockerfile(text: str, kb: KnowledgeBase, m: Machine | None) -> list[Check]:
     instructions = parse_dockerfile(text)
     checks: list[Check] = []
@@ -322,8 +348,7 @@ def lint_dockerfile(text: str, kb: KnowledgeBase, m: Machine | None) -> list[Che
             if fault is not None:
                 checks.append(fault)
         for args, line in st.runs:
-            for inst in tf_installs(args, line):
-                checks += _tf_checks(base, inst, kb, f"line {line}")
+            checks += _run_checks(base, tf_installs(args, line), kb, line)
         for name, (value, line) in st.env.items():
             if name in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") and hides_every_gpu(name, value):
                 checks.append(_check("env.visible_devices", FAIL, f"line {line}: ENV {name}={value} hides every GPU",

@@ -407,11 +407,25 @@ def run_smoke(
     env: Mapping[str, str] | None = None,
     facts: Mapping[str, Any] | None = None,
 ) -> SmokeReport:
-    """Run the smoke script with ``python`` (a child process with a timeout) and report."""
+    """Run the smoke script with ``python`` (a child process with a timeout) and report.
+
+    The smoke process (TensorFlow holding the GPU for up to ``timeout`` seconds) ends with tfgpu: Ctrl-C,
+    SIGTERM or SIGHUP stop its process group and raise Interrupted; a SIGKILL of tfgpu reaches it through
+    the runner's watchdog."""
+    from tfgpu.core.errors import Interrupted
+    from tfgpu.core.process import signal_guard, signal_name
+
     argv: list[str] = [python, str(SCRIPT)]
     if benchmark:
         argv.append("--benchmark")
-    result = capture(argv, timeout=timeout, env=child_env(env))
+    with signal_guard() as guard:
+        try:
+            result = capture(argv, timeout=timeout, env=child_env(env), guard=True)
+        except KeyboardInterrupt:
+            guard.disarm()
+            msg = f"{signal_name(guard.signum)} while the smoke test ran; it was stopped"
+            raise Interrupted(msg) from None
+        guard.disarm()
     return build_report(python, result, facts=facts)
 
 

@@ -277,3 +277,20 @@ def test_engine_module_cli_exit_codes_and_stderr(channel: Path, tmp_path: Path) 
                       timeout=120, env=env)
     assert res.returncode == 2
     assert "bad virtual package" in res.stderr
+
+
+def test_cleanup_partial_removes_only_the_engines_own_partial_installs(tmp_path: Path) -> None:
+    """Issue 28 (R4-N18's engine side): a killed install's `.NAME.tfgpu-partial-PID-XXXXXXXX` goes; a folder
+    that only starts like one (a user's `.tf.tfgpu-partial-PID`, a link) is not the engine's and stays."""
+    dead = 2**22 + 17  # above Linux's largest pid_max: never a live process
+    prefix = tmp_path / "envs" / "tf"
+    prefix.parent.mkdir(parents=True)
+    ours = prefix.parent / f".tf.tfgpu-partial-{dead}-0a1b2c3d"
+    theirs = prefix.parent / f".tf.tfgpu-partial-{dead}"
+    for d in (ours, theirs):
+        d.mkdir()
+        (d / "x").write_text("x")
+    (prefix.parent / f".tf.tfgpu-partial-{dead}-deadbeef").symlink_to(theirs)
+    assert engine.cleanup_partial(prefix) == [ours]
+    assert not ours.exists()
+    assert (theirs / "x").read_text() == "x"

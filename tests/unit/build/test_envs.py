@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tfgpu.build import registry
+from tfgpu.build.asides import remove_environment
 from tfgpu.core.errors import InputError, UsageError
 
 
@@ -66,9 +67,11 @@ def test_remove_only_what_tfgpu_made(tmp_path: Path) -> None:
     registry.record(name="made", prefix=str(made), backend="pip", tool="uv", tf="2.20.0", python="3.11", recipe="r",
                 env_python="x", env_id=env_id)
     with pytest.raises(UsageError, match="not an environment tfgpu made"):
-        registry.remove(str(other))
+        remove_environment(str(other), lambda *_: True)
     assert other.exists()
-    registry.remove("made")
+    asked: list[list[Path]] = []
+    remove_environment("made", lambda _entry, paths: asked.append(paths) or True)
+    assert asked == [[made]]  # asked with exactly what is deleted
     assert not made.exists()
     assert registry.load() == []
 
@@ -79,7 +82,7 @@ def test_remove_refuses_a_directory_that_is_no_longer_an_environment(tmp_path: P
     (d / "precious.txt").write_text("keep")
     registry.record(name="w", prefix=str(d), backend="pip", tool="uv", tf="2.20.0", python="3.11", recipe="r", env_python="x")
     with pytest.raises(UsageError, match="does not look like an environment"):
-        registry.remove("w")
+        remove_environment("w", lambda *_: True)
     assert (d / "precious.txt").exists()
 
 
@@ -125,3 +128,25 @@ def test_cli_envs_and_remove(tmp_path: Path, cli: Any) -> None:
     code, out, _ = cli("remove", "cli-env", "--yes")
     assert code == 0
     assert not p.exists()
+
+
+def test_an_aside_record_acts_only_on_the_name_tfgpu_gives_such_an_aside(tmp_path: Path) -> None:
+    """Issue 28: the registry's records are the only licence to restore or delete an aside; a record that names
+    any other directory (a hand edit, a restored backup of envs.json) is ignored, the directory left alone."""
+    from tfgpu.build.asides import stranded
+
+    prefix = fake_venv(tmp_path / "envs" / "tf")
+    elsewhere = tmp_path / "thesis"
+    elsewhere.mkdir()
+    (elsewhere / "chapter1.tex").write_text("years of work\n")
+    dead = 2**22 + 17
+    registry.note_aside(elsewhere, prefix, "trash", None)
+    records = json.loads(registry.registry_path().read_text())["asides"]
+    for rec in records:
+        rec["pid"] = dead  # as if the process that wrote it were gone
+    doc = json.loads(registry.registry_path().read_text())
+    doc["asides"] = records
+    registry.registry_path().write_text(json.dumps(doc))
+    assert registry.load_asides() == []
+    assert stranded([prefix]) == []
+    assert (elsewhere / "chapter1.tex").is_file()

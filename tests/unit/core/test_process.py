@@ -202,3 +202,21 @@ def test_run_step_sees_the_exit_through_a_pidfd(tmp_path, monkeypatch, pidfd):
     assert (res.returncode, res.stdout) == (0, "installed")
     assert len(opened) == (1 if pidfd == "pidfd" else 0)
     assert "= exit 0 after" in (tmp_path / "step.log").read_text()
+
+
+def test_which_skips_the_current_directory_relative_and_world_writable_path_entries(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: a program planted in `.`, a relative PATH entry or a folder every user can write never
+    resolves (shutil.which would take all three); an absolute folder of this user's still does."""
+    for d in ("here", "rel", "shared", "mine"):
+        prog = tmp_path / d / "tool"
+        prog.parent.mkdir()
+        prog.write_text("#!/bin/sh\n")
+        prog.chmod(0o755)
+    (tmp_path / "shared").chmod(0o777)
+    (tmp_path / "shared").chmod(0o1777)  # sticky or not: anyone may add a program there
+    monkeypatch.chdir(tmp_path / "here")
+    env = {"PATH": os.pathsep.join([".", "", "../rel", str(tmp_path / "shared")])}
+    assert run.which("tool", env) is None
+    env["PATH"] += os.pathsep + str(tmp_path / "mine")
+    assert run.which("tool", env) == str(tmp_path / "mine" / "tool")

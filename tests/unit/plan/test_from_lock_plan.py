@@ -51,11 +51,16 @@ def test_a_real_conda_lock_with_pip_packages_plans_hashed_no_deps_installs() -> 
     assert any(s.kind == "write-file" and "activate.d" in (s.path or "") for s in plan.steps)
 
 
+#: The recipe's pip part as `tfgpu lock` records it (uv pip compile --generate-hashes, create's pins included).
+LOCKED_PIP_PART = ("tensorflow==2.11.1 --hash=sha256:" + "1" * 64 + " --hash=sha256:" + "2" * 64
+                   + " numpy==1.26.4 --hash=sha256:" + "3" * 64)
+
+
 @needs_engine
-def test_custom_metadata_round_trips_through_our_writer_and_unlocked_pip_part_is_planned(tmp_path: Path) -> None:
+def test_custom_metadata_round_trips_through_our_writer_and_the_locked_pip_part_is_planned_hashed(tmp_path: Path) -> None:
     lock = replace(lockfiles.read_conda_lock(RECORDED), content_hash={"linux-64": "a" * 64, "linux-aarch64": "b" * 64},
                    custom_metadata={"tfgpu_tf": "2.11.1", "tfgpu_recipe_linux-64": "conda-forge-cudatoolkit-pip-2.11",
-                                    "tfgpu_pip_linux-64": "tensorflow==2.11.*", "odd": "it's: 'quoted'"})
+                                    "tfgpu_pip_linux-64": LOCKED_PIP_PART, "odd": "it's: 'quoted'"})
     path = lockfiles.write_lockfile(lock, tmp_path / "conda-lock.yml")
     text = path.read_text()
     assert read_custom_metadata(text) == lock.custom_metadata
@@ -63,12 +68,28 @@ def test_custom_metadata_round_trips_through_our_writer_and_unlocked_pip_part_is
     plan = plan_from_lock(KB, FACTS, info, BuildRequest(platform="linux-64", prefix="/envs/x"))
     assert plan.tf == "2.11.1"
     assert plan.recipe_id == "conda-forge-cudatoolkit-pip-2.11"
-    unlocked = plan.steps[2].argv
-    assert "tensorflow==2.11.1" in unlocked
-    assert "numpy<2" in unlocked  # create's pins come along
+    written = plan.steps[2]
+    assert written.kind == "write-file"
+    assert written.path == "/envs/x/conda-meta/tfgpu-pip-requirements.txt"
+    assert written.content == ("tensorflow==2.11.1 --hash=sha256:" + "1" * 64 + " --hash=sha256:" + "2" * 64 + "\n"
+                               "numpy==1.26.4 --hash=sha256:" + "3" * 64 + "\n")
+    install = plan.steps[3].argv
+    assert install[-4:] == ("--require-hashes", "--no-deps", "-r", written.path)
     assert "LD_LIBRARY_PATH" in plan.env_vars  # the recipe's activation
     assert "XLA_FLAGS" in plan.env_vars
-    assert any("not locked" in s.why for s in plan.steps)
+
+
+@needs_engine
+def test_an_unhashed_pip_part_is_refused_like_an_unhashed_pip_lock_line(tmp_path: Path) -> None:
+    """Issue 28: every pip requirement a lock carries is pinned and hashed. What an older tfgpu recorded for a conda
+    recipe's pip part (`tensorflow==2.11.*`, resolved at install time) is refused with the fix (lock it again:
+    `tfgpu lock` now locks the pip part with hashes), never installed unverified."""
+    lock = replace(lockfiles.read_conda_lock(RECORDED), content_hash={"linux-64": "a" * 64, "linux-aarch64": "b" * 64},
+                   custom_metadata={"tfgpu_tf": "2.11.1", "tfgpu_pip_linux-64": "tensorflow==2.11.*"})
+    path = lockfiles.write_lockfile(lock, tmp_path / "conda-lock.yml")
+    with pytest.raises(InputError, match=r"pip part for linux-64: requirement .tensorflow==2\.11\.\*. is not pinned") as info:
+        read_lock(path)
+    assert "tfgpu lock" in (info.value.hint or "")
 
 
 def test_custom_metadata_absent_or_empty() -> None:
@@ -101,6 +122,52 @@ def test_pip_lock_plans_a_venv_and_require_hashes(tmp_path: Path) -> None:
     assert "LD_LIBRARY_PATH" in plan.env_vars  # 2.16 needs its nvidia/*/lib on LD_LIBRARY_PATH
     with pytest.raises(UsageError, match=r"needs Python 3\.11"):
         plan_from_lock(KB, dict(FACTS, python={}), info, BuildRequest(platform=""), tools={"uv": None})
+
+
+H = " --hash=sha256:" + "c" * 64
+
+
+@pytest.mark.parametrize(("line", "match"), [
+    ("okpkg==1.0" + H + " --index-url http://evil.invalid/simple", "'--index-url'"),
+    ("okpkg==1.0 evilpkg==6.6.6" + H, "not `name==version"),
+    ("okpkg==1.0@file:///tmp/x" + H, "not pinned with =="),
+    ("okpkg==${VERSION}" + H, "not pinned with =="),  # pip expands ${VAR} in requirements files
+    ("okpkg>=1.0" + H, "not pinned with =="),
+    ("okpkg==1.0.*" + H, "not pinned"),
+    ("okpkg==1.0", "has no --hash"),
+    ("./evil" + H, "not pinned"),
+    ("okpkg==1.0 ; python_version >= 'x' or --" + H, "'--'"),
+])
+def test_every_pip_lock_line_is_a_pinned_hashed_requirement_and_nothing_else(tmp_path: Path, line: str, match: str) -> None:
+    """Issue 28: a lock is read as pip reads it, and any line that is not `name==version` + `--hash` is refused."""
+    path = tmp_path / "requirements.lock.txt"
+    path.write_text("okfirst==2.0" + H + "\n" + line + "\n")
+    with pytest.raises(InputError, match=match):
+        read_lock(path)
+
+
+@pytest.mark.parametrize("declaration", ["# -*- coding: latin-1 -*-", "#!/bin/sh\n# vim: fileencoding=utf-16", "# coding=cp1252"])
+def test_a_lock_declaring_an_encoding_other_than_utf8_is_refused(tmp_path: Path, declaration: str) -> None:
+    path = tmp_path / "requirements.lock.txt"
+    path.write_text(declaration + "\nokpkg==1.0" + H + "\n")
+    with pytest.raises(InputError, match="declares the encoding"):
+        read_lock(path)
+    path.write_text("# -*- coding: UTF8 -*-\nokpkg==1.0" + H + "\n")
+    assert [p.name for p in read_lock(path).packages] == ["okpkg"]
+
+
+@pytest.mark.parametrize("url", [
+    "file:///srv/src/evil", "file:///srv/src/evil/", "file://localhost/srv/src/evil", "git+https://h.invalid/e.git",
+    "https://h.invalid/evil.whl?x=1", "file://otherhost/share/evil.whl", "ftp://h.invalid/evil.whl",
+    "https://h.invalid/evil.whl ; rm", "https://h.invalid/evil.whl\\..\\x"])
+def test_a_locked_pip_url_is_an_archive_or_refused(url: str) -> None:
+    from tfgpu.backends.lockfiles import locked_pip_requirement
+
+    pkg = LockedPackage(name="certifi", version="1", manager="pip", platform="linux-64", url=url, sha256="d" * 64)
+    with pytest.raises(InputError, match="not an http"):
+        locked_pip_requirement(pkg, "l.yml")
+    ok = replace(pkg, url="https://h.invalid/certifi-1-py3-none-any.whl#egg=certifi")
+    assert locked_pip_requirement(ok, "l.yml") == "certifi @ https://h.invalid/certifi-1-py3-none-any.whl#sha256=" + "d" * 64
 
 
 # --------------------------------------------------------------------------- the config file

@@ -134,6 +134,29 @@ def test_lock_backend_pip_runs_uv_through_the_step_runner(cli: Cli, home: Path, 
 
 
 @pytest.mark.real_subprocess
+def test_a_conda_recipes_pip_part_is_locked_with_hashes_and_read_back_through_the_same_check(
+        home: Path, tmp_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: every pip requirement a lock carries is pinned and hashed, tfgpu's own included. A conda
+    recipe's pip part (TensorFlow from PyPI beside conda's CUDA) is locked by uv with create's pins (here the
+    recorded uv output), recorded as `name==version --hash=...`, and passes the reader's check unchanged."""
+    from tfgpu.build.lock import lock_pip_part
+
+    _uv, log = fake_uv(tmp_path, monkeypatch)
+    target = LockTarget(recipe="conda-forge-cudatoolkit-pip-2.11", kind="conda", tf="2.11.1", channels=("conda-forge",),
+                        specs=("python=3.10", "cudatoolkit=11.2"), pip=("tensorflow==2.11.1",), python="3.10", cuda="11.2")
+    lines: list[str] = []
+    value = lock_pip_part(target, "linux-64", tools={}, echo=lines.append)
+    assert value == "tensorflow==2.20.0 --hash=sha256:2b20a9d7bccf10760f667c6842e2775d02e4e89869ffb521419f9fb21e695234"
+    assert lockfiles.pip_part_requirements(value, "here") == [value]
+    (call,) = calls(log)
+    argv = call["argv"]
+    assert isinstance(argv, list)
+    assert argv[argv.index("--python-version") + 1] == "3.10"
+    assert any(line.startswith("+ ") and "pip compile --generate-hashes" in line for line in lines)
+    assert list(tmp_dir.iterdir()) == []
+
+
+@pytest.mark.real_subprocess
 def test_a_failing_uv_names_the_requirements_and_the_log_and_writes_nothing(
         home: Path, tmp_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_uv(tmp_path, monkeypatch, FAKE_UV_FAIL="1")

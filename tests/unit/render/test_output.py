@@ -155,7 +155,7 @@ def test_commands_write_only_through_the_output_layer() -> None:
     assert found == set()
 
 
-_TEXT = st.text(alphabet=st.sampled_from([*"ab [/]:=é✓\t\n\r", "\x1b", "\x07", "\x9b", "\u202e", "\x00", "\x7f"]),
+_TEXT = st.text(alphabet=st.sampled_from([*"ab [/]:=é✓\t\n\r#", "\x1b", "\x07", "\x9b", "\u202e", "\x00", "\x7f"]),
                 max_size=40)
 
 
@@ -165,7 +165,8 @@ _TEXT = st.text(alphabet=st.sampled_from([*"ab [/]:=é✓\t\n\r", "\x1b", "\x07"
        one_line=st.booleans())
 def test_the_plain_path_writes_what_rich_writes_without_styles(rows: list[list[output.Piece]],
                                                                one_line: bool) -> None:
-    """Where no style may be shown, tfgpu.render.output writes without importing rich: the same text rich would."""
+    """Where no style may be shown, tfgpu.render.output writes without importing rich: the same text rich would.
+    Either way no line starts a GitHub Actions workflow command, however the pieces cut it (issue 28)."""
     plain = io.StringIO()
     with contextlib.redirect_stdout(plain):
         output.lines(rows, one_line=one_line)
@@ -174,6 +175,7 @@ def test_the_plain_path_writes_what_rich_writes_without_styles(rows: list[list[o
     for row in rows:
         console.print(output.line(*row, one_line=one_line))
     assert plain.getvalue() == rich.getvalue()
+    assert [ln for ln in plain.getvalue().splitlines() if ln.lstrip().startswith("::") or "##[" in ln] == []
 
 
 @pytest.mark.parametrize(("answer", "expected"), [("y\n", True), ("n\n", False), ("\n", False)])

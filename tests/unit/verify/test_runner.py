@@ -118,14 +118,15 @@ def test_child_env_sets_tensorflow_logging() -> None:
 def test_run_smoke_argv_through_the_seam(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, object] = {}
 
-    def fake_capture(argv, *, timeout, env=None, cwd=None):  # type: ignore[no-untyped-def]
-        seen.update(argv=list(argv), timeout=timeout, env=env)
+    def fake_capture(argv, *, timeout, env=None, cwd=None, guard=False):  # type: ignore[no-untyped-def]
+        seen.update(argv=list(argv), timeout=timeout, env=env, guard=guard)
         return Result(tuple(argv), None, error="python: not found")
 
     monkeypatch.setattr(runner, "capture", fake_capture)
     r = runner.run_smoke("python", timeout=5, benchmark=True)
     assert seen["argv"] == ["python", str(runner.SCRIPT), "--benchmark"]
     assert seen["timeout"] == 5
+    assert seen["guard"] is True  # the smoke process dies with tfgpu (the watchdog), SIGKILL included
     assert isinstance(seen["env"], dict)
     assert seen["env"]["TF_CPP_MIN_LOG_LEVEL"] == "0"
     assert r.error == "python: not found"

@@ -232,12 +232,26 @@ def solve(
 
 
 def partial_dirs(prefix: Path) -> list[Path]:
-    """Temporary sibling directories of ``prefix`` that installs into it made (possibly stale)."""
+    """Temporary sibling directories of ``prefix`` that installs into it made (possibly stale): exactly the
+    shape the engine gives them (``.NAME.tfgpu-partial-PID-XXXXXXXX``, 8 hex digits), real directories of this
+    user. A folder that only starts like one (``.NAME.tfgpu-partial-PID``, someone's backup) is not ours."""
+    import re
+    import stat
+
     parent = prefix.parent
     if not parent.is_dir():
         return []
-    head = f".{prefix.name}{PARTIAL_MARK}"
-    return sorted(p for p in parent.iterdir() if p.name.startswith(head))
+    shape = re.compile(re.escape(f".{prefix.name}{PARTIAL_MARK}") + r"\d+-[0-9a-f]{8}")
+    out = []
+    for p in parent.iterdir():
+        try:
+            st = p.lstat()
+        except OSError:
+            continue
+        if (shape.fullmatch(p.name) and stat.S_ISDIR(st.st_mode)
+                and (not hasattr(os, "getuid") or st.st_uid == os.getuid())):
+            out.append(p)
+    return sorted(out)
 
 
 def cleanup_partial(prefix: Path, *, only_dead: bool = True) -> list[Path]:

@@ -21,20 +21,26 @@ def envs_cmd(json_out: bool = typer_option("json", help="Print the versioned JSO
     killed `tfgpu create` left behind (with the command that puts it right)."""
     from tfgpu.backends.names import CONTAINER_BACKENDS
     from tfgpu.build import registry
+    from tfgpu.build.asides import stranded as find_stranded
     from tfgpu.render import output
 
-    items = [dict(e, missing=e.get("backend") not in CONTAINER_BACKENDS and not Path(str(e.get("prefix"))).is_dir())
+    items = [dict(e, missing=e.get("backend") not in CONTAINER_BACKENDS and not _is_dir(str(e.get("prefix"))))
              for e in registry.load()]
-    stranded = registry.stranded()
+    found = find_stranded()
+    # an unfinished new environment at a prefix whose old one waits aside: restoring the old one (its command)
+    # puts both right, so it is one thing to show
+    restorable = {s.prefix for s in found if s.kind == "old" and not s.blocked}
+    stranded = [s for s in found if not (s.path == s.prefix and s.prefix in restorable)]
     if json_out:
         output.write_json({"schema": registry.REGISTRY_SCHEMA, "envs": items, "stranded": [
             {"path": str(s.path), "prefix": str(s.prefix), "kind": s.kind, "pid": s.pid, "command": s.command()}
             for s in stranded]})
         return 0
     for s in stranded:
-        what = "the previous environment of" if s.kind == "old" else "a half-made or half-deleted copy of"
-        _err(f"tfgpu: warning: {s.path} is {what} {s.prefix}, left by a killed create (pid {s.pid}); "
-             f"`tfgpu create --force` or `tfgpu remove` on it puts it right, or by hand: {s.command()}")
+        fix = (f"{s.prefix} holds something tfgpu did not make: move it away first" if s.blocked
+               else "`tfgpu create --force` or `tfgpu remove` on it puts it right")
+        _err(f"tfgpu: warning: {s.path} is {s.describe()}, left by a killed tfgpu (pid {s.pid}); {fix}, "
+             f"or by hand: {s.command()}")
     if not items:
         output.say("no environments yet: `tfgpu doctor` recommends one to create")
         return 0
@@ -42,8 +48,7 @@ def envs_cmd(json_out: bool = typer_option("json", help="Print the versioned JSO
 
     table = Table("name", "TensorFlow", "backend", "python", "smoke", "prefix")
     for e in items:
-        smoke = e.get("smoke") or {}
-        mark = "-" if not smoke else ("✓ " if smoke.get("passed") else "✗ ") + str(smoke.get("mode") or "")
+        mark = _smoke_mark(e.get("smoke"))
         table.add_row(str(e.get("name") or ""), str(e.get("tf")), f"{e.get('tool')} ({e.get('backend')})",
                       str(e.get("python")), mark, str(e.get("prefix")) + ("  (missing: the directory is gone)"
                                                                            if e["missing"] else ""))
@@ -55,35 +60,57 @@ def envs_cmd(json_out: bool = typer_option("json", help="Print the versioned JSO
     return 0
 
 
+def _is_dir(prefix: str) -> bool:
+    try:
+        return Path(prefix).is_dir()
+    except (OSError, ValueError):  # a name longer than the filesystem allows, a NUL: not a directory here
+        return False
+
+
+def _smoke_mark(smoke: object) -> str:
+    """The smoke column: ✓/✗ and the mode from the recorded result; a value of another shape (a hand edit, an
+    older tfgpu) shown as it is."""
+    if not smoke:
+        return "-"
+    if not isinstance(smoke, dict):
+        from tfgpu.core.errors import clip_words
+
+        return f"? {clip_words(str(smoke), 40)}"
+    return ("✓ " if smoke.get("passed") is True else "✗ ") + str(smoke.get("mode") or "")
+
+
 def remove_cmd(
     name: str = typer.Argument(..., metavar="NAME", help="The name (or directory) of an environment tfgpu made."),
     yes: bool = typer_option("yes"),
 ) -> int:
-    """Delete an environment tfgpu made (only those in its registry)."""
-    from tfgpu.build import registry
+    """Delete an environment tfgpu made (only those in its registry), listing exactly what is deleted and
+    asking first unless --yes."""
+    from tfgpu.build.asides import remove_environment
     from tfgpu.core.errors import UsageError
     from tfgpu.render import output
 
-    entry = registry.find(name)
-    if entry is None:
-        msg = f"{name!r} is not an environment tfgpu made"
-        raise UsageError(msg, hint="`tfgpu envs` lists them")
-    from tfgpu.backends.names import CONTAINER_BACKENDS
-
-    if entry.get("backend") not in CONTAINER_BACKENDS and not Path(str(entry["prefix"])).exists():
-        registry.remove(name)  # nothing on disk to lose: no confirmation needed
-        output.say(f"forgot the registry entry of {entry.get('name') or entry['prefix']}; nothing was on disk "
-                   f"({entry['prefix']} was already gone)")
-        return 0
-    if not yes:
+    def confirm(entry: dict[str, object], paths: list[Path]) -> bool:
+        listed = ", ".join(str(p) for p in paths)
+        if yes:
+            return True
         if not sys.stdin.isatty():
-            msg = "remove needs confirmation and there is no terminal to ask on"
+            msg = f"remove needs confirmation and there is no terminal to ask on (it would delete: {listed})"
             raise UsageError(msg, hint="pass --yes")
-        if not output.confirm(f"Delete {entry['prefix']} (TensorFlow {entry.get('tf')})?", default=False):
-            output.say("cancelled")
-            return 1
-    registry.remove(name)
-    output.say(f"removed {entry['prefix']}")
+        _err(f"tfgpu: remove {entry.get('name') or entry['prefix']} (TensorFlow {entry.get('tf')}) deletes:")
+        for p in paths:
+            _err(f"  {p}")
+        return output.confirm("Delete these?", default=False)
+
+    done = remove_environment(name, confirm)
+    if done.cancelled:
+        output.say("cancelled")
+        return 1
+    what = done.entry.get("name") or done.entry["prefix"]
+    if not done.deleted:
+        output.say(f"forgot the registry entry of {what}; nothing was on disk ({done.entry['prefix']} was already gone)")
+        return 0
+    for p in done.deleted:
+        output.say(f"removed {p}")
     return 0
 
 

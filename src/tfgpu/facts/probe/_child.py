@@ -43,6 +43,7 @@ def start(work: Callable[[], Any], fallback: Callable[[str], Any], deadline: flo
     import time
 
     started = time.monotonic()
+    parent = os.getpid()
     try:
         read_fd, write_fd = os.pipe()
     except OSError as exc:
@@ -58,6 +59,7 @@ def start(work: Callable[[], Any], fallback: Callable[[str], Any], deadline: flo
     if pid == 0:  # pragma: no cover - the child; its result is checked by the parent's tests
         code = 70
         try:
+            _die_with(parent)
             os.close(read_fd)
             import json
 
@@ -103,6 +105,31 @@ def start(work: Callable[[], Any], fallback: Callable[[str], Any], deadline: flo
 
     collect.cancel = cancel  # type: ignore[attr-defined]
     return collect
+
+
+def _die_with(parent: int) -> None:  # pragma: no cover - runs in the child
+    """The child ends with its parent, and the programs it runs with it: a SIGTERM, SIGHUP or SIGINT (the
+    terminal's Ctrl-C, or the kernel's word that the parent died: PR_SET_PDEATHSIG, which covers a SIGKILL of
+    the doctor) kills the process group of each probe program running (tfgpu.core.process.stop_children, a
+    hung nvidia-smi included), then the child exits."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        from tfgpu.core.process import stop_children
+
+        stop_children()
+        os._exit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, stop)
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG (linux/prctl.h)
+    except (OSError, AttributeError):  # not Linux's libc: the signals above still stop it
+        pass
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(70)
 
 
 def _now(fallback: Callable[[], Any]) -> Callable[[], Any]:

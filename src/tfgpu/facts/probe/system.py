@@ -157,8 +157,12 @@ def probe_python(ctx: Ctx, os_name: str) -> dict[str, Any]:
             entry["version"] = version or entry["version"]
 
     ask: list[str] = []
+    from tfgpu.core.process import trusted_dir
+
     join = ctx.paths.join
     for d in [x for x in (ctx.env.get("PATH") or "").split(ctx.pathsep) if x]:
+        if not ctx.paths.isabs(d) or not trusted_dir(str(ctx.path(d))):
+            continue  # `.`, relative entries and folders anyone can write: never interpreters to run
         if d.rstrip("/\\").endswith("shims"):
             continue  # pyenv/asdf shims are slow wrappers; the versions they wrap are listed below
         for name in ctx.listdir(d):
