@@ -209,6 +209,11 @@ def _choose_one(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, 
     if prefs.backend == "auto":  # the embedded engine only when no conda tool is installed
         runners = (PIP, CONDA) if conda_tool(tools) else (PIP, RATTLER)
     usable = [r for r in recipes if any(run.runs(r) for run in runners)]
+    viable = _viable_ids(verdict, v)
+    if viable is not None:  # the verdict holds the target workable: only its viable recipes may be built
+        usable = [r for r in usable if r.id in viable]
+        if not usable:
+            raise NoRunner(v, [r for r in recipes if r.id in viable], None, backend=prefs.backend)
     if not usable:
         family = "pip" if prefs.backend == "pip" else "conda"
         msg = f"no {family} recipe for TensorFlow {v} on {os_name}"
@@ -229,8 +234,9 @@ def _choose_one(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, 
             return Choice(recipe, runner.name, tool,
                           _reason(runner, tool, recipe, ctx, prefs, verdict,
                                   pip_without_python=pip_without_python, python=python), python=python)
-    if prefs.backend == "auto" and not any(r.backend in CONDA_FAMILY for r in recipes):
-        # a pip recipe and no interpreter for it: a conda-made interpreter, then pip
+    if prefs.backend == "auto" and not any(r.backend in CONDA_FAMILY for r in usable):
+        # a pip recipe and no interpreter for it (and no conda recipe that may be built instead): a conda-made
+        # interpreter, then pip
         recipe = usable[0]
         ctx = _recipe_context(kb, base_ctx, recipe)
         runner = CONDA if conda_tool(tools) else RATTLER
@@ -241,7 +247,35 @@ def _choose_one(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, 
                           f"environment with that Python, then pip installs recipe {recipe.id}",
                           python_from_conda=True)
     assert first_error is not None
+    if viable is not None:
+        raise NoRunner(v, usable, first_error, backend=prefs.backend)
     raise first_error
+
+
+class NoRunner(UsageError):
+    """The verdict holds the target workable through recipes that nothing installed here can build (e.g. a conda
+    recipe with no mamba, micromamba or conda, and no embedded engine on Python < 3.10). The chooser never falls
+    back to a recipe the verdict blocks then: ``hint`` says what to install (the refusing runner's hint)."""
+
+    def __init__(self, v: Version, recipes: Sequence[Recipe], refused: UsageError | None, *, backend: str) -> None:
+        names = ", ".join(f"{r.id} ({r.backend})" for r in recipes) or "the container route"
+        if refused is not None:
+            why = f"which cannot be built here: {refused.message}"
+        else:  # the recipes are of another family than the backend asked for
+            why = f"which --backend {backend} does not build"
+        msg = f"TensorFlow {v} works here only through {names}, {why}"
+        hint = refused.hint if refused is not None and refused.hint else f"see `tfgpu doctor --tf {v}`"
+        super().__init__(msg, hint=hint)
+
+
+def _viable_ids(verdict: TargetVerdict | None, v: Version) -> frozenset[str] | None:
+    """The recipes a verdict on ``v`` holds viable, or None when there is no verdict on ``v`` or it blocks the
+    target (then any recipe may be chosen, blocked ones last, so that ``create --force`` has something to build)."""
+    from tfgpu.judge.findings import BLOCKED
+
+    if verdict is None or verdict.tf != str(v) or verdict.verdict == BLOCKED:
+        return None
+    return frozenset(b.recipe for b in verdict.backends if b.viable and b.recipe)
 
 
 def _recipe_context(kb: KnowledgeBase, ctx: Context, recipe: Recipe) -> Context:
@@ -289,12 +323,20 @@ def choose(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, v: Ve
 def choose_for_target(kb: KnowledgeBase, facts: Facts, tv: TargetVerdict,
                       tools: Mapping[str, str | None], prefs: Preferences) -> Choice | None:
     """What `tfgpu plan --tf RELEASE` chooses for a judged target (None: nothing can build it here)."""
+    return _choice_or_refusal(kb, facts, tv, tools, prefs)[0]
+
+
+def _choice_or_refusal(kb: KnowledgeBase, facts: Facts, tv: TargetVerdict, tools: Mapping[str, str | None],
+                       prefs: Preferences) -> tuple[Choice | None, NoRunner | None]:
+    """:func:`choose_for_target`, and when the target works here but nothing installed can build it, why."""
     os_name = target_os(facts)
     try:
         v = kb.resolve_tf(tv.tf, os=os_name)  # as the planner resolves it: a release this OS lacks is refused
-        return choose(kb, facts, tv, v, os_name, tools, prefs)[0]
+        return choose(kb, facts, tv, v, os_name, tools, prefs)[0], None
+    except NoRunner as exc:
+        return None, exc
     except (UsageError, InvalidVersion):
-        return None
+        return None, None
 
 
 def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Facts,
@@ -312,9 +354,12 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Facts,
         return _with_container_choices(result, kb, facts, tools, prefs)
     targets = []
     runner: dict[str, str] = {}
+    needs: dict[str, str] = {}  # a target that works here, but no runner for its recipes is installed: what to install
     for tv in result.targets:
-        c = choose_for_target(kb, facts, tv, tools, prefs)
+        c, no_runner = _choice_or_refusal(kb, facts, tv, tools, prefs)
         if c is None:
+            if no_runner is not None:
+                needs[tv.tf] = no_runner.hint or no_runner.message
             targets.append(tv)
             continue
         # a blocked target names what `tfgpu plan` would build for it too (and says why it would not run):
@@ -330,6 +375,10 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Facts,
         if chosen is not None and chosen.tf in runner:
             rec = replace(rec, backend=chosen.backend, recipe=chosen.recipe, recipe_id=chosen.recipe_id,
                           command=f"tfgpu create --tf {chosen.tf} --backend {runner[chosen.tf]}")
+        elif chosen is not None and chosen.tf in needs:
+            # nothing here builds it yet (plan would refuse): no recipe plan builds, the command that builds it once
+            # the runner is installed (the choice is automatic then), and what to install first
+            rec = replace(rec, recipe_id=None, command=f"tfgpu create --tf {chosen.tf}", needs=needs[chosen.tf])
         elif chosen is not None:
             rec = replace(rec, command=create_command(chosen, result.machine))
         result.recommendation = rec
