@@ -9,7 +9,7 @@
 #
 # Writes two files to OUT_DIR: summary.txt (read it first) and gpu-check.tar.gz (every output, the summary too;
 # `python3 scripts/gpu_check.py import` files them under tests/data/gpu/). Every step is cut at its own time limit
-# and at the budget (a hung nvidia-smi costs its limit, not the run). Without a GPU it says "no GPU here" and
+# and at the budget (a hung nvidia-smi costs its limit once, not the run). Without a GPU it says "no GPU here" and
 # still exits 0 with what it could collect. Exit 1: a fact disagrees (FAIL); 2: OUT_DIR cannot be written.
 #
 # Knobs (environment): TFGPU_GPU_CHECK_PYTHON (python3), TFGPU_GPU_CHECK_BUDGET (seconds in all, 300),
@@ -87,6 +87,7 @@ step() {
     rc="$rc(cut at $MAX_BYTES bytes)"
   fi
   record "$step" "$rc" $((SECONDS - t0)) "$file" "$@"
+  LAST_RC=$rc
 }
 
 # ---------------------------------------------------------------------------------------------- the machine
@@ -109,15 +110,27 @@ print(", ".join(out))' 2>&1 | head -c 600)"
 } > "$W/env.txt"
 
 # ---------------------------------------------------------------------------------------------- nvidia-smi, /proc
+smi() {  # smi STEP FILE ARGS...: one nvidia-smi call; after one that hung, the others are not tried
+  local step=$1 file=$2
+  shift 2
+  if [[ $SMI_HUNG == 1 ]]; then
+    record "$step" skipped-after-hang 0 "$file" "$SMI" "$@"
+    return 0
+  fi
+  step "$step" "$SMI_LIMIT" out "$file" "$SMI" "$@"
+  [[ $LAST_RC == 124 || $LAST_RC == 137 ]] && SMI_HUNG=1
+  return 0
+}
+SMI_HUNG=0
+LAST_RC=0
 if SMI=$(command -v nvidia-smi); then
-  step smi-table "$SMI_LIMIT" out nvidia-smi.txt "$SMI"
-  step smi-query "$SMI_LIMIT" out nvidia-smi-query-gpu.csv "$SMI" "--query-gpu=$QUERY" --format=csv
-  step smi-query-tfgpu "$SMI_LIMIT" out nvidia-smi-query-gpu-tfgpu.csv "$SMI" "--query-gpu=$TFGPU_QUERY" \
-    --format=csv,noheader,nounits
-  step smi-q "$SMI_LIMIT" out nvidia-smi-q.txt "$SMI" -q
-  step smi-q-x "$SMI_LIMIT" out nvidia-smi-q-x.xml "$SMI" -q -x
-  step smi-L "$SMI_LIMIT" out nvidia-smi-L.txt "$SMI" -L
-  step smi-version "$SMI_LIMIT" out nvidia-smi-version.txt "$SMI" --version
+  smi smi-table nvidia-smi.txt
+  smi smi-query nvidia-smi-query-gpu.csv "--query-gpu=$QUERY" --format=csv
+  smi smi-query-tfgpu nvidia-smi-query-gpu-tfgpu.csv "--query-gpu=$TFGPU_QUERY" --format=csv,noheader,nounits
+  smi smi-q nvidia-smi-q.txt -q
+  smi smi-q-x nvidia-smi-q-x.xml -q -x
+  smi smi-L nvidia-smi-L.txt -L
+  smi smi-version nvidia-smi-version.txt --version
 else
   record smi-table absent 0 nvidia-smi.txt nvidia-smi
 fi

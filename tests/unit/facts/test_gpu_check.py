@@ -348,7 +348,7 @@ def test_the_script_writes_every_file_the_comparison_reads_and_the_probes_query(
                  "env.txt", G.MANIFEST):
         assert name in text, name
     for step in ("smi-table", "smi-query", "smi-q", "proc-version"):
-        assert f"step {step} " in text or f"record {step} " in text, step
+        assert f"step {step} " in text or f"record {step} " in text or f"smi {step} " in text, step
     assert f"TFGPU_QUERY={','.join(P.SMI_FIELDS)}\n" in text
     assert f"\nQUERY={G.QUERY}\n" in text
     assert all(f"{op}" in text for op in G.LOGS)
@@ -409,9 +409,10 @@ def test_a_hung_nvidia_smi_costs_its_time_limit_not_the_run(tmp_path: Path) -> N
                                        "TFGPU_GPU_CHECK_SMI_TIMEOUT": "2"}, budget=150)
     took = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr
-    assert took < 100  # 7 nvidia-smi calls of 2 s, the rest as in the dry run
+    assert took < 80  # one nvidia-smi call of 2 s, the rest as in the dry run
     steps = G.read_manifest(_untar(out, tmp_path / "x"))
-    assert {steps[s]["rc"] for s in ("smi-table", "smi-q", "smi-query", "smi-version")} == {"124"}
+    assert steps["smi-table"]["rc"] == "124"
+    assert {steps[s]["rc"] for s in ("smi-q", "smi-query", "smi-version")} == {"skipped-after-hang"}
     assert "nvidia-smi exited 124" in (out / "summary.txt").read_text()
 
 
