@@ -212,3 +212,32 @@ def release(session: nox.Session) -> None:
     wheel = next(f for f in files if f.endswith(".whl"))
     session.run("uvx", "--from", wheel, "tfgpu", "--version")
 
+
+
+@nox.session(default=False)
+def gpu(session: nox.Session) -> None:
+    """The GPU check (issue 27, section 5; CONTRIBUTING.md, "A real GPU"): validates scripts/gpu_check.sh here and
+    prints the one command a session with a GPU machine runs.
+
+    shellcheck on the script (apt-get install shellcheck), the pure tests of the comparison, then a dry run on this
+    machine with only what the GPU machine has (typer, rich, packaging, nvidia-ml-py; tfgpu not installed: the script
+    runs it from src/): it must say "no GPU here", exit 0, and leave at most 8 files of 16 MiB in its output folder."""
+    script = ROOT / "scripts" / "gpu_check.sh"
+    if shutil.which("shellcheck"):
+        session.run("shellcheck", "--shell=bash", "--severity=style", str(script), external=True)
+    else:
+        session.warn("shellcheck is not installed (apt-get install shellcheck): the script was not linted")
+    session.run("bash", "-n", str(script), external=True)
+    session.install("typer<0.29", "rich", "packaging", "nvidia-ml-py", "pytest", "hypothesis", "jsonschema")
+    session.run("pytest", "-p", "no:cacheprovider", "-q", "-m", "not slow", "tests/unit/facts/test_gpu_check.py",
+                env={"PYTHONPATH": os.pathsep.join((os.fspath(ROOT), os.fspath(ROOT / "src")))})
+    out = ROOT / ".nox" / "gpu-dry-run"
+    shutil.rmtree(out, ignore_errors=True)
+    python = str(Path(session.virtualenv.location) / ("Scripts/python.exe" if os.name == "nt" else "bin/python"))
+    session.run("bash", str(script), str(out), external=True,
+                env={"TFGPU_GPU_CHECK_PYTHON": python, "TFGPU_GPU_CHECK_RUNS": "3"})
+    session.run("python", str(ROOT / "scripts" / "gpu_check.py"), "check-out", str(out))
+    session.log("dry run: .nox/gpu-dry-run/summary.txt. On the machine with a GPU, from this tree (allow 420 s):")
+    session.log('    bash scripts/gpu_check.sh "$OUT"')
+    session.log("then file what came back (CONTRIBUTING.md, \"A real GPU\"):")
+    session.log("    python3 scripts/gpu_check.py import FILES_AT/gpu-check.tar.gz --origin 'the lent H100, DATE'")

@@ -42,6 +42,7 @@ class Recommendation:
     why: str | None = None  # the CPU route: why no release can use a GPU here ("; "-joined, may be empty)
     instead_of: str | None = None  # the blocked --tf target this recommendation replaces
     why_not: str | None = None  # one line on why that target does not work here
+    needs: str | None = None  # what to install first: no runner installed here can build the recipe (tfgpu.plan.choose)
     #: the release's verdict the recommendation was made from (None: the CPU route); not part of the JSON
     target: TargetVerdict | None = field(default=None, compare=False, repr=False)
 
@@ -49,7 +50,7 @@ class Recommendation:
         """The doctor JSON's ``recommendation`` (schema tfgpu.doctor/1; the optional fields only when set)."""
         out: dict[str, Any] = {"tf": self.tf, "backend": self.backend, "recipe": self.recipe,
                                "recipe_id": self.recipe_id, "verdict": self.verdict, "command": self.command}
-        for key in ("why", "instead_of", "why_not"):
+        for key in ("why", "instead_of", "why_not", "needs"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value

@@ -218,16 +218,20 @@ def _choose_one(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, 
         raise UsageError(msg, hint=f"use {conda_way}" if family == "pip" else "use --backend pip")
     viable = _viable_recipes(verdict, v)
     first = [r for r in usable if viable is None or r.id in viable]
+    if viable is not None and not first:  # the workable recipes are of a family this backend does not build
+        raise NoRunner(v, [r for r in recipes if r.id in viable], None, backend=prefs.backend)
     found = _first_runnable(kb, first, runners, ctx, prefs, verdict)
     if isinstance(found, Choice):
         return found
     if prefs.backend == "auto" and first and first[0].backend == "pip" and (
             viable is not None or not any(r.backend in CONDA_FAMILY for r in recipes)):
         # a pip recipe the verdict finds workable (or no conda recipe at all) and no interpreter for it: a
-        # conda-made interpreter, then pip -- before a recipe the verdict blocks
+        # conda-made interpreter, then pip
         fallback = _conda_python(kb, first[0], ctx, tools)
         if fallback is not None:
             return fallback
+    if viable is not None:  # the target works here, but not through a recipe the verdict blocks: say what to install
+        raise NoRunner(v, first, found[0], backend=prefs.backend)
     rest = _first_runnable(kb, [r for r in usable if r not in first], runners, ctx, prefs, verdict,
                            pip_without_python=found[1])
     if isinstance(rest, Choice):
@@ -276,6 +280,23 @@ def _conda_python(kb: KnowledgeBase, recipe: Recipe, base_ctx: Context, tools: M
                   f"environment with that Python, then pip installs recipe {recipe.id}", python_from_conda=True)
 
 
+class NoRunner(UsageError):
+    """The verdict holds the target workable through recipes that nothing installed here can build (e.g. a conda
+    recipe with no mamba, micromamba or conda, and no embedded engine on Python < 3.10). The chooser never falls
+    back to a recipe the verdict blocks then: ``hint`` says what to install (the refusing runner's hint)."""
+
+    def __init__(self, v: Version, recipes: Sequence[Recipe], refused: UsageError | None, *, backend: str) -> None:
+        names = ", ".join(f"{r.id} ({r.backend})" for r in recipes) or "the container route"
+        if refused is not None:
+            why = f"which cannot be built here: {refused.message}"
+        else:  # the recipes are of another family than the backend asked for
+            why = f"which --backend {backend} does not build"
+        msg = f"TensorFlow {v} works here only through {names}, {why}"
+        hint = refused.hint if refused is not None and refused.hint else f"see `tfgpu doctor --tf {v}`"
+        super().__init__(msg, hint=hint)
+
+
+
 def _recipe_context(kb: KnowledgeBase, ctx: Context, recipe: Recipe) -> Context:
     """The context narrowed to the Pythons a pip recipe can install with (compat/pins.toml `pythons`:
     e.g. tensorflow[and-cuda] 2.14 pins tensorrt 8.5.3.1, which has wheels up to cp310 only)."""
@@ -321,12 +342,20 @@ def choose(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, v: Ve
 def choose_for_target(kb: KnowledgeBase, facts: Facts, tv: TargetVerdict,
                       tools: Mapping[str, str | None], prefs: Preferences) -> Choice | None:
     """What `tfgpu plan --tf RELEASE` chooses for a judged target (None: nothing can build it here)."""
+    return _choice_or_refusal(kb, facts, tv, tools, prefs)[0]
+
+
+def _choice_or_refusal(kb: KnowledgeBase, facts: Facts, tv: TargetVerdict, tools: Mapping[str, str | None],
+                       prefs: Preferences) -> tuple[Choice | None, NoRunner | None]:
+    """:func:`choose_for_target`, and when the target works here but nothing installed can build it, why."""
     os_name = target_os(facts)
     try:
         v = kb.resolve_tf(tv.tf, os=os_name)  # as the planner resolves it: a release this OS lacks is refused
-        return choose(kb, facts, tv, v, os_name, tools, prefs)[0]
+        return choose(kb, facts, tv, v, os_name, tools, prefs)[0], None
+    except NoRunner as exc:
+        return None, exc
     except (UsageError, InvalidVersion):
-        return None
+        return None, None
 
 
 def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Facts,
@@ -376,7 +405,14 @@ def chosen_recommendation(kb: KnowledgeBase, facts: Facts, rec: Recommendation |
         return rec if c is None else replace(rec, recipe=c.recipe.id, recipe_id=c.recipe.id)
     if rec.instead_of is not None:
         prefs = Preferences(backend="auto", prefer=prefs.prefer, prefer_source=prefs.prefer_source)
-    c = choose_for_target(kb, facts, tv, tools, prefs)
+    c, no_runner = _choice_or_refusal(kb, facts, tv, tools, prefs)
+    if (c is None and no_runner is not None and tv.verdict != "blocked" and prefs.backend == "auto"
+            and _lists_interpreters(facts)):
+        # it works here, but nothing installed builds it yet (plan would refuse): no recipe plan builds, the command
+        # that builds it once the runner is installed (the choice is automatic then), and what to install first.
+        # Facts that do not list the machine's interpreters cannot say one is missing: the recipe stands then
+        return replace(rec, recipe_id=None, command=f"tfgpu create --tf {rec.tf}",
+                       needs=no_runner.hint or no_runner.message)
     if c is None or tv.verdict == "blocked":
         return rec
     # a pip recipe run in a conda-made Python is what --backend auto builds (an explicit --backend conda or rattler
@@ -384,6 +420,17 @@ def chosen_recommendation(kb: KnowledgeBase, facts: Facts, rec: Recommendation |
     backend = "" if c.python_from_conda and prefs.backend == "auto" else f" --backend {c.backend}"
     return replace(rec, backend="pip" if c.recipe.backend == "pip" and not c.python_from_conda else "conda",
                    recipe=c.recipe.id, recipe_id=c.recipe.id, command=f"tfgpu create --tf {rec.tf}{backend}")
+
+
+def _lists_interpreters(facts: Facts) -> bool:
+    """Whether the facts list the machine's interpreters, the current one among them (a probe's do; a hand-made or
+    recorded one may name only the current Python, which `create` would use)."""
+    py = facts.get("python")
+    if not (isinstance(py, Mapping) and isinstance(py.get("interpreters"), list)):
+        return False
+    current = str(py.get("current") or "")
+    return not current or any(isinstance(it, Mapping) and str(it.get("version") or "") == current
+                              for it in py["interpreters"])
 
 
 def recommendation(kb: KnowledgeBase, facts: Facts, *, target: TargetVerdict | None = None, backend: str = "auto",

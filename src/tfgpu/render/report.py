@@ -281,6 +281,8 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
         instead = f" instead of {rec['instead_of']}" if rec.get("instead_of") else ""
         console.print(Text(f"Recommendation{instead}: TensorFlow {rec['tf']} with the {rec['backend']} backend "
                            f"({rec['verdict']})", style="bold green"))
+        if rec.get("needs"):  # nothing installed here can build it yet
+            console.print(Text(f"  first: {rec['needs']}", style="yellow"))
         console.print(Text(f"  {rec['command']}", style="bold"))
     else:
         console.print(Text("Recommendation: none — no TensorFlow release can use a GPU here as the machine is; "
@@ -341,6 +343,8 @@ def step_summary(doc: Mapping[str, Any]) -> str:
         out.append(f"| {t['tf']} | {t['verdict']} | {t.get('backend') or ''} | {_md(why)} |")
     rec = doc.get("recommendation")
     out += ["", f"**Recommendation:** `{rec['command']}`" if rec else "**Recommendation:** none", ""]
+    if rec and rec.get("needs"):
+        out[-1:-1] = [f"first: {_md(str(rec['needs']))}"]
     note = knowledge_note(doc)
     if note:
         out += [f"**Note:** {_md(note)}", ""]
@@ -369,6 +373,8 @@ def plain_log(doc: Mapping[str, Any]) -> str:
         lines.append(comment_safe(f"environment: {doc['environment'].get('summary')}"))
     rec = doc.get("recommendation")
     lines.append(f"recommendation: {rec['command']}" if rec else "recommendation: none")
+    if rec and rec.get("needs"):
+        lines.append(comment_safe(f"first: {rec['needs']}"))
     note = knowledge_note(doc)
     if note:
         lines.append(comment_safe(f"note: {note}"))
