@@ -137,6 +137,12 @@ def _validate(value: Any, schema: Mapping[str, Any], where: str) -> str | None:
     return None
 
 
+def schema_problem(value: Any, schema: Mapping[str, Any], where: str) -> str | None:
+    """The first problem of ``value`` against a JSON Schema written in the subset :func:`_validate` reads (the
+    shipped schemas of documents tfgpu reads back: facts, environment specs), or None."""
+    return _validate(value, schema, where)
+
+
 def validate_facts(doc: Any) -> list[str]:
     """Problems with a facts document against facts.schema.json (empty list = valid)."""
     problem = _validate(doc, facts_schema(), "facts")
@@ -154,23 +160,12 @@ def load_facts_file(path: str | Path) -> dict[str, Any]:
 
     A missing section means "unknown". Raises InputError (exit 2) naming the file and the problem.
     """
+    from tfgpu.core.sysio import read_text_file
+
     p = Path(path)
-    try:
-        with p.open("rb") as fh:  # bounded: a huge file, /dev/zero or a pipe must not fill the memory
-            data = fh.read(MAX_FACTS_BYTES + 1)
-        text = data.decode("utf-8")
-    except FileNotFoundError:
-        msg = f"facts file {p} does not exist"
-        raise InputError(msg, hint="give the path of a facts document or a `tfgpu doctor --json` report") from None
-    except UnicodeDecodeError:
-        msg = f"facts file {p} is not UTF-8 text"
-        raise InputError(msg) from None
-    except OSError as exc:
-        msg = f"cannot read facts file {p}: {exc.strerror or exc}"
-        raise InputError(msg) from None
-    if len(data) > MAX_FACTS_BYTES:
-        msg = f"facts file {p} is larger than {MAX_FACTS_BYTES // (1024 * 1024)} MB: not a facts document"
-        raise InputError(msg, hint="give the output of `tfgpu doctor --json` (a few kB)")
+    # bounded: a huge file, /dev/zero or a pipe must not fill the memory
+    text = read_text_file(p, what="facts file", limit=MAX_FACTS_BYTES, noun="a facts document",
+                          hint="give the path of a facts document or a `tfgpu doctor --json` report (a few kB)")
     long_number = _LONG_NUMBER.search(text)
     if long_number:  # no fact is a 65-digit number; thousands of digits would not even convert to int
         msg = (f"facts file {p} holds a {long_number.end() - long_number.start()}-digit number "
