@@ -361,3 +361,13 @@ def test_a_malformed_spec_is_named(change: Callable[[Spec], None], problem: str)
     spec = base_spec()
     change(spec)
     assert problem in (check_spec(spec) or "")
+
+
+def test_the_docs_list_every_rule() -> None:
+    from tests import REPO
+
+    docs = (REPO / "docs" / "envspec.md").read_text(encoding="utf-8")
+    ids = {c[2] for c in SINGLE_CHANGES} | {"tf.missing", "gpu.ptx_jit"}
+    missing = sorted(i for i in ids if f"`{i}`" not in docs and not i.startswith("environment."))
+    assert missing == []
+    assert "`environment.<id>`" in docs
