@@ -45,6 +45,7 @@ class Facts(TypedDict, total=False):
     provenance: dict[str, Any]
     timings: dict[str, Any]
     errors: list[Any]
+    environment: dict[str, Any]
 
 
 def as_facts(doc: Mapping[str, Any]) -> Facts:
@@ -99,7 +100,7 @@ def _type_ok(value: Any, name: str) -> bool:
 
 def _validate(value: Any, schema: Mapping[str, Any], where: str) -> str | None:
     """The subset of JSON Schema the facts schema uses: type, const, enum, pattern, minimum, required,
-    properties, additionalProperties, items. Returns the first problem or None."""
+    properties, additionalProperties, items, minItems, maxItems. Returns the first problem or None."""
     if "const" in schema and value != schema["const"]:
         return f"{where}: expected {json.dumps(schema['const'])}, got {json.dumps(value)}"
     if "enum" in schema and value not in schema["enum"]:
@@ -130,6 +131,8 @@ def _validate(value: Any, schema: Mapping[str, Any], where: str) -> str | None:
                 problem = None
             if problem:
                 return problem
+    if isinstance(value, list) and not schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value)):
+        return f"{where}: {len(value)} items, not {schema.get('minItems', 0)} to {schema.get('maxItems', 'any')}"
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         for i, item in enumerate(value):
             if problem := _validate(item, schema["items"], f"{where}[{i}]"):

@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests import REPO
 from tests.conftest import RTX3080_FACTS
 from tests.unit.judge.test_environment_verdict import ALL_NVIDIA_RUNPATH, CU12, make_env
+from tests.unit.judge.test_envspec import base_spec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -252,3 +255,52 @@ def test_an_environment_that_does_not_work_is_exported_as_it_is(tmp_path: Path, 
     rc, out, _ = cli("validate", str(spec), "--prefix", str(env), "--facts", facts)
     assert rc == 0  # the same environment: its blocker is said, as the exported one had it
     assert "(the exported environment had this too)  [environment.python.numpy]" in out
+
+
+_text = st.text(max_size=12)
+_strs = st.lists(_text, max_size=3)
+_odd_environments = st.fixed_dictionaries({}, optional={
+    "prefix": st.none() | _text, "python": st.none() | _text, "python_version": st.none() | _text,
+    "kind": st.none() | st.sampled_from(["venv", "conda", "system"]),
+    "distributions": st.dictionaries(st.sampled_from(["numpy", "keras", "nvidia-cudnn-cu12", "tf-keras"]), _text),
+    "tensorflow": st.lists(st.fixed_dictionaries(
+        {"distribution": st.sampled_from(["tensorflow", "tensorflow-cpu", "tf-nightly", "x"])},
+        optional={"version": st.none() | st.sampled_from(["2.16.1", "1.14.0", "2.99", "x", "9" * 40]),
+                  "requires": st.lists(st.sampled_from(["numpy<2", "numpy<<", "nvidia-cudnn-cu12==8.9 ; extra == 'and-cuda'",
+                                                        "keras ; python_version >= '3'"]), max_size=3)}), max_size=2),
+    "build_info": st.none() | st.dictionaries(st.sampled_from(["is_cuda_build", "cuda_version", "cudnn_version",
+                                                               "cuda_compute_capabilities"]),
+                                              st.booleans() | st.sampled_from(["12.3", "8", "", "x.y", "99999.1"]) | _strs),
+    "objects": st.lists(st.fixed_dictionaries({"path": _text}, optional={"needed": _strs, "rpath": st.none() | _text,
+                                                                         "runpath": st.none() | _text}), max_size=2),
+    "activation": st.fixed_dictionaries({}, optional={"LD_LIBRARY_PATH": st.none() | _text,
+                                                      "TF_USE_LEGACY_KERAS": st.none() | _text}),
+    "ld_cache": st.lists(st.lists(_text, min_size=2, max_size=2), max_size=2),
+    "dirs": st.dictionaries(_text, _strs, max_size=2),
+    "versions": st.dictionaries(_text, st.dictionaries(_text, _text, max_size=2), max_size=2),
+})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_odd_environments)
+def test_property_any_recorded_environment_is_judged_or_refused(tmp_path: Path, cli: CLI, environment: dict[str, Any]
+                                                                ) -> None:
+    """A report's environment is someone else's file: whatever its values, validate and export answer (0, 1) or
+    refuse it (2), never an internal error."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(base_spec()))
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"schema": "tfgpu.doctor/1", "facts": {**RTX3080_FACTS, "environment": environment}}))
+    rc, _, err = cli("validate", str(spec), "--facts", str(report))
+    assert rc in ((0, 1) if not err.startswith("tfgpu: error: facts file") else (2,)), err
+    rc, _, err = cli("export", "--facts", str(report))
+    assert rc in (0, 2), err
+    assert "internal error" not in err
+
+
+def test_a_malformed_environment_in_a_facts_file_is_bad_input_for_the_doctor_too(tmp_path: Path, cli: CLI) -> None:
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({**RTX3080_FACTS, "environment": {"tensorflow": "x", "distributions": [1]}}))
+    rc, out, err = cli("doctor", "--facts", str(report), "--json")
+    assert (rc, out) == (2, "")
+    assert err.strip() == f"tfgpu: error: facts file {report}: facts.environment.tensorflow: expected array, got str \"x\""
