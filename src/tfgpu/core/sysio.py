@@ -1,5 +1,6 @@
-"""Two OS-level helpers that the cache, the environment registry, the lockfile writer and the scans for
-stranded directories share. No tfgpu imports: the doctor's start-up and the engine child load it cheaply."""
+"""OS-level helpers that the cache, the environment registry, the writers of files (lockfiles, CI jobs, environment
+specs) and the scans for stranded directories share. No tfgpu imports at module level: the doctor's start-up and
+the engine child load it cheaply."""
 
 from __future__ import annotations
 
@@ -21,6 +22,52 @@ def replace_file(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     except BaseException:  # a full disk or Ctrl-C mid-write: remove the half-written file, then re-raise
         tmp.unlink(missing_ok=True)
         raise
+
+
+def write_new_file(path: str, text: str, *, force: bool, hint: str = "give another -o PATH") -> None:
+    """Write ``text`` at ``path`` (its directories made, atomically: :func:`replace_file`), never over an existing
+    file unless ``force``; UsageError / InputError (exit 2) with ``hint`` or the fix otherwise."""
+    from tfgpu.core.errors import InputError, UsageError
+
+    target = Path(path)
+    if (target.exists() or target.is_symlink()) and not force:
+        msg = f"{path} exists; not replacing it without --force"
+        raise UsageError(msg, hint=hint)
+    if target.is_dir():
+        msg = f"{path} is a directory"
+        raise UsageError(msg, hint="give a file name with -o")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        replace_file(target, text.encode("utf-8"), mode=0o644)
+    except OSError as exc:
+        msg = f"cannot write {path}: {exc.strerror or exc}"
+        raise InputError(msg, hint="check the directory's permissions, or give another -o PATH") from None
+
+
+def read_text_file(path: str | Path, *, what: str, limit: int, noun: str, hint: str | None = None) -> str:
+    """A UTF-8 file someone gave, read to at most ``limit`` bytes (a huge file, /dev/zero or a pipe must not fill
+    the memory); InputError (exit 2) naming ``what`` (e.g. "facts file") and the problem, with ``hint`` where the
+    file is missing or too large (``noun``: what such a file is, e.g. "a facts document")."""
+    from tfgpu.core.errors import InputError
+
+    try:
+        with Path(path).open("rb") as fh:
+            data = fh.read(limit + 1)
+        text = data.decode("utf-8")
+    except FileNotFoundError:
+        msg = f"{what} {path} does not exist"
+        raise InputError(msg, hint=hint) from None
+    except UnicodeDecodeError:
+        msg = f"{what} {path} is not UTF-8 text"
+        raise InputError(msg) from None
+    except OSError as exc:
+        msg = f"cannot read {what} {path}: {exc.strerror or exc}"
+        raise InputError(msg) from None
+    if len(data) > limit:
+        size = f"{limit // (1024 * 1024)} MB" if limit >= 1024 * 1024 else f"{limit // 1024} kB"
+        msg = f"{what} {path} is larger than {size}: not {noun}"
+        raise InputError(msg, hint=hint)
+    return text
 
 
 def pid_alive(pid: int) -> bool:

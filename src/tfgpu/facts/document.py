@@ -45,6 +45,7 @@ class Facts(TypedDict, total=False):
     provenance: dict[str, Any]
     timings: dict[str, Any]
     errors: list[Any]
+    environment: dict[str, Any]
 
 
 def as_facts(doc: Mapping[str, Any]) -> Facts:
@@ -106,7 +107,7 @@ def _type_ok(value: Any, name: str) -> bool:
 
 def _validate(value: Any, schema: Mapping[str, Any], where: str) -> str | None:
     """The subset of JSON Schema the facts schema uses: type, const, enum, pattern, minimum, required,
-    properties, additionalProperties, items. Returns the first problem or None."""
+    properties, additionalProperties, items, minItems, maxItems. Returns the first problem or None."""
     if "const" in schema and value != schema["const"]:
         return f"{where}: expected {json.dumps(schema['const'])}, got {json.dumps(value)}"
     if "enum" in schema and value not in schema["enum"]:
@@ -137,11 +138,19 @@ def _validate(value: Any, schema: Mapping[str, Any], where: str) -> str | None:
                 problem = None
             if problem:
                 return problem
+    if isinstance(value, list) and not schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value)):
+        return f"{where}: {len(value)} items, not {schema.get('minItems', 0)} to {schema.get('maxItems', 'any')}"
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         for i, item in enumerate(value):
             if problem := _validate(item, schema["items"], f"{where}[{i}]"):
                 return problem
     return None
+
+
+def schema_problem(value: Any, schema: Mapping[str, Any], where: str) -> str | None:
+    """The first problem of ``value`` against a JSON Schema written in the subset :func:`_validate` reads (the
+    shipped schemas of documents tfgpu reads back: facts, environment specs), or None."""
+    return _validate(value, schema, where)
 
 
 def validate_facts(doc: Any) -> list[str]:
@@ -161,23 +170,12 @@ def load_facts_file(path: str | Path) -> dict[str, Any]:
 
     A missing section means "unknown". Raises InputError (exit 2) naming the file and the problem.
     """
+    from tfgpu.core.sysio import read_text_file
+
     p = Path(path)
-    try:
-        with p.open("rb") as fh:  # bounded: a huge file, /dev/zero or a pipe must not fill the memory
-            data = fh.read(MAX_FACTS_BYTES + 1)
-        text = data.decode("utf-8")
-    except FileNotFoundError:
-        msg = f"facts file {p} does not exist"
-        raise InputError(msg, hint="give the path of a facts document or a `tfgpu doctor --json` report") from None
-    except UnicodeDecodeError:
-        msg = f"facts file {p} is not UTF-8 text"
-        raise InputError(msg) from None
-    except OSError as exc:
-        msg = f"cannot read facts file {p}: {exc.strerror or exc}"
-        raise InputError(msg) from None
-    if len(data) > MAX_FACTS_BYTES:
-        msg = f"facts file {p} is larger than {MAX_FACTS_BYTES // (1024 * 1024)} MB: not a facts document"
-        raise InputError(msg, hint="give the output of `tfgpu doctor --json` (a few kB)")
+    # bounded: a huge file, /dev/zero or a pipe must not fill the memory
+    text = read_text_file(p, what="facts file", limit=MAX_FACTS_BYTES, noun="a facts document",
+                          hint="give the path of a facts document or a `tfgpu doctor --json` report (a few kB)")
     long_number = _LONG_NUMBER.search(text)
     if long_number:  # no fact is a 65-digit number; thousands of digits would not even convert to int
         msg = (f"facts file {p} holds a {long_number.end() - long_number.start()}-digit number "

@@ -353,6 +353,34 @@ def _search_evidence(doc: Mapping[str, Any]) -> str:
             f"{len(doc.get('ld_cache') or [])} CUDA entries in the ld.so cache")
 
 
+def driver_floor(kb: Any, cuda: str | None, os_name: str = "linux") -> tuple[Version | None, Any]:
+    """(the oldest driver a CUDA ``cuda`` runtime runs on, the compat/cuda.toml row that says so): from CUDA 11
+    on, the X.0 release's floor (minor version compatibility); (None, None) when the knowledge base has none."""
+    cv = _v(cuda)
+    if cv is None:
+        return None, None
+    floor = kb.toolkit(f"{cv.major}.0" if cv.major >= 11 else f"{cv.major}.{cv.minor}")
+    if floor is None:
+        return None, None
+    return floor.min_driver(os_name), floor
+
+
+def cc_pair(text: str) -> tuple[int, int]:
+    """A compute capability "8.6" as (8, 6)."""
+    major, _, minor = str(text).partition(".")
+    return int(major), int(minor or 0)
+
+
+def gpu_code_for(cc: tuple[int, int], sass: Sequence[tuple[int, int]], ptx: Sequence[tuple[int, int]]) -> str | None:
+    """What a GPU of compute capability ``cc`` runs of a build's code: "sass" (a cubin of its major with a minor
+    <= its own), else "ptx" (a PTX target <= it, JIT-compiled at start), else None (no kernel image)."""
+    if any(s[0] == cc[0] and s <= cc for s in sass):
+        return "sass"
+    if any(p <= cc for p in ptx):
+        return "ptx"
+    return None
+
+
 def machine_findings(facts: Mapping[str, Any], libs: Sequence[Mapping[str, Any]], build_info: Mapping[str, Any],
                      kb: Any, cuda: str | None, activation: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The driver (libcuda.so.1, its version against the CUDA runtime), the GPUs' architectures, small GPUs."""
@@ -372,10 +400,7 @@ def machine_findings(facts: Mapping[str, Any], libs: Sequence[Mapping[str, Any]]
             repair={"kind": "none", "instead": "install the NVIDIA driver"}))
     cudart = next((lib for lib in libs if lib["family"] == "cudart" and lib["status"] == "found"), None)
     if dver is not None and cuda and cudart is not None:
-        cv = _v(cuda)
-        tk = kb.toolkit(f"{cv.major}.{cv.minor}") if cv is not None else None
-        floor = kb.toolkit(f"{cv.major}.0") if cv is not None and cv.major >= 11 else tk
-        need = floor.min_driver(str((facts.get("platform") or {}).get("os") or "linux")) if floor is not None else None
+        need, floor = driver_floor(kb, cuda, str((facts.get("platform") or {}).get("os") or "linux"))
         if need is not None and dver < need:
             out.append(_finding(
                 "driver.too_old", f"driver {dver} is too old for the CUDA {cuda} runtime found ({cudart['path']}): "
@@ -383,15 +408,13 @@ def machine_findings(facts: Mapping[str, Any], libs: Sequence[Mapping[str, Any]]
                 fix=f"upgrade the NVIDIA driver to >= {need}, or `tfgpu create` a TensorFlow built for an older CUDA",
                 repair={"kind": "none", "instead": f"upgrade the NVIDIA driver to >= {need}"}))
     archs = [str(a) for a in build_info.get("cuda_compute_capabilities") or []]
-    sass = sorted({int(a[3:]) for a in archs if a.startswith("sm_") and a[3:].isdigit()})
-    ptx = sorted({int(a[8:]) for a in archs if a.startswith("compute_") and a[8:].isdigit()})
+    sass = [(int(a[3:]) // 10, int(a[3:]) % 10) for a in archs if a.startswith("sm_") and a[3:].isdigit()]
+    ptx = [(int(a[8:]) // 10, int(a[8:]) % 10) for a in archs if a.startswith("compute_") and a[8:].isdigit()]
     for g in facts.get("gpus") or []:
         cc = str(g.get("compute_capability") or "")
         if not re.fullmatch(r"\d+\.\d+", cc) or not (sass or ptx):
             continue
-        n = int(cc.replace(".", ""))
-        runs = any(s // 10 == n // 10 and s <= n for s in sass) or any(p <= n for p in ptx)
-        if not runs:
+        if gpu_code_for(cc_pair(cc), sass, ptx) is None:
             out.append(_finding(
                 "gpu.arch", f"GPU {g.get('index')} ({g.get('name')}, compute capability {cc}) is not among this "
                 f"build's architectures ({', '.join(archs)})", evidence="build_info.py cuda_compute_capabilities",

@@ -186,9 +186,14 @@ def _judge_code(kb: KnowledgeBase, v: Version, os: str, name: str, cc: Version, 
 def _outside_toolkit(cc: Version, toolkit: Toolkit | None) -> str | None:
     """The first GPU rule: "newer" when a GPU's architecture is newer than any a CUDA toolkit knows (its
     libraries carry no kernels for it), "older" when the toolkit no longer supports it, else None."""
-    if toolkit and toolkit.cc_max and cc.major > _cc(toolkit.cc_max).major:
+    return outside_cc_range(cc, toolkit.cc_min, toolkit.cc_max) if toolkit else None
+
+
+def outside_cc_range(cc: Version, cc_min: str, cc_max: str) -> str | None:
+    """:func:`_outside_toolkit` for a toolkit's compute capability range (an environment spec records it)."""
+    if cc_max and cc.major > _cc(cc_max).major:
         return "newer"
-    if toolkit and toolkit.cc_min and cc < _cc(toolkit.cc_min):
+    if cc_min and cc < _cc(cc_min):
         return "older"
     return None
 

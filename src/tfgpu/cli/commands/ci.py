@@ -72,26 +72,11 @@ def _check_facts(path: str) -> None:
 
 def _write_new(path: str, text: str, *, force: bool, kind: str) -> None:
     """Write ``text`` at ``path`` (its directories made), never over an existing file unless ``force``."""
-    from pathlib import Path
+    from tfgpu.core.sysio import write_new_file
 
-    from tfgpu.core.errors import InputError, UsageError
-    from tfgpu.core.sysio import replace_file
-
-    target = Path(path)
-    if (target.exists() or target.is_symlink()) and not force:
-        hint = ("write it elsewhere and include it: -o ci/tfgpu.gitlab-ci.yml, then `include: {local: "
-                "ci/tfgpu.gitlab-ci.yml}` in .gitlab-ci.yml" if kind == "gitlab" else "give another -o PATH")
-        msg = f"{path} exists; not replacing it without --force"
-        raise UsageError(msg, hint=hint)
-    if target.is_dir():
-        msg = f"{path} is a directory"
-        raise UsageError(msg, hint="give a file name with -o")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        replace_file(target, text.encode("utf-8"), mode=0o644)
-    except OSError as exc:
-        msg = f"cannot write {path}: {exc.strerror or exc}"
-        raise InputError(msg, hint="check the directory's permissions, or give another -o PATH") from None
+    hint = ("write it elsewhere and include it: -o ci/tfgpu.gitlab-ci.yml, then `include: {local: "
+            "ci/tfgpu.gitlab-ci.yml}` in .gitlab-ci.yml" if kind == "gitlab" else "give another -o PATH")
+    write_new_file(path, text, force=force, hint=hint)
 
 
 def register(app: typer.Typer) -> None:
