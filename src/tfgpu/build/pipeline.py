@@ -119,6 +119,9 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
     verdict: TargetVerdict | None = None
     if req.build.cpu:
         return _create_cpu(req, events, build_facts, tf)
+    if lock_plan is not None and lock_plan.cpu:  # a lock of the CPU route: no GPU verdict to judge
+        events.planned(lock_plan)
+        return _build_and_verify(req, events, facts, lock_plan, None)
     try:
         # a lock fixes the backend: judge the conda (rattler) or pip route it takes
         verdict = judge_target(as_facts(facts), load_kb(), tf,
