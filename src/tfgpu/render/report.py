@@ -176,6 +176,26 @@ def _group(check_id: str) -> str:
     return "Other"
 
 
+def container_route_shown(doc: Mapping[str, Any]) -> bool:
+    """Whether the human report shows the container route beside the other backends: only where it could run,
+    an NVIDIA GPU and an installed container runtime (``--backend container|docker|podman|apptainer`` asks for
+    it and judges it alone). Its findings stay in the JSON either way."""
+    facts = doc.get("facts") or {}
+    containers = facts.get("containers") if isinstance(facts.get("containers"), Mapping) else {}
+    return bool(facts.get("gpus")) and bool((containers or {}).get("runtimes"))
+
+
+def _without_containers(t: Mapping[str, Any]) -> dict[str, Any]:
+    """A target as the report shows it where the container route does not belong: no container backend, no
+    blocker tagged with it, unless the target's own backend is the container one."""
+    if t.get("backend") == "container":
+        return dict(t)
+    kept = [b for b in t.get("backends") or [] if b.get("backend") != "container"]
+    tags = tuple(f"[container: {b.get('recipe')}]" for b in t.get("backends") or [] if b.get("backend") == "container")
+    blockers = [b for b in t.get("blockers") or [] if not (tags and str(b.get("summary", "")).startswith(tags))]
+    return {**t, "backends": kept, "blockers": blockers}
+
+
 def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = None) -> None:
     """The doctor's report for a person (tfgpu.render.output: styles only on a terminal without NO_COLOR;
     ``color`` forces the answer)."""
@@ -226,6 +246,8 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
         if check.get("fix") and check["status"] in (WARN, FAIL, ERROR):
             console.print(Text(f"      fix: {check['fix']}", style="cyan"))
     targets = doc.get("targets", [])
+    if not container_route_shown(doc):
+        targets = [_without_containers(t) for t in targets]
     if len(targets) == 1:
         t = targets[0]
         console.print(Text(f"\nTensorFlow {t['tf']}: {t['verdict'].upper()}"
