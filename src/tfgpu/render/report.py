@@ -198,11 +198,8 @@ def _without_containers(t: Mapping[str, Any]) -> dict[str, Any]:
 
 def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = None) -> None:
     """The doctor's report for a person (tfgpu.render.output: styles only on a terminal without NO_COLOR;
-    ``color`` forces the answer)."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
+    ``color`` forces the answer). On a terminal lines wrap at its width (COLUMNS wins), never inside a
+    command; in a pipe or a file nothing wraps and no reason is cut."""
     from tfgpu.core.safety import terminal_safe_doc
     from tfgpu.render import output
 
@@ -210,122 +207,153 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
     # window title) and no lone surrogate reaches the terminal raw
     doc = cast("Mapping[str, Any]", terminal_safe_doc(doc))
     styled = output.use_style(out) if color is None else color
-    console = output.console(file=out, style=styled, soft_wrap=False,
-                             width=max(100, Console(file=out).width if styled else 100))
+    console = output.fitted_console(file=out, style=styled)
+    _say = functools.partial(_print, console)
     facts = doc.get("facts", {})
     plat = facts.get("platform") or {}
-    console.print(Text(f"tfgpu {doc['tfgpu_version']} doctor · knowledge base {doc['data_version']}", style="bold"))
+    _say(f"tfgpu {doc['tfgpu_version']} doctor · knowledge base {doc['data_version']}", "bold")
     if plat:
-        where = " ".join(str(x) for x in (plat.get("os"), plat.get("distro"), plat.get("arch")) if x)
-        console.print(Text(f"machine: {where}", style="dim"))
+        _say("machine: " + " ".join(str(x) for x in (plat.get("os"), plat.get("distro"), plat.get("arch")) if x), "dim")
     if doc.get("overrides"):
-        console.print(Text("overrides active: " + ", ".join(doc["overrides"]), style="yellow"))
+        _say("overrides active: " + ", ".join(doc["overrides"]), "yellow")
     env = doc.get("environment")
     if env:  # the installed TensorFlow's verdict opens the report (and replaces the old one-line check)
         from tfgpu.render.environment import environment_lines
 
         console.print()
         for text, style in environment_lines(env):
-            console.print(Text(text, style=style))
-    current = None
-    for check in doc["checks"]:
-        if env and check["id"].startswith("tf."):
-            continue
-        group = _group(check["id"])
-        if group != current:
-            current = group
-            console.print(Text(f"\n{group}", style="bold"))
-        mark = MARKS.get(check["status"], "?")
-        line = Text(f"  [{mark}] ", style=STYLES.get(check["status"], ""))
-        line.append(check["summary"])
-        if check.get("source") and check["status"] != SKIP:
-            line.append(f"  ({check['source']})", style="dim")
-        console.print(line)
-        if check.get("evidence") and check["status"] in (WARN, FAIL, ERROR):
-            console.print(Text(f"      evidence: {check['evidence']}", style="dim"))
-        if check.get("fix") and check["status"] in (WARN, FAIL, ERROR):
-            console.print(Text(f"      fix: {check['fix']}", style="cyan"))
+            _say(text, style)
+    _render_checks(console, doc, skip_tf=bool(env))
     targets = doc.get("targets", [])
     if not container_route_shown(doc):
         targets = [_without_containers(t) for t in targets]
     if len(targets) == 1:
-        t = targets[0]
-        console.print(Text(f"\nTensorFlow {t['tf']}: {t['verdict'].upper()}"
-                           + (f" via {t['backend']} ({t['recipe']})" if t.get("backend") and t["verdict"] != BLOCKED else ""),
-                           style="bold " + STYLES.get(t["verdict"], "")))
-        for b in t.get("backends") or []:
-            if b.get("verified"):
-                console.print(Text(f"  recipe {b['recipe']} ({b['backend']}): {b['verified']['text']}",
-                                   style="green" if b["verified"]["status"] == "verified" else "dim"))
-        shown, others = chosen_blockers(t)
-        for b in shown:
-            console.print(Text(f"  ✗ {b['summary']}", style="red"))
-            if b.get("fix"):
-                console.print(Text(f"      fix: {b['fix']}", style="cyan"))
-        if others:
-            console.print(Text(f"  {others}", style="dim"))
-        for c in t["caveats"]:
-            style = "dim" if c.get("mitigated_by") else "yellow"
-            console.print(Text(f"  ! {c['summary']}", style=style))
-            if c.get("mitigated_by"):
-                console.print(Text(f"      handled: {c['mitigated_by']}", style="dim"))
-            elif c.get("fix"):
-                console.print(Text(f"      fix: {c['fix']}", style="cyan"))
-        for b in t.get("backends") or []:
-            if b.get("backend") != "container" or t.get("backend") == "container":
-                continue
-            state = "ready" if b["viable"] else "blocked"
-            where = f" with {b['runtime']}" if b.get("runtime") else ""
-            console.print(Text(f"\n  Container route: {state} ({b.get('image') or 'no image'}{where})",
-                               style="bold " + ("green" if b["viable"] else "red")))
-            for f in b["blockers"]:
-                console.print(Text(f"  ✗ {f['summary']}", style="red"))
-                if f.get("fix"):
-                    console.print(Text(f"      fix: {f['fix']}", style="cyan"))
-            for f in b["caveats"]:
-                console.print(Text(f"  ! {f['summary']}", style="yellow"))
+        _render_target(console, targets[0])
     elif targets and doc.get("no_gpu"):  # the machine blocks every release alike: say so once
-        console.print(Text(f"\nNo TensorFlow release can use a GPU here ({len(targets)} releases checked):", style="bold"))
+        _say(f"\nNo TensorFlow release can use a GPU here ({len(targets)} releases checked):", "bold")
         for reason in doc["no_gpu"]:
-            console.print(Text(f"  ✗ {reason}", style="red"))
+            _say(f"  ✗ {reason}", "red")
     elif targets:
-        console.print(Text("\nTensorFlow releases on this machine (newest of each series)", style="bold"))
-        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-        with_container = any(b.get("backend") == "container" for t in targets for b in t.get("backends") or [])
-        for col in ("release", "verdict", "backend", *(("container",) if with_container else ()), "why"):
-            table.add_column(col, overflow="fold")
-        for t in targets:
-            why = ""
-            if t["blockers"]:
-                why = t["blockers"][0]["summary"]
-            else:
-                open_caveats = [c for c in t["caveats"] if not c.get("mitigated_by")]
-                if open_caveats:
-                    why = open_caveats[0]["summary"]
-            cells: list[Any] = [t["tf"], Text(t["verdict"], style=STYLES.get(t["verdict"], "")), t.get("backend") or ""]
-            if with_container:
-                cb = next((b for b in t.get("backends") or [] if b.get("backend") == "container"), None)
-                cells.append(Text("ready" if cb and cb["viable"] else "blocked" if cb else "",
-                                  style="green" if cb and cb["viable"] else "red"))
-            table.add_row(*cells, clip(why, 160))
-        console.print(table)
-        console.print(Text("every reason and its fix: tfgpu doctor --tf RELEASE", style="dim"))
-    rec = doc.get("recommendation")
+        _render_series(console, targets)
+    _render_recommendation(console, doc.get("recommendation"))
+
+
+def _print(console: Any, text: str, style: str = "") -> None:
+    """One line of the report, wrapped (tfgpu.render.output.print_wrapped: never inside a command)."""
+    from rich.text import Text
+
+    from tfgpu.render import output
+
+    output.print_wrapped(console, Text(text, style=style))
+
+
+def _render_checks(console: Any, doc: Mapping[str, Any], *, skip_tf: bool) -> None:
+    from rich.text import Text
+
+    from tfgpu.render import output
+
+    current = None
+    for check in doc["checks"]:
+        if skip_tf and check["id"].startswith("tf."):
+            continue
+        group = _group(check["id"])
+        if group != current:
+            current = group
+            _print(console, f"\n{group}", "bold")
+        line = Text(f"  [{MARKS.get(check['status'], '?')}] ", style=STYLES.get(check["status"], ""))
+        line.append(check["summary"])
+        if check.get("source") and check["status"] != SKIP:
+            line.append(f"  ({check['source']})", style="dim")
+        output.print_wrapped(console, line, indent="      ")
+        if check.get("evidence") and check["status"] in (WARN, FAIL, ERROR):
+            _print(console, f"      evidence: {check['evidence']}", "dim")
+        if check.get("fix") and check["status"] in (WARN, FAIL, ERROR):
+            _print(console, f"      fix: {check['fix']}", "cyan")
+
+
+def _render_target(console: Any, t: Mapping[str, Any]) -> None:
+    """`doctor --tf X`: the target's verdict, its blockers and caveats with their fixes, the container route."""
+    _print(console, f"\nTensorFlow {t['tf']}: {t['verdict'].upper()}"
+           + (f" via {t['backend']} ({t['recipe']})" if t.get("backend") and t["verdict"] != BLOCKED else ""),
+           "bold " + STYLES.get(t["verdict"], ""))
+    for b in t.get("backends") or []:
+        if b.get("verified"):
+            _print(console, f"  recipe {b['recipe']} ({b['backend']}): {b['verified']['text']}",
+                   "green" if b["verified"]["status"] == "verified" else "dim")
+    shown, others = chosen_blockers(t)
+    for b in shown:
+        _print(console, f"  ✗ {b['summary']}", "red")
+        if b.get("fix"):
+            _print(console, f"      fix: {b['fix']}", "cyan")
+    if others:
+        _print(console, f"  {others}", "dim")
+    for c in t["caveats"]:
+        _print(console, f"  ! {c['summary']}", "dim" if c.get("mitigated_by") else "yellow")
+        if c.get("mitigated_by"):
+            _print(console, f"      handled: {c['mitigated_by']}", "dim")
+        elif c.get("fix"):
+            _print(console, f"      fix: {c['fix']}", "cyan")
+    for b in t.get("backends") or []:
+        if b.get("backend") != "container" or t.get("backend") == "container":
+            continue
+        where = f" with {b['runtime']}" if b.get("runtime") else ""
+        _print(console, f"\n  Container route: {'ready' if b['viable'] else 'blocked'} "
+               f"({b.get('image') or 'no image'}{where})", "bold " + ("green" if b["viable"] else "red"))
+        for f in b["blockers"]:
+            _print(console, f"  ✗ {f['summary']}", "red")
+            if f.get("fix"):
+                _print(console, f"      fix: {f['fix']}", "cyan")
+        for f in b["caveats"]:
+            _print(console, f"  ! {f['summary']}", "yellow")
+
+
+def _render_series(console: Any, targets: list[dict[str, Any]]) -> None:
+    """The doctor without --tf: one row per series. In a pipe the table is as wide as its rows (no reason
+    cut); on a terminal the reasons fold at its width."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from tfgpu.render import output
+
+    _print(console, "\nTensorFlow releases on this machine (newest of each series)", "bold")
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    with_container = any(b.get("backend") == "container" for t in targets for b in t.get("backends") or [])
+    for col in ("release", "verdict", "backend", *(("container",) if with_container else ()), "why"):
+        table.add_column(col, overflow="fold")
+    for t in targets:
+        why = ""
+        if t["blockers"]:
+            why = t["blockers"][0]["summary"]
+        else:
+            open_caveats = [c for c in t["caveats"] if not c.get("mitigated_by")]
+            if open_caveats:
+                why = open_caveats[0]["summary"]
+        cells: list[Any] = [t["tf"], Text(t["verdict"], style=STYLES.get(t["verdict"], "")), t.get("backend") or ""]
+        if with_container:
+            cb = next((b for b in t.get("backends") or [] if b.get("backend") == "container"), None)
+            cells.append(Text("ready" if cb and cb["viable"] else "blocked" if cb else "",
+                              style="green" if cb and cb["viable"] else "red"))
+        table.add_row(*cells, why)
+    output.print_table(console, table)
+    _print(console, "every reason and its fix: tfgpu doctor --tf RELEASE", "dim")
+
+
+def _render_recommendation(console: Any, rec: Mapping[str, Any] | None) -> None:
     console.print()
     if rec and rec.get("why_not"):
-        console.print(Text(f"Not {rec['instead_of']}: {rec['why_not']}", style="red"))
+        _print(console, f"Not {rec['instead_of']}: {rec['why_not']}", "red")
     if rec and rec.get("backend") == "cpu":
-        console.print(Text(f"Recommendation: TensorFlow {rec['tf']} on the CPU (no usable GPU here)", style="bold green"))
-        console.print(Text(f"  {rec['command']}", style="bold"))
+        _print(console, f"Recommendation: TensorFlow {rec['tf']} on the CPU (no usable GPU here)", "bold green")
+        _print(console, f"  {rec['command']}", "bold")
     elif rec:
         instead = f" instead of {rec['instead_of']}" if rec.get("instead_of") else ""
-        console.print(Text(f"Recommendation{instead}: TensorFlow {rec['tf']} with the {rec['backend']} backend "
-                           f"({rec['verdict']})", style="bold green"))
-        console.print(Text(f"  {rec['command']}", style="bold"))
+        _print(console, f"Recommendation{instead}: TensorFlow {rec['tf']} with the {rec['backend']} backend "
+               f"({rec['verdict']})", "bold green")
+        _print(console, f"  {rec['command']}", "bold")
     else:
-        console.print(Text("Recommendation: none — no TensorFlow release can use a GPU here as the machine is; "
-                           "fix the ✗ items above first.", style="bold red"))
-        console.print(Text("  meanwhile, on the CPU: tfgpu create --tf latest --cpu", style="dim"))
+        _print(console, "Recommendation: none — no TensorFlow release can use a GPU here as the machine is; "
+               "fix the ✗ items above first.", "bold red")
+        _print(console, "  meanwhile, on the CPU: tfgpu create --tf latest --cpu", "dim")
 
 
 def clip(text: str, limit: int) -> str:

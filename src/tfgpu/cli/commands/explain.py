@@ -95,7 +95,7 @@ def render_findings(findings: Iterable[LogFinding], *, notes: Iterable[str] = ()
     from tfgpu.tools.explain import summarize_harmless
 
     items = list(findings)
-    console = output.console(soft_wrap=False)
+    console = output.fitted_console()  # a terminal: its width, never inside a command; a pipe: no wrapping
     serious = [f for f in items if not f.harmless]
     if title:
         console.print(output.line((title, "bold")))
@@ -113,12 +113,13 @@ def render_findings(findings: Iterable[LogFinding], *, notes: Iterable[str] = ()
             times = f" (×{f.count})" if f.count > 1 else ""
             table.add_row(str(n), output.line(marks.get(f.severity, "?")), str(f.line),
                           output.line((f.id, "bold"), f"{times}: {f.meaning}"))
-        console.print(table)
+        output.print_table(console, table)
         for n, f in enumerate(serious, 1):
-            console.print(output.line((f"{n}. {f.id}", "bold"), f" (line {f.line}: ", (f.text[:160], "dim"), ")"))
-            console.print(output.line(f"   cause: {f.cause}"))
-            console.print(output.line("   ", ("fix:", "green"), f" {f.fix}"))
-            console.print(output.line((f"   source: {f.source}", "dim")))
+            output.print_wrapped(console, output.line((f"{n}. {f.id}", "bold"), f" (line {f.line}: ",
+                                                      (f.text[:160], "dim"), ")"))
+            output.print_wrapped(console, output.line(f"   cause: {f.cause}"))
+            output.print_wrapped(console, output.line("   ", ("fix:", "green"), f" {f.fix}"))
+            output.print_wrapped(console, output.line((f"   source: {f.source}", "dim")))
     harmless = summarize_harmless(items)
     if harmless:
         console.print(output.line((harmless, "dim")))

@@ -57,7 +57,7 @@ def render(doc: dict[str, Any]) -> None:
     from tfgpu.render import output
     from tfgpu.render.report import MARKS, STYLES
 
-    console = output.console(soft_wrap=False, width=100)
+    console = output.fitted_console()  # a terminal: its width, never inside a command; a pipe: no wrapping
     host = doc.get("host") or {}
     console.print(Text(f"host driver: {host.get('driver') or 'none known'}", style="dim"))
     for f in doc["files"]:
@@ -65,11 +65,11 @@ def render(doc: dict[str, Any]) -> None:
         for c in f["checks"]:
             line = Text(f"  [{MARKS.get(c['status'], '?')}] ", style=STYLES.get(c["status"], ""))
             line.append(c["summary"])
-            console.print(line)
+            output.print_wrapped(console, line, indent="      ")
             if c.get("evidence") and c["status"] != "pass":
-                console.print(Text(f"      evidence: {c['evidence']}", style="dim"))
+                output.print_wrapped(console, Text(f"      evidence: {c['evidence']}", style="dim"))
             if c.get("fix") and c["status"] not in ("pass", "skip"):
-                console.print(Text(f"      fix: {c['fix']}", style="cyan"))
+                output.print_wrapped(console, Text(f"      fix: {c['fix']}", style="cyan"))
 
 
 def register(app: typer.Typer) -> None:

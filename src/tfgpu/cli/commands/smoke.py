@@ -123,7 +123,7 @@ def render_report(report: SmokeReport, *, allow_cpu: bool = False) -> None:
     from tfgpu.cli.commands.explain import render_findings
     from tfgpu.render import output
 
-    console = output.console(soft_wrap=False)
+    console = output.fitted_console()
     bi = report.build_info
     console.print(output.line(("TensorFlow", "bold"), f" {report.tf_version or '-'}"
                               f"  python {report.python_version or '?'} ({report.python})"))
@@ -145,7 +145,7 @@ def render_report(report: SmokeReport, *, allow_cpu: bool = False) -> None:
             detail = op.error or op.reason or ""
             table.add_row(output.line(op.name), output.line(mark), output.line(op.device or "-"),
                           _fmt_s(op.seconds), output.line(detail.splitlines()[0][:160] if detail else ""))
-        console.print(table)
+        output.print_table(console, table)
     libs = report.libraries.get("loaded") or []
     if libs:
         names = ", ".join(str(lib.get("name")) for lib in libs if isinstance(lib, dict))
