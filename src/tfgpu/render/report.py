@@ -321,13 +321,7 @@ def _render_series(console: Any, targets: list[dict[str, Any]]) -> None:
     for col in ("release", "verdict", "backend", *(("container",) if with_container else ()), "why"):
         table.add_column(col, overflow="fold")
     for t in targets:
-        why = ""
-        if t["blockers"]:
-            why = t["blockers"][0]["summary"]
-        else:
-            open_caveats = [c for c in t["caveats"] if not c.get("mitigated_by")]
-            if open_caveats:
-                why = open_caveats[0]["summary"]
+        why = target_why(t)
         cells: list[Any] = [t["tf"], Text(t["verdict"], style=STYLES.get(t["verdict"], "")), t.get("backend") or ""]
         if with_container:
             cb = next((b for b in t.get("backends") or [] if b.get("backend") == "container"), None)
@@ -336,6 +330,15 @@ def _render_series(console: Any, targets: list[dict[str, Any]]) -> None:
         table.add_row(*cells, why)
     output.print_table(console, table)
     _print(console, "every reason and its fix: tfgpu doctor --tf RELEASE", "dim")
+
+
+def target_why(t: Mapping[str, Any]) -> str:
+    """Why a target is not simply ready: its first blocker, else its first caveat nothing handles ("" when
+    ready). The series table, the CI log and the step summary say the same."""
+    if t.get("blockers"):
+        return str(t["blockers"][0].get("summary") or "")
+    open_caveats = [c for c in t.get("caveats") or [] if not c.get("mitigated_by")]
+    return str(open_caveats[0].get("summary") or "") if open_caveats else ""
 
 
 def _render_recommendation(console: Any, rec: Mapping[str, Any] | None) -> None:
@@ -367,22 +370,39 @@ def clip(text: str, limit: int) -> str:
 
 
 def ci_annotations(doc: Mapping[str, Any]) -> list[str]:
-    """GitHub Actions workflow commands for failing and warning checks and blocked targets."""
+    """GitHub Actions workflow commands: an error for each failing check and each blocker of a blocked
+    `--tf` target, a warning for each warning check and each caveat of the target that nothing handles.
+    Every value is escaped for a workflow command (its data and its title property)."""
     lines = []
     for c in doc["checks"]:
         if c["status"] in (FAIL, ERROR, WARN):
             level = "warning" if c["status"] == WARN else "error"
-            msg = c["summary"] + (f" — fix: {c['fix']}" if c.get("fix") else "")
-            lines.append(f"::{level} title=tfgpu {c['id']}::{_escape(msg)}")
-    for t in doc["targets"]:
-        if t["verdict"] == BLOCKED and len(doc["targets"]) == 1:
+            lines.append(_annotation(level, f"tfgpu {c['id']}", c["summary"], c.get("fix")))
+    targets = doc["targets"]
+    if len(targets) == 1:
+        t = targets[0]
+        if t["verdict"] == BLOCKED:
             for b in t["blockers"]:
-                lines.append(f"::error title=tfgpu TensorFlow {t['tf']} blocked::{_escape(b['summary'] + ' — fix: ' + b['fix'])}")
+                lines.append(_annotation("error", f"tfgpu TensorFlow {t['tf']} blocked", b["summary"], b.get("fix")))
+        for c in t.get("caveats") or []:
+            if not c.get("mitigated_by"):
+                lines.append(_annotation("warning", f"tfgpu TensorFlow {t['tf']} caveat", c["summary"], c.get("fix")))
     return lines
 
 
+def _annotation(level: str, title: str, message: str, fix: str | None) -> str:
+    text = str(message) + (f" — fix: {fix}" if fix else "")
+    return f"::{level} title={_escape_property(title)}::{_escape(text)}"
+
+
 def _escape(text: str) -> str:
+    """A workflow command's data (actions/toolkit, command.ts escapeData)."""
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    """A workflow command's property value, e.g. its title (actions/toolkit, command.ts escapeProperty)."""
+    return _escape(text).replace(":", "%3A").replace(",", "%2C")
 
 
 def step_summary(doc: Mapping[str, Any]) -> str:
@@ -395,10 +415,10 @@ def step_summary(doc: Mapping[str, Any]) -> str:
         out.append(f"| `{c['id']}` | {MARKS.get(c['status'], '?')} {c['status']} | {_md(c['summary'])} |")
     out += ["", "| TensorFlow | verdict | backend | why |", "|---|---|---|---|"]
     for t in doc["targets"]:
-        why = t["blockers"][0]["summary"] if t["blockers"] else ""
-        out.append(f"| {t['tf']} | {t['verdict']} | {t.get('backend') or ''} | {_md(why)} |")
+        out.append(f"| {_md(str(t['tf']))} | {_md(str(t['verdict']))} | {_md(str(t.get('backend') or ''))} | "
+                   f"{_md(target_why(t))} |")
     rec = doc.get("recommendation")
-    out += ["", f"**Recommendation:** `{rec['command']}`" if rec else "**Recommendation:** none", ""]
+    out += ["", f"**Recommendation:** {_md_code(str(rec['command']))}" if rec else "**Recommendation:** none", ""]
     return "\n".join(out)
 
 
@@ -412,6 +432,13 @@ def _md(text: str) -> str:
     return re.sub(r"([\\`*_\[\]!|])", r"\\\1", text)
 
 
+def _md_code(text: str) -> str:
+    """A command as a Markdown code span: one line, fenced with more backquotes than it holds."""
+    text = " ".join(text.splitlines())
+    fence = "`" * (max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
+    return f"{fence} {text} {fence}" if "`" in text else f"`{text}`"
+
+
 def plain_log(doc: Mapping[str, Any]) -> str:
     from tfgpu.core.safety import comment_safe  # one line per check, whatever the facts' strings hold
 
@@ -419,7 +446,9 @@ def plain_log(doc: Mapping[str, Any]) -> str:
     for c in doc["checks"]:
         lines.append(f"[{MARKS.get(c['status'], '?')}] {c['id']}: {comment_safe(str(c['summary']))}")
     for t in doc["targets"]:
-        lines.append(f"TensorFlow {t['tf']}: {t['verdict']}" + (f" ({t['backend']})" if t.get("backend") else ""))
+        why = target_why(t)
+        lines.append(comment_safe(f"TensorFlow {t['tf']}: {t['verdict']}" + (f" ({t['backend']})" if t.get("backend")
+                                                                            else "") + (f": {why}" if why else "")))
     if doc.get("environment"):
         lines.append(comment_safe(f"environment: {doc['environment'].get('summary')}"))
     rec = doc.get("recommendation")
