@@ -22,7 +22,10 @@ def lint(
     strict: bool = typer_option("strict"),
 ) -> int:
     """Check Dockerfiles and compose files for GPU problems: base image CUDA vs the host driver, pip-installed
-    TensorFlow vs the image, two CUDAs, LD_LIBRARY_PATH, hidden GPUs, services without a GPU reservation."""
+    TensorFlow vs the image, two CUDAs, LD_LIBRARY_PATH, hidden GPUs, services without a GPU reservation.
+
+    Exit 0: no ✗ finding (! warnings allowed); 1: a ✗ finding, or with --strict a warning; 2: bad usage or a
+    file that cannot be read."""
     from tfgpu.cli.options import overrides
 
     return run_lint(files, json_out=json_out, facts_file=facts_file, strict=strict,
