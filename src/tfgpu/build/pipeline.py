@@ -338,16 +338,18 @@ def _checked(req: BuildRequest) -> BuildRequest:
     return replace(req, prefix=str(check_prefix(req.prefix))) if req.prefix is not None else req
 
 
-def build_container_plan(req: BuildRequest, facts: dict[str, Any]) -> Any:
+def build_container_plan(req: BuildRequest, facts: dict[str, Any], *, portable: bool = False) -> Any:
     """The container plan (tfgpu.plan.planner.plan_container) with this installation's smoke script and the
-    image cache directory (effects: where they are)."""
+    image cache directory (effects: where they are). ``portable``: a file for another host (`plan --format`),
+    which cannot mount this installation's smoke script: the image checks its GPU with its own TensorFlow."""
     from tfgpu.build.registry import home
     from tfgpu.kb.knowledge import load_kb
     from tfgpu.plan.planner import plan_container
     from tfgpu.verify.runner import SCRIPT
 
     return plan_container(load_kb(), as_facts(facts), str(req.tf), backend=req.backend, image_ref=req.image,
-                          smoke_script=str(SCRIPT), cache_dir=str(home() / "images"), name=req.name)
+                          smoke_script=None if portable else str(SCRIPT),
+                          cache_dir="." if portable else str(home() / "images"), name=req.name)
 
 
 def build_from_lock_plan(req: BuildRequest, facts: dict[str, Any]) -> Any:

@@ -361,13 +361,15 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
     judged = [(i, *image_findings(i, m, kb)) for i in images]
     best = next(((i, b, c) for i, b, c in judged if not b), judged[0])
     image, i_block, i_cav = best
-    blockers = r_block + i_block
     if i_block and m.gpus:
         fits = images_for_gpu(kb, m)
-        if fits:
-            blockers.append(Finding("container.image", f"NVIDIA's {fits[0].ref} (TensorFlow {fits[0].tf}, CUDA "
-                                    f"{fits[0].cuda}) can run on this GPU and driver",
-                                    fix=f"tfgpu plan --tf {fits[0].tf} --backend container --image {fits[0].ref}"))
+        if fits:  # a suggestion, not a blocker: the image that does run here goes into the first fix (no ✗ of its own)
+            first = i_block[0]
+            also = (f"NVIDIA's {fits[0].ref} (TensorFlow {fits[0].tf}, CUDA {fits[0].cuda}) runs on this GPU and "
+                    f"driver: tfgpu plan --tf {fits[0].tf} --backend container --image {fits[0].ref}")
+            i_block = [Finding(first.check, first.summary, f"{first.fix}; or {also}" if first.fix else also,
+                               first.mitigated_by), *i_block[1:]]
+    blockers = r_block + i_block
     return BackendVerdict("container", image.ref, not blockers, tuple(blockers), tuple(r_cav + i_cav), image.cuda,
                           image.cudnn, (image.python,) if image.python else (), runtime=runtime.name if runtime else "")
 

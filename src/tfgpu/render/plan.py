@@ -17,7 +17,7 @@ def print_plan(plan: Plan) -> None:
         ((f"TensorFlow {plan.tf}", "bold"), " with ", (str(plan.tool), "bold"),
          f" ({plan.backend}), recipe {plan.recipe_id}"),
         (f"  why this backend: {plan.backend_reason}",),
-        (f"  environment: {plan.prefix}  (Python {plan.python})",)]
+        (f"  environment: {plan.prefix}" + (f"  (Python {plan.python})" if plan.python else ""),)]
     for i, step in enumerate(plan.steps, 1):
         lines.append((f"  {i}. {step.why}",))
         if step.kind == "run":
