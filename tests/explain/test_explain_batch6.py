@@ -10,8 +10,10 @@ while extending the catalog; this module prints the tuning misses by name and on
 An excerpt names its established cause as a catalog id where one fits, otherwise as a key of our own words (many of
 these causes have no catalog entry yet), with the catalog ids that are right today (`accept`) and regexes a later
 entry must match (`expect`). First score, engine and catalog of main at 409cfba, measured once before any change for
-this batch: 21/52 (tune 8/26, hold 13/26). The floors equal that score, so a regression on these logs fails and a fix
-raises them; the tuning misses are described in tests/data/explain/batch6_families.md.
+this batch: 21/52 (tune 8/26, hold 13/26). Last score, after the issue 27 work (new entries from other threads, the
+tuning half read, the held-out half scored once when catalog and engine were final): 49/52 (tune 26/26, hold 23/26).
+The floors equal the last score, so a regression on these logs fails; the tuning misses that the work started from are
+described in tests/data/explain/batch6_families.md.
 """
 
 from __future__ import annotations
@@ -46,9 +48,10 @@ FAMILIES = FOLDER / "batch6_families.md"
 EARLIER = sorted((FOLDER / "heldout").glob("heldout*.toml"))
 SCHEMA = "tfgpu.explain.batch6/1"
 ROOT = REPO
-#: Right answers now (first measurement at 409cfba, before any catalog change for this batch).
-FLOOR_TUNE = 8
-FLOOR_HOLD = 13
+#: Right answers now: first measurement at 409cfba, before any catalog change for this batch, 8 and 13; after the
+#: issue 27 work (catalog and engine final, the held-out half scored once) 26 and 23.
+FLOOR_TUNE = 26
+FLOOR_HOLD = 23
 
 
 def load(path: Path) -> list[dict[str, Any]]:
@@ -142,8 +145,8 @@ def test_batch6_is_well_formed() -> None:
         else:
             assert e["cause"] != "harmless", e["id"]
             assert e["accept"] or e["expect"], e["id"]  # some way to be right, today or after a catalog change
-            if e["cause"] in catalog_ids:
-                assert e["cause"] in e["accept"], e["id"]
+            # a cause that names a catalog id is right by that id (judge()); `accept` records what was right when
+            # the batch was collected, so an entry added later under the excerpt's key need not be listed there
         for rx in e["expect"]:
             re.compile(rx)
     # the split rule, and each half in its own file
@@ -207,10 +210,9 @@ def test_batch6_families_note_names_only_tuning_excerpts() -> None:
     assert named <= tune, sorted(named - tune)
 
 
-#: Error lines of the tuning half that no catalog entry knows and that the engine does not even report as
-#: unrecognised: the explain_lines contract is that an error-level line no entry knows becomes an unrecognised.*
-#: finding, but classify_unrecognised only looks at exceptions, TensorFlow's E/F lines, CUDA codes, NVRM and
-#: Check failed, so LLVM's abort and uv's/pip's "error:"/"ERROR:" lines vanish (the summary then says nothing).
+#: Error lines of the tuning half that no catalog entry knew and that the engine did not even report as unrecognised
+#: (classify_unrecognised only looked at exceptions, TensorFlow's E/F lines, CUDA codes, NVRM and Check failed): LLVM's
+#: abort and uv's/pip's "error:"/"ERROR:" lines vanished. Strict xfails until issue 27 made them findings.
 SILENT_ERRORS = [
     ("xla-47978", "LLVM ERROR:"),
     ("openpi-907", "error: Distribution"),
@@ -218,11 +220,13 @@ SILENT_ERRORS = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="error lines outside TensorFlow's logger are not reported (batch 6 tuning half)")
 @pytest.mark.parametrize(("name", "start"), SILENT_ERRORS)
 def test_error_lines_outside_tensorflow_are_reported(name: str, start: str) -> None:
     (line,) = [ln for e in load(TUNE) if e["id"] == name for ln in e["log"].splitlines() if ln.startswith(start)]
     assert ex.explain_lines([line]), line
+    empty = excat.build_catalog({"schema": excat.CATALOG_SCHEMA, "entries": []})
+    (generic,) = ex.explain_lines([line], catalog=empty)  # known to the catalog or not, never silent
+    assert generic.id == "unrecognised.tool_error"
 
 
 def test_explain_batch6_score(capsys: pytest.CaptureFixture[str]) -> None:

@@ -197,7 +197,6 @@ def test_explain_of_one_4kb_hostile_line_takes_no_time(tmp_path: Path, line: str
 # --------------------------------------------------------------------------- explain and lint in CI logs
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28 round-4 new: explain wraps a log's ::error:: to a line start")
 def test_new_explain_output_never_starts_a_line_with_a_workflow_command_from_the_log(cli: Cli, tmp_path: Path) -> None:
     """New (R4-N4). `tfgpu explain build.log` in a GitHub Actions step: the runner reads every stdout line that
     starts with `::` as a workflow command (::error::, ::add-mask::, ::stop-commands::). The attacker

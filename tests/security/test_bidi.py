@@ -9,7 +9,8 @@ import io
 import pytest
 
 from tfgpu.core.errors import UsageError
-from tfgpu.core.safety import check_text, safe_console, terminal_safe
+from tfgpu.core.safety import check_text, safe_console
+from tfgpu.core.termtext import terminal_safe
 
 pytestmark = pytest.mark.safety
 

@@ -1,7 +1,7 @@
 """Red team, second round: attacks through what tfgpu reads from elsewhere after the code moved (the lock
 stage through the step runner, container runners, the registry's container entries, lint's Dockerfile
 parser, fleet's job scripts). Each test names what it did before its fix ("before:"), or says it held.
-Written first and run against main before any fix; CONTRIBUTING's faults table lists them."""
+Written first and run against main before any fix; docs/dev/faults.md lists them."""
 
 from __future__ import annotations
 

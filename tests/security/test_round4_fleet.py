@@ -58,7 +58,6 @@ def _strict_json(text: str) -> Any:
 # --------------------------------------------------------------------------- Medium: forged verdicts
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28: Medium, a current-version report with non-object targets is rc 3")
 @pytest.mark.parametrize("forged", [{"targets": [1, "x"]}, {"checks": [None, 7]}, {"targets": [None], "checks": ["x"]}],
                          ids=["targets", "checks", "both"])
 def test_medium_fleet_report_with_non_object_targets_or_checks_never_ends_the_merge(
@@ -72,7 +71,6 @@ def test_medium_fleet_report_with_non_object_targets_or_checks_never_ends_the_me
     assert "internal error" not in err
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28: Medium, a forged report decides the verdicts of identical nodes")
 def test_medium_one_forged_report_cannot_show_a_blocked_fleet_as_ready(cli: Cli, tmp_path: Path,
                                                                        genuine: dict[str, Any]) -> None:
     """Medium. The attacker forges one report (this tfgpu's version, the same facts as every other node) whose
@@ -103,7 +101,6 @@ def _marker_lines(path: Path, facts: dict[str, Any], names: Iterator[str]) -> Pa
 
 
 @pytest.mark.faults
-@pytest.mark.xfail(strict=True, reason="issue 28: Medium, node-name de-duplication is quadratic")
 def test_medium_16000_reports_with_one_node_name_merge_in_linear_time(cli: Cli, tmp_path: Path) -> None:
     """Medium. The attacker sends many reports under one node name (a re-run, or on purpose). Today each new
     name is found by counting up from #2 through every name already taken: 16,000 same-named reports take
@@ -130,7 +127,6 @@ def _tiny_distinct(path: Path, n: int) -> Path:
 
 
 @pytest.mark.faults
-@pytest.mark.xfail(strict=True, reason="issue 28: Medium, tiny distinct facts lines cost ~110 KB and 6-12 ms each")
 def test_medium_tiny_distinct_reports_cost_memory_and_time_bounded_by_their_size(cli: Cli, tmp_path: Path) -> None:
     """Medium. The attacker sends lines of ~77 bytes, each a distinct facts document (only the host name
     differs). Today each one is judged on its own (~6-12 ms) and keeps a whole doctor document (~105 KB):
@@ -156,7 +152,6 @@ def test_medium_tiny_distinct_reports_cost_memory_and_time_bounded_by_their_size
 
 
 @pytest.mark.faults
-@pytest.mark.xfail(strict=True, reason="issue 28: Medium, a sparse report file costs ~7x its size in memory")
 def test_medium_a_huge_sparse_report_file_costs_memory_bounded_by_the_report_cap(cli: Cli, tmp_path: Path) -> None:
     """Medium. The attacker leaves a 64 MB sparse file (no disk used: a hole of NUL bytes) among the reports.
     Today it is read whole (up to the 4 GB stream cap), decoded, stripped and copied into a StringIO before
@@ -193,7 +188,6 @@ class _EndlessLine(io.RawIOBase):
 
 
 @pytest.mark.faults
-@pytest.mark.xfail(strict=True, reason="issue 28: Medium, `fleet merge -` holds an endless line whole")
 def test_medium_fleet_merge_from_stdin_holds_no_endless_line(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     """Medium. `fleet merge -` reads `kubectl logs` piped in; the attacker's pod prints one line that never
     ends. Today the line is read whole before the 16 MB cap is checked (96 MB here: ~190 MB traced; an
@@ -213,7 +207,6 @@ def test_medium_fleet_merge_from_stdin_holds_no_endless_line(cli: Cli, monkeypat
 # --------------------------------------------------------------------------- Medium: output encoding
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28: Medium, a lone surrogate in a GPU name is rc 3 with --json")
 def test_medium_lone_surrogate_in_a_gpu_name_with_json_under_a_utf8_locale(tmp_path: Path,
                                                                            genuine: dict[str, Any]) -> None:
     """Medium. JSON allows "\\udcff" (a lone surrogate) in a string; the attacker's report names its GPU so.
@@ -232,7 +225,6 @@ def test_medium_lone_surrogate_in_a_gpu_name_with_json_under_a_utf8_locale(tmp_p
 # --------------------------------------------------------------------------- Low: NaN and Infinity
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28: Low, NaN in a forged check makes invalid fleet JSON and page")
 def test_low_nan_in_a_forged_check_never_makes_invalid_json_nor_a_broken_page(cli: Cli, tmp_path: Path,
                                                                               genuine: dict[str, Any]) -> None:
     """Low. Python's json reads NaN and Infinity; the attacker's report carries them in a failing check. Today

@@ -11,7 +11,7 @@ from tests import REPO
 SRC = REPO / "src" / "tfgpu"
 #: The stages, earliest first (docs/dev/architecture.md says why this order): a module may import from its own
 #: stage and from the stages before it, never from a later one.
-STAGES = ("core", "kb", "facts", "backends", "judge", "plan", "verify", "build", "render", "tools", "cli")
+STAGES = ("core", "kb", "facts", "backends", "judge", "plan", "verify", "build", "render", "tools", "api", "cli")
 
 
 def _module_name(path):

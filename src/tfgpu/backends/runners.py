@@ -24,6 +24,7 @@ from packaging.version import Version
 from tfgpu.backends.steps import Step
 from tfgpu.core.errors import UsageError
 from tfgpu.core.record import field, record
+from tfgpu.core.tfnames import ALLOW_GROWTH
 
 if TYPE_CHECKING:
     from tfgpu.kb.knowledge import KnowledgeBase
@@ -360,7 +361,7 @@ class ContainerRunner:
         judged here reaches the GPUs, e.g. Docker's CDI devices; () = the usual flag)."""
         return gpu_run_argv(self.name, target, ["python3", SMOKE_IN_CONTAINER, *args],
                             mounts=((smoke_script, SMOKE_IN_CONTAINER, True),),
-                            env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),), gpu_args=gpu_args)
+                            env=(ALLOW_GROWTH,), gpu_args=gpu_args)
 
     def steps(self, image: str, *, smoke_script: str | None, cache_dir: str,
               gpu_args: tuple[str, ...] = ()) -> tuple[Step, ...]:

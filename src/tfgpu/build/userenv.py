@@ -16,10 +16,10 @@ from typing import Any
 
 from tfgpu.backends.names import CONTAINER_BACKENDS  # a registry entry of an image
 from tfgpu.core.errors import UsageError
+from tfgpu.core.tfnames import ALLOW_GROWTH
 
 #: TensorFlow maps nearly all GPU memory by default; growth is what the containers route and small GPUs use
 #: (https://www.tensorflow.org/guide/gpu#limiting_gpu_memory_growth). A value the caller set wins.
-ALLOW_GROWTH = ("TF_FORCE_GPU_ALLOW_GROWTH", "true")
 
 
 def find_entry(name: str | None = None, prefix: str | None = None) -> dict[str, Any]:

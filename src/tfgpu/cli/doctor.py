@@ -1,4 +1,5 @@
-"""`tfgpu doctor` as a library: gather facts, judge them, render the report.
+"""`tfgpu doctor`: its options (one table for the typer command and the fast path) and its rendering; the report
+itself comes from tfgpu.api.doctor.doctor_report, as `tfgpu.doctor()` gets it.
 
 Nothing here imports typer: the console entry point (tfgpu.cli.entry) runs the doctor through
 :func:`parse_fast` without loading the CLI framework, which is most of a cold start.
@@ -9,9 +10,8 @@ from __future__ import annotations
 import os
 import sys
 
-from tfgpu.backends import names
+from tfgpu.api.doctor import doctor_report
 from tfgpu.cli.options import SHARED, OptionSpec, fast_options
-from tfgpu.core.errors import UsageError
 from tfgpu.core.record import replace
 
 # What the console script imports before the probe child forks is kept small (no typing, pathlib or json
@@ -21,11 +21,6 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-    from tfgpu.judge.diagnose import DoctorResult
-    from tfgpu.kb.knowledge import KnowledgeBase
-
-#: What `doctor --backend` takes: the recipe backends and the container routes (tfgpu.cli.options, defined once).
-BACKENDS = (*names.BACKENDS, *names.CONTAINER_BACKENDS)
 
 #: Every option of `tfgpu doctor`, in --help's order. Both the typer command (tfgpu.cli.commands.doctor, through
 #: tfgpu.cli.options.typer_command) and the console script's fast path (:data:`OPTIONS`) are generated from
@@ -104,84 +99,27 @@ def parse_fast(args: list[str]) -> dict[str, Any] | None:
     return doctor_keywords(out)
 
 
-def doctor_result(facts: dict[str, Any], kb: KnowledgeBase, *, tf: str | None = None, backend: str = "auto",
-                  tools: dict[str, str | None] | None = None, prefer: str | None = None,
-                  prefer_source: str = "config") -> DoctorResult:
-    """Everything the doctor says (tfgpu.judge.diagnose.diagnose), with each target's recipe and the recommendation
-    chosen as `tfgpu plan` chooses them (tfgpu.plan.choose): the doctor and the planner cannot disagree."""
-    from tfgpu.backends.runners import Preferences
-    from tfgpu.facts.document import as_facts
-    from tfgpu.judge.diagnose import diagnose
-    from tfgpu.plan.choose import with_choices
-
-    result = diagnose(as_facts(facts), kb, tf=tf, backend=backend)
-    return with_choices(result, kb, as_facts(facts), tools, Preferences(backend=backend, prefer=prefer,
-                                                                  prefer_source=prefer_source))
-
-
 def run_doctor(
     *, tf: str | None = None, json_out: bool = False, facts_file: str | Path | None = None, backend: str = "auto",
     require_gpu: bool = False, strict: bool = False, ci: bool = False, redact_out: bool = False,
     overrides: dict[str, str | None] | None = None, timeout: float | None = None, fork_probes: bool = False,
     python: str | None = None, prefix: str | None = None, name: str | None = None, import_tf: bool = False,
 ) -> int:
+    """`tfgpu doctor`: the report (tfgpu.api.doctor.doctor_report, as `tfgpu.doctor()` makes it), rendered."""
+    doc, _ = doctor_report(tf=tf, facts_file=facts_file, backend=backend, require_gpu=require_gpu, strict=strict,
+                           overrides=overrides, timeout=timeout, fork_probes=fork_probes, python=python, prefix=prefix,
+                           name=name, import_tf=import_tf)
+    code = int(doc["exit_code"])
+    from tfgpu.render import report
 
-    if backend not in BACKENDS:
-        msg = f"--backend {backend!r} is not one of {', '.join(BACKENDS)}"
-        raise UsageError(msg)
-    from tfgpu.core.timeouts import check_timeout
-
-    timeout = check_timeout(timeout)
-    # Probes start first; with fork_probes they run in a child process while this one loads the
-    # knowledge base (in a thread instead, it was slower: GIL and import-lock contention).
-    from tfgpu.facts.gather import start_facts
-
-    target = None
-    if python or prefix or name:
-        from tfgpu.cli.envtarget import named_environment
-
-        if facts_file is not None:
-            msg = "--facts judges another machine; --python/--prefix/--name read an environment on this one"
-            raise UsageError(msg, hint="use one of them")
-        target = named_environment(python=python, prefix=prefix, name=name)
-    pending = start_facts(facts_file=facts_file, overrides=overrides, timeout=timeout, fork=fork_probes,
-                          environment=target)
-    try:
-        from tfgpu.kb.knowledge import load_kb
-        from tfgpu.render import report
-        kb = load_kb()
-    except (Exception, KeyboardInterrupt):  # a bad knowledge base, a bug, or Ctrl-C / a signal (tfgpu turns
-        # SIGINT/SIGTERM/SIGHUP into KeyboardInterrupt): stop the probe child before the error goes up
-        pending.cancel()  # type: ignore[attr-defined]
-        raise
-    facts, active = pending()
-    from tfgpu.backends.config import load_config
-
-    config = load_config()  # its [backends] prefer steers the recipe exactly as it does for plan and create
-    result = doctor_result(facts, kb, tf=tf, backend=backend, prefer=config.prefer, prefer_source=config.source)
-    doc = report.doctor_document(facts, result, data_version=kb.data_version, overrides=active)
-    if isinstance(facts.get("environment"), dict):  # a TensorFlow here (or named): its verdict opens the report
-        from tfgpu.judge.environment import judge_environment
-        from tfgpu.kb.sonames import load_sonames
-
-        doc["environment"] = judge_environment(facts["environment"], facts, kb, load_sonames())
-        if import_tf:
-            from tfgpu.verify.envprobe import import_check
-
-            doc["environment"]["runtime"] = import_check(facts["environment"], doc["environment"],
-                                                         timeout=max(120.0, timeout or 0))
-    elif import_tf:
-        msg = "--import needs an environment with TensorFlow: none is installed in the one judged"
-        raise UsageError(msg, hint="name one with --python EXE, --prefix DIR or --name NAME")
-    code = result.exit_code(require_gpu=require_gpu, strict=strict)
-    doc["exit_code"] = code
     if redact_out:
         doc = report.redact(doc)
     if ci:
         from tfgpu.render import output
 
         output.write_json(doc)
-        from tfgpu.core.safety import terminal_safe, workflow_safe
+        from tfgpu.core.safety import workflow_safe
+        from tfgpu.core.termtext import terminal_safe
 
         # every line written in CI mode: no escape sequences, no workflow command from the facts
         sys.stderr.write(workflow_safe(terminal_safe(report.plain_log(doc))))
@@ -195,4 +133,4 @@ def run_doctor(
         output.write_json(doc)
     else:
         report.render_human(doc, sys.stdout)
-    return int(code)
+    return code

@@ -88,6 +88,7 @@ SHARED: dict[str, OptionSpec] = {
     "dry_run": OptionSpec(("--dry-run",), "dry_run", bool, default=False,
                           help="Judge and show the plan; change nothing."),
     "format": OptionSpec(("--format",), "fmt", str, metavar="FORMAT", help="Print the plan as a file format."),
+    "output": OptionSpec(("--output", "-o"), "output", str, metavar="FILE", help="The file to write."),
 }
 
 #: The facts options every command that reads the machine takes (doctor, plan, create, lock, smoke, explain).

@@ -3,7 +3,7 @@
 Why not dataclasses: importing them pulls in ``inspect`` (and ``ast``, ``dis``, ``tokenize``), and each
 decorated class compiles its ``__init__``/``__repr__``/``__eq__``/``__hash__`` from generated source.
 For the ~20 record classes `tfgpu doctor` loads that was ~40 ms of a ~170 ms start-up on a 2-core
-machine (CONTRIBUTING.md, "Performance"). Here the methods are closures over the field list, made
+machine (docs/dev/performance.md). Here the methods are closures over the field list, made
 once per class; type checkers see the decorator as a dataclass transform (PEP 681), so mypy checks
 constructor calls and frozenness exactly as before.
 

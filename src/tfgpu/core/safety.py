@@ -17,10 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["check_text", "comment_safe", "safe_console", "terminal_safe", "terminal_safe_doc", "too_deep", "workflow_safe"]
 
 # The terminal rules live in tfgpu.core.termtext (no imports) so that tfgpu.core.errors can use them too.
-from tfgpu.core.termtext import _ANSI as _ANSI
-from tfgpu.core.termtext import _CONTROL as _CONTROL
-from tfgpu.core.termtext import _escape_control as _escape_control
-from tfgpu.core.termtext import terminal_safe as terminal_safe
+from tfgpu.core.termtext import _CONTROL, _escape_control, terminal_safe
 
 
 def check_text(value: str, what: str) -> str:

@@ -15,6 +15,7 @@ import glob
 import os
 import re
 
+from tfgpu.core.tfnames import TF_BUILDS
 from tfgpu.facts import loader
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing in the probe child
@@ -26,8 +27,6 @@ SCHEMA_NOTE = "read from the installed files; activation scripts parsed, not run
 #: TensorFlow's shared objects whose links matter: the dlopen caller and the Python extension.
 _TF_OBJECTS = ("libtensorflow_framework.so*", "libtensorflow_cc.so*", "python/_pywrap_tensorflow_internal.so",
                "python/lib_pywrap_tensorflow_common.so")
-_TF_DISTS = ("tensorflow", "tensorflow-gpu", "tensorflow-cpu", "tensorflow-intel", "tf-nightly", "tensorflow-macos",
-             "tensorflow-aarch64", "tensorflow-cpu-aws", "tensorflow-rocm", "intel-tensorflow", "tensorflow-directml")
 _MAX_DIRS = 64  # a search longer than this is someone's LD_LIBRARY_PATH gone wrong: the rest is not listed
 
 
@@ -109,10 +108,10 @@ def read_distributions(sites: list[str]) -> tuple[dict[str, str], dict[str, dict
                 continue
             name = norm_name(m.group(1))
             version = m.group(2)
-            if name in _TF_DISTS or name in ("keras", "tf-keras", "numpy", "protobuf"):
+            if name in TF_BUILDS or name in ("keras", "tf-keras", "numpy", "protobuf"):
                 head = _headers(os.path.join(sp, folder))
                 version = head.get("version") or version
-                if name in _TF_DISTS:
+                if name in TF_BUILDS:
                     tf.setdefault(name, {"distribution": name, "version": version, "path": os.path.join(sp, folder),
                                          "requires": head["requires"]})
             dists.setdefault(name, version)

@@ -24,6 +24,22 @@ def gather_facts(
                        environment=environment, env_overrides=env_overrides)()
 
 
+def machine_facts(facts_file: str | None, *, probe: bool, overrides: dict[str, str | None] | None = None,
+                  ) -> tuple[dict[str, Any] | None, str | None]:
+    """Facts for machine-specific causes: from --facts FILE, else probed here (never fatal), then the
+    overrides (tfgpu.facts.gather.gather_facts, as for every command), and a note."""
+    if facts_file:
+        return gather_facts(facts_file=facts_file, overrides=overrides)[0], \
+            f"machine-specific causes use the facts in {facts_file}"
+    if not probe:
+        return None, None
+    try:
+        facts, _ = gather_facts(overrides=overrides)
+    except Exception as exc:  # a probe bug must not hide the log's explanation
+        return None, f"this machine could not be probed ({type(exc).__name__}); causes are generic"
+    return facts, "machine-specific causes describe THIS machine (--facts FILE for another one, --no-probe to turn off)"
+
+
 def start_facts(
     *, facts_file: str | Path | None = None, overrides: dict[str, str | None] | None = None,
     timeout: float | None = None, fork: bool = False, environment: dict[str, Any] | None = None,

@@ -17,8 +17,9 @@ from tfgpu.judge.findings import (
 
 if TYPE_CHECKING:
     from tfgpu.kb.knowledge import KnowledgeBase
+from tfgpu.core.tfnames import ALLOW_GROWTH, SMALL_GPU_MIB
 from tfgpu.judge.system import _arm_fix
-from tfgpu.judge.verdict import ALLOW_GROWTH, SMALL_GPU_MIB, last_windows_gpu_series
+from tfgpu.judge.verdict import last_windows_gpu_series
 
 
 def machine_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
@@ -152,7 +153,7 @@ def _gpu_checks(m: Machine, kb: KnowledgeBase) -> list[Check]:
                 "gpu.memory", WARN,
                 f"GPU {g.get('index')} has {mem} MiB: TensorFlow maps nearly all GPU memory by default, which ends in "
                 "CUDNN_STATUS_INTERNAL_ERROR / 'Failed to get convolution algorithm' on small GPUs",
-                fix=f"export {ALLOW_GROWTH} (tfgpu create sets it in the environment)",
+                fix=f"export {ALLOW_GROWTH[0]}={ALLOW_GROWTH[1]} (tfgpu create sets it in the environment)",
             ))
     if m.cuda_visible is not None and m.gpus is not None and len(m.gpus) < len(m.all_gpus):
         status = FAIL if not m.gpus else WARN

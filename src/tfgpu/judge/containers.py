@@ -28,6 +28,7 @@ from tfgpu.backends.runners import (
     pick_container_runner,
 )
 from tfgpu.core.record import record
+from tfgpu.core.tfnames import ALLOW_GROWTH
 from tfgpu.facts.machine import Machine, machine_memo
 from tfgpu.judge.findings import BackendVerdict, Finding
 from tfgpu.judge.gpu_rules import gpu_findings
@@ -361,14 +362,13 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
     judged = [(i, *image_findings(i, m, kb)) for i in images]
     best = next(((i, b, c) for i, b, c in judged if not b), judged[0])
     image, i_block, i_cav = best
+    i_cav = list(i_cav)
     if i_block and m.gpus:
         fits = images_for_gpu(kb, m)
-        if fits:  # a suggestion, not a blocker: the image that does run here goes into the first fix (no ✗ of its own)
-            first = i_block[0]
-            also = (f"NVIDIA's {fits[0].ref} (TensorFlow {fits[0].tf}, CUDA {fits[0].cuda}) runs on this GPU and "
-                    f"driver: tfgpu plan --tf {fits[0].tf} --backend container --image {fits[0].ref}")
-            i_block = [Finding(first.check, first.summary, f"{first.fix}; or {also}" if first.fix else also,
-                               first.mitigated_by), *i_block[1:]]
+        if fits:  # a suggestion, not a blocker: the image that does run here (no ✗; the route stays blocked)
+            i_cav.append(Finding("container.alternative", f"NVIDIA's {fits[0].ref} (TensorFlow {fits[0].tf}, CUDA "
+                                 f"{fits[0].cuda}) runs on this GPU and driver",
+                                 fix=f"tfgpu plan --tf {fits[0].tf} --backend container --image {fits[0].ref}"))
     blockers = r_block + i_block
     return BackendVerdict("container", image.ref, not blockers, tuple(blockers), tuple(r_cav + i_cav), image.cuda,
                           image.cudnn, (image.python,) if image.python else (), runtime=runtime.name if runtime else "")
@@ -449,7 +449,7 @@ def run_in_container(runtime: str, image: str, command: list[str], cwd: str,
     mounted at /workspace (the function the run command calls). ``gpu_args``: the CDI devices the registry
     recorded for it (read from a file another user may write: only nvidia.com/gpu=... device flags pass)."""
     return gpu_run_argv(runtime, image, command, mounts=((cwd, WORKDIR, False),), workdir=WORKDIR,
-                        env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),), gpu_args=recorded_gpu_args(runtime, gpu_args))
+                        env=(ALLOW_GROWTH,), gpu_args=recorded_gpu_args(runtime, gpu_args))
 
 
 def recorded_gpu_args(runtime: str, recorded: Any) -> tuple[str, ...]:
@@ -540,7 +540,7 @@ def render_dockerfile(image: str, *, tf: str, requirements: str | None = None, k
     out = [f"# tfgpu plan --format dockerfile: TensorFlow {tf} on {image}",
            "# run: docker build -t my-tf . && docker run --rm --gpus all my-tf python3 -c "
            "\"import tensorflow as tf; print(tf.config.list_physical_devices('GPU'))\"",
-           f"FROM {image}", "ENV TF_FORCE_GPU_ALLOW_GROWTH=true"]
+           f"FROM {image}", f"ENV {ALLOW_GROWTH[0]}={ALLOW_GROWTH[1]}"]
     if fault is not None and fault.workaround:
         url = str(kb.sources("containers").get(fault.workaround_source or fault.source, {}).get("url", ""))
         out += [f"# {image} carries cuDNN {fault.cudnn}; TensorFlow {tf} needs cuDNN {fault.needs_cudnn}. The "
@@ -560,7 +560,7 @@ def render_apptainer(image: str, *, tf: str, requirements: str | None = None) ->
     if requirements:
         out += ["%files", f"    {_safe_path(requirements)} /opt/requirements.txt", "",
                 "%post", "    python3 -m pip install --no-cache-dir -r /opt/requirements.txt", ""]
-    out += ["%environment", "    export TF_FORCE_GPU_ALLOW_GROWTH=true"]
+    out += ["%environment", f"    export {ALLOW_GROWTH[0]}={ALLOW_GROWTH[1]}"]
     return "\n".join(out) + "\n"
 
 

@@ -16,16 +16,13 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
+from tfgpu.core.tfnames import SMALL_GPU_MIB, TF_BUILDS
 from tfgpu.facts import loader
 
 GPU, CPU_ONLY, BROKEN, NO_TF = "gpu", "cpu-only", "broken", "no-tensorflow"
 VERDICT_TEXT = {GPU: "uses the GPU", CPU_ONLY: "CPU only", BROKEN: "broken", NO_TF: "no TensorFlow"}
-#: The distributions that each install the `tensorflow` package: two of them overwrite each other's files.
-_TF_FAMILY = ("tensorflow", "tensorflow-gpu", "tensorflow-cpu", "tensorflow-intel", "tf-nightly", "intel-tensorflow",
-              "tensorflow-rocm", "tensorflow-aarch64", "tensorflow-cpu-aws")
 #: A requirement of TensorFlow whose violation stops `import tensorflow` (the others are caveats).
 _IMPORT_CRITICAL = ("numpy", "protobuf", "ml-dtypes", "keras")
-SMALL_GPU_MIB = 4096
 _LEGACY_TRUE = ("1", "true", "yes")
 
 
@@ -49,7 +46,7 @@ def main_distribution(tfs: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | N
     """The TensorFlow distribution that owns the `tensorflow` package (the GPU one first when several)."""
     order = {n: i for i, n in enumerate(("tensorflow-gpu", "tensorflow", "tf-nightly", "tensorflow-cpu",
                                          "tensorflow-intel"))}
-    cands = [t for t in tfs if t.get("distribution") in _TF_FAMILY]
+    cands = [t for t in tfs if t.get("distribution") in TF_BUILDS]
     return min(cands, key=lambda t: order.get(str(t["distribution"]), 99)) if cands else (tfs[0] if tfs else None)
 
 
@@ -89,7 +86,7 @@ def python_findings(doc: Mapping[str, Any], tf: Mapping[str, Any], kb: Any, os_n
     out: list[dict[str, Any]] = []
     dists: Mapping[str, str] = doc.get("distributions") or {}
     tfv = _v(tf.get("version"))
-    family = [t for t in doc.get("tensorflow") or [] if t.get("distribution") in _TF_FAMILY]
+    family = [t for t in doc.get("tensorflow") or [] if t.get("distribution") in TF_BUILDS]
     windows_pair = os_name == "windows" and {str(t["distribution"]) for t in family} == {"tensorflow",
                                                                                           "tensorflow-intel"}
     if len(family) > 1 and not windows_pair:

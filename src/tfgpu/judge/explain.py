@@ -12,6 +12,7 @@ error is on record.
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from collections.abc import Iterable, Mapping
@@ -25,8 +26,10 @@ from tfgpu.judge.explain_refine import (
     _CUDNN_MISMATCH,
     _cudnn_sentence,
     consistent_with_line,
+    fill_versions,
     refine_cause,
 )
+from tfgpu.judge.explain_trigger import Clause, trigger_patterns
 
 SCHEMA = "tfgpu.explain/1"
 
@@ -100,12 +103,17 @@ class ExplainReport:
     name: str = "-"
 
     def to_json(self) -> dict[str, Any]:
+        from tfgpu.judge.explain_group import group_findings
+
         top = top_finding(self.findings)
+        groups = group_findings(self.findings)
+        number = {id(f): n for n, g in enumerate(groups, 1) for f in g.members}
         return {
             "schema": SCHEMA,
             "input": {"name": self.name, "lines": self.lines, "bytes": self.bytes_read},
             "summary": top.id if top is not None else None,
-            "findings": [f.to_json() for f in self.findings],
+            "findings": [{**f.to_json(), "group": number[id(f)]} for f in self.findings],
+            "groups": [g.to_json(n) for n, g in enumerate(groups, 1)],
             "notes": list(self.notes),
         }
 
@@ -119,7 +127,7 @@ class ExplainReport:
 # -------------------------------------------------------------------------------------- matching
 
 
-def _match_line(catalog: Catalog, line: str) -> list[tuple[Entry, dict[str, str]]]:
+def _match_line(catalog: Catalog, line: str) -> list[tuple[Entry, dict[str, str], int]]:
     lowered = line.lower()
     hit = catalog.words.intersection(_WORD.findall(lowered))
     found = []
@@ -138,7 +146,7 @@ def _match_line(catalog: Catalog, line: str) -> list[tuple[Entry, dict[str, str]
                 tried.add(e.id)
             m = e.pattern.search(line)
             if m:
-                found.append((e, {k: v for k, v in m.groupdict().items() if v is not None}))
+                found.append((e, {k: v for k, v in m.groupdict().items() if v is not None}, m.start()))
     return found
 
 
@@ -163,6 +171,9 @@ _CUDA_CODE = re.compile(
     r"|NCCL error|NCCL failure)"
 )
 _NVRM = re.compile(r"NVRM: (?P<msg>.*)")
+#: An error line of another tool, at the start of its line: LLVM's abort (``LLVM ERROR: ...``, e.g. XLA compiling for
+#: a GPU its PTX does not know), pip's ``ERROR: ...`` and uv's ``error: ...`` (resolver and install failures).
+_TOOL_ERROR = re.compile(r"(?P<tool>LLVM ERROR|ERROR|error):\s+(?P<msg>\S.*)")
 _NVRM_BAD = re.compile(r"(?i)\bxid\b|fail|error|mismatch|fallen off|not responding|unable|cannot|\binvalid\b")
 #: Kinds of unrecognised lines, most telling first (their findings are ordered so: a CUDA error code
 #: says more than the TensorFlow line around it).
@@ -171,6 +182,7 @@ _KINDS = {
     "nvrm": "NVIDIA kernel driver (NVRM) message",
     "check_failed": "failed internal check (the process aborts here)",
     "exception": "Python exception",
+    "tool_error": "{level} line of another tool (LLVM, pip, uv)",
     "tf_log": "TensorFlow {level} message",
 }
 _KIND_ORDER = {kind: i for i, kind in enumerate(_KINDS)}
@@ -212,9 +224,38 @@ def classify_unrecognised(line: str) -> tuple[str, str, str] | None:
             msg = m.group("msg") or ""
             name = m.group("exc").rsplit(".", 1)[-1]
             return "exception", level or "error", _search_key(f"{name}: {msg}" if msg else name)
+    if line[:1] in "ELe" and ("ERROR" in line or "error:" in line):
+        m = _TOOL_ERROR.match(line.rstrip())
+        if m:
+            tool = m.group("tool")
+            return "tool_error", "fatal" if tool == "LLVM ERROR" else "error", _search_key(f"{tool}: {m.group('msg')}")
     if tf and level:
         return "tf_log", level, _search_key(tf.group("msg")) or tf.group("src")
     return None
+
+
+#: What a line must contain for the engine itself to act on it, whatever the catalog knows: a word of
+#: classify_unrecognised (its exceptions, CUDA codes, NVRM and Check failed lines), a TensorFlow E/F line, a fact of
+#: _CONTEXT, or what normalize_line changes (an entity, an escape sequence, a typographic quote). With the catalog's
+#: literals this makes the triggers of :func:`line_triggers`; keep it in step with those functions (a test checks it on
+#: every real line of the repository).
+_ENGINE_LITERALS = ("NVRM", "Check failed", "CUDA_ERROR_", "CUDNN_STATUS_", "CUBLAS_STATUS_", "CUresult(",
+                    "UNKNOWN ERROR (", "Error", "Exception", "Failure", "NCCL error", "NCCL failure", "ERROR:",
+                    *(needle for needle, _ in _CONTEXT.values()))
+_ENGINE_REGEXES = (r"E(?:\d{4} \d|\s+[^\s\]]+\.(?:cc|cpp|cu|h|c|py):\d)", r"F(?:\d{4} \d|\s+[^\s\]]+\.(?:cc|cpp|cu|h|c|py):\d)",
+                   r"&(?:#|[a-zA-Z]+;)", "\x1b", "\nerror:", *(re.escape(c) for c in "\u2018\u2019\u201a\u201c\u201d\u201e\u00a0\u2009\u202f"))
+
+
+@functools.lru_cache(maxsize=8)
+def _triggers_for(clauses: tuple[tuple[Clause, ...], ...]) -> tuple[re.Pattern[str], ...]:
+    engine = tuple((((text, False),),) for text in _ENGINE_LITERALS)
+    return trigger_patterns((*clauses, *engine), _ENGINE_REGEXES)
+
+
+def line_triggers(catalog: Catalog) -> tuple[re.Pattern[str], ...] | None:
+    """Regexes that together find every line of a log that can give a finding with ``catalog`` (None when an entry
+    has no literal to find it by, and every line must be tried). Each starts with one literal character."""
+    return None if catalog.untriggered else _triggers_for(catalog.clauses)
 
 
 def _unrecognised_finding(lineno: int, text: str, kind: str, severity: str, key: str) -> LogFinding:
@@ -276,6 +317,62 @@ def normalize_line(line: str) -> str:
     return line
 
 
+#: At most this many analysed lines are remembered (then forgotten all at once), each at most CACHED_CHARS long.
+ANALYSES_KEPT = 4096
+CACHED_CHARS = 600
+#: The time stamp a log line starts with: ``2021-10-16 14:56:09.420644: `` (TensorFlow <= 2.15, also with ``T`` and a
+#: zone) or the absl header ``I0000 00:00:1738697930.202924    7665 `` (TensorFlow >= 2.16; the level letter stays).
+_STAMP = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?:? "
+                    r"|(?P<lvl>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+ +\d+ ")
+
+
+def _stamp_key(line: str) -> tuple[str | None, int]:
+    """(the key a line's analysis is remembered by, the length of the time stamp it drops); (None, 0) for a line too
+    long to remember. Lines that differ only in their time stamps have the same key."""
+    if len(line) > CACHED_CHARS:
+        return None, 0
+    if line[26:28] == ": " and line[4:5] == "-" and line[:4].isdigit():  # the usual one, without a regex
+        return "\0" + line[28:], 28
+    m = _STAMP.match(line) if line[1:2].isdigit() else None
+    if m is None:
+        return line, 0
+    return (m.group("lvl") or "") + "\0" + line[m.end():], m.end()
+
+
+@record
+class _Analysis:
+    """What one line gives, whatever came before it: catalog matches (entry, groups, finding key), the context facts
+    it states, its unrecognised kind, and where the first of those begins in the line."""
+
+    matches: tuple[tuple[Entry, dict[str, str], tuple[str, tuple[tuple[str, str], ...]]], ...]
+    context: tuple[tuple[str, dict[str, str]], ...]
+    what: tuple[str, str, str] | None
+    start: int
+    #: the finding keys of the matches; quiet: the line states no context fact
+    keys: frozenset[tuple[str, tuple[tuple[str, str], ...]]] = frozenset()
+    quiet: bool = False
+
+
+def _analyse(catalog: Catalog, line: str) -> _Analysis:
+    start = len(line)
+    matches = []
+    for e, groups, at in _match_line(catalog, line):
+        matches.append((e, groups, (e.id, tuple(sorted(groups.items())))))
+        start = min(start, at)
+    context = []
+    for kind, (needle, rx) in _CONTEXT.items():
+        if needle in line:
+            m = rx.search(line)
+            if m:
+                context.append((kind, m.groupdict()))
+                start = min(start, m.start())
+    # the kind of an unrecognised line and its key come from the message after any time stamp (an absl header's
+    # level letter is part of the remembered key)
+    what = None if matches else classify_unrecognised(line)
+    return _Analysis(tuple(matches), tuple(context), what, start, frozenset(m[2] for m in matches),
+                     bool(matches) and not context)
+
+
 @record(frozen=False)
 class _Collector:
     catalog: Catalog
@@ -286,6 +383,8 @@ class _Collector:
     #: context kind -> (line number, groups, the generic finding its line would get when nothing uses it)
     context: dict[str, tuple[int, dict[str, str], LogFinding | None]] = field(default_factory=dict)
     unrecognised_dropped: int = 0
+    #: what recent lines gave, by the line without its time stamp (a log repeats its messages)
+    analyses: dict[str, _Analysis] = field(default_factory=dict)
 
     def feed(self, lineno: int, line: str) -> None:
         if "\r" in line:
@@ -295,15 +394,31 @@ class _Collector:
             return
         self._feed(lineno, line)
 
+    def feed_segment(self, lineno: int, line: str) -> None:
+        """One segment of a line (no carriage return in it)."""
+        self._feed(lineno, line)
+
     def _feed(self, lineno: int, line: str) -> None:
         if len(line) > MAX_LINE_CHARS:
             line = line[:MAX_LINE_CHARS]
         if not line.isascii() or "&" in line or "\x1b" in line:
             line = normalize_line(line)
-        known = False
-        for e, groups in _match_line(self.catalog, line):
-            known = True
-            key = (e.id, tuple(sorted(groups.items())))
+        key, skip = _stamp_key(line)
+        seen = self.analyses.get(key) if key is not None else None
+        if seen is None:
+            seen = _analyse(self.catalog, line)
+            if key is not None and seen.start >= skip:  # nothing it found depends on the time stamp
+                if len(self.analyses) >= ANALYSES_KEPT:
+                    self.analyses.clear()
+                self.analyses[key] = seen
+        self._apply(lineno, line, seen)
+
+    def _apply(self, lineno: int, line: str, seen: _Analysis) -> None:
+        if seen.quiet and seen.keys <= self.found.keys():  # a known line again: only counted
+            for key in seen.keys:
+                self.repeats[key] = self.repeats.get(key, 0) + 1
+            return
+        for e, groups, key in seen.matches:
             if key in self.found:
                 self.repeats[key] = self.repeats.get(key, 0) + 1
                 continue
@@ -315,22 +430,22 @@ class _Collector:
                 id=e.id, severity=e.severity, rank=e.rank, line=lineno, text=_cut(line),
                 meaning=consistent_with_line(_format(e.meaning, groups), line),
                 cause=consistent_with_line(cause, line),
-                fix=consistent_with_line(_format(e.fix, groups), line),
+                fix=consistent_with_line(fill_versions(_format(e.fix, groups), groups.get("lib", "")), line),
                 source=e.source_url or e.source_title or e.source, groups=key[1],
             )
         context_kind = None
-        for kind, (needle, rx) in _CONTEXT.items():
-            if kind not in self.context and needle in line:
-                m = rx.search(line)
-                if m:
-                    context_kind = kind
-                    self.context[kind] = (lineno, m.groupdict(), None)
-        if known:
+        for kind, groups in seen.context:
+            if kind not in self.context:
+                context_kind = kind
+                self.context[kind] = (lineno, groups, None)
+        if seen.matches or seen.what is None:
             return
-        what = classify_unrecognised(line)
-        if what is None:
-            return
-        generic = _unrecognised_finding(lineno, _cut(line), *what)
+        if context_kind is None:
+            gkey = (f"unrecognised.{seen.what[0]}", (("key", seen.what[2]),))
+            if gkey in self.found:  # a repeat: no finding to build
+                self.repeats[gkey] = self.repeats.get(gkey, 0) + 1
+                return
+        generic = _unrecognised_finding(lineno, _cut(line), *seen.what)
         if context_kind is not None:  # reported only if no other finding uses what the line says
             ln, groups, _ = self.context[context_kind]
             self.context[context_kind] = (ln, groups, generic)
@@ -426,4 +541,11 @@ def explain_lines(
 
 # ------------------------------------------------------------------------------------ file input
 
-
+def summarize_harmless(findings: Iterable[LogFinding]) -> str | None:
+    """One line for the harmless findings (people worry about them; they need nothing)."""
+    harmless = [f for f in findings if f.harmless]
+    if not harmless:
+        return None
+    total = sum(f.count for f in harmless)
+    ids = ", ".join(dict.fromkeys(f.id.removeprefix("harmless.") for f in harmless))
+    return f"{total} harmless line(s) ({ids}): nothing to fix"

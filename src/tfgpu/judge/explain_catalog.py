@@ -11,6 +11,7 @@ from typing import Any
 
 from tfgpu.core.errors import DataError
 from tfgpu.core.record import field, record
+from tfgpu.judge.explain_trigger import Clause, required_clauses
 
 CATALOG_SCHEMA = "tfgpu.compat.explain/1"
 SEVERITIES = ("fatal", "error", "warning", "info", "harmless")
@@ -49,6 +50,10 @@ class Catalog:
     words: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
     #: Entries indexed under several words (one per branch of an alternation): tried once per line.
     multi: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    #: The clauses each entry's pattern requires (tfgpu.judge.explain_trigger): a line that satisfies no clause of an
+    #: entry cannot match it. ``untriggered``: the entries without a clause (every line must be tried for them).
+    clauses: tuple[tuple[Clause, ...], ...] = field(default=(), compare=False, repr=False)
+    untriggered: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
 
 def _parser() -> Any:
@@ -181,8 +186,10 @@ def build_catalog(data: Mapping[str, Any], *, origin: str = "compat/explain.toml
         for w in dict.fromkeys(w for w in words if w is not None):
             index.setdefault(w, []).append(e)
         multi.add(e.id)
+    clauses = tuple(tuple(required_clauses(e.pattern.pattern)) for e in entries)
+    untriggered = tuple(e.id for e, c in zip(entries, clauses) if not c)
     return Catalog(entries, {w: tuple(es) for w, es in index.items()}, tuple(always), frozenset(index),
-                   frozenset(multi))
+                   frozenset(multi), clauses, untriggered)
 
 
 _WORD = re.compile(r"[a-z0-9_]+")

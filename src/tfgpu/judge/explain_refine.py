@@ -3,6 +3,7 @@ the machine's facts agree, and the cause and fix rewritten for them."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -110,6 +111,8 @@ def refine_cause(entry: Entry, groups: Mapping[str, str], facts: Mapping[str, An
             return (f"TensorFlow wants CUDA {shown}'s libraries ({lib}); "
                     + (f"installed here: {have}." if have else "no CUDA toolkit was found on this machine."))
         return None
+    if entry.id == "cuda.no_device_at_init":
+        return _wsl_cause(facts)
     if entry.id == "cuda.driver_insufficient" and driver:
         if driver.get("version"):
             return (f"The driver here is {driver['version']}"
@@ -128,6 +131,17 @@ def refine_cause(entry: Entry, groups: Mapping[str, str], facts: Mapping[str, An
         if isinstance(gpus, list) and not gpus:
             return f"Driver {driver['version']} is installed but it reports no GPU."
     return None
+
+
+def _wsl_cause(facts: Mapping[str, Any]) -> str | None:
+    """Whether the machine the facts describe is WSL2, which decides the likely cause of a cuInit NO_DEVICE."""
+    plat = facts.get("platform") if isinstance(facts.get("platform"), Mapping) else None
+    if not plat or not plat.get("os"):
+        return None
+    if plat.get("wsl") == 2:
+        return ("This machine runs WSL2: the libcuda.so.1 that was loaded is probably not the Windows driver's "
+                "/usr/lib/wsl/lib/libcuda.so.1.")
+    return "This machine is not WSL2: the causes after the WSL2 one apply (CUDA_VISIBLE_DEVICES, --gpus, the driver)."
 
 
 #: Facts that one line states and another line's cause needs (first occurrence kept).
@@ -216,3 +230,50 @@ def consistent_with_line(text: str, line: str) -> str:
         if not clash:
             kept.append(sentence)
     return " ".join(kept) if kept else text
+
+
+@functools.lru_cache(maxsize=64)
+def implied_tensorflow(lib: str) -> tuple[str, tuple[str, ...]] | None:
+    """What a library name asks for ("CUDA 10.0", "CUDA 11.x", "cuDNN 8") and the TensorFlow series built with it,
+    oldest first (the knowledge base's tested build configurations, of Windows for a DLL); None when the name pins no
+    version or no series matches."""
+    low = lib.lower()
+    cudnn = _cudnn_of_soname(lib) if "cudnn" in low else None
+    cuda = None if cudnn else _cuda_of_soname(lib)
+    if not cudnn and not cuda:
+        return None
+    from tfgpu.kb.knowledge import load_kb
+    from tfgpu.kb.versions import normalize_cuda, series_of, version
+
+    os_name = "windows" if low.endswith(".dll") else "linux"
+
+    def wanted(built_cuda: str, built_cudnn: str) -> bool:
+        if cudnn:
+            return built_cudnn.split(".")[0] == cudnn
+        assert cuda is not None
+        if cuda.endswith(".x"):
+            return built_cuda.split(".")[0] == cuda[:-2]
+        return normalize_cuda(built_cuda) == cuda
+
+    series = sorted({series_of(b.tf) for b in load_kb().builds if b.os == os_name and wanted(str(b.cuda), str(b.cudnn))},
+                    key=version)
+    if not series:
+        return None
+    return (f"cuDNN {cudnn}" if cudnn else f"CUDA {cuda}"), tuple(series)
+
+
+def fill_versions(fix: str, lib: str) -> str:
+    """A fix that says `tfgpu compat --tf VERSION` / `tfgpu create --tf VERSION`, with the versions the library name in
+    the log implies filled in (issue 29: the log said CUDA 10.0, the fix said VERSION)."""
+    if "--tf VERSION" not in fix or not lib:
+        return fix
+    implied = implied_tensorflow(lib)
+    if implied is None:
+        return fix
+    label, series = implied
+    newest = series[-1]
+    exact_cuda = label.startswith("CUDA ") and not label.endswith(".x")
+    compat = f"tfgpu compat --cuda {label[5:]}" if exact_cuda else f"tfgpu compat --tf {newest}"
+    fix = fix.replace("tfgpu compat --tf VERSION", compat).replace("tfgpu create --tf VERSION", f"tfgpu create --tf {newest}")
+    span = series[0] if len(series) == 1 else f"{series[0]}-{series[-1]}"
+    return f"The log asks for {label}, which TensorFlow {span} {'uses' if len(series) == 1 else 'use'}. {fix}"

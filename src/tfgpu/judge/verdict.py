@@ -19,6 +19,7 @@ from packaging.version import Version
 
 from tfgpu.core.errors import DataError
 from tfgpu.core.record import replace
+from tfgpu.core.tfnames import ALLOW_GROWTH, SMALL_GPU_MIB
 from tfgpu.facts.machine import Machine, resolve_version
 from tfgpu.judge.findings import (
     BLOCKED,
@@ -39,12 +40,6 @@ if TYPE_CHECKING:
     from tfgpu.kb.records import Build, Recipe
 
 
-#: GPUs with at most this much memory get the memory-growth advice (seed 000: MX150 2 GB,
-#: seed 002: CUDNN_STATUS_INTERNAL_ERROR / "Failed to get convolution algorithm" from TF
-#: mapping nearly all GPU memory). tfgpu create sets TF_FORCE_GPU_ALLOW_GROWTH=true for them.
-SMALL_GPU_MIB = 4096
-
-ALLOW_GROWTH = "TF_FORCE_GPU_ALLOW_GROWTH=true"
 
 #: Blockers that come from the machine alone, whatever the release (judge_newest_workable stops at them).
 MACHINE_BLOCKERS = frozenset({"os.supported", "os.wsl", "driver.installed", "driver.kernel_match", "gpu.present",
@@ -292,8 +287,8 @@ def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str 
     if small:
         caveats.append(Finding(
             "gpu.memory", f"small GPU ({small[0].get('memory_mib')} MiB): TensorFlow's default allocation of nearly all "
-            "memory ends in CUDNN_STATUS_INTERNAL_ERROR", fix=f"export {ALLOW_GROWTH}",
-            mitigated_by=f"{ALLOW_GROWTH} in the environment tfgpu creates",
+            "memory ends in CUDNN_STATUS_INTERNAL_ERROR", fix=f"export {ALLOW_GROWTH[0]}={ALLOW_GROWTH[1]}",
+            mitigated_by=f"{ALLOW_GROWTH[0]}={ALLOW_GROWTH[1]} in the environment tfgpu creates",
         ))
     if not verdicts:
         blockers.append(Finding(

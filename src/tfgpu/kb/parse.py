@@ -67,7 +67,15 @@ ARCH_BUILDS = ("pip", "conda-forge")
 
 @functools.lru_cache(maxsize=1)
 def compat_dir() -> Path:
-    """Where the data lives: inside the installed package, or compat/ of a source checkout."""
+    """The data in use: the bundled data, or newer data that `tfgpu kb update` fetched (tfgpu.kb.bundles)."""
+    from tfgpu.kb.bundles import newer_than
+
+    bundled = bundled_compat_dir()
+    return newer_than(bundled) or bundled
+
+
+def bundled_compat_dir() -> Path:
+    """Where the bundled data lives: inside the installed package, or compat/ of a source checkout."""
     here = Path(__file__).resolve().parent.parent  # the tfgpu package
     for candidate in (here / "compat", here.parent.parent / "compat"):
         if (candidate / "meta.toml").is_file():

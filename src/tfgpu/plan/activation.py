@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import Version
 
 from tfgpu.backends.steps import Step
+from tfgpu.core.tfnames import ALLOW_GROWTH, SMALL_GPU_MIB
 
 if TYPE_CHECKING:
     from tfgpu.facts.document import Facts
     from tfgpu.kb.knowledge import KnowledgeBase
-from tfgpu.plan.envspec import SMALL_GPU_MIB, _join, small_gpu
+from tfgpu.plan.envspec import _join, small_gpu
 
 
 def nvidia_libpath_needed(kb: KnowledgeBase, v: Version) -> bool:
@@ -72,7 +73,7 @@ def activation_lines(recipe: Any, facts: Facts, *, conda_like: bool, os_name: st
             notes.append("XLA_FLAGS points XLA at the environment's libdevice (pip.md's Ubuntu 22.04 fix); "
                          "ptxas may still need `cuda-nvcc` from the nvidia channel: " + extra)
     if small_gpu(facts):
-        lines.append("TF_FORCE_GPU_ALLOW_GROWTH=true")
+        lines.append("=".join(ALLOW_GROWTH))
         notes.append(f"a GPU has <= {SMALL_GPU_MIB} MiB: TF_FORCE_GPU_ALLOW_GROWTH=true makes TensorFlow allocate "
                      "GPU memory as needed instead of mapping nearly all of it (cuDNN failures reported on 2 GB GPUs)")
     return lines, notes

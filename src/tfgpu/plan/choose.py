@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 from tfgpu.backends.names import BACKENDS, CONTAINER_BACKENDS
 from tfgpu.backends.runners import (
     CONDA,
+    CONDA_FAMILY,
     CONDA_TOOLS,
     CONTAINER,
     PIP,
@@ -50,8 +51,6 @@ from tfgpu.backends.runners import (
     conda_tool,
     first_able,
 )
-
-_CONDA_FAMILY = frozenset({"conda", "conda+pip"})
 
 
 def interpreters(facts: Facts, tools: Mapping[str, str | None]) -> dict[str, str]:
@@ -118,7 +117,7 @@ def kb_order(kb: KnowledgeBase, facts: Facts, v: Version, os_name: str,
     from tfgpu.judge.system import system_cuda_installed
 
     pips = sorted((r for r in recipes if r.backend == "pip"), key=lambda r: not r.provides_cuda)
-    condas = sorted((r for r in recipes if r.backend in _CONDA_FAMILY), key=lambda r: r.conda_preference())
+    condas = sorted((r for r in recipes if r.backend in CONDA_FAMILY), key=lambda r: r.conda_preference())
     build = kb.build_for(v, os_name)
     first = [r for r in pips if r.provides_cuda or not condas or build is None
              or system_cuda_installed(Machine.from_facts(facts, kb), build.cuda, v, kb)]
@@ -230,7 +229,7 @@ def _choose_one(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, 
             return Choice(recipe, runner.name, tool,
                           _reason(runner, tool, recipe, ctx, prefs, verdict,
                                   pip_without_python=pip_without_python, python=python), python=python)
-    if prefs.backend == "auto" and not any(r.backend in _CONDA_FAMILY for r in recipes):
+    if prefs.backend == "auto" and not any(r.backend in CONDA_FAMILY for r in recipes):
         # a pip recipe and no interpreter for it: a conda-made interpreter, then pip
         recipe = usable[0]
         ctx = _recipe_context(kb, base_ctx, recipe)

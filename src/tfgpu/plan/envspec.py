@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from packaging.version import InvalidVersion, Version
 
 from tfgpu.core.errors import UsageError
+from tfgpu.core.tfnames import SMALL_GPU_MIB
 from tfgpu.kb.queries import load_pins
 from tfgpu.kb.records import Pin
 
@@ -18,11 +19,6 @@ if TYPE_CHECKING:
     from tfgpu.facts.document import Facts
 
 
-#: GPUs with at most this much memory get TF_FORCE_GPU_ALLOW_GROWTH=true: TensorFlow maps nearly all GPU
-#: memory by default; a 2 GB MX150 and a GTX 1080 failed with cuDNN errors until memory growth was enabled (blog
-#: posts 'Tensorflow创建GPU环境', 2020-06-13, and '使用 GPU 加速 Tensorflow 神经网络训练';
-#: https://www.tensorflow.org/guide/gpu#limiting_gpu_memory_growth).
-SMALL_GPU_MIB = 4096
 
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

@@ -13,6 +13,7 @@ from packaging.version import Version
 
 from tfgpu.backends.steps import Step
 from tfgpu.core.errors import InputError, UsageError
+from tfgpu.core.tfnames import TF_CONDA_PACKAGES
 from tfgpu.kb.queries import pin_source_urls
 from tfgpu.plan.choose import target_os
 from tfgpu.plan.model import Plan
@@ -33,14 +34,13 @@ from tfgpu.plan.channels import ANACONDA_TOS_SOURCE, anaconda_tos_note, is_anaco
 from tfgpu.plan.envspec import _NAME_RE, _interpreters, _join, _newest, check_name, env_python, pins_for
 
 #: conda package names whose version is the environment's TensorFlow, best first.
-_TF_PACKAGES = ("tensorflow", "tensorflow-gpu", "tensorflow-base", "tensorflow-cpu")
 
 
 def _lock_tf(lock: Lock, pkgs: Sequence[LockedPackage]) -> str:
     if lock.meta("tfgpu_tf"):
         return lock.meta("tfgpu_tf")
     by_name = {p.name.lower().replace("_", "-"): p.version for p in pkgs}
-    return next((by_name[n] for n in _TF_PACKAGES if n in by_name), "")
+    return next((by_name[n] for n in TF_CONDA_PACKAGES if n in by_name), "")
 
 
 def _kb_version(kb: KnowledgeBase, text: str, os_name: str) -> Version | None:

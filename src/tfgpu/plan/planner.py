@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 from tfgpu.backends.names import BACKENDS
 from tfgpu.backends.steps import Step
 from tfgpu.core.errors import UsageError
+from tfgpu.core.tfnames import ALLOW_GROWTH
 from tfgpu.kb.queries import pin_source_urls
 from tfgpu.kb.versions import Target
 from tfgpu.plan.activation import (
@@ -142,7 +143,7 @@ def plan_container(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str, im
         prefix=runner.target(image, cache_dir), name=name, python=choice.python, tool=choice.tool,
         steps=runner.steps(image, smoke_script=smoke_script, cache_dir=cache_dir,
                            gpu_args=gpu_args_for(facts, backend)),
-        env_vars={"TF_FORCE_GPU_ALLOW_GROWTH": "true"}, notes=tuple(dict.fromkeys(notes)), recipe_id=image,
+        env_vars=dict([ALLOW_GROWTH]), notes=tuple(dict.fromkeys(notes)), recipe_id=image,
         sources=tuple(image_source_urls(kb, row)), env_python="python3",
         verdict=tv.verdict if (judged or machine_blocked) and tv is not None else "",
         blockers=tuple(blockers) if judged or machine_blocked else (),

@@ -57,6 +57,9 @@ def console(*, err: bool = False, file: TextIO | None = None, style: bool | None
                               "color_system": "auto" if styled else None}
     if file is not None:
         kwargs["file"] = file
+        # inside a Jupyter kernel rich would send the text to the notebook as display data instead of the file
+        # (tfgpu.api.notebook renders into a StringIO there; tests/unit/api/test_kernel.py)
+        kwargs["force_jupyter"] = False
     else:
         kwargs["stderr"] = err
     if width is not None:
@@ -238,10 +241,19 @@ def note(text: str) -> None:
 
 
 def write_json(doc: object, *, ensure_ascii: bool = True) -> None:
-    """A JSON document on stdout, as is: no markup, no styles, no wrapping."""
+    """A JSON document on stdout, as is: no markup, no styles, no wrapping. With ``ensure_ascii=False``
+    non-ASCII text is written as it is where stdout can encode it; a document that holds what it cannot
+    (a lone surrogate from someone's report, any non-ASCII under an ASCII locale) is written with JSON's
+    \\u escapes instead: the same document, never a UnicodeEncodeError."""
     import json
 
-    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=ensure_ascii) + "\n")
+    text = json.dumps(doc, indent=2, ensure_ascii=ensure_ascii)
+    if not ensure_ascii:
+        try:
+            text.encode(getattr(sys.stdout, "encoding", None) or "utf-8")
+        except (UnicodeEncodeError, LookupError):
+            text = json.dumps(doc, indent=2)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 

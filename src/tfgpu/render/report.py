@@ -236,6 +236,9 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
     elif targets:
         _render_series(console, targets)
     _render_recommendation(console, doc.get("recommendation"))
+    note = knowledge_note(doc)
+    if note:  # once, at the end: old knowledge, or a TensorFlow here newer than it knows
+        _print(console, f"\nnote: {note}", "yellow")
 
 
 def _print(console: Any, text: str, style: str = "") -> None:
@@ -359,6 +362,13 @@ def _render_recommendation(console: Any, rec: Mapping[str, Any] | None) -> None:
         _print(console, "  meanwhile, on the CPU: tfgpu create --tf latest --cpu", "dim")
 
 
+def knowledge_note(doc: Mapping[str, Any]) -> str | None:
+    """The document's one note about its knowledge (tfgpu.kb.freshness), or None."""
+    knowledge = doc.get("knowledge")
+    note = knowledge.get("note") if isinstance(knowledge, Mapping) else None
+    return str(note) if note else None
+
+
 def clip(text: str, limit: int) -> str:
     """``text`` cut at a word boundary to at most ``limit`` characters, with an ellipsis when cut."""
     from tfgpu.core.errors import clip_words
@@ -419,6 +429,9 @@ def step_summary(doc: Mapping[str, Any]) -> str:
                    f"{_md(target_why(t))} |")
     rec = doc.get("recommendation")
     out += ["", f"**Recommendation:** {_md_code(str(rec['command']))}" if rec else "**Recommendation:** none", ""]
+    note = knowledge_note(doc)
+    if note:
+        out += [f"**Note:** {_md(note)}", ""]
     return "\n".join(out)
 
 
@@ -453,6 +466,9 @@ def plain_log(doc: Mapping[str, Any]) -> str:
         lines.append(comment_safe(f"environment: {doc['environment'].get('summary')}"))
     rec = doc.get("recommendation")
     lines.append(f"recommendation: {rec['command']}" if rec else "recommendation: none")
+    note = knowledge_note(doc)
+    if note:
+        lines.append(comment_safe(f"note: {note}"))
     return "\n".join(lines) + "\n"
 
 

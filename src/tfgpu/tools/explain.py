@@ -6,8 +6,7 @@ from __future__ import annotations
 import codecs
 import re
 import sys
-from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -16,18 +15,15 @@ from tfgpu.core.record import field, record
 from tfgpu.judge.explain import (
     MAX_LINE_CHARS,
     ExplainReport,
-    LogFinding,
     _Collector,
+    line_triggers,
 )
 from tfgpu.judge.explain_catalog import Catalog, load_catalog
 
-#: Bytes matched from the start of the input; after that only the last TAIL_BYTES are matched.
-MAX_SCAN_BYTES = 16 * 1024 * 1024
-TAIL_BYTES = 2 * 1024 * 1024
-#: Bytes read at most (an endless pipe must end); past this the rest is not read.
-MAX_READ_BYTES = 512 * 1024 * 1024
-_CHUNK = 1 << 16
-_SKIP_CHUNK = 1 << 20
+#: Bytes read from a pipe at most (an endless pipe must end); a regular file is read to its end.
+MAX_READ_BYTES = 4 * 1024 * 1024 * 1024
+#: Bytes read at a time: large, so that finding the few lines worth matching is done by the regex engine.
+_CHUNK = 1 << 20
 
 
 def _decoder_for(head: bytes) -> codecs.IncrementalDecoder:
@@ -100,9 +96,15 @@ class _Splitter:
 
 @record(frozen=False)
 class _Reader:
-    """Feeds a collector from decoded text, counting physical lines and NUL-byte lines."""
+    """Feeds a collector from decoded text, counting physical lines and NUL-byte lines.
+
+    Whole lines inside a chunk are not split one by one: the catalog's triggers (tfgpu.judge.explain.line_triggers)
+    find the lines that can give a finding, only those are fed, and the others are counted with ``str.count``. A
+    line that a chunk cuts, or a chunk with NUL bytes, goes through the :class:`_Splitter`, which gives the same
+    segments for any chunking."""
 
     col: _Collector
+    triggers: tuple[re.Pattern[str], ...] | None
     splitter: _Splitter = field(default_factory=_Splitter)
     lineno: int = 1
     binary_lines: int = 0
@@ -117,12 +119,85 @@ class _Reader:
             if ends:
                 self.lineno += 1
 
+    def push(self, text: str) -> None:
+        """The next piece of decoded text: the end of the line a previous piece began goes to the splitter,
+        then the complete lines, then the beginning of the line the next piece ends."""
+        first = text.find("\n")
+        if first < 0:
+            self.feed(self.splitter.push(text))
+            return
+        self.feed(self.splitter.push(text[: first + 1]))
+        last = text.rfind("\n")
+        if last > first:
+            self.lines(text, first + 1, last + 1)
+        if last + 1 < len(text):
+            self.feed(self.splitter.push(text[last + 1:]))
 
-def _utf16_codec(decoder: codecs.IncrementalDecoder | None) -> str | None:
-    """"utf-16-le"/"utf-16-be" when the input was decoded as UTF-16 (by its BOM), else None."""
-    if decoder is None or not type(decoder).__module__.endswith("utf_16"):
-        return None
-    return "utf-16-be" if getattr(decoder, "decoder", None) is codecs.utf_16_be_decode else "utf-16-le"
+    def lines(self, text: str, start: int, end: int) -> None:
+        """``text[start:end]``: complete lines (each ending with a newline) that follow a line end."""
+        if self.triggers is None or text.find("\x00", start, end) >= 0:
+            self.feed(self.splitter.push(text[start:end]))
+            return
+        if not self.splitter.long:
+            self.splitter.long = _has_long_segment(text, start, end)
+        lineno, counted, feed = self.lineno, start, self.col.feed_segment
+        for begin in _candidates(self.triggers, text, start, end):
+            lineno += text.count("\n", counted, begin)
+            counted = begin
+            line = text[begin:text.find("\n", begin, end)]
+            if line.endswith("\r"):
+                line = line[:-1]
+            if "\r" in line:
+                for seg in line.split("\r"):
+                    if seg:
+                        feed(lineno, seg[:MAX_LINE_CHARS])
+            elif line:
+                feed(lineno, line[:MAX_LINE_CHARS])
+        self.lineno = lineno + text.count("\n", counted, end)
+
+
+def _candidates(triggers: Sequence[re.Pattern[str]], text: str, start: int, end: int) -> list[int]:
+    """Where the lines of ``text[start:end]`` that a trigger finds begin, in order."""
+    begins: set[int] = set()
+    plain = text.isascii()  # O(1) for a str: the triggers for typographic quotes cannot find anything
+    for rx in triggers:
+        if plain and not rx.pattern[0].isascii():
+            continue
+        # a trigger may start with the newline before its line (``\nerror:``): text[start - 1] is one
+        search, pos = rx.search, max(start - 1, 0)
+        while True:
+            m = search(text, pos, end)
+            if m is None:
+                break
+            at = m.start()
+            if text[at] == "\n":
+                at += 1
+            if at < start:
+                at = start
+            begins.add(max(text.rfind("\n", start, at) + 1, start))
+            pos = text.find("\n", at, end) + 1
+            if pos == 0:  # pragma: no cover - every line of the block ends with a newline
+                break
+    return sorted(begins)
+
+
+def _has_long_segment(text: str, start: int, end: int) -> bool:
+    """Whether a line of ``text[start:end]`` has a segment (a part between carriage returns) longer than
+    MAX_LINE_CHARS, as the splitter would cut. Every such line covers a whole window of half that length on a grid,
+    so only the lines around a window without a newline are measured."""
+    width = MAX_LINE_CHARS // 2
+    k = start
+    while k + width <= end:
+        if text.find("\n", k, k + width) >= 0:
+            k += width
+            continue
+        begin = max(text.rfind("\n", start, k) + 1, start)
+        stop = text.find("\n", k, end)
+        line = text[begin:stop]
+        if any(len(seg) > MAX_LINE_CHARS for seg in (line[:-1] if line.endswith("\r") else line).split("\r")):
+            return True
+        k = stop + 1
+    return False
 
 
 def _seekable(stream: IO[bytes]) -> bool:
@@ -139,85 +214,33 @@ def explain_stream(
     facts: Mapping[str, Any] | None = None,
     catalog: Catalog | None = None,
 ) -> ExplainReport:
-    """Explain a binary stream of any size: the first MAX_SCAN_BYTES are matched, then the real last
-    TAIL_BYTES of the input (where tracebacks end), with line numbers counted through the middle.
-    Memory stays bounded by those two limits; a pipe is read for at most MAX_READ_BYTES (a regular
-    file to its end)."""
-    col = _Collector(catalog or load_catalog(), facts)
-    reader = _Reader(col)
+    """Explain a binary stream of any size, every byte of it: a regular file to its end, a pipe for at most
+    MAX_READ_BYTES. Memory stays bounded by the chunk size and MAX_LINE_CHARS."""
+    cat = catalog or load_catalog()
+    col = _Collector(cat, facts)
+    reader = _Reader(col, line_triggers(cat))
     decoder: codecs.IncrementalDecoder | None = None
     total = 0
     bounded = not _seekable(stream)  # a regular file ends; an endless pipe must be cut
     stopped = False
-
-    def read(size: int) -> bytes:
-        nonlocal total, stopped
+    while True:
+        size = _CHUNK
         if bounded:
             size = min(size, MAX_READ_BYTES - total)
             if size <= 0:
-                stopped = True
-                return b""
+                stopped = bool(stream.read(1))
+                break
         chunk = stream.read(size)
-        total += len(chunk)
-        return chunk
-
-    # 1. the head: everything up to MAX_SCAN_BYTES
-    while total < MAX_SCAN_BYTES:
-        chunk = read(_CHUNK)
         if not chunk:
             break
+        total += len(chunk)
         if decoder is None:
             decoder = _decoder_for(chunk)
-        reader.feed(reader.splitter.push(decoder.decode(chunk)))
-    # 2. the rest: keep the last TAIL_BYTES raw, count the newlines of what falls out of that window
-    ring: deque[bytes] = deque()
-    ring_size = 0
-    skipped_bytes = 0
-    skipped_newlines = 0
-    wide = _utf16_codec(decoder)
-    while True:
-        chunk = read(_SKIP_CHUNK)
-        if not chunk:
-            break
-        ring.append(chunk)
-        ring_size += len(chunk)
-        while ring and ring_size - len(ring[0]) >= TAIL_BYTES:
-            old = ring.popleft()
-            ring_size -= len(old)
-            skipped_bytes += len(old)
-            skipped_newlines += old.decode(wide, "replace").count("\n") if wide else old.count(b"\n")
-    notes: list[str] = []
-    tail = b"".join(ring)
-    if not skipped_bytes:  # nothing was skipped: the tail continues the head seamlessly
-        if decoder is None and tail:
-            decoder = _decoder_for(tail)
-        if decoder is not None:
-            reader.feed(reader.splitter.push(decoder.decode(tail, final=True)))
-    else:
-        assert decoder is not None
-        reader.feed(reader.splitter.push(decoder.decode(b"", final=True)))
-        partial = bool(reader.splitter.pending) or reader.splitter.carry_cr
-        reader.feed(reader.splitter.finish())  # the head's last line, cut where the window ends
-        first_skipped = reader.lineno
-        newline = "\n".encode(wide) if wide else b"\n"
-        cut = tail.find(newline)
-        if cut >= 0 and (not wide or cut % 2 == 0):  # the window starts inside a line: start at the next
-            tail = tail[cut + len(newline):]
-            skipped_newlines += 1
-        reader.lineno += skipped_newlines - (1 if partial else 0)
-        reader.splitter = _Splitter()
-        tail_decoder = codecs.getincrementaldecoder(wide or "utf-8")(errors="replace")
-        if reader.lineno > first_skipped:
-            where = f"lines {first_skipped}-{reader.lineno - 1}"
-        else:
-            where = f"part of line {reader.lineno}"
-        notes.append(
-            f"input is large ({total / 1048576:.1f} MB): {skipped_bytes / 1048576:.1f} MB in the middle "
-            f"({where}) were not scanned (only the first {MAX_SCAN_BYTES // 1048576} MB and the last "
-            f"{TAIL_BYTES // 1048576} MB are)"
-        )
-        reader.feed(reader.splitter.push(tail_decoder.decode(tail, final=True)))
+        reader.push(decoder.decode(chunk))
+    if decoder is not None:
+        reader.push(decoder.decode(b"", final=True))
     reader.feed(reader.splitter.finish())
+    notes: list[str] = []
     if stopped:
         notes.append(f"stopped reading after {MAX_READ_BYTES // 1048576} MB")
     if reader.splitter.long:
@@ -272,13 +295,3 @@ def explain_file(
         except OSError as exc:
             msg = f"{path}: cannot read: {exc.strerror or exc}"
             raise InputError(msg, hint="check the file's permissions") from exc
-
-
-def summarize_harmless(findings: Iterable[LogFinding]) -> str | None:
-    """One line for the harmless findings (people worry about them; they need nothing)."""
-    harmless = [f for f in findings if f.harmless]
-    if not harmless:
-        return None
-    total = sum(f.count for f in harmless)
-    ids = ", ".join(dict.fromkeys(f.id.removeprefix("harmless.") for f in harmless))
-    return f"{total} harmless line(s) ({ids}): nothing to fix"

@@ -18,6 +18,7 @@ from typing import Any
 from tfgpu.core.errors import InputError, UsageError, clip_words
 from tfgpu.core.process import Result, capture
 from tfgpu.core.record import field, record
+from tfgpu.core.tfnames import ALLOW_GROWTH
 from tfgpu.judge.explain import LogFinding, explain_lines, top_finding
 
 SCHEMA = "tfgpu.smoke/1"
@@ -29,7 +30,7 @@ REQUIRED_TESTS = ("matmul", "conv2d")
 #: (INFO in TF 1.14's dso_loader.cc:53, WARNING later) that name what is missing.
 CHILD_ENV = {
     "TF_CPP_MIN_LOG_LEVEL": "0",
-    "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+    ALLOW_GROWTH[0]: ALLOW_GROWTH[1],
     "PYTHONIOENCODING": "utf-8",
     "PYTHONUNBUFFERED": "1",
 }

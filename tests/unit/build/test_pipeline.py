@@ -163,8 +163,8 @@ class _Recorder:
 
 
 def test_create_environment_is_a_library_function(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tfgpu.api.doctor import doctor_result
     from tfgpu.build.pipeline import CreateRequest, create_environment
-    from tfgpu.cli.doctor import doctor_result
     from tfgpu.kb.knowledge import load_kb
 
     monkeypatch.setenv("TFGPU_HOME", str(tmp_path / "home"))

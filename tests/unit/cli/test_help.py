@@ -20,7 +20,7 @@ METAVARS = frozenset({
     "VERSION",     # a TensorFlow release or series, a driver, a CUDA version
     "X.Y",         # a Python or compute capability
     "X.Y[,X.Y]",
-    "OS", "BACKEND", "FORMAT", "PLATFORM", "CHANNEL", "SPEC",
+    "OS", "BACKEND", "FORMAT", "PLATFORM", "CHANNEL", "SPEC", "SHA256",
     "PATH", "FILE", "DIR", "URL", "NAME", "IMAGE", "SECONDS", "N", "HOSTLIST", "PATTERN", "HH:MM:SS",
 })
 

@@ -286,7 +286,7 @@ def test_blocked_target_is_refused_before_any_prompt(tmp_path: Path, cli: Cli) -
 def test_this_machine_has_no_conda_tool_and_the_doctor_recommends_what_runs() -> None:
     if any(shutil.which(t) for t in ("conda", "mamba", "micromamba")):
         pytest.skip("a conda tool is installed here")
-    from tfgpu.cli.doctor import doctor_result
+    from tfgpu.api.doctor import doctor_result
     from tfgpu.facts.gather import gather_facts
 
     facts, _ = gather_facts()

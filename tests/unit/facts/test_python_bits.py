@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DATA
-from tfgpu.cli.doctor import doctor_result
+from tfgpu.api.doctor import doctor_result
 from tfgpu.facts.machine import Machine
 from tfgpu.facts.probe._ctx import Ctx
 from tfgpu.facts.probe.parsers import executable_bits

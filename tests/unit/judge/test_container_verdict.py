@@ -225,9 +225,9 @@ def test_a_missing_runtime_names_its_own_installation(wanted: str, phrase: str):
 def test_the_backend_lists_follow_the_backend_table():
     """The names are the backend table's (tfgpu.backends.names): each has its row of runners, and the doctor
     takes every one."""
+    from tfgpu.api import doctor
     from tfgpu.backends import names
     from tfgpu.backends.runners import RUNNERS
-    from tfgpu.cli import doctor
 
     assert set(RUNNERS) == set(names.BACKENDS) | set(names.CONTAINER_BACKENDS)
     assert (*names.BACKENDS, *names.CONTAINER_BACKENDS) == doctor.BACKENDS

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from packaging.version import Version
 
 from tests import TESTS
+from tfgpu.api.doctor import doctor_result
 from tfgpu.backends.names import CONTAINER_BACKENDS
 from tfgpu.build.lock import lock_target
-from tfgpu.cli.doctor import doctor_result
 from tfgpu.core.errors import TfgpuError, UsageError
 from tfgpu.kb.knowledge import load_kb
 from tfgpu.kb.versions import series_of

@@ -89,7 +89,10 @@ def test_an_image_that_works_is_a_suggestion_not_a_blocker(cli: Cli, rtx: str) -
     (target,) = json.loads(out)["targets"]
     blockers: list[dict[str, Any]] = target["blockers"]
     assert not [b for b in blockers if "runs on this GPU" in b["summary"] or "can run on this GPU" in b["summary"]]
-    assert any("nvcr.io/nvidia/tensorflow:" in b["fix"] for b in blockers)
+    (route,) = [b for b in target["backends"] if b["backend"] == "container"]
+    assert any("nvcr.io/nvidia/tensorflow:" in c["summary"] for c in route["caveats"])
+    _, plan, _ = cli("plan", "--tf", "2.20", "--backend", "docker", "--facts", rtx)
+    assert any(line.strip().startswith("! NVIDIA's nvcr.io/nvidia/tensorflow:") for line in plan.splitlines()), plan
     _, human, _ = cli("doctor", "--tf", "2.20", "--backend", "docker", "--facts", rtx)
     for line in human.splitlines():
         if "nvcr.io/nvidia/tensorflow:" in line:

@@ -401,7 +401,7 @@ def test_k8s_manifest_shape() -> None:
     assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
     (container,) = spec["containers"]
-    assert container["resources"]["limits"] == {"nvidia.com/gpu": 1}
+    assert "resources" not in container  # issue 30: no GPU requested (NVIDIA_VISIBLE_DEVICES=all instead)
     assert "tfgpu doctor --json --redact" in container["command"][2]
     assert fm.MARKER in container["command"][2]
     assert ds["spec"]["selector"]["matchLabels"] == ds["spec"]["template"]["metadata"]["labels"]
@@ -426,7 +426,8 @@ def test_ansible_playbook_parses_with_the_expected_modules() -> None:
     assert play["hosts"] == "gpu_nodes:!down"
     modules = [next(k for k in task if k.startswith("ansible.builtin.")) for task in play["tasks"]]
     assert modules == ["ansible.builtin.file", "ansible.builtin.command", "ansible.builtin.copy",
-                       "ansible.builtin.command", "ansible.builtin.debug", "ansible.builtin.fail"]
+                       "ansible.builtin.command", "ansible.builtin.debug", "ansible.builtin.command",
+                       "ansible.builtin.set_fact", "ansible.builtin.fail"]
     doctor = play["tasks"][1]["ansible.builtin.command"]["argv"]
     assert doctor == ["tfgpu", "doctor", "--json", "--redact"]
     merge = play["tasks"][3]["ansible.builtin.command"]["argv"]

@@ -7,7 +7,8 @@ import importlib
 import typer
 
 #: Modules under tfgpu.cli.commands, in the order `tfgpu --help` lists them. Each has `register(app)`.
-COMMANDS = ("doctor", "fix", "compat", "plan", "create", "envs", "use", "lock", "smoke", "explain", "fleet", "lint")
+COMMANDS = ("doctor", "fix", "compat", "plan", "create", "envs", "use", "lock", "smoke", "explain", "fleet", "lint", "ci",
+            "kb")
 
 
 def register_all(app: typer.Typer) -> None:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Optional
 
 import typer
 
 from tfgpu.cli.options import overrides, typer_option
-
-if TYPE_CHECKING:
-    from tfgpu.judge.explain import LogFinding
+from tfgpu.facts.gather import machine_facts as machine_facts  # re-exported: smoke reads them the same way
+from tfgpu.render.findings import render_findings
 
 
 def explain(
@@ -25,32 +23,16 @@ def explain(
     no_probe: bool = typer_option("no_probe"),
     redact_out: bool = typer_option(
         "redact", help="Remove user names, the host name and tokens from the output (logs quote paths and environment)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v",
+                                 help="Show every line of each problem, its whole cause and the source of the knowledge."),
 ) -> int:
     """Explain the errors in a TensorFlow / CUDA / NVIDIA log: meaning, likely cause, fix."""
     return run_explain(logfile, json_out=json_out, facts_file=facts_file, probe=not no_probe, redact_out=redact_out,
-                       overrides=overrides(driver, gpu_cc, os_name))
-
-
-def machine_facts(facts_file: str | None, *, probe: bool, overrides: dict[str, str | None] | None = None,
-                  ) -> tuple[dict[str, Any] | None, str | None]:
-    """Facts for machine-specific causes: from --facts FILE, else probed here (never fatal), then the
-    overrides (tfgpu.facts.gather.gather_facts, as for every command), and a note."""
-    from tfgpu.facts.gather import gather_facts
-
-    if facts_file:
-        return gather_facts(facts_file=facts_file, overrides=overrides)[0], \
-            f"machine-specific causes use the facts in {facts_file}"
-    if not probe:
-        return None, None
-    try:
-        facts, _ = gather_facts(overrides=overrides)
-    except Exception as exc:  # a probe bug must not hide the log's explanation
-        return None, f"this machine could not be probed ({type(exc).__name__}); causes are generic"
-    return facts, "machine-specific causes describe THIS machine (--facts FILE for another one, --no-probe to turn off)"
+                       overrides=overrides(driver, gpu_cc, os_name), verbose=verbose)
 
 
 def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, probe: bool = True,
-                redact_out: bool = False, overrides: dict[str, str | None] | None = None) -> int:
+                redact_out: bool = False, overrides: dict[str, str | None] | None = None, verbose: bool = False) -> int:
     import sys
 
     from tfgpu.core.errors import UsageError
@@ -83,48 +65,9 @@ def run_explain(logfile: str, *, json_out: bool, facts_file: str | None = None, 
 
         output.write_json(report.to_json())
         return 0
-    render_findings(report.findings, notes=report.notes, title=f"tfgpu explain: {report.name}")
+    render_findings(report.findings, notes=report.notes, title=f"tfgpu explain: {report.name}", verbose=verbose,
+                    again=None if logfile == "-" else report.name)
     return 0
-
-
-def render_findings(findings: Iterable[LogFinding], *, notes: Iterable[str] = (), title: str | None = None) -> None:
-    """A rich table of findings, most important first; harmless ones summarised in one line."""
-    from rich.table import Table
-
-    from tfgpu.render import output
-    from tfgpu.tools.explain import summarize_harmless
-
-    items = list(findings)
-    console = output.fitted_console()  # a terminal: its width, never inside a command; a pipe: no wrapping
-    serious = [f for f in items if not f.harmless]
-    if title:
-        console.print(output.line((title, "bold")))
-    if not serious:
-        console.print(output.line("No known problem found in this log." if not items
-                                  else "No problem: only harmless lines."))
-    else:
-        table = Table(expand=False)
-        table.add_column("#", justify="right", no_wrap=True)
-        table.add_column("", no_wrap=True)
-        table.add_column("line", justify="right", no_wrap=True)
-        table.add_column("problem")
-        marks = {"fatal": ("✗", "red"), "error": ("✗", "red"), "warning": ("!", "yellow"), "info": ("i", "blue")}
-        for n, f in enumerate(serious, 1):
-            times = f" (×{f.count})" if f.count > 1 else ""
-            table.add_row(str(n), output.line(marks.get(f.severity, "?")), str(f.line),
-                          output.line((f.id, "bold"), f"{times}: {f.meaning}"))
-        output.print_table(console, table)
-        for n, f in enumerate(serious, 1):
-            output.print_wrapped(console, output.line((f"{n}. {f.id}", "bold"), f" (line {f.line}: ",
-                                                      (f.text[:160], "dim"), ")"))
-            output.print_wrapped(console, output.line(f"   cause: {f.cause}"))
-            output.print_wrapped(console, output.line("   ", ("fix:", "green"), f" {f.fix}"))
-            output.print_wrapped(console, output.line((f"   source: {f.source}", "dim")))
-    harmless = summarize_harmless(items)
-    if harmless:
-        console.print(output.line((harmless, "dim")))
-    for note in notes:
-        console.print(output.line((f"note: {note}", "dim")))
 
 
 def register(app: typer.Typer) -> None:

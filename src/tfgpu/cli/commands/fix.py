@@ -36,7 +36,7 @@ def fix_cmd(
 def run_fix_command(*, python: str | None, prefix: str | None, name: str | None, dry_run: bool, yes: bool, fmt: str,
                     undo: bool, break_system: bool, timeout: float | None) -> int:
     from tfgpu.backends.detect import detect_tools
-    from tfgpu.cli.envtarget import active_environment, named_environment
+    from tfgpu.build.envtarget import active_environment, named_environment
     from tfgpu.facts.gather import gather_facts
     from tfgpu.judge.environment import judge_environment
     from tfgpu.kb.knowledge import load_kb

@@ -20,9 +20,9 @@ def lock(
     tf: str = typer_option("tf", default=...),
     platform: Optional[List[str]] = typer_option(  # noqa: B008, UP006 - typer needs typing.List on 3.9
         "platform", help="Conda platform: to lock for (repeatable; default linux-64)."),
-    output: Optional[Path] = typer.Option(  # noqa: B008 - typer's idiom
-        None, "-o", "--output", metavar="FILE",
-        help="The lockfile to write (default conda-lock.yml; requirements.lock.txt for --backend pip)."),
+    output: Optional[Path] = typer_option(  # noqa: B008 - typer's idiom
+        "output", help="The file to write: the lockfile (default conda-lock.yml; requirements.lock.txt for --backend "
+                       "pip)."),
     channel: Optional[List[str]] = typer_option("channel"),  # noqa: B008, UP006
     backend: str = typer_option("backend", help=LOCK_BACKEND_HELP),
     python: Optional[str] = typer_option(

@@ -9,6 +9,7 @@ import re
 import sys
 from pathlib import Path
 
+from tfgpu.core.tfnames import TF_BUILDS, TF_COMPANIONS
 from tfgpu.facts.probe._ctx import Ctx
 from tfgpu.facts.probe.parsers import (
     executable_bits,
@@ -26,11 +27,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 #: TensorFlow distributions (PyPI names) a user may have installed instead of / beside `tensorflow`.
-TF_DISTRIBUTIONS = (
-    "tensorflow", "tensorflow-gpu", "tensorflow-cpu", "tf-nightly", "tf-nightly-gpu", "tf-nightly-cpu",
-    "tensorflow-intel", "tensorflow-macos", "tensorflow-metal", "tensorflow-aarch64", "tensorflow-cpu-aws",
-    "tensorflow-rocm", "intel-tensorflow", "tensorflow-directml", "tensorflow-io-gcs-filesystem",
-)
+TF_DISTRIBUTIONS = (*TF_BUILDS, *TF_COMPANIONS)
 
 
 def detect_os(ctx: Ctx) -> str:

@@ -164,8 +164,35 @@ document.querySelectorAll('.filters button').forEach(b => b.addEventListener('cl
 """
 
 
-def render_html(doc: Mapping[str, Any]) -> str:
-    """One self-contained page: no external assets, every value escaped, the data as inert JSON."""
+def _drift_html(drift: Mapping[str, Any] | None) -> str:
+    """The page's section on what changed since an earlier merge (tfgpu.tools.fleet.diff), escaped."""
+    if drift is None:
+        return ""
+    e = html.escape
+    rows = []
+    for entry in drift["changed"]:
+        for c in entry["changes"]:
+            if c["field"] == "releases":
+                value = " ".join([*(f"−{r}" for r in c["lost"]), *(f"+{r}" for r in c["gained"])])
+                rows.append(f"<tr><td>{e(entry['node'])}</td><td>{e(c['label'])}</td><td class=\"m\" colspan=\"2\">"
+                            f"{e(value)}</td></tr>")
+            else:
+                rows.append(f"<tr><td>{e(entry['node'])}</td><td>{e(c['label'])}</td><td>{e(str(c['old'] or 'none'))}"
+                            f"</td><td>{e(str(c['new'] or 'none'))}</td></tr>")
+    moved = "".join(f"<p>{e(label)}: {e(', '.join(drift[key][:200]))}</p>"
+                    for key, label in (("added", "New nodes"), ("removed", "Nodes no longer reporting"))
+                    if drift[key])
+    table = (f"<table id=\"drift\"><thead><tr><th>node</th><th>what</th><th>before</th><th>now</th></tr></thead>"
+             f"<tbody>{''.join(rows)}</tbody></table>" if rows else "")
+    return (f"<h2>Changes since the last merge</h2><p class=\"note\">{len(drift['changed'])} node(s) changed, "
+            f"{len(drift['added'])} added, {len(drift['removed'])} removed, {drift['unchanged']} unchanged "
+            f"(knowledge base {e(str(drift['old']['data_version']))} → {e(str(drift['new']['data_version']))})</p>"
+            f"{table}{moved}")
+
+
+def render_html(doc: Mapping[str, Any], *, drift: Mapping[str, Any] | None = None) -> str:
+    """One self-contained page: no external assets, every value escaped, the data as inert JSON; with
+    ``drift`` (tfgpu.tools.fleet.diff) a section on what changed since an earlier merge."""
     e = html.escape
     series = doc["series"]
     head = "".join(f"<th>{e(s)}</th>" for s in series)
@@ -210,6 +237,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
         f"<tbody>{''.join(rows)}</tbody></table>"
         "<p class=\"note\">Click a group for its nodes, then a node for its checks.</p>"
         "<div id=\"detail\"></div>"
+        + _drift_html(drift)
         + (f"<h2>Skipped reports</h2><ul>{problems}</ul>" if problems else "")
         + f"<script type=\"application/json\" id=\"fleet-data\">{data}</script><script>{_JS}</script></body></html>\n"
     )

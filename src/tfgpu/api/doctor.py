@@ -1,0 +1,144 @@
+"""The doctor as a library: gather the facts, judge them, choose each target's recipe as `tfgpu plan` would, and
+make the versioned document (tfgpu.doctor/1). `tfgpu doctor` (tfgpu.cli.doctor) renders it; `tfgpu.doctor()`
+(tfgpu.api.notebook) returns it.
+
+Next to nothing is imported at module level: the console script's fast path imports this module before it forks
+its probe child, and the child should start soon."""
+
+from __future__ import annotations
+
+from tfgpu.backends import names
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import datetime
+    from pathlib import Path
+    from typing import Any
+
+    from tfgpu.judge.diagnose import DoctorResult
+    from tfgpu.kb.knowledge import KnowledgeBase
+
+
+def doctor_result(facts: dict[str, Any], kb: KnowledgeBase, *, tf: str | None = None, backend: str = "auto",
+                  tools: dict[str, str | None] | None = None, prefer: str | None = None,
+                  prefer_source: str = "config") -> DoctorResult:
+    """Everything the doctor says (tfgpu.judge.verdict.diagnose), with each target's recipe and the recommendation
+    chosen as `tfgpu plan` chooses them (tfgpu.plan.choose): the doctor and the planner cannot disagree."""
+    from tfgpu.backends.runners import Preferences
+    from tfgpu.facts.document import as_facts
+    from tfgpu.judge.diagnose import diagnose
+    from tfgpu.plan.choose import with_choices
+
+    result = diagnose(as_facts(facts), kb, tf=tf, backend=backend)
+    return with_choices(result, kb, as_facts(facts), tools, Preferences(backend=backend, prefer=prefer,
+                                                                  prefer_source=prefer_source))
+
+
+#: What the doctor judges: the recipe backends and the container routes (`doctor --backend`, `tfgpu.doctor(backend=)`).
+BACKENDS = (*names.BACKENDS, *names.CONTAINER_BACKENDS)
+
+
+def check_backend(backend: str) -> str:
+    """``backend`` when the doctor judges it (a recipe backend or a container route), else a UsageError."""
+    from tfgpu.core.errors import UsageError
+
+    if backend not in BACKENDS:
+        msg = f"--backend {backend!r} is not one of {', '.join(BACKENDS)}"
+        raise UsageError(msg)
+    return backend
+
+
+def doctor_report(
+    *, tf: str | None = None, facts_file: str | Path | None = None, backend: str = "auto",
+    require_gpu: bool = False, strict: bool = False, overrides: dict[str, str | None] | None = None,
+    timeout: float | None = None, fork_probes: bool = False, today: datetime.date | None = None,
+    python: str | None = None, prefix: str | None = None, name: str | None = None, import_tf: bool = False,
+) -> tuple[dict[str, Any], DoctorResult]:
+    """The doctor's document and result for this machine (or ``facts_file``'s): the facts (flags beat TFGPU_*
+    variables, which beat detection), the verdicts, the recommendation, ``exit_code`` as the command exits
+    (``require_gpu``, ``strict``) and ``knowledge``: which data was used, how old it is, and one note when it is
+    older than 90 days or this environment's TensorFlow is newer than it knows (``today``: the clock, for tests).
+    ``python``/``prefix``/``name`` name the environment whose TensorFlow is judged (else the active one);
+    ``import_tf`` imports it in a child to compare the prediction with what really loads."""
+    check_backend(backend)
+    from tfgpu.core.timeouts import check_timeout
+
+    timeout = check_timeout(timeout)
+    # Probes start first; with fork_probes they run in a child process while this one loads the
+    # knowledge base (in a thread instead, it was slower: GIL and import-lock contention).
+    from tfgpu.facts.gather import start_facts
+
+    target = _named_environment(facts_file, python=python, prefix=prefix, name=name)
+    pending = start_facts(facts_file=facts_file, overrides=overrides, timeout=timeout, fork=fork_probes,
+                          environment=target)
+    try:
+        from tfgpu.kb.knowledge import load_kb
+        from tfgpu.render import report
+        kb = load_kb()
+    except (Exception, KeyboardInterrupt):  # a bad knowledge base, a bug, or Ctrl-C / a signal (tfgpu turns
+        # SIGINT/SIGTERM/SIGHUP into KeyboardInterrupt): stop the probe child before the error goes up
+        pending.cancel()  # type: ignore[attr-defined]
+        raise
+    facts, active = pending()
+    from tfgpu.backends.config import load_config
+
+    config = load_config()  # its [backends] prefer steers the recipe exactly as it does for plan and create
+    result = doctor_result(facts, kb, tf=tf, backend=backend, prefer=config.prefer, prefer_source=config.source)
+    doc = report.doctor_document(facts, result, data_version=kb.data_version, overrides=active)
+    _environment_verdict(doc, facts, kb, import_tf=import_tf, timeout=timeout)
+    doc["exit_code"] = int(result.exit_code(require_gpu=require_gpu, strict=strict))
+    doc["knowledge"] = knowledge_of(kb, facts, today)
+    return doc, result
+
+
+def _named_environment(facts_file: str | Path | None, *, python: str | None, prefix: str | None,
+                       name: str | None) -> dict[str, Any] | None:
+    """The environment named by --python, --prefix or --name (None: the active one is read)."""
+    if not (python or prefix or name):
+        return None
+    from tfgpu.build.envtarget import named_environment
+    from tfgpu.core.errors import UsageError
+
+    if facts_file is not None:
+        msg = "--facts judges another machine; --python/--prefix/--name read an environment on this one"
+        raise UsageError(msg, hint="use one of them")
+    return named_environment(python=python, prefix=prefix, name=name)
+
+
+def _environment_verdict(doc: dict[str, Any], facts: dict[str, Any], kb: KnowledgeBase, *, import_tf: bool,
+                         timeout: float | None) -> None:
+    """A TensorFlow here (or named): its verdict opens the report (``doc["environment"]``)."""
+    from tfgpu.core.errors import UsageError
+
+    if isinstance(facts.get("environment"), dict):
+        from tfgpu.judge.environment import judge_environment
+        from tfgpu.kb.sonames import load_sonames
+
+        doc["environment"] = judge_environment(facts["environment"], facts, kb, load_sonames())
+        if import_tf:
+            from tfgpu.verify.envprobe import import_check
+
+            doc["environment"]["runtime"] = import_check(facts["environment"], doc["environment"],
+                                                         timeout=max(120.0, timeout or 0))
+    elif import_tf:
+        msg = "--import needs an environment with TensorFlow: none is installed in the one judged"
+        raise UsageError(msg, hint="name one with --python EXE, --prefix DIR or --name NAME")
+
+
+def clock() -> datetime.date:
+    """Today, as the knowledge's age is measured (a function of its own: tests set the date)."""
+    import datetime as dt
+
+    return dt.date.today()
+
+
+def knowledge_of(kb: KnowledgeBase, facts: dict[str, Any], today: datetime.date | None = None) -> dict[str, Any]:
+    """The document's ``knowledge`` object (tfgpu.kb.freshness) for the data in use, judged on ``today``."""
+    from tfgpu.kb.freshness import knowledge_in_use, knowledge_json
+
+    source, _ = knowledge_in_use()
+    tf = facts.get("tensorflow")
+    installed = tf if isinstance(tf, list) else []
+    return knowledge_json(data_version=kb.data_version, date=kb.date, source=source,
+                          tf_versions=(r.version for r in kb.releases), installed=installed,
+                          today=today or clock())
