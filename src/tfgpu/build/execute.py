@@ -153,7 +153,7 @@ def run_plan(
 ) -> CreateResult:
     """Build the environment a plan describes. Raises UsageError/NotReady/StepFailed/Interrupted.
 
-    Signals (README, "Reliability and security"): the first SIGINT, SIGTERM or SIGHUP stops the running
+    Signals (docs/reliability.md): the first SIGINT, SIGTERM or SIGHUP stops the running
     step (its whole process group) and restores the previous state; later ones are counted, never obeyed,
     until that is done. A SIGKILL leaves the old environment in ``.NAME.tfgpu-old-PID``: the next command
     that touches environments restores it (``registry.stranded``), and the installer dies with tfgpu (the
