@@ -128,6 +128,23 @@ def print_table(out: Console, table: Any) -> None:
     out.file.write("".join(row.rstrip() + "\n" for row in cap.get().splitlines()))
 
 
+def brief(text: str, limit: int = 240) -> str:
+    """``text`` as far as a reader must act on it: its first clauses (up to a "; " or a sentence's end) that fit in
+    ``limit`` characters, then " …"; the whole text where it fits (`--verbose` and the JSON keep it all)."""
+    import re
+
+    from tfgpu.core.errors import clip_words
+
+    if len(text) <= limit:
+        return text
+    kept = ""
+    for m in re.finditer(r"(?:; |\. )", text):
+        if m.start() + 1 > limit:
+            break
+        kept = text[:m.start() + (1 if m.group() == ". " else 0)]
+    return (kept + " …") if kept else clip_words(text, limit)
+
+
 #: Words a command line starts with in tfgpu's fixes and hints (a docker/podman/apptainer word only with one
 #: of its subcommands after it, so "the docker command" stays prose).
 _COMMAND_WORDS = frozenset(("tfgpu", "sudo", "python", "python3", "pip", "pip3", "uv", "conda", "mamba",

@@ -196,10 +196,12 @@ def _without_containers(t: Mapping[str, Any]) -> dict[str, Any]:
     return {**t, "backends": kept, "blockers": blockers}
 
 
-def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = None) -> None:
+def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = None, verbose: bool = True) -> None:
     """The doctor's report for a person (tfgpu.render.output: styles only on a terminal without NO_COLOR;
     ``color`` forces the answer). On a terminal lines wrap at its width (COLUMNS wins), never inside a
-    command; in a pipe or a file nothing wraps and no reason is cut."""
+    command; in a pipe or a file nothing wraps and no reason is cut. Without ``verbose`` (`tfgpu doctor`
+    without --verbose) a target shows what to act on: its blockers, and its open caveats as far as they need
+    acting on; the recipes' verification and the caveats a backend choice handles are left to --verbose."""
     from tfgpu.core.safety import terminal_safe_doc
     from tfgpu.render import output
 
@@ -228,7 +230,7 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
     if not container_route_shown(doc):
         targets = [_without_containers(t) for t in targets]
     if len(targets) == 1:
-        _render_target(console, targets[0])
+        _render_target(console, targets[0], verbose=verbose)
     elif targets and doc.get("no_gpu"):  # the machine blocks every release alike: say so once
         _say(f"\nNo TensorFlow release can use a GPU here ({len(targets)} releases checked):", "bold")
         for reason in doc["no_gpu"]:
@@ -274,13 +276,16 @@ def _render_checks(console: Any, doc: Mapping[str, Any], *, skip_tf: bool) -> No
             _print(console, f"      fix: {check['fix']}", "cyan")
 
 
-def _render_target(console: Any, t: Mapping[str, Any]) -> None:
+def _render_target(console: Any, t: Mapping[str, Any], *, verbose: bool = True) -> None:
     """`doctor --tf X`: the target's verdict, its blockers and caveats with their fixes, the container route."""
+    from tfgpu.render.output import brief
+
     _print(console, f"\nTensorFlow {t['tf']}: {t['verdict'].upper()}"
            + (f" via {t['backend']} ({t['recipe']})" if t.get("backend") and t["verdict"] != BLOCKED else ""),
            "bold " + STYLES.get(t["verdict"], ""))
+    hidden = False  # a caveat left out or shortened: the report then says where the rest is
     for b in t.get("backends") or []:
-        if b.get("verified"):
+        if b.get("verified") and verbose:
             _print(console, f"  recipe {b['recipe']} ({b['backend']}): {b['verified']['text']}",
                    "green" if b["verified"]["status"] == "verified" else "dim")
     shown, others = chosen_blockers(t)
@@ -291,7 +296,12 @@ def _render_target(console: Any, t: Mapping[str, Any]) -> None:
     if others:
         _print(console, f"  {others}", "dim")
     for c in t["caveats"]:
-        _print(console, f"  ! {c['summary']}", "dim" if c.get("mitigated_by") else "yellow")
+        if c.get("mitigated_by") and not verbose:  # handled by the backend tfgpu takes: nothing to act on
+            hidden = True
+            continue
+        summary = c["summary"] if verbose else brief(c["summary"])
+        hidden = hidden or summary != c["summary"]
+        _print(console, f"  ! {summary}", "dim" if c.get("mitigated_by") else "yellow")
         if c.get("mitigated_by"):
             _print(console, f"      handled: {c['mitigated_by']}", "dim")
         elif c.get("fix"):
@@ -308,6 +318,8 @@ def _render_target(console: Any, t: Mapping[str, Any]) -> None:
                 _print(console, f"      fix: {f['fix']}", "cyan")
         for f in b["caveats"]:
             _print(console, f"  ! {f['summary']}", "yellow")
+    if hidden:
+        _print(console, f"  every detail: tfgpu doctor --tf {t['tf']} --verbose (or --json)", "dim")
 
 
 def _render_series(console: Any, targets: list[dict[str, Any]]) -> None:

@@ -44,7 +44,7 @@ def test_no_container_block_without_a_gpu_or_a_runtime(cli: Cli, tmp_path: Path,
     _, series = _doctor(cli, tmp_path, facts)
     assert "container" not in series.split("TensorFlow releases on this machine")[-1].split("\n")[1]
     # asked for, it is judged (and said) all the same; the JSON keeps it either way
-    _, asked = _doctor(cli, tmp_path, facts, "--tf", "2.2.0", "--backend", "docker")
+    _, asked = _doctor(cli, tmp_path, facts, "--tf", "2.2.0", "--backend", "docker", "--verbose")
     assert "container" in asked.lower()
     _, doc = _doctor(cli, tmp_path, facts, "--tf", "2.2.0", "--json")
     assert any(b["backend"] == "container" for b in json.loads(doc)["targets"][0]["backends"])

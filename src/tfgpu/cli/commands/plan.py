@@ -64,6 +64,7 @@ def plan_cmd(
         "force", help="Go ahead where tfgpu would stop: exit 0 for a target that is blocked here (create --force "
                       "builds it)."),
     image: Optional[str] = typer_option("image", help=IMAGE_HELP),
+    verbose: bool = typer_option("verbose"),
     requirements: Optional[str] = typer.Option(
         None, "--requirements", metavar="FILE",
         help="Also install this requirements.txt (--format dockerfile or apptainer)."),
@@ -129,7 +130,7 @@ def plan_cmd(
         render = render_dockerfile if fmt == "dockerfile" else render_apptainer
         output.write_document(render(plan.recipe_id, tf=plan.tf, requirements=requirements))
     else:
-        print_plan(plan)
+        print_plan(plan, verbose=verbose)
     if plan.verdict == "blocked" and not (force or cpu):  # whatever the format: the same route, the same answer
         alt = _alternative(facts, plan)
         # the plan as text shows its ✗ items; a document (--json, --format) does not: name them here
