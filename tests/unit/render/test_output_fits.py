@@ -227,11 +227,6 @@ def _outputs(cli: Cli, every: int) -> Iterator[tuple[str, str]]:
         yield f"lint on {case.id}", out + err
 
 
-#: Commands printed by explain's catalog (compat/explain.toml), which its own engineer is rewriting (issue 29,
-#: items 7 and 9): left out here until that lands, then this list is emptied.
-ELSEWHERE = {"tfgpu compat --gpu", "tfgpu compat --driver"}
-
-
 def _check_all(cli: Cli, every: int) -> None:
     seen: dict[str, str] = {}
     for where, text in _outputs(cli, every):
@@ -240,8 +235,6 @@ def _check_all(cli: Cli, every: int) -> None:
     assert len(seen) > 20, sorted(seen)
     bad = []
     for cmd, where in sorted(seen.items()):
-        if cmd in ELSEWHERE:
-            continue
         try:
             check_parses(cmd)
         except Exception as exc:  # a click UsageError, an unknown value, ...
