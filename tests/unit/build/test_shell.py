@@ -112,30 +112,35 @@ def _screen(tmux: list[str]) -> str:
 
 
 def _wait_for_prompt(tmux: list[str], seconds: float = 30) -> None:
-    """Until the shell shows its first prompt (a line after tfgpu's note), so nothing is typed ahead."""
+    """Until the shell shows its first prompt (a line after tfgpu's note, then a moment of quiet), so nothing
+    is typed ahead."""
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         lines = [line for line in _screen(tmux).splitlines() if line.strip()]
-        if len(lines) >= 2 and "leaves it" in lines[-2]:
+        note = next((i for i, line in enumerate(lines) if "leaves it" in line), None)
+        if note is not None and len(lines) > note + 1:
+            time.sleep(0.5)
             return
         time.sleep(0.1)
     raise AssertionError(f"no prompt within {seconds} s:\n{_screen(tmux)}")
 
 
-def _drive_shell(tmp_path: Path, tmux: list[str], bashrc: str, extra_env: dict[str, str]) -> tuple[str, str]:
-    """`tfgpu shell tf-shell` in tmux with HOME=tmp_path/home and that .bashrc: what `python` says inside,
-    and the screen (its prompt)."""
+def _drive_shell(tmp_path: Path, tmux: list[str], rc_files: dict[str, str], extra_env: dict[str, str],
+                 shell: str = "/bin/bash") -> tuple[str, str]:
+    """`tfgpu shell tf-shell` in tmux with HOME=tmp_path/home holding ``rc_files`` (paths under HOME): what
+    `python` says inside, and the screen (its prompt)."""
     from tfgpu.build import registry
 
     home = tmp_path / "home"
-    home.mkdir()
-    (home / ".bashrc").write_text(bashrc)
+    for name, text in rc_files.items():
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text(text)
     tfgpu_home = tmp_path / "tfgpu-home"
     os.environ["TFGPU_HOME"] = str(tfgpu_home)  # restored by the monkeypatch of the caller
     prefix = _environment(tmp_path)
     registry.record(name="tf-shell", prefix=str(prefix), backend="pip", tool="venv", tf="2.21.0", python="3.11",
                     recipe="cpu", env_python=str(prefix / "bin" / "python"))
-    env = {"HOME": str(home), "SHELL": "/bin/bash", "TERM": "xterm", "TFGPU_HOME": str(tfgpu_home),
+    env = {"HOME": str(home), "SHELL": shell, "TERM": "xterm", "TFGPU_HOME": str(tfgpu_home),
            "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "PS1": "$ ", **extra_env}
     src = Path(__file__).resolve().parents[3] / "src"
     env["PYTHONPATH"] = str(src)
@@ -144,10 +149,8 @@ def _drive_shell(tmp_path: Path, tmux: list[str], bashrc: str, extra_env: dict[s
     subprocess.run([*tmux, "new-session", "-d", "-s", "t", "-x", "200", "-y", "40", launch], check=True)
     _wait_for_prompt(tmux)
     out = tmp_path / "python.txt"
-    probe = ("import sys, tensorflow; print(sys.prefix + ' ' + tensorflow.__version__ + ' ' "
-             "+ tensorflow.__file__)")
-    subprocess.run([*tmux, "send-keys", "-t", "t", f"python -c {shlex.quote(probe)} > {out} 2>&1", "Enter"],
-                   check=True)
+    probe = 'import sys, tensorflow; print(sys.prefix, tensorflow.__version__, tensorflow.__file__)'
+    subprocess.run([*tmux, "send-keys", "-t", "t", f"python -c '{probe}' > {out} 2>&1", "Enter"], check=True)
     said = _wait_for(out)
     screen = _screen(tmux)
     subprocess.run([*tmux, "send-keys", "-t", "t", "exit", "Enter"], check=True)
@@ -176,7 +179,7 @@ def test_shell_enters_the_environment_when_bashrc_runs_pyenv_init(
               'eval "$(pyenv init - bash)"\n')
     if virtualenv_init and (Path(root) / "plugins" / "pyenv-virtualenv").is_dir():
         bashrc += 'eval "$(pyenv virtualenv-init -)"\n'
-    said, screen = _drive_shell(tmp_path, tmux, bashrc, {})
+    said, screen = _drive_shell(tmp_path, tmux, {".bashrc": bashrc}, {})
     _assert_inside(said, screen, tmp_path)
 
 
@@ -191,7 +194,31 @@ def test_shell_enters_the_environment_when_bashrc_runs_conda_init(
     (base / "bin" / "conda").chmod(0o755)
     (base / "bin" / "python").write_text("#!/bin/sh\necho conda-base-python\n")  # base's python: no TensorFlow
     (base / "bin" / "python").chmod(0o755)
-    said, screen = _drive_shell(tmp_path, tmux, CONDA_INIT_BLOCK.format(prefix=base), {})
+    said, screen = _drive_shell(tmp_path, tmux, {".bashrc": CONDA_INIT_BLOCK.format(prefix=base)}, {})
+    _assert_inside(said, screen, tmp_path)
+
+
+@pytest.mark.real_subprocess
+@needs_tmux
+@pytest.mark.skipif(PYENV is None, reason="pyenv is not installed")
+@pytest.mark.parametrize("shell", ["zsh", "fish"])
+def test_zsh_and_fish_enter_the_environment_after_their_own_start_up_files(
+        tmp_path: Path, tmux: list[str], monkeypatch: pytest.MonkeyPatch, shell: str) -> None:
+    """zsh's ~/.zshrc runs `pyenv init - zsh`; fish's config.fish puts pyenv's shims first on PATH (as
+    `pyenv init - fish` does)."""
+    assert PYENV is not None
+    exe = shutil.which(shell)
+    if exe is None:
+        pytest.skip(f"{shell} is not installed (apt-get install {shell})")
+    monkeypatch.setenv("TFGPU_HOME", str(tmp_path / "tfgpu-home"))
+    root = subprocess.run([PYENV, "root"], capture_output=True, text=True, check=True).stdout.strip()
+    if shell == "zsh":
+        rc = {".zshrc": f"export PYENV_ROOT={shlex.quote(root)}\n"
+                        'export PATH="$PYENV_ROOT/bin:$PATH"\neval "$(pyenv init - zsh)"\n'}
+    else:
+        rc = {".config/fish/config.fish": f"set -gx PYENV_ROOT {shlex.quote(root)}\n"
+                                          "set -gx PATH $PYENV_ROOT/shims $PYENV_ROOT/bin $PATH\n"}
+    said, screen = _drive_shell(tmp_path, tmux, rc, {}, shell=exe)
     _assert_inside(said, screen, tmp_path)
 
 
