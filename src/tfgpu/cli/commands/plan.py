@@ -72,7 +72,6 @@ def plan_cmd(
     """Print exactly what `tfgpu create` would run: argv, environment variables and why. Changes nothing.
     Exit 1 when the target is blocked here (unless --force or --cpu), as `tfgpu create` would refuse it."""
     from tfgpu.core.errors import UsageError
-    from tfgpu.plan.formats import render_environment_yml, render_sh
     from tfgpu.render import output
 
     container = backend in CONTAINER_BACKENDS
@@ -110,6 +109,23 @@ def plan_cmd(
     else:
         facts = _facts(facts_file, driver, gpu_cc, os_name)
         plan = build_plan(req, facts, for_another_machine=fmt is not None, facts_from_file=facts_file is not None)
+    _write(plan, fmt=fmt, json_out=json_out, requirements=requirements, verbose=verbose)
+    if plan.verdict == "blocked" and not (force or cpu):  # whatever the format: the same route, the same answer
+        alt = _alternative(facts, plan)
+        # the plan as text shows its ✗ items; a document (--json, --format) does not: name them here
+        why = "see ✗ above" if not (json_out or fmt) else "; ".join(b.summary for b in plan.blockers[:2]) or "blocked"
+        output.note(f"tfgpu: TensorFlow {plan.tf} is blocked here ({why}); `tfgpu create` would refuse it"
+                    + (f"\n  instead: {alt}" if alt else "")
+                    + "\n  --force builds it anyway; --cpu plans a CPU-only environment")
+        return 1
+    return 0
+
+
+def _write(plan: Any, *, fmt: str | None, json_out: bool, requirements: str | None, verbose: bool) -> None:
+    """The plan on stdout: its JSON document, a file format, or the plan as text."""
+    from tfgpu.plan.formats import render_environment_yml, render_sh
+    from tfgpu.render import output
+
     if json_out:
         from tfgpu import __version__
         from tfgpu.kb.queries import data_version
@@ -131,15 +147,6 @@ def plan_cmd(
         output.write_document(render(plan.recipe_id, tf=plan.tf, requirements=requirements))
     else:
         print_plan(plan, verbose=verbose)
-    if plan.verdict == "blocked" and not (force or cpu):  # whatever the format: the same route, the same answer
-        alt = _alternative(facts, plan)
-        # the plan as text shows its ✗ items; a document (--json, --format) does not: name them here
-        why = "see ✗ above" if not (json_out or fmt) else "; ".join(b.summary for b in plan.blockers[:2]) or "blocked"
-        output.note(f"tfgpu: TensorFlow {plan.tf} is blocked here ({why}); `tfgpu create` would refuse it"
-                    + (f"\n  instead: {alt}" if alt else "")
-                    + "\n  --force builds it anyway; --cpu plans a CPU-only environment")
-        return 1
-    return 0
 
 
 def _alternative(facts: dict[str, Any], plan: Any) -> str:
