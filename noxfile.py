@@ -1,7 +1,7 @@
 """Developer sessions. `nox` alone runs tests, lint and typecheck; the others are named explicitly.
 
 Every session runs on the interpreter nox itself runs on when no other is requested, so a machine
-with one Python can run them all (README, "Development").
+with one Python can run them all (CONTRIBUTING.md, "Set-up").
 """
 
 from __future__ import annotations
@@ -51,8 +51,7 @@ def slow(session: nox.Session) -> None:
 
 @nox.session
 def faults(session: nox.Session) -> None:
-    """Fault-injection and attack tests (docs/dev/faults.md; README, "Reliability and
-    security"): the heavy ones (marked faults) and every issue-16 test (marked safety)."""
+    """Fault-injection and attack tests (docs/dev/faults.md; docs/reliability.md): the heavy ones (marked faults) and every issue-16 test (marked safety)."""
     _install(session, "uv")
     session.run("pytest", "-m", "faults or safety", *session.posargs)
 
@@ -157,6 +156,17 @@ def update_compat(session: nox.Session) -> None:
     session.run("python", str(ROOT / "scripts" / "scan_wheel_archs.py"), "--scan", *session.posargs, env=env)
     # after the arch scan: it takes its wheel list (and DT_NEEDED) from compat/wheel_scan.json
     session.run("python", str(ROOT / "scripts" / "scan_build_info.py"), "--scan", *session.posargs, env=env)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site (docs/, mkdocs.yml): regenerate the pages generated from the code
+    (scripts/gen_docs.py: the options and JSON reference, docs/contributing.md), then build it with mkdocs in
+    strict mode: a warning (a link to a page or an anchor that does not exist) fails the session."""
+    session.install("-e", ".", "mkdocs>=1.6")
+    session.run("python", str(ROOT / "scripts" / "gen_docs.py"), "--force")
+    session.run("mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
+                "--site-dir", str(ROOT / ".nox" / "site"))
 
 
 @nox.session(default=False)

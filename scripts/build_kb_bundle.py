@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build the knowledge bundle of compat/ and its index, for `tfgpu kb update` (README, "Knowledge updates").
+"""Build the knowledge bundle of compat/ and its index, for `tfgpu kb update` (docs/guide.md, "Knowledge updates").
 
 The bundle is ``tfgpu-kb-<data_version>.tar.gz``: the knowledge base's TOML files (those tfgpu.kb.knowledge.SCHEMAS
 names), flat, as regular files, byte-for-byte as in compat/; reproducible (sorted, no owners, fixed times, gzip

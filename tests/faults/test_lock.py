@@ -96,7 +96,7 @@ def test_verified_archives_are_hashed_again_before_each_use(tmp_path: Path) -> N
     channel = tf_channel(tmp_path / "ch")
     from tfgpu.cli.app import main
 
-    assert main(["lock", "--tf", "2.2.0", "--channel", channel.as_uri(), "-o", str(tmp_path / "l.yml")]) == 0
+    assert main(["lock", "--facts", LOCK_FACTS, "--tf", "2.2.0", "--channel", channel.as_uri(), "-o", str(tmp_path / "l.yml")]) == 0
     records = read_conda_lock(tmp_path / "l.yml").conda_records("linux-64")
     store = tmp_path / "store"
     first = archives.verify_archives(records, store)

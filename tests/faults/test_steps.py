@@ -87,7 +87,7 @@ def test_fault_uv_printing_escape_sequences_never_reaches_the_terminal_raw(
         "printf 'error: \\033]0;TITLE\\007\\033[2J\\033]8;;http://evil.example/\\033\\\\link\\033]8;;\\033\\\\\\n'\n"
         "exit 2\n")
     rc, out, err = cli("lock", "--tf", "2.20.0", "--backend", "pip", "-o", str(tmp_path / "l.txt"),
-                       "--facts", str(LOCK_FACTS))
+                       "--facts", str(LOCK_FACTS), "--force")
     assert rc == 1, err
     assert "\x1b" not in out + err
     assert "\x07" not in out + err

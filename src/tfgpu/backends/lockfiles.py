@@ -124,6 +124,14 @@ class Lock:
         """One value of ``custom_metadata`` ("" when absent)."""
         return self.custom_metadata.get(key, "")
 
+    def is_cpu(self) -> bool:
+        """A lock of the CPU route (``tfgpu lock --cpu``): tensorflow-cpu, or a pip lock tfgpu wrote for recipe
+        cpu; never one that holds nvidia-* packages or tensorflow-gpu (the header is text anyone can write)."""
+        names = {p.name.lower().replace("_", "-") for p in self.packages}
+        if "tensorflow-gpu" in names or any(n.startswith("nvidia-") for n in names):
+            return False
+        return "tensorflow-cpu" in names or (self.kind == "pip" and self.meta("tfgpu_recipe") == "cpu")
+
     def conda_records(self, platform: str) -> list[Any]:
         """rattler ``RepoDataRecord``s of the conda packages locked for ``platform`` (for installing)."""
         if platform not in self.platforms:
@@ -306,6 +314,7 @@ def write_atomic(path: Path, text: str) -> None:
 _YAML_START = re.compile(r"^(version|metadata|package|environments|packages)\s*:")
 _HASH_TOKEN = re.compile(r"--hash=(sha256|sha384|sha512):[0-9a-fA-F]+")
 _PY_HEADER = re.compile(r"^#.*\bPython (\d+\.\d+)\b")
+_RECIPE_HEADER = re.compile(r"^# Locked by tfgpu \(recipe ([A-Za-z0-9._-]{1,64})\)")  # tfgpu.build.lock's header
 
 
 def read_lock(path: str | Path) -> Lock:
@@ -516,7 +525,11 @@ _COMMENT_TAIL = re.compile(r"(^|\s+)#.*$")
 def read_pip_lock(path: Path, text: str) -> Lock:
     """A ``--require-hashes`` requirements file: every requirement ``name==version`` with a hash."""
     python = ""
+    meta: dict[str, str] = {}
     for line in text.splitlines():
+        r = _RECIPE_HEADER.match(line.strip())
+        if r:
+            meta["tfgpu_recipe"] = r.group(1)
         m = _PY_HEADER.match(line.strip())
         if m:
             python = m.group(1)
@@ -526,7 +539,8 @@ def read_pip_lock(path: Path, text: str) -> Lock:
     if not packages:
         msg = f"pip lock {path} has no requirements"
         raise InputError(msg, hint="make one with: tfgpu lock --tf VERSION --backend pip")
-    return Lock(platforms=(), channels=(), packages=tuple(packages), path=str(path), kind="pip", python=python)
+    return Lock(platforms=(), channels=(), packages=tuple(packages), path=str(path), kind="pip", python=python,
+                custom_metadata=meta)
 
 
 def read_custom_metadata(text: str, where: str = "the lockfile") -> dict[str, str]:

@@ -266,6 +266,11 @@ class RattlerRunner:
 # --------------------------------------------------------------------------- images: docker, podman, apptainer
 
 SMOKE_IN_CONTAINER = "/tfgpu-smoke.py"
+#: The GPU check a script for another host runs in the image: needs only TensorFlow (TF 1.x and 2.x: tf.test's
+#: is_gpu_available exists in both, list_physical_devices from 2.1), exit 1 when it sees no GPU.
+GPU_CHECK = ('import sys, tensorflow as tf; c = getattr(tf, "config", None); '
+             'g = c.list_physical_devices("GPU") if hasattr(c, "list_physical_devices") else tf.test.is_gpu_available(); '
+             'print("TensorFlow", tf.__version__, "GPUs:", g); sys.exit(0 if g else 1)')
 WORKDIR = "/workspace"
 
 
@@ -358,11 +363,20 @@ class ContainerRunner:
                             mounts=((smoke_script, SMOKE_IN_CONTAINER, True),),
                             env=(ALLOW_GROWTH,), gpu_args=gpu_args)
 
-    def steps(self, image: str, *, smoke_script: str, cache_dir: str, gpu_args: tuple[str, ...] = ()) -> tuple[Step, ...]:
-        """Pull ``image`` (progress shown), then run tfgpu's smoke script inside it with the GPU."""
+    def steps(self, image: str, *, smoke_script: str | None, cache_dir: str,
+              gpu_args: tuple[str, ...] = ()) -> tuple[Step, ...]:
+        """Pull ``image`` (progress shown), then run tfgpu's smoke script inside it with the GPU. Without a
+        ``smoke_script`` (a script for another host, `plan --format sh`, where tfgpu's own file is not): the
+        image's TensorFlow lists its GPUs and the step fails when there is none; nothing mounted or fetched."""
         target = self.target(image, cache_dir)
         pull = (("apptainer", "pull", target, f"docker://{image}") if self.name == "apptainer"
                 else (self.name, "pull", image))
+        if smoke_script is None:
+            check = gpu_run_argv(self.name, target, ["python3", "-c", GPU_CHECK],
+                                 env=(("TF_FORCE_GPU_ALLOW_GROWTH", "true"),), gpu_args=gpu_args)
+            return (Step(pull, f"pull {image} (progress shown)"),
+                    Step(check, "check that TensorFlow in the image sees the GPU (tfgpu create runs the full smoke "
+                                "test: matmul, Conv2D and an XLA op)"))
         return (Step(pull, f"pull {image} (progress shown)"),
                 Step(self.smoke_argv(target, smoke_script, gpu_args=gpu_args),
                      "run tfgpu's GPU smoke test inside the image, with the GPU"))

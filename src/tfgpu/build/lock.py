@@ -21,9 +21,10 @@ from tfgpu.backends.lockfiles import (
 )
 from tfgpu.backends.rattler import virtual
 from tfgpu.backends.steps import Step
-from tfgpu.core.errors import StepFailed, UsageError
+from tfgpu.core.errors import StepFailed, TfgpuError, UsageError
 from tfgpu.core.record import field, record
 from tfgpu.facts.document import as_facts
+from tfgpu.kb.versions import Target
 from tfgpu.plan.request import BuildRequest
 
 if TYPE_CHECKING:
@@ -116,6 +117,50 @@ def lock_target(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, platform: 
             cuda = build.cuda
     return LockTarget(plan.recipe_id, kind, plan.tf, plan.channels, plan.conda_specs, pip if kind == "conda" else
                       plan.pip_requirements, plan.python, cuda, tuple(plan.notes))
+
+
+def cpu_lock_target(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, platform: str, *,
+                    python: str | None = None) -> LockTarget:
+    """Pure: what ``tfgpu lock --cpu`` locks for ``platform``: the CPU route's requirements as ``create --cpu``
+    installs them (tfgpu.plan.cpu: tensorflow-cpu or tensorflow and the release's pins, never [and-cuda])."""
+    from tfgpu.plan.cpu import plan_cpu_environment
+
+    on = as_facts(facts_for_platform(facts, platform))
+    req = BuildRequest(tf=tf, python=python, cpu=True)
+    try:  # the Python this machine would build with, else any the wheels support: uv needs no interpreter
+        plan = plan_cpu_environment(kb, on, req, tools={}, home="~")
+    except UsageError:
+        plan = plan_cpu_environment(kb, on, req, tools=_any_python(kb), home="~")
+    return LockTarget("cpu", "pip", plan.tf, (), (), plan.pip_requirements, plan.python, None, tuple(plan.notes))
+
+
+def judge_lock_target(kb: KnowledgeBase, facts: Mapping[str, Any], tf: str, backend: str, *, force: bool,
+                      note: Callable[[str], None]) -> None:
+    """The target judged on the machine the lock is for (this one, or the --facts file's), as ``create`` judges
+    it: a blocked target is refused (NotReady, exit 1) with what works there instead, unless ``force``. A lock
+    that ``create --from-lock`` would refuse there is never written quietly."""
+    from tfgpu.build.pipeline import alternative, blocked_error
+    from tfgpu.judge.target import judge_target
+
+    verdict = judge_target(as_facts(facts), kb, tf, backend=backend)
+    if verdict.verdict != "blocked":
+        for c in verdict.caveats:
+            note(f"# caveat: {c.summary}")
+        return
+    if force:
+        note(f"# warning: TensorFlow {verdict.tf or tf} is blocked on the machine this lock is for; "
+             "locking it anyway (--force)")
+        return
+    err = blocked_error(facts, verdict, tf)
+    assert isinstance(err, TfgpuError)
+    alt = alternative(facts, verdict, backend)
+    command = ""
+    if alt is not None:  # the lock of what works there, where lock can make it (not a container route)
+        lockable = alt.backend in (None, "cpu", *LOCK_BACKENDS)
+        command = alt.command.replace("tfgpu create ", "tfgpu lock ", 1) if lockable else alt.command
+    err.hint = (f"instead: {command}; " if command else "") + (
+        "--force locks it anyway; --facts FILE locks for the machine that FILE describes")
+    raise err
 
 
 # --------------------------------------------------------------------------- locking (effects)
@@ -258,8 +303,8 @@ def plan_pip_lock(target: LockTarget, platform: str, *, uv: str, workdir: str,
 
 
 def find_uv(tools: Mapping[str, str | None] | None = None) -> str | None:
-    """The uv to lock with: the detected one, else on PATH, else beside tfgpu's interpreter (pip install uv
-    into tfgpu's own environment without that environment on PATH)."""
+    """The uv to lock with: the detected one, else on PATH, else beside tfgpu's interpreter (tfgpu's own
+    environment without that environment on PATH), else where the uv package (a dependency) says it is."""
     import sys
 
     from tfgpu.core import process as run
@@ -268,6 +313,13 @@ def find_uv(tools: Mapping[str, str | None] | None = None) -> str | None:
     if uv is None:
         beside = Path(sys.executable).parent / ("uv.exe" if os.name == "nt" else "uv")
         uv = str(beside) if beside.is_file() else None
+    if uv is None:  # uv is a dependency of tfgpu: its package knows where pip put the binary (--user, a prefix)
+        try:
+            from uv import find_uv_bin
+
+            uv = str(find_uv_bin())
+        except (ImportError, FileNotFoundError):
+            uv = None
     return uv
 
 
@@ -286,9 +338,9 @@ def lock_pip(kb: KnowledgeBase, tf: str, platform: str, out: Path, *, python: st
     if target is None:
         target = lock_target(kb, facts or {}, tf, platform, backend="pip", python=python, tools=tools)
     uv = find_uv(tools)
-    if uv is None:
+    if uv is None:  # uv is a dependency: only a broken installation gets here
         msg = "uv is not installed; it resolves pip locks with hashes"
-        raise StepFailed(msg, hint="pip install uv, or use --backend rattler")
+        raise StepFailed(msg, hint="python3 -m pip install uv (a dependency of tfgpu), or use --backend rattler")
     body = compile_pip_lock(target, platform, uv=uv, index_url=index_url, timeout=timeout, echo=echo)
     header = (f"# Locked by tfgpu (recipe {target.recipe}) for {platform}, Python {target.python}.\n"
               f"# Install with: pip install --require-hashes --no-deps -r {out.name}\n")
@@ -372,7 +424,8 @@ def lock_environment(
     cache_dir: Path | None, force: bool, facts: Mapping[str, Any] | None = None,
     say: Callable[[str], None] | None = None, timeout: float | None = None,
 ) -> LockOutcome:
-    """`tfgpu lock` as a library call: resolve the target (``latest`` included, as plan and create do), choose
+    """`tfgpu lock` as a library call: resolve the target (``latest`` included, as plan and create do), judge it
+    on the machine the lock is for (blocked: refused unless ``force``; ``req.cpu``: the CPU route), choose
     what to lock (the recipe ``tfgpu plan`` chooses here, for --backend auto), lock it, write the file.
     ``say`` gets the progress lines (the backend auto took, channels from the config file, the step
     runner's ``+ cmd``). ``timeout`` bounds each platform's solve, or the uv run of a pip lock (default: no
@@ -393,8 +446,19 @@ def lock_environment(
     facts = dict(facts or {})
     config = load_config()
     tools = detect_tools(facts)
-    tf, resolve_notes = resolve_target(kb, as_facts(facts), tf, backend=backend)
     pip_target = None
+    if req.cpu:  # the CPU route: the doctor's recommendation where no GPU can be used; nothing to judge
+        if backend not in ("auto", "pip"):
+            msg = f"--cpu locks the CPU route's pip requirements, not --backend {backend}"
+            raise UsageError(msg, hint="drop --backend (or pass --backend pip)")
+        if Target.parse(tf).is_latest:
+            tf = kb.series("linux")[0]  # the CPU builds follow the releases, not an OS's GPU builds
+        pip_target = cpu_lock_target(kb, facts, tf, platforms[0], python=python)
+        tf, backend = pip_target.tf, "pip"
+        resolve_notes: list[str] = []
+        note("# --cpu: recipe cpu (hashed pip requirements; no CUDA, no nvidia-* wheels)")
+    else:
+        tf, resolve_notes = resolve_target(kb, as_facts(facts), tf, backend=backend)
     if backend == "auto":  # the planner's choice for the first platform decides the kind of lock
         first = lock_target(kb, facts, tf, platforms[0], python=python, channels=channels, tools=tools,
                             prefer=config.prefer)
@@ -409,6 +473,8 @@ def lock_environment(
     for n in resolve_notes:
         note(f"# {n}")
     check_output(out)  # before solving: a device node, a missing or read-only directory
+    if not req.cpu:
+        judge_lock_target(kb, facts, tf, req.backend, force=force, note=note)
     if backend == "pip":
         if len(platforms) != 1:
             msg = "--backend pip locks one platform per requirements file"

@@ -119,6 +119,9 @@ def create_environment(req: CreateRequest, events: CreateEvents) -> Outcome:
     verdict: TargetVerdict | None = None
     if req.build.cpu:
         return _create_cpu(req, events, build_facts, tf)
+    if lock_plan is not None and lock_plan.cpu:  # a lock of the CPU route: no GPU verdict to judge
+        events.planned(lock_plan)
+        return _build_and_verify(req, events, facts, lock_plan, None)
     try:
         # a lock fixes the backend: judge the conda (rattler) or pip route it takes
         verdict = judge_target(as_facts(facts), load_kb(), tf,
@@ -353,16 +356,18 @@ def _checked(req: BuildRequest) -> BuildRequest:
     return replace(req, prefix=str(check_prefix(req.prefix))) if req.prefix is not None else req
 
 
-def build_container_plan(req: BuildRequest, facts: dict[str, Any]) -> Any:
+def build_container_plan(req: BuildRequest, facts: dict[str, Any], *, portable: bool = False) -> Any:
     """The container plan (tfgpu.plan.planner.plan_container) with this installation's smoke script and the
-    image cache directory (effects: where they are)."""
+    image cache directory (effects: where they are). ``portable``: a file for another host (`plan --format`),
+    which cannot mount this installation's smoke script: the image checks its GPU with its own TensorFlow."""
     from tfgpu.build.registry import home
     from tfgpu.kb.knowledge import load_kb
     from tfgpu.plan.planner import plan_container
     from tfgpu.verify.runner import SCRIPT
 
     return plan_container(load_kb(), as_facts(facts), str(req.tf), backend=req.backend, image_ref=req.image,
-                          smoke_script=str(SCRIPT), cache_dir=str(home() / "images"), name=req.name)
+                          smoke_script=None if portable else str(SCRIPT),
+                          cache_dir="." if portable else str(home() / "images"), name=req.name)
 
 
 def build_from_lock_plan(req: BuildRequest, facts: dict[str, Any]) -> Any:

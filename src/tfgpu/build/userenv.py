@@ -125,6 +125,103 @@ def command_for(entry: Mapping[str, Any], cmd: Sequence[str], *, base: Mapping[s
 _CONDA_WINDOWS_PATH = ("", "Library\\mingw-w64\\bin", "Library\\usr\\bin", "Library\\bin", "Scripts", "bin")
 
 
+#: The shells `tfgpu shell` enters through their own start-up files: bash (--rcfile), zsh (ZDOTDIR), POSIX sh
+#: (ENV), fish (--init-command). Any other shell starts with the activated variables only.
+SHELL_KINDS = {"bash": "bash", "zsh": "zsh", "sh": "sh", "dash": "sh", "ash": "sh", "ksh": "sh", "mksh": "sh",
+               "fish": "fish"}
+
+
+def prompt_label(entry: Mapping[str, Any]) -> str:
+    """The environment's name as the prompt shows it: only characters no shell's prompt expansion acts on
+    (the registry is a file; a name reaches PS1, which bash and zsh expand)."""
+    import re
+
+    label = str(entry.get("name") or Path(str(entry["prefix"])).name)
+    return re.sub(r"[^A-Za-z0-9._+-]", "?", label)[:64] or "env"
+
+
+def shell_launch(entry: Mapping[str, Any], shell: str, rcdir: str,
+                 environ: Mapping[str, str]) -> tuple[tuple[str, ...], dict[str, str], dict[str, str]]:
+    """How `tfgpu shell` starts ``shell`` inside ``entry`` (pure): (argv, environment additions, files to write
+    under ``rcdir``). The user's own start-up files run first and the environment's activation after them: an
+    rc file that runs `pyenv init` or conda's `conda initialize` block puts pyenv's shims or conda's base
+    environment in front of PATH again, so activating only before the shell starts is undone (issue 29)."""
+    from shlex import quote
+
+    kind = SHELL_KINDS.get(Path(shell).name)
+    label = prompt_label(entry)
+    activate = str(Path(rcdir) / "activate.sh")
+    files = {"activate.sh": activation_script(entry)}
+    again = f". {quote(activate)}\n"
+    prompt = _prompt_lines(entry, label)
+    if kind == "bash":
+        files["bashrc"] = '[ -f "$HOME/.bashrc" ] && . "$HOME/.bashrc"\n' + again + prompt
+        return (shell, "--rcfile", str(Path(rcdir) / "bashrc"), "-i"), {}, files
+    if kind == "zsh":
+        # zsh reads $ZDOTDIR/.zshenv and .zshrc: ours run the user's (from their ZDOTDIR, else HOME) first
+        files[".zshenv"] = ('ZDOTDIR="${_TFGPU_ZDOTDIR:-$HOME}"\n'
+                            '[ -f "$ZDOTDIR/.zshenv" ] && . "$ZDOTDIR/.zshenv"\n'
+                            f'_TFGPU_ZDOTDIR="$ZDOTDIR"; ZDOTDIR={quote(rcdir)}\n')
+        files[".zshrc"] = ('ZDOTDIR="$_TFGPU_ZDOTDIR"; unset _TFGPU_ZDOTDIR\n'
+                           '[ -f "$ZDOTDIR/.zshrc" ] && . "$ZDOTDIR/.zshrc"\n'
+                           f"emulate sh -c {quote('. ' + quote(activate))}\n" + prompt)
+        extra = {"ZDOTDIR": rcdir}
+        if environ.get("ZDOTDIR"):
+            extra["_TFGPU_ZDOTDIR"] = environ["ZDOTDIR"]
+        return (shell, "-i"), extra, files
+    if kind == "sh":  # an interactive POSIX shell reads the file $ENV names
+        user_env = environ.get("ENV", "")
+        files["env.sh"] = ((f"[ -f {quote(user_env)} ] && . {quote(user_env)}\n" if user_env else "") + again
+                           + prompt.replace("${PS1-}", "${PS1-$ }"))
+        return (shell, "-i"), {"ENV": str(Path(rcdir) / "env.sh")}, files
+    if kind == "fish":  # --init-command runs after fish's configuration files
+        bin_dir = str(Path(str(entry["prefix"])) / "bin")
+        init = (f"set -gx PATH {_fish_quote(bin_dir)} $PATH; functions -q fish_prompt; "
+                "and functions -c fish_prompt _tfgpu_fish_prompt; "
+                f"and function fish_prompt; printf '(%s) ' {_fish_quote(label)}; _tfgpu_fish_prompt; end")
+        return (shell, "-i", "--init-command", init), {}, {}
+    return (shell,), {}, {}
+
+
+def _prompt_lines(entry: Mapping[str, Any], label: str) -> str:
+    """sh that puts (label) in front of the prompt; for a conda environment it replaces the "(base) " that a
+    `conda init` block's activation of the base environment put there (conda's CONDA_PROMPT_MODIFIER)."""
+    if not is_conda_env(entry):
+        return f'PS1="({label}) ${{PS1-}}"\n'
+    return ('[ -n "${CONDA_PROMPT_MODIFIER-}" ] && PS1="${PS1#"$CONDA_PROMPT_MODIFIER"}"\n'
+            f'CONDA_PROMPT_MODIFIER="({label}) "; export CONDA_PROMPT_MODIFIER\n'
+            f'PS1="({label}) ${{PS1-}}"\n')
+
+
+def _fish_quote(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def open_shell(entry: Mapping[str, Any], shell: str) -> int:
+    """`tfgpu shell`: an interactive ``shell`` inside ``entry``, entered after the user's start-up files; its
+    exit status (an effect: writes its start-up files into a private temporary folder, removed afterwards)."""
+    import shutil
+    import tempfile
+
+    from tfgpu.core import process as run
+
+    if entry.get("backend") in CONTAINER_BACKENDS or os.name == "nt":  # the image's shell; cmd.exe: no rc file
+        cmd, env = command_for(entry, [shell])
+        env["TFGPU_ENV"] = str(entry.get("name") or entry["prefix"])
+        return run.run_foreground(cmd, env=env)
+    rcdir = tempfile.mkdtemp(prefix="tfgpu-shell-")
+    try:
+        argv, extra, files = shell_launch(entry, shell, rcdir, os.environ)
+        for fname, text in files.items():
+            (Path(rcdir) / fname).write_text(text, encoding="utf-8")
+        cmd, env = command_for(entry, list(argv))
+        env.update(extra)
+        env["TFGPU_ENV"] = str(entry.get("name") or entry["prefix"])
+        return run.run_foreground(cmd, env=env)
+    finally:
+        shutil.rmtree(rcdir, ignore_errors=True)
+
+
 def windows_environ(entry: Mapping[str, Any], base: Mapping[str, str]) -> dict[str, str]:
     """The environment inside ``entry`` on native Windows, as its activation sets it: a venv's
     Scripts\\activate.bat (VIRTUAL_ENV, Scripts first on PATH), or conda's PATH order and CONDA_PREFIX.

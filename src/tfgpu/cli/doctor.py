@@ -51,6 +51,8 @@ DOCTOR_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(("--import",), "import_tf", bool, default=False,
                help="Import TensorFlow in that environment (a child process): the libraries it really maps, "
                     "its GPUs and its log, against the prediction."),
+    replace(SHARED["verbose"], help="Show everything: every note, caveat and detail in full, not only what to act on "
+                                    "(the recipes' verification, the caveats a backend choice handles)."),
 )
 #: The fast path's table: flag -> (keyword of run_doctor, type), every spelling of every option above.
 OPTIONS: dict[str, tuple[str, type]] = fast_options(DOCTOR_OPTIONS)
@@ -104,6 +106,7 @@ def run_doctor(
     require_gpu: bool = False, strict: bool = False, ci: bool = False, redact_out: bool = False,
     overrides: dict[str, str | None] | None = None, timeout: float | None = None, fork_probes: bool = False,
     python: str | None = None, prefix: str | None = None, name: str | None = None, import_tf: bool = False,
+    verbose: bool = False,
 ) -> int:
     """`tfgpu doctor`: the report (tfgpu.api.doctor.doctor_report, as `tfgpu.doctor()` makes it), rendered."""
     doc, _ = doctor_report(tf=tf, facts_file=facts_file, backend=backend, require_gpu=require_gpu, strict=strict,
@@ -132,5 +135,5 @@ def run_doctor(
 
         output.write_json(doc)
     else:
-        report.render_human(doc, sys.stdout)
+        report.render_human(doc, sys.stdout, verbose=verbose)
     return code

@@ -50,6 +50,8 @@ SHARED: dict[str, OptionSpec] = {
     "yes": OptionSpec(("--yes", "-y"), "yes", bool, default=False, help="Do not ask for confirmation."),
     "force": OptionSpec(("--force",), "force", bool, default=False, help="Go ahead where tfgpu would stop."),
     "strict": OptionSpec(("--strict",), "strict", bool, default=False, help="Warnings fail too (exit 1)."),
+    "verbose": OptionSpec(("--verbose", "-v"), "verbose", bool, default=False,
+                          help="Show everything: every note, caveat and detail in full, not only what to act on."),
     "redact": OptionSpec(("--redact",), "redact_out", bool, default=False,
                          help="Remove user names, the host name and tokens from the output."),
     "no_probe": OptionSpec(("--no-probe",), "no_probe", bool, default=False,

@@ -16,11 +16,12 @@ if TYPE_CHECKING:
 
 def gather_facts(
     *, facts_file: str | Path | None = None, overrides: dict[str, str | None] | None = None,
-    timeout: float | None = None, environment: dict[str, Any] | None = None,
+    timeout: float | None = None, environment: dict[str, Any] | None = None, env_overrides: bool = True,
 ) -> tuple[dict[str, Any], list[str]]:
-    """Facts from a file or from probing, then single-fact overrides: flags beat TFGPU_* variables."""
+    """Facts from a file or from probing, then single-fact overrides: flags beat TFGPU_* variables.
+    ``env_overrides`` False: the machine as probed, whatever TFGPU_* variables assume (`tfgpu smoke`)."""
     return start_facts(facts_file=facts_file, overrides=overrides, timeout=timeout, fork=False,
-                       environment=environment)()
+                       environment=environment, env_overrides=env_overrides)()
 
 
 def machine_facts(facts_file: str | None, *, probe: bool, overrides: dict[str, str | None] | None = None,
@@ -42,6 +43,7 @@ def machine_facts(facts_file: str | None, *, probe: bool, overrides: dict[str, s
 def start_facts(
     *, facts_file: str | Path | None = None, overrides: dict[str, str | None] | None = None,
     timeout: float | None = None, fork: bool = False, environment: dict[str, Any] | None = None,
+    env_overrides: bool = True,
 ) -> Callable[[], tuple[dict[str, Any], list[str]]]:
     """Start gathering facts and return a function that finishes it (see :func:`gather_facts`).
 
@@ -83,7 +85,7 @@ def start_facts(
     def finish() -> tuple[dict[str, Any], list[str]]:
         from tfgpu.facts.document import apply_overrides, overrides_from_env
 
-        merged = overrides_from_env(os.environ)
+        merged = overrides_from_env(os.environ) if env_overrides else {}
         merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
         return apply_overrides(probed(), merged)
 

@@ -49,9 +49,11 @@ DOCKER_POSTINSTALL = "https://docs.docker.com/engine/install/linux-postinstall/"
 APPTAINER_DOCS = "https://apptainer.org/docs/admin/main/installation.html"
 PODMAN_DOCS = "https://podman.io/docs/installation"
 
-TOOLKIT_FIX = (f"install the NVIDIA Container Toolkit as NVIDIA documents it ({TOOLKIT_DOCS}): "
-               "sudo apt-get install -y nvidia-container-toolkit && sudo nvidia-ctk runtime configure --runtime=docker "
-               "&& sudo systemctl restart docker")
+#: The toolkit's package is in NVIDIA's own repository, not the distribution's: `apt-get install
+#: nvidia-container-toolkit` fails until its "Configure the production repository" step has run.
+TOOLKIT_FIX = (f"install the NVIDIA Container Toolkit from NVIDIA's package repository (add the repository first, "
+               f"as its install guide says: {TOOLKIT_DOCS}), then: sudo nvidia-ctk runtime configure --runtime=docker "
+               "and restart the Docker daemon")
 CDI_FIX = (f"generate the CDI spec as NVIDIA documents it ({CDI_DOCS}): "
            "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml")
 NO_RUNTIME_FIX = (f"install Docker Engine ({DOCKER_DOCS}) and the NVIDIA Container Toolkit ({TOOLKIT_DOCS}); "
@@ -95,6 +97,21 @@ def docker_cdi_gpu_args(devices: list[str]) -> tuple[str, ...]:
     return tuple(a for d in chosen for a in ("--device", d))
 
 
+def docker_start_fix(service: Any) -> str:
+    """How to start the Docker daemon here, from how it is installed (facts: containers.runtimes[docker].service):
+    a command only where it runs (no `systemctl start docker` without a docker.service unit)."""
+    if not isinstance(service, Mapping):  # facts from an older tfgpu: nothing known about the service
+        return "start the Docker daemon the way this machine runs it (Docker Desktop, or its system service)"
+    if service.get("systemd") and service.get("unit"):
+        return "start it: sudo systemctl start docker"
+    if service.get("systemd") and service.get("user_unit"):
+        return "start rootless Docker: systemctl --user start docker"
+    if service.get("init_script"):
+        return "start it: sudo service docker start"
+    return (f"only the docker command is installed here, no Docker Engine service: install Docker Engine "
+            f"({DOCKER_DOCS}), start Docker Desktop, or set DOCKER_HOST to a running daemon")
+
+
 def _toolkit(section: Mapping[str, Any]) -> Mapping[str, Any]:
     tk = section.get("toolkit")
     return tk if isinstance(tk, Mapping) else {}
@@ -121,7 +138,7 @@ def judge_runtime(section: Mapping[str, Any], entry: Mapping[str, Any]) -> Runti
                                  "$USER, then log out and in"))
             else:
                 blockers.append(("container.daemon", f"the Docker daemon is not running ({err})",
-                                 "start it: sudo systemctl start docker (or start Docker Desktop)"))
+                                 docker_start_fix(entry.get("service"))))
         elif group and group.get("member") is False and not group.get("root") and not entry.get("rootless"):
             caveats.append(("container.docker_group", f"user {group.get('user')} is not in the docker group",
                             f"sudo usermod -aG docker $USER, then log out and in ({DOCKER_POSTINSTALL})"))
@@ -349,13 +366,14 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
     judged = [(i, *image_findings(i, m, kb)) for i in images]
     best = next(((i, b, c) for i, b, c in judged if not b), judged[0])
     image, i_block, i_cav = best
-    blockers = r_block + i_block
+    i_cav = list(i_cav)
     if i_block and m.gpus:
         fits = images_for_gpu(kb, m)
-        if fits:
-            blockers.append(Finding("container.image", f"NVIDIA's {fits[0].ref} (TensorFlow {fits[0].tf}, CUDA "
-                                    f"{fits[0].cuda}) can run on this GPU and driver",
-                                    fix=f"tfgpu plan --tf {fits[0].tf} --backend container --image {fits[0].ref}"))
+        if fits:  # a suggestion, not a blocker: the image that does run here (no ✗; the route stays blocked)
+            i_cav.append(Finding("container.alternative", f"NVIDIA's {fits[0].ref} (TensorFlow {fits[0].tf}, CUDA "
+                                 f"{fits[0].cuda}) runs on this GPU and driver",
+                                 fix=f"tfgpu plan --tf {fits[0].tf} --backend container --image {fits[0].ref}"))
+    blockers = r_block + i_block
     return BackendVerdict("container", image.ref, not blockers, tuple(blockers), tuple(r_cav + i_cav), image.cuda,
                           image.cudnn, (image.python,) if image.python else (), runtime=runtime.name if runtime else "")
 

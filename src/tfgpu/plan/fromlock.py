@@ -228,11 +228,14 @@ def _plan_pip_lock(
         sources.append(nvidia_libpath_source(kb))
     if not tfs:
         notes.append("the lock names no TensorFlow package; the environment is recorded without a version")
+    cpu = lock.is_cpu()
+    if cpu:
+        notes.append("CPU only (a lock of the CPU route): TensorFlow will not use a GPU; the smoke test checks CPU ops")
     return Plan(
         tf=tfs or "unknown", backend="pip", tool="uv" if uv else "venv",
         backend_reason=f"--from-lock {lock.path}: a hashed pip requirements file, installed into a new venv with "
                        f"{'uv' if uv else 'python -m venv and pip'}",
         prefix=prefix, name=name, python=py_ver, steps=tuple(steps), env_vars=env_vars,
         notes=tuple(dict.fromkeys(notes)), recipe_id="from-lock", sources=tuple(dict.fromkeys(sources)),
-        os=os_name, pip_requirements=tuple(reqs), env_python=py_in_env,
+        os=os_name, pip_requirements=tuple(reqs), env_python=py_in_env, cpu=cpu,
     )

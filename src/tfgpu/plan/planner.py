@@ -97,11 +97,12 @@ def judge_for_plan(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str) ->
 
 
 def plan_container(kb: KnowledgeBase, facts: Facts, tf: str, *, backend: str, image_ref: str | None,
-                   smoke_script: str, cache_dir: str, name: str | None = None) -> Plan:
+                   smoke_script: str | None, cache_dir: str, name: str | None = None) -> Plan:
     """The plan of `tfgpu plan|create --backend docker|podman|apptainer|container`: the runner and image
     :func:`choose_image` picks (what tfgpu.plan.choose.choose, and so the doctor, picks), and the runner's steps:
     pull the image, run the smoke script in it with the GPU. The target is judged as the doctor judges it
-    (a series by its newest release that can work here). Pure: ``smoke_script`` and ``cache_dir`` are handed in.
+    (a series by its newest release that can work here). Pure: ``smoke_script`` and ``cache_dir`` are handed in
+    (no ``smoke_script``: a plan for another host, whose check step needs only the image).
     It lives here, not in tfgpu.judge.containers, because it judges the target with the verdicts, which judge the
     container route with tfgpu.judge.containers."""
     from tfgpu.backends.runners import CONTAINER, RUNNERS, ContainerRunner

@@ -24,12 +24,13 @@ def render_findings(findings: Iterable[LogFinding], *, notes: Iterable[str] = ()
     from tfgpu.render import output
 
     items = list(findings)
-    console = output.console(soft_wrap=False, file=file, style=style)
+    # a terminal: its width, never inside a command; a pipe or a file: no wrapping, no cell cut
+    console = output.fitted_console(file=file, style=style)
     groups = [g for g in group_findings(items) if not g.head.harmless]
     if title:
-        console.print(output.line((title, "bold")))
+        output.print_wrapped(console, output.line((title, "bold")))
     if not groups:
-        console.print(output.line("No known problem found in this log." if not items
+        output.print_wrapped(console, output.line("No known problem found in this log." if not items
                                   else "No problem: only harmless lines."))
     else:
         table = Table(expand=False)
@@ -43,7 +44,7 @@ def render_findings(findings: Iterable[LogFinding], *, notes: Iterable[str] = ()
             more = f" +{len(g.members) - 1}" if len(g.members) > 1 and g.head.problem else ""
             table.add_row(str(n), output.line(marks.get(g.head.severity, "?")), g.lines_text(),
                           output.line((g.head.id + more, "bold"), f"{times}: {g.meaning}"))
-        console.print(table)
+        output.print_table(console, table)
         hidden = False
         for n, g in enumerate(groups, 1):
             if not g.head.problem and not verbose:
@@ -52,21 +53,21 @@ def render_findings(findings: Iterable[LogFinding], *, notes: Iterable[str] = ()
             cause = f.cause if verbose else first_sentence(f.cause)
             hidden = hidden or cause != f.cause or len(g.members) > 1 or bool(f.text)
             where = g.lines_text()
-            console.print(output.line((f"{n}. {f.id}", "bold"), f" ({'lines' if len(g.lines) > 1 else 'line'} {where})"))
+            output.print_wrapped(console, output.line((f"{n}. {f.id}", "bold"), f" ({'lines' if len(g.lines) > 1 else 'line'} {where})"))
             if verbose:
                 for m in g.members:
-                    console.print(output.line("   ", (f"line {m.line}: {m.text[:160]}", "dim")))
-            console.print(output.line(f"   cause: {cause}"))
-            console.print(output.line("   ", ("fix:", "green"), f" {f.fix}"))
+                    output.print_wrapped(console, output.line("   ", (f"line {m.line}: {m.text[:160]}", "dim")))
+            output.print_wrapped(console, output.line(f"   cause: {cause}"))
+            output.print_wrapped(console, output.line("   ", ("fix:", "green"), f" {f.fix}"))
             if verbose:
                 for source in dict.fromkeys(m.source for m in g.members):
-                    console.print(output.line((f"   source: {source}", "dim")))
+                    output.print_wrapped(console, output.line((f"   source: {source}", "dim")))
         if hidden and not verbose:
             more = (f"tfgpu explain {again} --verbose" if again and " " not in again and not again.startswith("-")
                     else "--verbose")
-            console.print(output.line((f"each line, the whole cause and the sources: {more}", "dim")))
+            output.print_wrapped(console, output.line((f"each line, the whole cause and the sources: {more}", "dim")))
     harmless = summarize_harmless(items)
     if harmless:
-        console.print(output.line((harmless, "dim")))
+        output.print_wrapped(console, output.line((harmless, "dim")))
     for note in notes:
-        console.print(output.line((f"note: {note}", "dim")))
+        output.print_wrapped(console, output.line((f"note: {note}", "dim")))

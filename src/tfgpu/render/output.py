@@ -69,6 +69,154 @@ def console(*, err: bool = False, file: TextIO | None = None, style: bool | None
     return safe_console(**kwargs)
 
 
+#: The width a console lays tables out in where nothing wraps (a pipe, a file): no cell folds or is cut.
+UNBOUNDED = 10_000
+
+
+def text_width(stream: TextIO | None = None, env: Mapping[str, str] | None = None) -> int | None:
+    """The width human text wraps at: ``COLUMNS`` when it is set (a positive number), else the terminal's own
+    width when ``stream`` is a terminal; None for a pipe or a file: no wrapping at all there, so a command
+    copied from a log or a CI page is whole."""
+    import shutil
+
+    env = os.environ if env is None else env
+    cols = env.get("COLUMNS", "").strip()
+    if cols.isdigit() and int(cols) > 0:
+        return min(int(cols), UNBOUNDED)
+    stream = sys.stdout if stream is None else stream
+    try:
+        if not stream.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    return shutil.get_terminal_size().columns
+
+
+def fitted_console(*, err: bool = False, file: TextIO | None = None, style: bool | None = None) -> Console:
+    """A console for reports (the doctor's, lint's, explain's): as :func:`console`, at :func:`text_width` (a
+    pipe: unbounded), with nothing wrapped by rich; :func:`print_wrapped` wraps lines, never inside a
+    command."""
+    stream = file if file is not None else (sys.stderr if err else sys.stdout)
+    return console(err=err, file=file, style=style, width=text_width(stream) or UNBOUNDED, soft_wrap=True)
+
+
+def print_wrapped(out: Console, text: Any, *, indent: str | None = None) -> None:
+    """Print a rich Text (or a string) on ``out``, wrapped at its width (nothing wrapped at :data:`UNBOUNDED`)
+    by :func:`wrap_offsets`: never inside a command line. Continuation lines get ``indent`` (default: the
+    line's own indentation and four spaces)."""
+    from rich.text import Text
+
+    text = text if isinstance(text, Text) else Text(str(text))
+    plain = text.plain
+    if out.width >= UNBOUNDED or len(plain) <= out.width or "\n" in plain:
+        out.print(text, soft_wrap=True)
+        return
+    lead = plain[:len(plain) - len(plain.lstrip(" "))]
+    indent = lead + "    " if indent is None else indent
+    pieces = text.divide(wrap_offsets(plain, out.width, len(indent)))
+    for i, piece in enumerate(pieces):
+        piece.rstrip()
+        out.print(piece if i == 0 else Text(indent) + piece, soft_wrap=True)
+
+
+def print_table(out: Console, table: Any) -> None:
+    """A rich table on ``out``; where nothing wraps (:data:`UNBOUNDED`) its lines lose the padding rich puts
+    after the last column."""
+    if out.width < UNBOUNDED:
+        out.print(table)
+        return
+    with out.capture() as cap:
+        out.print(table)
+    out.file.write("".join(row.rstrip() + "\n" for row in cap.get().splitlines()))
+
+
+def brief(text: str, limit: int = 240) -> str:
+    """``text`` as far as a reader must act on it: its first clauses (up to a "; " or a sentence's end) that fit in
+    ``limit`` characters, then " …"; the whole text where it fits (`--verbose` and the JSON keep it all)."""
+    import re
+
+    from tfgpu.core.errors import clip_words
+
+    if len(text) <= limit:
+        return text
+    kept = ""
+    for m in re.finditer(r"(?:; |\. )", text):
+        if m.start() + 1 > limit:
+            break
+        kept = text[:m.start() + (1 if m.group() == ". " else 0)]
+    return (kept + " …") if kept else clip_words(text, limit)
+
+
+#: Words a command line starts with in tfgpu's fixes and hints (a docker/podman/apptainer word only with one
+#: of its subcommands after it, so "the docker command" stays prose).
+_COMMAND_WORDS = frozenset(("tfgpu", "sudo", "python", "python3", "pip", "pip3", "uv", "conda", "mamba",
+                            "micromamba", "nvidia-smi", "nvidia-ctk", "apt-get", "dnf", "zypper", "systemctl",
+                            "export", "ldconfig", "curl", "git", "nox"))
+_CONTAINER_WORDS = frozenset(("docker", "podman", "apptainer", "singularity"))
+_CONTAINER_SUBCOMMANDS = frozenset(("run", "pull", "info", "build", "exec", "version", "images", "compose"))
+#: Prose words that end a command line run into a sentence.
+_COMMAND_ENDS = frozenset(("or", "and", "then", "—", "instead", "to", "if", "when", "where", "which", "(or",
+                           "(and", "as", "so", "because", "first", "after", "before", "else"))
+
+
+#: Words after which a program's name starts a command ("fix: conda install ...", "or: pip ..."), where
+#: elsewhere it is prose ("use the conda backend").
+_COMMAND_LEADS = frozenset(("run", "then", "or", "and", "try", "e.g.", "(e.g.", "instead", "with:", "use:"))
+
+
+def _starts_command(words: list[str], i: int) -> bool:
+    import re
+
+    w = words[i].lstrip("(\"'")
+    if w in ("tfgpu", "sudo"):
+        return True
+    lead = i == 0 or words[i - 1].endswith((":", ";", ",")) or words[i - 1] in _COMMAND_LEADS \
+        or words[i][0] in "(\"'"
+    if not lead:
+        return False
+    if w in _COMMAND_WORDS or re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", w):
+        return True
+    return w in _CONTAINER_WORDS and i + 1 < len(words) and words[i + 1] in _CONTAINER_SUBCOMMANDS
+
+
+def _units(plain: str) -> list[tuple[int, int]]:
+    """``plain`` as (start, end) units that a line may break between: words, except that a backquoted span
+    and a command line (from a command word to a ";", a "," or a prose word such as "or") are one unit."""
+    import re
+
+    spans = [(m.start(), m.end()) for m in re.finditer(r"\S+", plain)]
+    words = [plain[a:b] for a, b in spans]
+    units: list[tuple[int, int]] = []
+    i = 0
+    while i < len(words):
+        j = i
+        if words[i].startswith("`") and words[i].rstrip(".,;:)").count("`") % 2 == 1:
+            while j + 1 < len(words) and "`" not in words[j + 1]:
+                j += 1
+            j = min(j + 1, len(words) - 1)
+        elif _starts_command(words, i):
+            while j + 1 < len(words) and not words[j].endswith((";", ",")) and words[j + 1] not in _COMMAND_ENDS \
+                    and not words[j + 1].startswith("("):
+                j += 1
+        units.append((spans[i][0], spans[j][1]))
+        i = j + 1
+    return units
+
+
+def wrap_offsets(plain: str, width: int, indent: int = 0) -> list[int]:
+    """Where to break ``plain`` into lines of at most ``width`` characters (continuation lines start with
+    ``indent`` spaces): between :func:`_units` only, so a command is never split; a unit longer than a line
+    gets a line of its own and runs past the width."""
+    offsets: list[int] = []
+    start = 0
+    room = width
+    for a, b in _units(plain):
+        if b - start > room and a > start and plain[start:a].strip():
+            offsets.append(a)
+            start, room = a, width - indent
+    return offsets
+
+
 def line(*pieces: Piece, one_line: bool = False) -> Any:
     """A rich Text from pieces; strings are literal text, never markup. With ``one_line`` a newline or tab
     inside a value is shown escaped (``\\n``) rather than obeyed."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -158,13 +159,32 @@ def _group(check_id: str) -> str:
     return "Other"
 
 
-def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = None) -> None:
-    """The doctor's report for a person (tfgpu.render.output: styles only on a terminal without NO_COLOR;
-    ``color`` forces the answer)."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
+def container_route_shown(doc: Mapping[str, Any]) -> bool:
+    """Whether the human report shows the container route beside the other backends: only where it could run,
+    an NVIDIA GPU and an installed container runtime (``--backend container|docker|podman|apptainer`` asks for
+    it and judges it alone). Its findings stay in the JSON either way."""
+    facts = doc.get("facts") or {}
+    containers = facts.get("containers") if isinstance(facts.get("containers"), Mapping) else {}
+    return bool(facts.get("gpus")) and bool((containers or {}).get("runtimes"))
 
+
+def _without_containers(t: Mapping[str, Any]) -> dict[str, Any]:
+    """A target as the report shows it where the container route does not belong: no container backend, no
+    blocker tagged with it, unless the target's own backend is the container one."""
+    if t.get("backend") == "container":
+        return dict(t)
+    kept = [b for b in t.get("backends") or [] if b.get("backend") != "container"]
+    tags = tuple(f"[container: {b.get('recipe')}]" for b in t.get("backends") or [] if b.get("backend") == "container")
+    blockers = [b for b in t.get("blockers") or [] if not (tags and str(b.get("summary", "")).startswith(tags))]
+    return {**t, "backends": kept, "blockers": blockers}
+
+
+def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = None, verbose: bool = True) -> None:
+    """The doctor's report for a person (tfgpu.render.output: styles only on a terminal without NO_COLOR;
+    ``color`` forces the answer). On a terminal lines wrap at its width (COLUMNS wins), never inside a
+    command; in a pipe or a file nothing wraps and no reason is cut. Without ``verbose`` (`tfgpu doctor`
+    without --verbose) a target shows what to act on: its blockers, and its open caveats as far as they need
+    acting on; the recipes' verification and the caveats a backend choice handles are left to --verbose."""
     from tfgpu.core.safety import terminal_safe_doc
     from tfgpu.render import output
 
@@ -172,125 +192,171 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
     # window title) and no lone surrogate reaches the terminal raw
     doc = cast("Mapping[str, Any]", terminal_safe_doc(doc))
     styled = output.use_style(out) if color is None else color
-    console = output.console(file=out, style=styled, soft_wrap=False,
-                             width=max(100, Console(file=out).width if styled else 100))
+    console = output.fitted_console(file=out, style=styled)
+    _say = functools.partial(_print, console)
     facts = doc.get("facts", {})
     plat = facts.get("platform") or {}
-    console.print(Text(f"tfgpu {doc['tfgpu_version']} doctor · knowledge base {doc['data_version']}", style="bold"))
+    _say(f"tfgpu {doc['tfgpu_version']} doctor · knowledge base {doc['data_version']}", "bold")
     if plat:
-        where = " ".join(str(x) for x in (plat.get("os"), plat.get("distro"), plat.get("arch")) if x)
-        console.print(Text(f"machine: {where}", style="dim"))
+        _say("machine: " + " ".join(str(x) for x in (plat.get("os"), plat.get("distro"), plat.get("arch")) if x), "dim")
     if doc.get("overrides"):
-        console.print(Text("overrides active: " + ", ".join(doc["overrides"]), style="yellow"))
+        _say("overrides active: " + ", ".join(doc["overrides"]), "yellow")
     env = doc.get("environment")
     if env:  # the installed TensorFlow's verdict opens the report (and replaces the old one-line check)
         from tfgpu.render.environment import environment_lines
 
         console.print()
         for text, style in environment_lines(env):
-            console.print(Text(text, style=style))
+            _say(text, style)
+    _render_checks(console, doc, skip_tf=bool(env))
+    targets = doc.get("targets", [])
+    if not container_route_shown(doc):
+        targets = [_without_containers(t) for t in targets]
+    if len(targets) == 1:
+        _render_target(console, targets[0], verbose=verbose)
+    elif targets and doc.get("no_gpu"):  # the machine blocks every release alike: say so once
+        _say(f"\nNo TensorFlow release can use a GPU here ({len(targets)} releases checked):", "bold")
+        for reason in doc["no_gpu"]:
+            _say(f"  ✗ {reason}", "red")
+    elif targets:
+        _render_series(console, targets)
+    _render_recommendation(console, doc.get("recommendation"))
+    note = knowledge_note(doc)
+    if note:  # once, at the end: old knowledge, or a TensorFlow here newer than it knows
+        _print(console, f"\nnote: {note}", "yellow")
+
+
+def _print(console: Any, text: str, style: str = "") -> None:
+    """One line of the report, wrapped (tfgpu.render.output.print_wrapped: never inside a command)."""
+    from rich.text import Text
+
+    from tfgpu.render import output
+
+    output.print_wrapped(console, Text(text, style=style))
+
+
+def _render_checks(console: Any, doc: Mapping[str, Any], *, skip_tf: bool) -> None:
+    from rich.text import Text
+
+    from tfgpu.render import output
+
     current = None
     for check in doc["checks"]:
-        if env and check["id"].startswith("tf."):
+        if skip_tf and check["id"].startswith("tf."):
             continue
         group = _group(check["id"])
         if group != current:
             current = group
-            console.print(Text(f"\n{group}", style="bold"))
-        mark = MARKS.get(check["status"], "?")
-        line = Text(f"  [{mark}] ", style=STYLES.get(check["status"], ""))
+            _print(console, f"\n{group}", "bold")
+        line = Text(f"  [{MARKS.get(check['status'], '?')}] ", style=STYLES.get(check["status"], ""))
         line.append(check["summary"])
         if check.get("source") and check["status"] != SKIP:
             line.append(f"  ({check['source']})", style="dim")
-        console.print(line)
+        output.print_wrapped(console, line, indent="      ")
         if check.get("evidence") and check["status"] in (WARN, FAIL, ERROR):
-            console.print(Text(f"      evidence: {check['evidence']}", style="dim"))
+            _print(console, f"      evidence: {check['evidence']}", "dim")
         if check.get("fix") and check["status"] in (WARN, FAIL, ERROR):
-            console.print(Text(f"      fix: {check['fix']}", style="cyan"))
-    targets = doc.get("targets", [])
-    if len(targets) == 1:
-        t = targets[0]
-        console.print(Text(f"\nTensorFlow {t['tf']}: {t['verdict'].upper()}"
-                           + (f" via {t['backend']} ({t['recipe']})" if t.get("backend") and t["verdict"] != BLOCKED else ""),
-                           style="bold " + STYLES.get(t["verdict"], "")))
-        for b in t.get("backends") or []:
-            if b.get("verified"):
-                console.print(Text(f"  recipe {b['recipe']} ({b['backend']}): {b['verified']['text']}",
-                                   style="green" if b["verified"]["status"] == "verified" else "dim"))
-        shown, others = chosen_blockers(t)
-        for b in shown:
-            console.print(Text(f"  ✗ {b['summary']}", style="red"))
-            if b.get("fix"):
-                console.print(Text(f"      fix: {b['fix']}", style="cyan"))
-        if others:
-            console.print(Text(f"  {others}", style="dim"))
-        for c in t["caveats"]:
-            style = "dim" if c.get("mitigated_by") else "yellow"
-            console.print(Text(f"  ! {c['summary']}", style=style))
-            if c.get("mitigated_by"):
-                console.print(Text(f"      handled: {c['mitigated_by']}", style="dim"))
-            elif c.get("fix"):
-                console.print(Text(f"      fix: {c['fix']}", style="cyan"))
-        for b in t.get("backends") or []:
-            if b.get("backend") != "container" or t.get("backend") == "container":
-                continue
-            state = "ready" if b["viable"] else "blocked"
-            where = f" with {b['runtime']}" if b.get("runtime") else ""
-            console.print(Text(f"\n  Container route: {state} ({b.get('image') or 'no image'}{where})",
-                               style="bold " + ("green" if b["viable"] else "red")))
-            for f in b["blockers"]:
-                console.print(Text(f"  ✗ {f['summary']}", style="red"))
-                if f.get("fix"):
-                    console.print(Text(f"      fix: {f['fix']}", style="cyan"))
-            for f in b["caveats"]:
-                console.print(Text(f"  ! {f['summary']}", style="yellow"))
-    elif targets and doc.get("no_gpu"):  # the machine blocks every release alike: say so once
-        console.print(Text(f"\nNo TensorFlow release can use a GPU here ({len(targets)} releases checked):", style="bold"))
-        for reason in doc["no_gpu"]:
-            console.print(Text(f"  ✗ {reason}", style="red"))
-    elif targets:
-        console.print(Text("\nTensorFlow releases on this machine (newest of each series)", style="bold"))
-        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-        with_container = any(b.get("backend") == "container" for t in targets for b in t.get("backends") or [])
-        for col in ("release", "verdict", "backend", *(("container",) if with_container else ()), "why"):
-            table.add_column(col, overflow="fold")
-        for t in targets:
-            why = ""
-            if t["blockers"]:
-                why = t["blockers"][0]["summary"]
-            else:
-                open_caveats = [c for c in t["caveats"] if not c.get("mitigated_by")]
-                if open_caveats:
-                    why = open_caveats[0]["summary"]
-            cells: list[Any] = [t["tf"], Text(t["verdict"], style=STYLES.get(t["verdict"], "")), t.get("backend") or ""]
-            if with_container:
-                cb = next((b for b in t.get("backends") or [] if b.get("backend") == "container"), None)
-                cells.append(Text("ready" if cb and cb["viable"] else "blocked" if cb else "",
-                                  style="green" if cb and cb["viable"] else "red"))
-            table.add_row(*cells, clip(why, 160))
-        console.print(table)
-        console.print(Text("every reason and its fix: tfgpu doctor --tf RELEASE", style="dim"))
-    rec = doc.get("recommendation")
+            _print(console, f"      fix: {check['fix']}", "cyan")
+
+
+def _render_target(console: Any, t: Mapping[str, Any], *, verbose: bool = True) -> None:
+    """`doctor --tf X`: the target's verdict, its blockers and caveats with their fixes, the container route."""
+    from tfgpu.render.output import brief
+
+    _print(console, f"\nTensorFlow {t['tf']}: {t['verdict'].upper()}"
+           + (f" via {t['backend']} ({t['recipe']})" if t.get("backend") and t["verdict"] != BLOCKED else ""),
+           "bold " + STYLES.get(t["verdict"], ""))
+    hidden = False  # a caveat left out or shortened: the report then says where the rest is
+    for b in t.get("backends") or []:
+        if b.get("verified") and verbose:
+            _print(console, f"  recipe {b['recipe']} ({b['backend']}): {b['verified']['text']}",
+                   "green" if b["verified"]["status"] == "verified" else "dim")
+    shown, others = chosen_blockers(t)
+    for b in shown:
+        _print(console, f"  ✗ {b['summary']}", "red")
+        if b.get("fix"):
+            _print(console, f"      fix: {b['fix']}", "cyan")
+    if others:
+        _print(console, f"  {others}", "dim")
+    for c in t["caveats"]:
+        if c.get("mitigated_by") and not verbose:  # handled by the backend tfgpu takes: nothing to act on
+            hidden = True
+            continue
+        summary = c["summary"] if verbose else brief(c["summary"])
+        hidden = hidden or summary != c["summary"]
+        _print(console, f"  ! {summary}", "dim" if c.get("mitigated_by") else "yellow")
+        if c.get("mitigated_by"):
+            _print(console, f"      handled: {c['mitigated_by']}", "dim")
+        elif c.get("fix"):
+            _print(console, f"      fix: {c['fix']}", "cyan")
+    for b in t.get("backends") or []:
+        if b.get("backend") != "container" or t.get("backend") == "container":
+            continue
+        where = f" with {b['runtime']}" if b.get("runtime") else ""
+        _print(console, f"\n  Container route: {'ready' if b['viable'] else 'blocked'} "
+               f"({b.get('image') or 'no image'}{where})", "bold " + ("green" if b["viable"] else "red"))
+        for f in b["blockers"]:
+            _print(console, f"  ✗ {f['summary']}", "red")
+            if f.get("fix"):
+                _print(console, f"      fix: {f['fix']}", "cyan")
+        for f in b["caveats"]:
+            _print(console, f"  ! {f['summary']}", "yellow")
+    if hidden:
+        _print(console, f"  every detail: tfgpu doctor --tf {t['tf']} --verbose (or --json)", "dim")
+
+
+def _render_series(console: Any, targets: list[dict[str, Any]]) -> None:
+    """The doctor without --tf: one row per series. In a pipe the table is as wide as its rows (no reason
+    cut); on a terminal the reasons fold at its width."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from tfgpu.render import output
+
+    _print(console, "\nTensorFlow releases on this machine (newest of each series)", "bold")
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    with_container = any(b.get("backend") == "container" for t in targets for b in t.get("backends") or [])
+    for col in ("release", "verdict", "backend", *(("container",) if with_container else ()), "why"):
+        table.add_column(col, overflow="fold")
+    for t in targets:
+        why = target_why(t)
+        cells: list[Any] = [t["tf"], Text(t["verdict"], style=STYLES.get(t["verdict"], "")), t.get("backend") or ""]
+        if with_container:
+            cb = next((b for b in t.get("backends") or [] if b.get("backend") == "container"), None)
+            cells.append(Text("ready" if cb and cb["viable"] else "blocked" if cb else "",
+                              style="green" if cb and cb["viable"] else "red"))
+        table.add_row(*cells, why)
+    output.print_table(console, table)
+    _print(console, "every reason and its fix: tfgpu doctor --tf RELEASE", "dim")
+
+
+def target_why(t: Mapping[str, Any]) -> str:
+    """Why a target is not simply ready: its first blocker, else its first caveat nothing handles ("" when
+    ready). The series table, the CI log and the step summary say the same."""
+    if t.get("blockers"):
+        return str(t["blockers"][0].get("summary") or "")
+    open_caveats = [c for c in t.get("caveats") or [] if not c.get("mitigated_by")]
+    return str(open_caveats[0].get("summary") or "") if open_caveats else ""
+
+
+def _render_recommendation(console: Any, rec: Mapping[str, Any] | None) -> None:
     console.print()
     if rec and rec.get("why_not"):
-        console.print(Text(f"Not {rec['instead_of']}: {rec['why_not']}", style="red"))
+        _print(console, f"Not {rec['instead_of']}: {rec['why_not']}", "red")
     if rec and rec.get("backend") == "cpu":
-        console.print(Text(f"Recommendation: TensorFlow {rec['tf']} on the CPU (no usable GPU here)", style="bold green"))
-        console.print(Text(f"  {rec['command']}", style="bold"))
+        _print(console, f"Recommendation: TensorFlow {rec['tf']} on the CPU (no usable GPU here)", "bold green")
+        _print(console, f"  {rec['command']}", "bold")
     elif rec:
         instead = f" instead of {rec['instead_of']}" if rec.get("instead_of") else ""
-        console.print(Text(f"Recommendation{instead}: TensorFlow {rec['tf']} with the {rec['backend']} backend "
-                           f"({rec['verdict']})", style="bold green"))
+        _print(console, f"Recommendation{instead}: TensorFlow {rec['tf']} with the {rec['backend']} backend "
+               f"({rec['verdict']})", "bold green")
         if rec.get("needs"):  # nothing installed here can build it yet
-            console.print(Text(f"  first: {rec['needs']}", style="yellow"))
-        console.print(Text(f"  {rec['command']}", style="bold"))
+            _print(console, f"  first: {rec['needs']}", "yellow")
+        _print(console, f"  {rec['command']}", "bold")
     else:
-        console.print(Text("Recommendation: none — no TensorFlow release can use a GPU here as the machine is; "
-                           "fix the ✗ items above first.", style="bold red"))
-        console.print(Text("  meanwhile, on the CPU: tfgpu create --tf latest --cpu", style="dim"))
-    note = knowledge_note(doc)
-    if note:  # once, at the end: old knowledge, or a TensorFlow here newer than it knows
-        console.print(Text(f"\nnote: {note}", style="yellow"))
+        _print(console, "Recommendation: none — no TensorFlow release can use a GPU here as the machine is; "
+               "fix the ✗ items above first.", "bold red")
+        _print(console, "  meanwhile, on the CPU: tfgpu create --tf latest --cpu", "dim")
 
 
 def knowledge_note(doc: Mapping[str, Any]) -> str | None:
@@ -311,22 +377,39 @@ def clip(text: str, limit: int) -> str:
 
 
 def ci_annotations(doc: Mapping[str, Any]) -> list[str]:
-    """GitHub Actions workflow commands for failing and warning checks and blocked targets."""
+    """GitHub Actions workflow commands: an error for each failing check and each blocker of a blocked
+    `--tf` target, a warning for each warning check and each caveat of the target that nothing handles.
+    Every value is escaped for a workflow command (its data and its title property)."""
     lines = []
     for c in doc["checks"]:
         if c["status"] in (FAIL, ERROR, WARN):
             level = "warning" if c["status"] == WARN else "error"
-            msg = c["summary"] + (f" — fix: {c['fix']}" if c.get("fix") else "")
-            lines.append(f"::{level} title=tfgpu {c['id']}::{_escape(msg)}")
-    for t in doc["targets"]:
-        if t["verdict"] == BLOCKED and len(doc["targets"]) == 1:
+            lines.append(_annotation(level, f"tfgpu {c['id']}", c["summary"], c.get("fix")))
+    targets = doc["targets"]
+    if len(targets) == 1:
+        t = targets[0]
+        if t["verdict"] == BLOCKED:
             for b in t["blockers"]:
-                lines.append(f"::error title=tfgpu TensorFlow {t['tf']} blocked::{_escape(b['summary'] + ' — fix: ' + b['fix'])}")
+                lines.append(_annotation("error", f"tfgpu TensorFlow {t['tf']} blocked", b["summary"], b.get("fix")))
+        for c in t.get("caveats") or []:
+            if not c.get("mitigated_by"):
+                lines.append(_annotation("warning", f"tfgpu TensorFlow {t['tf']} caveat", c["summary"], c.get("fix")))
     return lines
 
 
+def _annotation(level: str, title: str, message: str, fix: str | None) -> str:
+    text = str(message) + (f" — fix: {fix}" if fix else "")
+    return f"::{level} title={_escape_property(title)}::{_escape(text)}"
+
+
 def _escape(text: str) -> str:
+    """A workflow command's data (actions/toolkit, command.ts escapeData)."""
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    """A workflow command's property value, e.g. its title (actions/toolkit, command.ts escapeProperty)."""
+    return _escape(text).replace(":", "%3A").replace(",", "%2C")
 
 
 def step_summary(doc: Mapping[str, Any]) -> str:
@@ -339,10 +422,10 @@ def step_summary(doc: Mapping[str, Any]) -> str:
         out.append(f"| `{c['id']}` | {MARKS.get(c['status'], '?')} {c['status']} | {_md(c['summary'])} |")
     out += ["", "| TensorFlow | verdict | backend | why |", "|---|---|---|---|"]
     for t in doc["targets"]:
-        why = t["blockers"][0]["summary"] if t["blockers"] else ""
-        out.append(f"| {t['tf']} | {t['verdict']} | {t.get('backend') or ''} | {_md(why)} |")
+        out.append(f"| {_md(str(t['tf']))} | {_md(str(t['verdict']))} | {_md(str(t.get('backend') or ''))} | "
+                   f"{_md(target_why(t))} |")
     rec = doc.get("recommendation")
-    out += ["", f"**Recommendation:** `{rec['command']}`" if rec else "**Recommendation:** none", ""]
+    out += ["", f"**Recommendation:** {_md_code(str(rec['command']))}" if rec else "**Recommendation:** none", ""]
     if rec and rec.get("needs"):
         out[-1:-1] = [f"first: {_md(str(rec['needs']))}"]
     note = knowledge_note(doc)
@@ -361,6 +444,13 @@ def _md(text: str) -> str:
     return re.sub(r"([\\`*_\[\]!|])", r"\\\1", text)
 
 
+def _md_code(text: str) -> str:
+    """A command as a Markdown code span: one line, fenced with more backquotes than it holds."""
+    text = " ".join(text.splitlines())
+    fence = "`" * (max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
+    return f"{fence} {text} {fence}" if "`" in text else f"`{text}`"
+
+
 def plain_log(doc: Mapping[str, Any]) -> str:
     from tfgpu.core.safety import comment_safe  # one line per check, whatever the facts' strings hold
 
@@ -368,7 +458,9 @@ def plain_log(doc: Mapping[str, Any]) -> str:
     for c in doc["checks"]:
         lines.append(f"[{MARKS.get(c['status'], '?')}] {c['id']}: {comment_safe(str(c['summary']))}")
     for t in doc["targets"]:
-        lines.append(f"TensorFlow {t['tf']}: {t['verdict']}" + (f" ({t['backend']})" if t.get("backend") else ""))
+        why = target_why(t)
+        lines.append(comment_safe(f"TensorFlow {t['tf']}: {t['verdict']}" + (f" ({t['backend']})" if t.get("backend")
+                                                                            else "") + (f": {why}" if why else "")))
     if doc.get("environment"):
         lines.append(comment_safe(f"environment: {doc['environment'].get('summary')}"))
     rec = doc.get("recommendation")

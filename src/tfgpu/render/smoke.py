@@ -21,7 +21,7 @@ def render_report(report: SmokeReport, *, allow_cpu: bool = False, file: TextIO 
     from tfgpu.render import output
     from tfgpu.render.findings import render_findings
 
-    console = output.console(soft_wrap=False, file=file, style=style)
+    console = output.fitted_console(file=file, style=style)  # a pipe: no wrapping, no cell cut
     bi = report.build_info
     console.print(output.line(("TensorFlow", "bold"), f" {report.tf_version or '-'}"
                               f"  python {report.python_version or '?'} ({report.python})"))
@@ -43,7 +43,7 @@ def render_report(report: SmokeReport, *, allow_cpu: bool = False, file: TextIO 
             detail = op.error or op.reason or ""
             table.add_row(output.line(op.name), output.line(mark), output.line(op.device or "-"),
                           _fmt_s(op.seconds), output.line(detail.splitlines()[0][:160] if detail else ""))
-        console.print(table)
+        output.print_table(console, table)
     libs = report.libraries.get("loaded") or []
     if libs:
         names = ", ".join(str(lib.get("name")) for lib in libs if isinstance(lib, dict))

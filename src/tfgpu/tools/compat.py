@@ -593,15 +593,13 @@ def _detail(console: Any, row: Mapping[str, Any]) -> None:
 
 
 def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = None, detail: bool | None = None) -> None:
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     from tfgpu.render import output
 
     styled = output.use_style(out) if color is None else color
-    console = output.console(file=out, style=styled, soft_wrap=False,
-                             width=max(100, Console(file=out).width if styled else 120))
+    console = output.fitted_console(file=out, style=styled)  # a pipe: nothing wraps, no cell is cut
     console.print(Text(f"tfgpu knowledge base {doc['data_version']} ({doc['date']})", style="bold"))
     query = {k: v for k, v in doc["query"].items() if v}
     if query:
@@ -634,7 +632,7 @@ def render_human(doc: Mapping[str, Any], out: TextIO, *, color: bool | None = No
                 d = row["driver"]
                 cells.append(Text(MARKS[d["status"]] + " " + d["status"], style=STYLES[d["status"]]))
             table.add_row(*cells)
-        console.print(table)
+        output.print_table(console, table)
         console.print(Text("details, recipes and sources: tfgpu compat --tf SERIES (e.g. --tf 2.2); --json for all",
                            style="dim"))
     if doc.get("driver"):

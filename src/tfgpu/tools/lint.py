@@ -141,6 +141,14 @@ def hides_every_gpu(name: str, value: str) -> bool:
     return False
 
 
+def visible_devices_fix(name: str, where: str = "it") -> str:
+    """How to stop hiding the GPUs, with a value the variable takes: NVIDIA_VISIBLE_DEVICES takes ``all``
+    (the NVIDIA Container Toolkit), CUDA_VISIBLE_DEVICES only indices or GPU-/MIG- UUIDs (``all`` hides every GPU)."""
+    if name == "NVIDIA_VISIBLE_DEVICES":
+        return f"remove {where}, or set NVIDIA_VISIBLE_DEVICES=all"
+    return f"remove {where}, or list the GPUs by index: CUDA_VISIBLE_DEVICES=0 (0,1 for two)"
+
+
 def _driver_check(base: BaseImage, m: Machine | None, where: str) -> Check:
     if not base.driver:
         return _check("image.driver", SKIP, f"{where}: {base.ref} — its CUDA is not known to tfgpu")
@@ -352,7 +360,7 @@ def lint_dockerfile(text: str, kb: KnowledgeBase, m: Machine | None) -> list[Che
         for name, (value, line) in st.env.items():
             if name in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") and hides_every_gpu(name, value):
                 checks.append(_check("env.visible_devices", FAIL, f"line {line}: ENV {name}={value} hides every GPU",
-                                     fix=f"remove it, or set {name}=all (NVIDIA_) / 0,1,... (CUDA_)"))
+                                     fix=visible_devices_fix(name)))
             if name == "LD_LIBRARY_PATH" and any(k in base.kind for k in ("cuda", "tensorflow", "ngc")):
                 checks.append(_check("env.ld_library_path", WARN, f"line {line}: ENV LD_LIBRARY_PATH={value} replaces "
                                      f"the one {base.ref} sets, so its CUDA libraries (or pip's) may be shadowed",
@@ -411,6 +419,8 @@ def lint_compose(text: str, kb: KnowledgeBase, m: Machine | None) -> list[Check]
         if not isinstance(svc, Mapping):
             continue
         access = _gpu_access(svc)
+        hidden = [(k, v) for k, v in _env_items(svc.get("environment"))
+                  if k in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") and hides_every_gpu(k, v)]
         if str(svc.get("runtime") or "") == "nvidia":  # with a reservation too: the daemon refuses an unknown runtime
             checks.append(_check("compose.gpu_runtime", WARN, f"service {name}: `runtime: nvidia` needs the nvidia "
                                  "runtime registered in the daemon's daemon.json ('unknown or invalid runtime name: "
@@ -419,18 +429,17 @@ def lint_compose(text: str, kb: KnowledgeBase, m: Machine | None) -> list[Check]
                                  " already gives it the GPU" if access in ("reservation", "gpus") else
                                  f"reserve the GPU instead ({COMPOSE_DOCS}): deploy.resources."
                                  "reservations.devices: [{driver: nvidia, count: all, capabilities: [gpu]}]"))
-        if access:
+        if access and not hidden:  # a reservation whose GPUs the environment then hides gives no GPU access
             with_gpu.append(str(name))
-        else:
+        elif not access:
             why = _looks_gpu(svc, kb)
             if why:
                 checks.append(_check("compose.gpu_reservation", FAIL, f"service {name}: {why} but reserves no GPU, so "
                                      "the container starts without one", fix=f"add ({COMPOSE_DOCS}): deploy.resources."
                                      "reservations.devices: [{driver: nvidia, count: all, capabilities: [gpu]}]"))
-        for k, v in _env_items(svc.get("environment")):
-            if k in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") and hides_every_gpu(k, v):
-                checks.append(_check("env.visible_devices", FAIL, f"service {name}: {k}={v or '(empty)'} hides every GPU",
-                                     fix=f"remove {k}, or list the GPUs"))
+        for k, v in hidden:
+            checks.append(_check("env.visible_devices", FAIL, f"service {name}: {k}={v or '(empty)'} hides every GPU",
+                                 fix=visible_devices_fix(k, k)))
         image = str(svc.get("image") or "")
         if access and image:
             base = classify_image(image, kb)
@@ -522,5 +531,7 @@ def lint_paths(paths: Sequence[str], kb: KnowledgeBase, facts: Mapping[str, Any]
 
 
 def exit_code(doc: Mapping[str, Any], *, strict: bool) -> int:
-    bad = any(c["status"] in (WARN, FAIL, ERROR) for f in doc["files"] for c in f["checks"])
-    return 1 if strict and bad else 0
+    """0: no ✗ finding (warnings allowed); 1: a ✗ finding (fail or error), or with ``strict`` a warning too.
+    Bad usage or a file that cannot be read is 2, raised before a document exists."""
+    statuses = {c["status"] for f in doc["files"] for c in f["checks"]}
+    return 1 if statuses & {FAIL, ERROR} or (strict and WARN in statuses) else 0

@@ -120,14 +120,14 @@ def test_lock_cuda_build_assumes_the_builds_cuda_and_honours_override(cli: Cli, 
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "l216.yml"
     # the test channel has Python 3.11 only (2.16.1's conda-forge CUDA builds also cover 3.12, feedstock dd0d4e5)
-    code, stdout, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.16.1", "--backend", "rattler", "--python", "3.11", "-c",
+    code, stdout, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.16.1", "--backend", "rattler", "--python", "3.11", "--force", "-c",
                             channel.as_uri(), "--cache-dir", str(tmp_path / "c"), "-o", str(out))
     assert code == 0, err
     assert "__cuda=12" in stdout
     lock = lockfiles.read_conda_lock(out)
     assert {p.name: p.build for p in lock.packages}["tensorflow"] == "cuda120py311h0e7b9a7_0"
     monkeypatch.setenv("CONDA_OVERRIDE_CUDA", "")
-    code, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.16.1", "--backend", "rattler", "--python", "3.11", "-c",
+    code, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.16.1", "--backend", "rattler", "--python", "3.11", "--force", "-c",
                        channel.as_uri(), "--cache-dir", str(tmp_path / "c"), "-o", str(tmp_path / "none.yml"))
     assert code == 1
     assert "nothing provides __cuda >=12 needed by tensorflow-2.16.1-cuda120py311h0e7b9a7_0" in err

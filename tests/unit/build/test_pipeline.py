@@ -47,7 +47,7 @@ def test_lint_judges_the_host_the_overrides_give(cli: Any, tmp_path: Path) -> No
     path = tmp_path / "facts.json"
     path.write_text(json.dumps(RTX3080_FACTS))
     code, out, err = cli("lint", str(dockerfile), "--facts", str(path), "--driver", "550.144.03", "--json")
-    assert code == 0, err
+    assert code == 1, err  # the ✗ below
     doc = json.loads(out)
     assert doc["host"]["driver"] == "550.144.03"
     assert any(c["status"] == "fail" and "570.26" in c["summary"] for c in doc["files"][0]["checks"])

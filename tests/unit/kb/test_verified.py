@@ -168,7 +168,7 @@ def test_doctor_for_a_release_says_whether_its_recipes_were_proven(cli: Any):
     by_recipe = {b["recipe"]: b["verified"] for b in target["backends"]}
     assert by_recipe["pip-system-cuda"]["status"] == "verified"
     assert all(v["status"] == "cannot verify" for r, v in by_recipe.items() if r.startswith("conda"))
-    _, human, _ = cli("doctor", "--facts", MX150, "--tf", "2.2.0")
+    _, human, _ = cli("doctor", "--facts", MX150, "--tf", "2.2.0", "--verbose")  # a detail (issue 29, item 7)
     assert "recipe pip-system-cuda (pip): install verified" in human
 
 

@@ -110,7 +110,7 @@ def test_lock_backend_pip_runs_uv_through_the_step_runner(cli: Cli, home: Path, 
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     uv, log = fake_uv(tmp_path, monkeypatch)
     out = tmp_path / "requirements.lock.txt"
-    code, stdout, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.20.0", "--backend", "pip", "-o", str(out))
+    code, stdout, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.20.0", "--backend", "pip", "--force", "-o", str(out))
     assert code == 0, err
     (call,) = calls(log)
     argv = call["argv"]
@@ -199,7 +199,7 @@ def test_lock_takes_timeout_from_the_command_line(cli: Cli, home: Path, tmp_dir:
     out = tmp_path / "requirements.lock.txt"
     start = time.monotonic()
     code, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.20.0", "--backend", "pip", "-o", str(out),
-                       "--timeout", "1")
+                       "--timeout", "1", "--force")
     assert code == 1, err
     assert "timed out after 1 s" in err
     assert time.monotonic() - start < 15
@@ -220,7 +220,7 @@ def test_sigterm_stops_uv_and_leaves_no_lock(home: Path, tmp_path: Path, monkeyp
     out = tmp_path / "requirements.lock.txt"
     env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(REPO / "src"))
     proc = subprocess.Popen([sys.executable, "-m", "tfgpu", "lock", "--facts", LOCK_FACTS, "--tf", "2.20.0",
-                             "--backend", "pip", "-o", str(out)], env=env, stdout=subprocess.PIPE,
+                             "--backend", "pip", "--force", "-o", str(out)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 30

@@ -24,7 +24,7 @@ from tfgpu.tools.fleet import engines
 pytestmark = [pytest.mark.slow, pytest.mark.real_subprocess]
 
 BIN = Path(sys.executable).parent
-#: A GPU machine as the doctor's overrides describe it (README, "Overrides"): judged as such on this GPU-less
+#: A GPU machine as the doctor's overrides describe it (docs/guide.md, "Overrides"): judged as such on this GPU-less
 #: machine, so that some series are usable and the jobs have something to tag.
 GPU_OVERRIDES = {"TFGPU_DRIVER_VERSION": "550.54.15", "TFGPU_GPU_NAME": "NVIDIA A100-SXM4-80GB", "TFGPU_GPU_CC": "8.0"}
 

@@ -41,6 +41,7 @@ def create_cmd(
     index_url: Optional[str] = typer_option("index_url"),
     offline: bool = typer_option("offline"),
     image: Optional[str] = typer_option("image", help=IMAGE_HELP),
+    verbose: bool = typer_option("verbose"),
 ) -> int:
     """Judge the target, show the plan, build the environment, then run the smoke test in it."""
     from tfgpu.build.pipeline import (
@@ -69,7 +70,7 @@ def create_cmd(
     request = CreateRequest(build=req, facts=_facts(facts_file, driver, gpu_cc, os_name), dry_run=dry_run,
                             force=force, no_smoke=no_smoke, allow_cpu=allow_cpu, timeout=timeout,
                             facts_from_file=facts_file is not None)
-    return create_environment(request, _CreateRenderer(yes=yes)).exit_code
+    return create_environment(request, _CreateRenderer(yes=yes, verbose=verbose)).exit_code
 
 
 def _say(text: str) -> None:
@@ -87,8 +88,9 @@ def _err(text: str) -> None:
 class _CreateRenderer:
     """How `tfgpu create` shows the pipeline (tfgpu.build.pipeline.CreateEvents): rich progress on a terminal."""
 
-    def __init__(self, *, yes: bool) -> None:
+    def __init__(self, *, yes: bool, verbose: bool = False) -> None:
         self.yes = yes
+        self.verbose = verbose
         self.progress: Any = None
         self.task: Any = None
         self.console: Any = None
@@ -100,7 +102,7 @@ class _CreateRenderer:
         _say(text)
 
     def planned(self, plan: Any) -> None:
-        print_plan(plan)
+        print_plan(plan, verbose=self.verbose)
 
     def confirm(self, plan: Any, replacing: str | None) -> bool:
         from tfgpu.core.errors import UsageError

@@ -23,8 +23,8 @@ def explain(
     no_probe: bool = typer_option("no_probe"),
     redact_out: bool = typer_option(
         "redact", help="Remove user names, the host name and tokens from the output (logs quote paths and environment)."),
-    verbose: bool = typer.Option(False, "--verbose", "-v",
-                                 help="Show every line of each problem, its whole cause and the source of the knowledge."),
+    verbose: bool = typer_option(
+        "verbose", help="Show everything: every line of each problem, its whole cause and the source of the knowledge."),
 ) -> int:
     """Explain the errors in a TensorFlow / CUDA / NVIDIA log: meaning, likely cause, fix."""
     return run_explain(logfile, json_out=json_out, facts_file=facts_file, probe=not no_probe, redact_out=redact_out,

@@ -79,7 +79,7 @@ def run_fix_command(*, python: str | None, prefix: str | None, name: str | None,
 
         output.lines([((text, style),) for text, style in environment_lines({**verdict, "fix": None})],
                      one_line=True)
-        print_plan(plan)
+        print_plan(plan, verbose=True)
     if dry_run or fmt != "human" or not plan.steps:
         if not plan.steps and fmt == "human":
             output.note("nothing to repair in place" + (" (see the notes above)" if plan.notes else ""))
@@ -128,7 +128,7 @@ def _undo(prefix: str, *, uv: str | None, dry_run: bool, yes: bool, break_system
 
     rec = load_record(prefix)
     plan = undo_plan(rec, uv=uv, break_system=break_system)
-    print_plan(plan)
+    print_plan(plan, verbose=True)
     if dry_run or not plan.steps:
         return 0
     if not yes and not _confirm("Restore this environment as recorded?"):

@@ -22,7 +22,10 @@ def lint(
     strict: bool = typer_option("strict"),
 ) -> int:
     """Check Dockerfiles and compose files for GPU problems: base image CUDA vs the host driver, pip-installed
-    TensorFlow vs the image, two CUDAs, LD_LIBRARY_PATH, hidden GPUs, services without a GPU reservation."""
+    TensorFlow vs the image, two CUDAs, LD_LIBRARY_PATH, hidden GPUs, services without a GPU reservation.
+
+    Exit 0: no ✗ finding (! warnings allowed); 1: a ✗ finding, or with --strict a warning; 2: bad usage or a
+    file that cannot be read."""
     from tfgpu.cli.options import overrides
 
     return run_lint(files, json_out=json_out, facts_file=facts_file, strict=strict,
@@ -57,7 +60,7 @@ def render(doc: dict[str, Any]) -> None:
     from tfgpu.render import output
     from tfgpu.render.report import MARKS, STYLES
 
-    console = output.console(soft_wrap=False, width=100)
+    console = output.fitted_console()  # a terminal: its width, never inside a command; a pipe: no wrapping
     host = doc.get("host") or {}
     console.print(Text(f"host driver: {host.get('driver') or 'none known'}", style="dim"))
     for f in doc["files"]:
@@ -65,11 +68,11 @@ def render(doc: dict[str, Any]) -> None:
         for c in f["checks"]:
             line = Text(f"  [{MARKS.get(c['status'], '?')}] ", style=STYLES.get(c["status"], ""))
             line.append(c["summary"])
-            console.print(line)
+            output.print_wrapped(console, line, indent="      ")
             if c.get("evidence") and c["status"] != "pass":
-                console.print(Text(f"      evidence: {c['evidence']}", style="dim"))
+                output.print_wrapped(console, Text(f"      evidence: {c['evidence']}", style="dim"))
             if c.get("fix") and c["status"] not in ("pass", "skip"):
-                console.print(Text(f"      fix: {c['fix']}", style="cyan"))
+                output.print_wrapped(console, Text(f"      fix: {c['fix']}", style="cyan"))
 
 
 def register(app: typer.Typer) -> None:

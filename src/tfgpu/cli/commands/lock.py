@@ -32,7 +32,11 @@ def lock(
         None, "--virtual-package", metavar="SPEC", help="Assume a virtual package, e.g. __cuda=12.4 (repeatable)."),
     cache_dir: Optional[Path] = typer.Option(  # noqa: B008
         None, "--cache-dir", metavar="DIR", help="The rattler cache directory."),
-    force: bool = typer_option("force", help="Go ahead where tfgpu would stop: overwrite an existing lockfile."),
+    force: bool = typer_option("force", help="Go ahead where tfgpu would stop: overwrite an existing lockfile; lock a "
+                                             "target that is blocked on the machine the lock is for."),
+    cpu: bool = typer_option("cpu", help="The CPU route (what `tfgpu create --cpu` installs): tensorflow-cpu or "
+                                         "tensorflow and the release's pins as hashed pip requirements; never "
+                                         "\\[and-cuda] or nvidia-* wheels. For a machine without a usable GPU."),
     facts_file: Optional[str] = typer_option("facts"),
     driver: Optional[str] = typer_option("driver"),
     gpu_cc: Optional[str] = typer_option("gpu_cc"),
@@ -41,9 +45,11 @@ def lock(
         "timeout", help="Give up after this many seconds: on each platform's solve, or on uv for --backend pip "
                         "(default: no limit for a solve, 900 for uv)."),
 ) -> int:
-    """Lock a TensorFlow GPU environment: exact URLs and hashes per platform (needs the network).
+    """Lock a TensorFlow environment: exact URLs and hashes per platform (needs the network).
 
-    The recipe is the one `tfgpu plan` and `tfgpu doctor` choose for this machine (or the --facts file)."""
+    The recipe is the one `tfgpu plan` and `tfgpu doctor` choose for this machine (or the --facts file). The target
+    is judged there as `tfgpu create` judges it: exit 1 when it is blocked (unless --force); --cpu locks the CPU
+    route."""
     from tfgpu.backends.rattler.virtual import parse_virtual_package
     from tfgpu.build.lock import check_lock_backend
     from tfgpu.core.timeouts import check_timeout
@@ -57,19 +63,19 @@ def lock(
     return run_lock(tf=tf, platforms=tuple(platform or ("linux-64",)), output=output,
                     channels=tuple(channel or ()), backend=backend, python=python,
                     virtual_packages=tuple(virtual_package or ()), cache_dir=cache_dir, force=force, facts=facts,
-                    timeout=timeout)
+                    timeout=timeout, cpu=cpu)
 
 
 def run_lock(
     *, tf: str, platforms: tuple[str, ...], output: Path | None, channels: tuple[str, ...], backend: str,
     python: str | None, virtual_packages: tuple[str, ...], cache_dir: Path | None, force: bool,
-    facts: dict[str, Any] | None = None, timeout: float | None = None,
+    facts: dict[str, Any] | None = None, timeout: float | None = None, cpu: bool = False,
 ) -> int:
     from tfgpu.build.lock import lock_environment
     from tfgpu.plan.request import BuildRequest
     from tfgpu.render import output as ui  # `output` is the lockfile option here
 
-    req = BuildRequest(tf=tf, backend=backend, python=python, channels=channels)
+    req = BuildRequest(tf=tf, backend=backend, python=python, channels=channels, cpu=cpu)
     outcome = lock_environment(req, platforms=platforms, output=output, virtual_packages=virtual_packages,
                                cache_dir=cache_dir, force=force, facts=facts, say=ui.note, timeout=timeout)
     for n in outcome.notes:

@@ -51,7 +51,6 @@ def run_smoke_command(
     facts_file: str | None = None,
     overrides: dict[str, str | None] | None = None,
 ) -> int:
-    from tfgpu.cli.commands.explain import machine_facts
     from tfgpu.core.timeouts import check_timeout
     from tfgpu.render import output
     from tfgpu.verify.runner import resolve_python, run_smoke
@@ -64,7 +63,7 @@ def run_smoke_command(
         if not json_out:
             output.note(f"tfgpu smoke: running the smoke test in {image.get('recipe')} with {image.get('backend')} "
                         f"(timeout {timeout:g} s) ...")
-        facts, _ = machine_facts(facts_file, probe=probe, overrides=overrides)
+        facts = _this_machine(probe, facts_file, overrides, quiet=json_out)
         report = smoke_entry(image, facts=facts, timeout=timeout, allow_cpu=allow_cpu, benchmark=benchmark,
                              echo=None if json_out else output.note)
     else:
@@ -73,13 +72,43 @@ def run_smoke_command(
         exe = resolve_python(prefix=prefix, name=name, python=python)
         if not json_out:
             output.note(f"tfgpu smoke: running the smoke test with {exe} (timeout {timeout:g} s) ...")
-        facts, _ = machine_facts(facts_file, probe=probe, overrides=overrides)
+        facts = _this_machine(probe, facts_file, overrides, quiet=json_out)
         report = run_smoke(exe, timeout=timeout, benchmark=benchmark, facts=facts)
     if json_out:
         output.write_json(report.to_json(allow_cpu=allow_cpu))
     else:
         render_report(report, allow_cpu=allow_cpu)
     return 0 if report.passed(allow_cpu) else 1
+
+
+def _this_machine(probe: bool, facts_file: str | None, overrides: dict[str, str | None] | None, *,
+                  quiet: bool) -> dict[str, Any] | None:
+    """The facts a smoke result is explained with: this machine as probed, because the smoke test runs
+    TensorFlow here. An assumed driver, GPU or OS (--driver, --gpu-cc, --os, TFGPU_* variables) or another
+    machine's --facts would be stated as this machine's ("driver 441.22 is installed" where none is): not
+    used, and said so. None with --no-probe, or when the probe fails (the log is still explained)."""
+    import os
+
+    from tfgpu.facts.document import OVERRIDE_ENV, apply_overrides, load_facts_file
+    from tfgpu.facts.gather import gather_facts
+    from tfgpu.render import output
+
+    given = {k: v for k, v in (overrides or {}).items() if v}
+    apply_overrides({}, given)  # bad input is still exit 2, not used or not
+    if facts_file:
+        load_facts_file(facts_file)
+    assumed = [f"--{k.replace('_', '-')} {v}" for k, v in given.items()]
+    assumed += [f"--facts {facts_file}"] if facts_file else []
+    assumed += [var for var in OVERRIDE_ENV.values() if os.environ.get(var)]
+    if assumed and not quiet:
+        output.note(f"tfgpu smoke: note: {', '.join(assumed)} not used: the smoke test runs TensorFlow on this "
+                    "machine, so its result is explained with this machine's own facts")
+    if not probe:
+        return None
+    try:
+        return gather_facts(env_overrides=False)[0]
+    except Exception:  # a probe bug must not hide the smoke result and TensorFlow's log
+        return None
 
 
 def _container_entry(name: str) -> dict[str, Any] | None:

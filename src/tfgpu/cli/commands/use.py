@@ -42,17 +42,15 @@ def shell_cmd(
     name: Optional[str] = typer.Argument(None, metavar="NAME", help="An environment tfgpu made (`tfgpu envs`)."),
     prefix: Optional[str] = typer_option("prefix", help=PREFIX_HELP),
 ) -> int:
-    """Open an interactive shell ($SHELL, else sh) inside an environment tfgpu made; `exit` leaves it."""
-    from tfgpu.build.userenv import command_for, find_entry
-    from tfgpu.core import process as run
+    """Open an interactive shell ($SHELL, else sh) inside an environment tfgpu made; `exit` leaves it. Your own
+    start-up files (~/.bashrc, ~/.zshrc, fish's config) run first, the environment's activation after them, so
+    a `pyenv init` or `conda init` there does not put another python in front; the prompt shows (NAME)."""
+    from tfgpu.build.userenv import find_entry, open_shell
     from tfgpu.render import output
 
     entry = find_entry(name, prefix)
-    shell = os.environ.get("SHELL") or "sh"
-    argv, env = command_for(entry, [shell])
-    env["TFGPU_ENV"] = str(entry.get("name") or entry["prefix"])
     output.note(f"tfgpu: a shell in {entry['prefix']}; `exit` leaves it")
-    return run.run_foreground(argv, env=env)
+    return open_shell(entry, os.environ.get("SHELL") or "sh")
 
 
 def register(app: typer.Typer) -> None:

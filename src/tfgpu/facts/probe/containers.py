@@ -208,7 +208,33 @@ def docker_socket(ctx: Ctx) -> tuple[str | None, bool]:
     return "/var/run/docker.sock", True
 
 
+#: Where Docker Engine's packages put its systemd unit (docker-ce, docker.io, moby-engine) and its SysV script;
+#: rootless Docker's setup tool (dockerd-rootless-setuptool.sh) writes a user unit.
+DOCKER_UNITS = ("/etc/systemd/system/docker.service", "/lib/systemd/system/docker.service",
+                "/usr/lib/systemd/system/docker.service", "/usr/local/lib/systemd/system/docker.service")
+DOCKER_INIT_SCRIPT = "/etc/init.d/docker"
+
+
+def docker_service(ctx: Ctx) -> dict[str, Any]:
+    """How the Docker daemon is started here, so that a fix names a command that runs: is systemd the init
+    system (/run/systemd/system, as sd_booted(3) checks), which docker.service unit exists (system or the
+    user's rootless one), is there a SysV init script. Nothing is run."""
+    home = ctx.home()
+    user_unit = f"{home}/.config/systemd/user/docker.service" if home else None
+    return {"systemd": ctx.exists("/run/systemd/system"),
+            "unit": next((u for u in DOCKER_UNITS if ctx.exists(u)), None),
+            "user_unit": user_unit if user_unit and ctx.exists(user_unit) else None,
+            "init_script": DOCKER_INIT_SCRIPT if ctx.exists(DOCKER_INIT_SCRIPT) else None}
+
+
 def _docker(ctx: Ctx) -> dict[str, Any] | None:
+    entry = _docker_client(ctx)
+    if entry is not None and not entry["daemon"].get("reachable"):
+        entry["service"] = docker_service(ctx)
+    return entry
+
+
+def _docker_client(ctx: Ctx) -> dict[str, Any] | None:
     path = ctx.which("docker")
     if not path:
         return None
