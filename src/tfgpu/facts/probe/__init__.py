@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
+    from tfgpu.facts.probe._ctx import Ctx
+
 SCHEMA = "tfgpu.facts/1"
 DEFAULT_TIMEOUT = 2.0
 
@@ -114,11 +116,10 @@ def detect_facts(
     to read (``{"prefix": P, "how": ..., "explicit": bool}``, tfgpu.facts.environment); without it the active
     one is read when probing this machine. Its section is added only when it holds a TensorFlow (or was named).
     """
-    import threading
     from pathlib import Path
 
     from tfgpu.core.record import replace
-    from tfgpu.facts.probe import cuda, driver, system
+    from tfgpu.facts.probe import cuda, system
     from tfgpu.facts.probe._ctx import Ctx, run_concurrently
 
     env = dict(os.environ if env is None else env)
@@ -127,15 +128,7 @@ def detect_facts(
     ctx = Ctx(root=Path(root), env=env, timeout=timeout)
     os_name = system.detect_os(ctx)
     ctx = replace(ctx, os_name=os_name)  # machine paths follow the machine's rules from here on (Ctx.paths)
-    nvml_mode = env.get("TFGPU_PROBE_NVML", "").strip().lower()
-    use_nvml = nvml_mode in ("1", "true", "yes", "on") or (nvml_mode == "" and ctx.native)
-    use_nvml = use_nvml and os_name in ("linux", "windows")
-    nvml_skipped = None
-    if use_nvml and nvml_mode == "" and os_name == "linux" and not any(ctx.exists(p) for p in _NVML_SIGNS):
-        # No NVIDIA kernel module, device node or WSL driver: NVML cannot initialise, and importing
-        # pynvml (+ ctypes) alone costs ~70 ms of the doctor's start-up. The other sources say why.
-        use_nvml = False
-        nvml_skipped = "not probed: no NVIDIA kernel module, device node or WSL driver on this machine"
+    use_nvml, nvml_skipped = _nvml_choice(ctx, env, os_name)
 
     site_dirs = cuda.site_packages_dirs(ctx)
     jobs: dict[str, Any] = {
@@ -146,96 +139,34 @@ def detect_facts(
         "cuda_toolkits": lambda: cuda.probe_toolkits(ctx, os_name),
         "libraries": lambda: cuda.probe_libraries(ctx, site_dirs),
     }
-    target = dict(environment) if environment else None
-    if target is None and ctx.native:
-        import sys
-
-        from tfgpu.facts.environment import locate
-
-        prefix, how = locate(env=env, own_prefix=sys.prefix)
-        target = {"prefix": prefix, "how": how, "explicit": False} if prefix else None
+    target = _target_environment(ctx, env, environment)
     if target is not None:
-        def environment_job() -> dict[str, Any] | None:
-            from tfgpu.facts.environment import probe_environment
-
-            return probe_environment(str(target["prefix"]), how=str(target.get("how") or ""), shell_env=env,
-                                     explicit=bool(target.get("explicit")))
-
-        jobs["environment"] = environment_job
-    nvml_box: dict[str, Any] = {}
-    nvml_done = threading.Event()
-    if use_nvml:
-        nvml_call = _nvml_caller(timeout, isolate=isolate_nvml, env=env)
-
-        def nvml_job() -> dict[str, Any]:
-            try:
-                nvml_box["result"] = nvml_call()
-                return nvml_box["result"]  # type: ignore[no-any-return]
-            finally:
-                nvml_done.set()
-
-        jobs["nvml"] = nvml_job
-    if os_name in ("linux", "windows"):
-        def smi_job() -> dict[str, Any] | None:
-            # nvidia-smi initialises NVML itself (often 0.1-1 s on a real GPU machine): the fallback runs
-            # only when NVML did not answer with the driver and every GPU's compute capability
-            if use_nvml:
-                nvml_done.wait(timeout)
-                if _nvml_complete(nvml_box.get("result")):
-                    return None
-            return driver.probe_nvidia_smi(ctx, os_name)
-
-        jobs["nvidia_smi"] = smi_job
-    if os_name == "linux":
-        jobs["kernel_module"] = lambda: driver.probe_kernel_module(ctx)
-        jobs["pci"] = lambda: driver.probe_pci(ctx)
-
-        def containers_job() -> dict[str, Any]:
-            from tfgpu.facts.probe.containers import probe_containers
-
-            return probe_containers(ctx, uid=os.geteuid() if ctx.native and hasattr(os, "geteuid") else None)
-
-        jobs["containers"] = containers_job
+        jobs["environment"] = _environment_job(target, env)
+    jobs.update(_driver_jobs(ctx, env, os_name, timeout, use_nvml=use_nvml, isolate_nvml=isolate_nvml))
     results, timings, errors = run_concurrently(jobs, timeout)
+    return _document(ctx, env, os_name, root, timeout, t0, site_dirs, results, timings, errors,
+                     smi_ran="nvidia_smi" in jobs, use_nvml=use_nvml, nvml_skipped=nvml_skipped)
 
+
+def _document(
+    ctx: Ctx, env: Mapping[str, str], os_name: str, root: Path | str, timeout: float, t0: float,
+    site_dirs: list[str], results: dict[str, Any], timings: dict[str, float], errors: dict[str, str], *,
+    smi_ran: bool, use_nvml: bool, nvml_skipped: str | None,
+) -> dict[str, Any]:
+    """The facts document from the probe jobs' results (a job that failed leaves its section empty, with
+    its error); cuDNN is probed here, after the others, from what they found."""
     plat_cpu = results.get("platform") or {
         "platform": {"os": os_name, "arch": None, "distro": None, "glibc": None, "wsl": None, "container": False,
                      "error": errors.get("platform")},
         "cpu": {"avx": None, "avx2": None, "error": errors.get("platform")}}
     platform, cpu = plat_cpu["platform"], plat_cpu["cpu"]
-
-    def failed(name: str) -> dict[str, Any] | None:
-        if name in errors:
-            return {"ok": False, "error": f"{name}: {errors[name]}", "error_kind": "timeout"
-                    if "timed out" in errors[name] else "crash", "gpus": []}
-        return None
-
-    nvml = results.get("nvml") or failed("nvml")
-    smi = results.get("nvidia_smi") or failed("nvidia_smi")
-    kernel = results.get("kernel_module")
+    drv, gpus, notes, visible = _resolve_gpus(results, errors, env, os_name, platform, smi_ran=smi_ran,
+                                              use_nvml=use_nvml, nvml_skipped=nvml_skipped)
     pci = results.get("pci")
-    drv, gpus, notes = driver.resolve_driver(nvml, kernel, smi, pci, os_name=os_name, wsl=platform.get("wsl"))
-    if "nvidia_smi" in jobs and "nvidia_smi" not in errors and results.get("nvidia_smi") is None:
-        drv["sources"]["nvidia_smi"] = {"ok": None, "error": None,
-                                        "skipped": "not run: NVML answered (driver, GPUs, compute capability)"}
-    if not use_nvml and drv["sources"]["nvml"] is None:
-        drv["sources"]["nvml"] = {"ok": False,
-                                  "error": nvml_skipped or "not probed (TFGPU_PROBE_NVML=0 or not this machine)"}
-    visible = driver.parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"), gpus)
-    for g in gpus:
-        g["visible"] = g.get("index") in visible["visible"]
-    if visible["value"] is not None and visible["hides_all"]:
-        notes.append(f"CUDA_VISIBLE_DEVICES={visible['value']!r} hides every GPU from CUDA and TensorFlow")
-
     toolkits = results.get("cuda_toolkits") or []
     libraries = results.get("libraries") or {"libcudart": [], "libcudnn": [], "ldconfig_error": None}
     dists = results.get("distributions") or {"tensorflow": [], "pip_nvidia": []}
-    t_cudnn = time.monotonic()
-    try:
-        cudnn = cuda.probe_cudnn(ctx, toolkits, libraries, site_dirs, dists["pip_nvidia"])
-    except Exception as exc:
-        cudnn, errors["cudnn"] = [], f"probe crashed: {type(exc).__name__}: {exc}"
-    timings["cudnn"] = round(time.monotonic() - t_cudnn, 4)
+    cudnn = _timed_cudnn(ctx, toolkits, libraries, site_dirs, dists["pip_nvidia"], timings, errors)
     python = results.get("python") or {"current": None, "interpreters": [], "error": errors.get("python")}
     conda = (results.get("conda") or {}).get("conda") or {"kind": None, "path": None, "version": None,
                                                           "error": errors.get("conda")}
@@ -275,6 +206,140 @@ def detect_facts(
         facts["environment"] = results["environment"]
     return facts
 
+
+def _nvml_choice(ctx: Ctx, env: Mapping[str, str], os_name: str) -> tuple[bool, str | None]:
+    """Whether NVML is probed (``TFGPU_PROBE_NVML``, else only on this machine), and why not when this
+    Linux machine has no sign of an NVIDIA driver."""
+    nvml_mode = env.get("TFGPU_PROBE_NVML", "").strip().lower()
+    use_nvml = nvml_mode in ("1", "true", "yes", "on") or (nvml_mode == "" and ctx.native)
+    use_nvml = use_nvml and os_name in ("linux", "windows")
+    if use_nvml and nvml_mode == "" and os_name == "linux" and not any(ctx.exists(p) for p in _NVML_SIGNS):
+        # No NVIDIA kernel module, device node or WSL driver: NVML cannot initialise, and importing
+        # pynvml (+ ctypes) alone costs ~70 ms of the doctor's start-up. The other sources say why.
+        return False, "not probed: no NVIDIA kernel module, device node or WSL driver on this machine"
+    return use_nvml, None
+
+
+def _target_environment(ctx: Ctx, env: Mapping[str, str],
+                        environment: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The Python environment to read: the one named, else (this machine only) the active one, else None."""
+    target = dict(environment) if environment else None
+    if target is None and ctx.native:
+        import sys
+
+        from tfgpu.facts.environment import locate
+
+        prefix, how = locate(env=env, own_prefix=sys.prefix)
+        target = {"prefix": prefix, "how": how, "explicit": False} if prefix else None
+    return target
+
+
+def _environment_job(target: dict[str, Any], env: Mapping[str, str]) -> Callable[[], dict[str, Any] | None]:
+    """The job that reads the environment ``target`` names."""
+    def environment_job() -> dict[str, Any] | None:
+        from tfgpu.facts.environment import probe_environment
+
+        return probe_environment(str(target["prefix"]), how=str(target.get("how") or ""), shell_env=env,
+                                 explicit=bool(target.get("explicit")))
+
+    return environment_job
+
+
+def _driver_jobs(ctx: Ctx, env: Mapping[str, str], os_name: str, timeout: float, *, use_nvml: bool,
+                 isolate_nvml: bool) -> dict[str, Callable[[], Any]]:
+    """The driver's jobs this OS has: NVML (its process forked now, when isolated), nvidia-smi (only when NVML
+    left something unanswered), and on Linux the kernel module, the PCI bus and the container runtimes."""
+    import threading
+
+    from tfgpu.facts.probe import driver
+
+    jobs: dict[str, Callable[[], Any]] = {}
+    nvml_box: dict[str, Any] = {}
+    nvml_done = threading.Event()
+    if use_nvml:
+        nvml_call = _nvml_caller(timeout, isolate=isolate_nvml, env=env)
+
+        def nvml_job() -> dict[str, Any]:
+            try:
+                nvml_box["result"] = nvml_call()
+                return nvml_box["result"]  # type: ignore[no-any-return]
+            finally:
+                nvml_done.set()
+
+        jobs["nvml"] = nvml_job
+    if os_name in ("linux", "windows"):
+        def smi_job() -> dict[str, Any] | None:
+            # nvidia-smi initialises NVML itself (often 0.1-1 s on a real GPU machine): the fallback runs
+            # only when NVML did not answer with the driver and every GPU's compute capability
+            if use_nvml:
+                nvml_done.wait(timeout)
+                if _nvml_complete(nvml_box.get("result")):
+                    return None
+            return driver.probe_nvidia_smi(ctx, os_name)
+
+        jobs["nvidia_smi"] = smi_job
+    if os_name == "linux":
+        jobs["kernel_module"] = lambda: driver.probe_kernel_module(ctx)
+        jobs["pci"] = lambda: driver.probe_pci(ctx)
+
+        def containers_job() -> dict[str, Any]:
+            from tfgpu.facts.probe.containers import probe_containers
+
+            return probe_containers(ctx, uid=os.geteuid() if ctx.native and hasattr(os, "geteuid") else None)
+
+        jobs["containers"] = containers_job
+    return jobs
+
+
+def _failed_source(errors: Mapping[str, str], name: str) -> dict[str, Any] | None:
+    """Pure: the source section for a job that crashed or timed out; None when it did neither."""
+    if name in errors:
+        return {"ok": False, "error": f"{name}: {errors[name]}", "error_kind": "timeout"
+                if "timed out" in errors[name] else "crash", "gpus": []}
+    return None
+
+
+def _resolve_gpus(
+    results: Mapping[str, Any], errors: Mapping[str, str], env: Mapping[str, str], os_name: str,
+    platform: Mapping[str, Any], *, smi_ran: bool, use_nvml: bool, nvml_skipped: str | None,
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[str], dict[str, Any]]:
+    """Pure: the driver section, the GPUs (each marked visible or not), the notes and CUDA_VISIBLE_DEVICES's
+    reading, from the driver jobs' results."""
+    from tfgpu.facts.probe import driver
+
+    nvml = results.get("nvml") or _failed_source(errors, "nvml")
+    smi = results.get("nvidia_smi") or _failed_source(errors, "nvidia_smi")
+    kernel = results.get("kernel_module")
+    pci = results.get("pci")
+    drv, gpus, notes = driver.resolve_driver(nvml, kernel, smi, pci, os_name=os_name, wsl=platform.get("wsl"))
+    if smi_ran and "nvidia_smi" not in errors and results.get("nvidia_smi") is None:
+        drv["sources"]["nvidia_smi"] = {"ok": None, "error": None,
+                                        "skipped": "not run: NVML answered (driver, GPUs, compute capability)"}
+    if not use_nvml and drv["sources"]["nvml"] is None:
+        drv["sources"]["nvml"] = {"ok": False,
+                                  "error": nvml_skipped or "not probed (TFGPU_PROBE_NVML=0 or not this machine)"}
+    visible = driver.parse_visible_devices(env.get("CUDA_VISIBLE_DEVICES"), gpus)
+    for g in gpus:
+        g["visible"] = g.get("index") in visible["visible"]
+    if visible["value"] is not None and visible["hides_all"]:
+        notes.append(f"CUDA_VISIBLE_DEVICES={visible['value']!r} hides every GPU from CUDA and TensorFlow")
+    return drv, gpus, notes, visible
+
+
+def _timed_cudnn(ctx: Ctx, toolkits: list[dict[str, Any]], libraries: dict[str, Any], site_dirs: list[str],
+                 pip_nvidia: list[dict[str, Any]], timings: dict[str, float], errors: dict[str, str],
+                 ) -> list[dict[str, Any]]:
+    """cuDNN's versions (after the other probes: it reads what they found), its time in ``timings`` and a
+    crash in ``errors``."""
+    from tfgpu.facts.probe import cuda
+
+    t_cudnn = time.monotonic()
+    try:
+        cudnn = cuda.probe_cudnn(ctx, toolkits, libraries, site_dirs, pip_nvidia)
+    except Exception as exc:
+        cudnn, errors["cudnn"] = [], f"probe crashed: {type(exc).__name__}: {exc}"
+    timings["cudnn"] = round(time.monotonic() - t_cudnn, 4)
+    return cudnn
 
 def _provenance(platform: dict[str, Any], cpu: dict[str, Any], drv: dict[str, Any], gpus: list[dict[str, Any]],
                 toolkits: list[dict[str, Any]], pci: dict[str, Any] | None, native: bool) -> dict[str, Any]:

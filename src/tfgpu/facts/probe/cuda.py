@@ -35,6 +35,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the doct
 if TYPE_CHECKING:
     from typing import Any
 
+    from tfgpu.core.process import Result
+
 _LIB_PATTERNS = re.compile(r"^(libcudart\.so\.\d[\d.]*|libcudnn\.so\.\d[\d.]*|cudart64_\d+\.dll|cudnn64_\d+\.dll)$")
 
 
@@ -92,22 +94,7 @@ def probe_toolkits(ctx: Ctx, os_name: str) -> list[dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}  # real path (inside root) -> entry
 
     def add(machine_path: str, via: str) -> None:
-        p = ctx.path(machine_path)
-        try:
-            real = os.path.realpath(p)
-        except OSError:
-            return
-        if not os.path.isdir(real):
-            return
-        if not any(os.path.exists(os.path.join(real, x)) for x in ("bin", "include", "lib64", "lib", "version.json",
-                                                                     "version.txt", "dist-info")):
-            return
-        entry = found.setdefault(real, {"path": ctx.unroot(real), "aliases": [], "found_via": []})
-        alias = ctx.unroot(str(p))
-        if alias != entry["path"] and alias not in entry["aliases"]:
-            entry["aliases"].append(alias)
-        if via not in entry["found_via"]:
-            entry["found_via"].append(via)
+        _add_toolkit(ctx, found, machine_path, via)
 
     for d in sorted(glob.glob(str(ctx.path("/usr/local")) + "/cuda*")):
         add(ctx.unroot(d), "/usr/local/cuda*")
@@ -123,66 +110,10 @@ def probe_toolkits(ctx: Ctx, os_name: str) -> list[dict[str, Any]]:
     nvcc_path = ctx.which("nvcc")
     nvcc_res = None
     if nvcc_path:
-        real = os.path.realpath(nvcc_path)
-        target = real
-        try:
-            with open(real, "rb") as fh:
-                head = fh.read(4096)
-            if head.startswith(b"#!"):
-                # a wrapper script (e.g. `exec /usr/local/cuda-13.0/bin/nvcc "$@"`): follow the path it names
-                named = re.search(rb"(/[^\s\"']+)/bin/nvcc\b", head)
-                if named:
-                    target = str(ctx.path(named.group(1).decode("utf-8", "replace") + "/bin/nvcc"))
-        except OSError:
-            pass
-        add(ctx.unroot(os.path.dirname(os.path.dirname(target))), "nvcc on PATH")
+        add(ctx.unroot(os.path.dirname(os.path.dirname(_nvcc_target(ctx, nvcc_path)))), "nvcc on PATH")
         nvcc_res = ctx.run([nvcc_path, "--version"])
 
-    toolkits = []
-    for real, entry in found.items():
-        version, full, source = None, None, None
-        if (t := ctx.read(os.path.join(real, "version.json"))) and (full := parse_cuda_version_json(t)):
-            source = "version.json"
-        elif (t := ctx.read(os.path.join(real, "version.txt"))) and (full := parse_cuda_version_txt(t)):
-            source = "version.txt"
-        else:
-            full = None
-            for hdr in [os.path.join(real, "include", "cuda_runtime_api.h"),
-                        *sorted(glob.glob(os.path.join(real, "targets", "*", "include", "cuda_runtime_api.h")))]:
-                if (t := ctx.read(hdr)) and (v := parse_cudart_header(t)):
-                    version, source = v, "cuda_runtime_api.h"
-                    break
-            for name in ctx.listdir(os.path.join(real, "dist-info")):
-                m = re.fullmatch(r"nvidia_cuda_runtime(?:_cu\d+)?-(\d+\.\d+(?:\.\d+)*)\.dist-info", name)
-                if m:
-                    full = m.group(1)
-                    if source is None:
-                        source = "dist-info"
-        version = version or _short(full)
-        nvcc_here = None
-        for cand in ("bin/nvcc", "bin/nvcc.exe"):
-            if os.path.exists(os.path.join(real, cand)):
-                nvcc_here = ctx.unroot(os.path.join(real, cand))
-        entry["nvcc"] = nvcc_here
-        if "nvcc on PATH" in entry["found_via"] and nvcc_res is not None:
-            entry["nvcc_on_path"] = ctx.unroot(nvcc_path) if nvcc_path else None
-            nv = parse_nvcc_version(nvcc_res.stdout) if nvcc_res.ok else None
-            entry["nvcc_version"] = nv
-            if nv is None:
-                entry["nvcc_error"] = nvcc_res.describe()
-            if version is None and nv:
-                version, source = nv, "nvcc --version"
-                full = parse_nvcc_full_version(nvcc_res.stdout)
-        if version is None and (m := re.search(r"cuda-(\d+\.\d+)$", entry["path"])):
-            version, source = m.group(1), "directory name"
-        libs = []
-        for sub in ("lib64", "lib", "bin", "lib/x64", *[os.path.relpath(x, real) for x in
-                                                       sorted(glob.glob(os.path.join(real, "targets", "*", "lib")))]):
-            libs += [e["name"] for e in _scan_lib_dir(ctx, ctx.unroot(os.path.join(real, sub)), "toolkit")
-                     if e["kind"] == "cudart"]
-        entry.update({"version": version, "full_version": full, "source": source,
-                      "libcudart": sorted(set(libs))})
-        toolkits.append(entry)
+    toolkits = [_describe_toolkit(ctx, real, entry, nvcc_path, nvcc_res) for real, entry in found.items()]
     if nvcc_path and not any("nvcc on PATH" in t["found_via"] for t in toolkits) and nvcc_res is not None:
         nv = parse_nvcc_version(nvcc_res.stdout) if nvcc_res.ok else None
         toolkits.append({"version": nv, "full_version": parse_nvcc_full_version(nvcc_res.stdout),
@@ -191,6 +122,98 @@ def probe_toolkits(ctx: Ctx, os_name: str) -> list[dict[str, Any]]:
     order = {k: i for i, k in enumerate(t["path"] or "" for t in toolkits)}
     return sorted(toolkits, key=lambda t: order.get(t["path"] or "", 0))
 
+
+def _add_toolkit(ctx: Ctx, found: dict[str, dict[str, Any]], machine_path: str, via: str) -> None:
+    """Record the toolkit folder at ``machine_path`` (found through ``via``) in ``found``, keyed by its real path;
+    a folder that is not a toolkit is skipped."""
+    p = ctx.path(machine_path)
+    try:
+        real = os.path.realpath(p)
+    except OSError:
+        return
+    if not os.path.isdir(real):
+        return
+    if not any(os.path.exists(os.path.join(real, x)) for x in ("bin", "include", "lib64", "lib", "version.json",
+                                                                 "version.txt", "dist-info")):
+        return
+    entry = found.setdefault(real, {"path": ctx.unroot(real), "aliases": [], "found_via": []})
+    alias = ctx.unroot(str(p))
+    if alias != entry["path"] and alias not in entry["aliases"]:
+        entry["aliases"].append(alias)
+    if via not in entry["found_via"]:
+        entry["found_via"].append(via)
+
+
+def _nvcc_target(ctx: Ctx, nvcc_path: str) -> str:
+    """The nvcc that ``nvcc_path`` runs: its real path, or the one a wrapper script execs."""
+    real = os.path.realpath(nvcc_path)
+    target = real
+    try:
+        with open(real, "rb") as fh:
+            head = fh.read(4096)
+        if head.startswith(b"#!"):
+            # a wrapper script (e.g. `exec /usr/local/cuda-13.0/bin/nvcc "$@"`): follow the path it names
+            named = re.search(rb"(/[^\s\"']+)/bin/nvcc\b", head)
+            if named:
+                target = str(ctx.path(named.group(1).decode("utf-8", "replace") + "/bin/nvcc"))
+    except OSError:
+        pass
+    return target
+
+
+def _toolkit_files_version(ctx: Ctx, real: str) -> tuple[str | None, str | None, str | None]:
+    """(version, full version, source) from the toolkit's own files: version.json, version.txt, else the
+    cuda_runtime_api.h header and a cuda-runtime wheel's dist-info name."""
+    version, full, source = None, None, None
+    if (t := ctx.read(os.path.join(real, "version.json"))) and (full := parse_cuda_version_json(t)):
+        source = "version.json"
+    elif (t := ctx.read(os.path.join(real, "version.txt"))) and (full := parse_cuda_version_txt(t)):
+        source = "version.txt"
+    else:
+        full = None
+        for hdr in [os.path.join(real, "include", "cuda_runtime_api.h"),
+                    *sorted(glob.glob(os.path.join(real, "targets", "*", "include", "cuda_runtime_api.h")))]:
+            if (t := ctx.read(hdr)) and (v := parse_cudart_header(t)):
+                version, source = v, "cuda_runtime_api.h"
+                break
+        for name in ctx.listdir(os.path.join(real, "dist-info")):
+            m = re.fullmatch(r"nvidia_cuda_runtime(?:_cu\d+)?-(\d+\.\d+(?:\.\d+)*)\.dist-info", name)
+            if m:
+                full = m.group(1)
+                if source is None:
+                    source = "dist-info"
+    return version, full, source
+
+
+def _describe_toolkit(ctx: Ctx, real: str, entry: dict[str, Any], nvcc_path: str | None,
+                      nvcc_res: Result | None) -> dict[str, Any]:
+    """Complete ``entry`` (the toolkit at ``real``) with its nvcc, version, source and libcudart files."""
+    version, full, source = _toolkit_files_version(ctx, real)
+    version = version or _short(full)
+    nvcc_here = None
+    for cand in ("bin/nvcc", "bin/nvcc.exe"):
+        if os.path.exists(os.path.join(real, cand)):
+            nvcc_here = ctx.unroot(os.path.join(real, cand))
+    entry["nvcc"] = nvcc_here
+    if "nvcc on PATH" in entry["found_via"] and nvcc_res is not None:
+        entry["nvcc_on_path"] = ctx.unroot(nvcc_path) if nvcc_path else None
+        nv = parse_nvcc_version(nvcc_res.stdout) if nvcc_res.ok else None
+        entry["nvcc_version"] = nv
+        if nv is None:
+            entry["nvcc_error"] = nvcc_res.describe()
+        if version is None and nv:
+            version, source = nv, "nvcc --version"
+            full = parse_nvcc_full_version(nvcc_res.stdout)
+    if version is None and (m := re.search(r"cuda-(\d+\.\d+)$", entry["path"])):
+        version, source = m.group(1), "directory name"
+    libs = []
+    for sub in ("lib64", "lib", "bin", "lib/x64", *[os.path.relpath(x, real) for x in
+                                                   sorted(glob.glob(os.path.join(real, "targets", "*", "lib")))]):
+        libs += [e["name"] for e in _scan_lib_dir(ctx, ctx.unroot(os.path.join(real, sub)), "toolkit")
+                 if e["kind"] == "cudart"]
+    entry.update({"version": version, "full_version": full, "source": source,
+                  "libcudart": sorted(set(libs))})
+    return entry
 
 def probe_libraries(ctx: Ctx, site_dirs: list[str]) -> dict[str, Any]:
     """libcudart / libcudnn on the loader path: the ldconfig cache, LD_LIBRARY_PATH (searched first),

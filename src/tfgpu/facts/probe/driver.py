@@ -218,7 +218,46 @@ def resolve_driver(
         or _lib_version(nvml.get("nvml_version"))
         or (smi.get("detail") if smi.get("error_kind") == "mismatch" else None)
     )
-    driver: dict[str, Any] = {
+    driver = _driver_section(nvml, kernel, smi, kmod, user_lib)
+    gpus = _merge_sources(driver, nvml, smi)
+    if driver["version"] is None and kmod and wsl is None:
+        driver["version"] = kmod
+        driver["source"] = "kernel_module"
+    pci_list = (pci or {}).get("devices") or []
+    if not gpus and pci_list and driver["version"]:
+        # a driver but neither NVML nor nvidia-smi answered: the PCI names are all we know (PCI order,
+        # which need not be CUDA's device order; no compute capability)
+        gpus.extend(_pci_gpus(pci_list))
+    _join_pci_device_ids(gpus, pci_list)
+
+    mismatch_error = nvml.get("error_kind") == "mismatch" or smi.get("error_kind") == "mismatch"
+    if wsl is None and kmod and user_lib and kmod != user_lib:
+        driver["mismatch"] = True
+    if mismatch_error:
+        driver["mismatch"] = True
+    if driver["mismatch"]:
+        driver["version"] = kmod or driver["version"]
+        driver["source"] = "kernel_module" if kmod else driver["source"]
+        driver["error"] = (
+            f"Driver/library version mismatch: kernel module {kmod or 'unknown'}, user-space library "
+            f"{user_lib or 'unknown'}; reboot (or reload the nvidia kernel module) after a driver update"
+        )
+        return driver, gpus, notes
+
+    if driver["version"] is None:
+        driver["error"] = _no_driver_error(nvml, kernel, smi, pci, os_name=os_name, wsl=wsl)
+    if wsl == 2:
+        notes.append("WSL2: the GPU driver is the Windows driver; /usr/lib/wsl/lib provides libcuda; "
+                     "never install a Linux NVIDIA driver inside WSL")
+        if smi.get("smi_version") and driver["version"] and smi["smi_version"] != driver["version"]:
+            notes.append(f"WSL2: nvidia-smi {smi['smi_version']} reports Windows driver {driver['version']}")
+    return driver, gpus, notes
+
+
+def _driver_section(nvml: dict[str, Any], kernel: dict[str, Any], smi: dict[str, Any], kmod: str | None,
+                    user_lib: str | None) -> dict[str, Any]:
+    """Pure: the driver section before any source is chosen (version, cuda and source still None)."""
+    return {
         "version": None, "cuda": None, "kernel_module": kmod, "user_library": user_lib, "mismatch": False,
         "source": None, "error": None, "libcuda": _libcuda(nvml, smi),
         "sources": {
@@ -231,6 +270,11 @@ def resolve_driver(
             "wsl_lib": kernel.get("wsl_lib"),
         },
     }
+
+
+def _merge_sources(driver: dict[str, Any], nvml: dict[str, Any], smi: dict[str, Any]) -> list[dict[str, Any]]:
+    """Set the driver's version, CUDA and source from NVML, then nvidia-smi; return the GPUs (NVML's, their
+    holes filled from nvidia-smi, else nvidia-smi's)."""
     gpus: list[dict[str, Any]] = []
     if nvml.get("ok"):
         driver["version"] = nvml.get("driver_version")
@@ -251,64 +295,43 @@ def resolve_driver(
             for key in ("compute_capability", "memory_mib", "uuid", "name", "pci_device_id", "pci_bus_id"):
                 if g.get(key) is None and other.get(key) is not None:
                     g[key] = other[key]
-    if driver["version"] is None and kmod and wsl is None:
-        driver["version"] = kmod
-        driver["source"] = "kernel_module"
-    pci_list = (pci or {}).get("devices") or []
-    if not gpus and pci_list and driver["version"]:
-        # a driver but neither NVML nor nvidia-smi answered: the PCI names are all we know (PCI order,
-        # which need not be CUDA's device order; no compute capability)
-        for i, d in enumerate(pci_list):
-            m = re.search(r"\[([^\]]+)\]\s*$", d.get("name") or "")
-            gpus.append({"index": i, "name": m.group(1) if m else d.get("name"), "uuid": None,
-                         "compute_capability": None, "memory_mib": None, "pci_bus_id": d.get("slot"),
-                         "pci_device_id": d.get("device_id"), "source": "lspci"})
-    _join_pci_device_ids(gpus, pci_list)
+    return gpus
 
-    mismatch_error = nvml.get("error_kind") == "mismatch" or smi.get("error_kind") == "mismatch"
-    if wsl is None and kmod and user_lib and kmod != user_lib:
-        driver["mismatch"] = True
-    if mismatch_error:
-        driver["mismatch"] = True
-    if driver["mismatch"]:
-        driver["version"] = kmod or driver["version"]
-        driver["source"] = "kernel_module" if kmod else driver["source"]
-        driver["error"] = (
-            f"Driver/library version mismatch: kernel module {kmod or 'unknown'}, user-space library "
-            f"{user_lib or 'unknown'}; reboot (or reload the nvidia kernel module) after a driver update"
-        )
-        return driver, gpus, notes
 
+def _pci_gpus(pci_list: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pure: GPU entries from the PCI devices alone (names from lspci, in PCI order)."""
+    gpus = []
+    for i, d in enumerate(pci_list):
+        m = re.search(r"\[([^\]]+)\]\s*$", d.get("name") or "")
+        gpus.append({"index": i, "name": m.group(1) if m else d.get("name"), "uuid": None,
+                     "compute_capability": None, "memory_mib": None, "pci_bus_id": d.get("slot"),
+                     "pci_device_id": d.get("device_id"), "source": "lspci"})
+    return gpus
+
+
+def _no_driver_error(nvml: dict[str, Any], kernel: dict[str, Any], smi: dict[str, Any], pci: dict[str, Any] | None,
+                     *, os_name: str, wsl: int | None) -> str:
+    """Pure: why no source found a driver version, in the words for this OS / WSL / PCI bus."""
     pci_devs = (pci or {}).get("devices") or []
-    if driver["version"] is None:
-        if os_name == "macos":
-            driver["error"] = "macOS has no CUDA GPU support (NVIDIA drivers end at macOS 10.13 / CUDA 10.2)"
-        elif wsl == 1:
-            driver["error"] = "WSL1 has no GPU support; convert the distribution to WSL2 (wsl --set-version <distro> 2)"
-        elif wsl == 2:
-            wsl_lib = kernel.get("wsl_lib") or {}
-            if not wsl_lib.get("libcuda"):
-                driver["error"] = ("WSL2 without GPU passthrough (no libcuda in /usr/lib/wsl/lib): install or "
-                                   "update the NVIDIA driver on Windows; never install a Linux driver inside WSL")
-            else:
-                driver["error"] = (nvml.get("error") or smi.get("error")
-                                   or "WSL2 GPU libraries are present but the Windows driver did not answer")
-        elif pci_devs:
-            names = sorted({d.get("name") or d.get("device_id") or "?" for d in pci_devs})
-            driver["error"] = (f"an NVIDIA GPU is present ({len(pci_devs)}x {', '.join(str(n) for n in names)}) "
-                               "but no NVIDIA driver is loaded")
-        elif pci is not None and pci.get("source"):
-            driver["error"] = "no NVIDIA GPU found (no NVIDIA display device on the PCI bus) and no NVIDIA driver"
-        else:
-            reasons = [r for r in (nvml.get("error"), smi.get("error")) if r]
-            driver["error"] = "no NVIDIA driver found" + (f" ({'; '.join(reasons)})" if reasons else "")
+    if os_name == "macos":
+        return "macOS has no CUDA GPU support (NVIDIA drivers end at macOS 10.13 / CUDA 10.2)"
+    if wsl == 1:
+        return "WSL1 has no GPU support; convert the distribution to WSL2 (wsl --set-version <distro> 2)"
     if wsl == 2:
-        notes.append("WSL2: the GPU driver is the Windows driver; /usr/lib/wsl/lib provides libcuda; "
-                     "never install a Linux NVIDIA driver inside WSL")
-        if smi.get("smi_version") and driver["version"] and smi["smi_version"] != driver["version"]:
-            notes.append(f"WSL2: nvidia-smi {smi['smi_version']} reports Windows driver {driver['version']}")
-    return driver, gpus, notes
-
+        wsl_lib = kernel.get("wsl_lib") or {}
+        if not wsl_lib.get("libcuda"):
+            return ("WSL2 without GPU passthrough (no libcuda in /usr/lib/wsl/lib): install or "
+                    "update the NVIDIA driver on Windows; never install a Linux driver inside WSL")
+        return (nvml.get("error") or smi.get("error")
+                or "WSL2 GPU libraries are present but the Windows driver did not answer")
+    if pci_devs:
+        names = sorted({d.get("name") or d.get("device_id") or "?" for d in pci_devs})
+        return (f"an NVIDIA GPU is present ({len(pci_devs)}x {', '.join(str(n) for n in names)}) "
+                "but no NVIDIA driver is loaded")
+    if pci is not None and pci.get("source"):
+        return "no NVIDIA GPU found (no NVIDIA display device on the PCI bus) and no NVIDIA driver"
+    reasons = [r for r in (nvml.get("error"), smi.get("error")) if r]
+    return "no NVIDIA driver found" + (f" ({'; '.join(reasons)})" if reasons else "")
 
 def _libcuda(nvml: dict[str, Any], smi: dict[str, Any]) -> bool | None:
     """Whether the driver's CUDA library (libcuda.so.1, nvcuda.dll) loads: NVML's answer when it gave one

@@ -56,53 +56,10 @@ def query_nvml() -> dict[str, Any]:
         out["error_kind"] = "other"
         return out
     try:
-        out["driver_version"] = _text(pynvml.nvmlSystemGetDriverVersion())
-        for getter in ("nvmlSystemGetNVMLVersion",):
-            try:
-                out["nvml_version"] = _text(getattr(pynvml, getter)())
-            except pynvml.NVMLError:
-                pass
-        try:
-            out["cuda"] = cuda_int_to_version(int(pynvml.nvmlSystemGetCudaDriverVersion_v2()))
-            out["libcuda"] = True
-        except pynvml.NVMLError as exc:
-            # v2 asks libcuda itself: NVML_ERROR_LIBRARY_NOT_FOUND when libcuda.so.1 / nvcuda.dll is missing (NVML
-            # API reference, System Queries); v1 then answers "a known supported version" without it
-            if _KINDS.get(type(exc).__name__) == "library_not_found":
-                out["libcuda"] = False
-            try:
-                out["cuda"] = cuda_int_to_version(int(pynvml.nvmlSystemGetCudaDriverVersion()))
-            except pynvml.NVMLError:
-                pass
+        _query_system(pynvml, out)
         count = int(pynvml.nvmlDeviceGetCount())
         for i in range(count):
-            gpu: dict[str, Any] = {"index": i, "name": None, "uuid": None, "compute_capability": None,
-                                   "memory_mib": None}
-            try:
-                handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            except pynvml.NVMLError as exc:
-                gpu["error"] = f"NVML: {exc}"
-                out["gpus"].append(gpu)
-                continue
-            for key, call in (
-                ("name", lambda h: _text(pynvml.nvmlDeviceGetName(h))),
-                ("uuid", lambda h: _text(pynvml.nvmlDeviceGetUUID(h))),
-                ("memory_mib", lambda h: int(pynvml.nvmlDeviceGetMemoryInfo(h).total) // (1024 * 1024)),
-                ("compute_capability",
-                 lambda h: "{}.{}".format(*pynvml.nvmlDeviceGetCudaComputeCapability(h))),
-            ):
-                try:
-                    gpu[key] = call(handle)
-                except pynvml.NVMLError as exc:
-                    gpu.setdefault("errors", {})[key] = str(exc)
-            try:  # pciDeviceId = device << 16 | vendor (0x1E8110DE); busId "00000000:0C:00.0"
-                pci = pynvml.nvmlDeviceGetPciInfo(handle)
-                gpu["pci_device_id"] = f"{(int(pci.pciDeviceId) >> 16) & 0xFFFF:04x}" \
-                    if int(pci.pciDeviceId) & 0xFFFF == 0x10DE else None
-                gpu["pci_bus_id"] = _text(pci.busId) or None
-            except pynvml.NVMLError as exc:
-                gpu.setdefault("errors", {})["pci"] = str(exc)
-            out["gpus"].append(gpu)
+            out["gpus"].append(_query_gpu(pynvml, i))
         out["ok"] = True
     except pynvml.NVMLError as exc:
         out["error"] = f"NVML: {exc}"
@@ -116,6 +73,58 @@ def query_nvml() -> dict[str, Any]:
         except Exception:
             pass
     return out
+
+
+def _query_system(pynvml: Any, out: dict[str, Any]) -> None:
+    """Fill ``out`` with the driver version, NVML version, driver CUDA version and whether libcuda loads."""
+    out["driver_version"] = _text(pynvml.nvmlSystemGetDriverVersion())
+    for getter in ("nvmlSystemGetNVMLVersion",):
+        try:
+            out["nvml_version"] = _text(getattr(pynvml, getter)())
+        except pynvml.NVMLError:
+            pass
+    try:
+        out["cuda"] = cuda_int_to_version(int(pynvml.nvmlSystemGetCudaDriverVersion_v2()))
+        out["libcuda"] = True
+    except pynvml.NVMLError as exc:
+        # v2 asks libcuda itself: NVML_ERROR_LIBRARY_NOT_FOUND when libcuda.so.1 / nvcuda.dll is missing (NVML
+        # API reference, System Queries); v1 then answers "a known supported version" without it
+        if _KINDS.get(type(exc).__name__) == "library_not_found":
+            out["libcuda"] = False
+        try:
+            out["cuda"] = cuda_int_to_version(int(pynvml.nvmlSystemGetCudaDriverVersion()))
+        except pynvml.NVMLError:
+            pass
+
+
+def _query_gpu(pynvml: Any, i: int) -> dict[str, Any]:
+    """GPU ``i``'s entry; a field NVML refuses is left None and its error kept under "errors"."""
+    gpu: dict[str, Any] = {"index": i, "name": None, "uuid": None, "compute_capability": None,
+                           "memory_mib": None}
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+    except pynvml.NVMLError as exc:
+        gpu["error"] = f"NVML: {exc}"
+        return gpu
+    for key, call in (
+        ("name", lambda h: _text(pynvml.nvmlDeviceGetName(h))),
+        ("uuid", lambda h: _text(pynvml.nvmlDeviceGetUUID(h))),
+        ("memory_mib", lambda h: int(pynvml.nvmlDeviceGetMemoryInfo(h).total) // (1024 * 1024)),
+        ("compute_capability",
+         lambda h: "{}.{}".format(*pynvml.nvmlDeviceGetCudaComputeCapability(h))),
+    ):
+        try:
+            gpu[key] = call(handle)
+        except pynvml.NVMLError as exc:
+            gpu.setdefault("errors", {})[key] = str(exc)
+    try:  # pciDeviceId = device << 16 | vendor (0x1E8110DE); busId "00000000:0C:00.0"
+        pci = pynvml.nvmlDeviceGetPciInfo(handle)
+        gpu["pci_device_id"] = f"{(int(pci.pciDeviceId) >> 16) & 0xFFFF:04x}" \
+            if int(pci.pciDeviceId) & 0xFFFF == 0x10DE else None
+        gpu["pci_bus_id"] = _text(pci.busId) or None
+    except pynvml.NVMLError as exc:
+        gpu.setdefault("errors", {})["pci"] = str(exc)
+    return gpu
 
 
 def probe_nvml(timeout: float) -> dict[str, Any]:

@@ -156,10 +156,33 @@ def probe_python(ctx: Ctx, os_name: str) -> dict[str, Any]:
         elif entry["version"] is None or (version and len(version) > len(entry["version"])):
             entry["version"] = version or entry["version"]
 
-    ask: list[str] = []
+    on_path, ask = _pythons_on_path(ctx)
+    for path, version in on_path:
+        add(path, version, "PATH")
+    for path, version, source in (*_pyenv_pythons(ctx, os_name), *_uv_pythons(ctx, os_name),
+                                  *_conda_pythons(ctx, os_name)):
+        add(path, version, source)
+    if os_name == "windows":
+        res = ctx.run(["py", "-0p"])
+        if res.ok:
+            for e in parse_py_launcher(res.stdout):
+                bits = {"32": 32, "64": 64, "arm64": 64}.get(str(e.get("bits")))
+                add(e["path"] or f"py -{e['version']}", e["version"], "py -0p", bits)
+    for path, version in _ask_versions(ctx, ask):
+        add(path, version, "PATH")
+    interpreters = sorted(found.values(), key=lambda e: (e["source"], e["path"]))
+    return {"current": current, "bits": 64 if sys.maxsize > 2**32 else 32, "executable": sys.executable,
+            "implementation": _IMPLEMENTATIONS.get(sys.implementation.name, sys.implementation.name),
+            "interpreters": interpreters}
+
+
+def _pythons_on_path(ctx: Ctx) -> tuple[list[tuple[str, str | None]], list[str]]:
+    """Interpreters in PATH's trusted folders: ([(path, version from its name)], [unversioned ones to ask])."""
     from tfgpu.core.process import trusted_dir
 
     join = ctx.paths.join
+    named: list[tuple[str, str | None]] = []
+    ask: list[str] = []
     for d in [x for x in (ctx.env.get("PATH") or "").split(ctx.pathsep) if x]:
         if not ctx.paths.isabs(d) or not trusted_dir(str(ctx.path(d))):
             continue  # `.`, relative entries and folders anyone can write: never interpreters to run
@@ -169,18 +192,24 @@ def probe_python(ctx: Ctx, os_name: str) -> dict[str, Any]:
             if not name.startswith("python"):
                 continue  # most of a bin directory; a regex per name cost ~5 ms
             if re.fullmatch(r"python\d\.\d+(\.exe)?", name):
-                add(join(d, name), _version_from_name(name), "PATH")
+                named.append((join(d, name), _version_from_name(name)))
             elif re.fullmatch(r"python3?(\.exe)?", name):
                 target = os.path.realpath(ctx.path(join(d, name)))
                 v = _version_from_name(target)
                 if v:
-                    add(join(d, name), v, "PATH")
+                    named.append((join(d, name), v))
                 else:
                     ask.append(join(d, name))
+    return named, ask
+
+
+def _pyenv_pythons(ctx: Ctx, os_name: str) -> list[tuple[str, str, str]]:
+    """(path, version, "pyenv") for each pyenv-installed Python (pyenv-win's PYENV_ROOT is its pyenv-win
+    folder): bin/pythonX.Y in its folder, python.exe at the top on Windows."""
+    join = ctx.paths.join
     home = ctx.home()
     windows = os_name == "windows"
-    # pyenv (pyenv-win's PYENV_ROOT is its pyenv-win folder) and uv keep each Python in a folder of its own:
-    # bin/pythonX.Y there, python.exe at the top on Windows
+    out: list[tuple[str, str, str]] = []
     pyenv_root = ctx.env.get("PYENV_ROOT") or (join(home, ".pyenv") if home else None)
     if pyenv_root:
         for v in ctx.listdir(join(pyenv_root, "versions")):
@@ -188,7 +217,16 @@ def probe_python(ctx: Ctx, os_name: str) -> dict[str, Any]:
                 names = ("python.exe",) if windows else (f"bin/python{v.rsplit('.', 1)[0]}", "bin/python")
                 exe = next((e for n in names if ctx.exists(e := join(pyenv_root, "versions", v, *n.split("/")))), None)
                 if exe:
-                    add(exe, v, "pyenv")
+                    out.append((exe, v, "pyenv"))
+    return out
+
+
+def _uv_pythons(ctx: Ctx, os_name: str) -> list[tuple[str, str, str]]:
+    """(path, version, "uv") for each uv-managed Python, in a folder of its own under uv's install folder."""
+    join = ctx.paths.join
+    home = ctx.home()
+    windows = os_name == "windows"
+    out: list[tuple[str, str, str]] = []
     uv_default = (join(ctx.env["APPDATA"], "uv", "python") if windows and ctx.env.get("APPDATA") else
                   join(home, ".local", "share", "uv", "python") if home and not windows else None)
     uv_dir = ctx.env.get("UV_PYTHON_INSTALL_DIR") or uv_default
@@ -198,33 +236,34 @@ def probe_python(ctx: Ctx, os_name: str) -> dict[str, Any]:
             if m:
                 short = m.group(1).rsplit(".", 1)[0]
                 exe = join(uv_dir, name, "python.exe") if windows else join(uv_dir, name, "bin", f"python{short}")
-                add(exe if ctx.exists(exe) else join(uv_dir, name), m.group(1), "uv")
+                out.append((exe if ctx.exists(exe) else join(uv_dir, name), m.group(1), "uv"))
+    return out
+
+
+def _conda_pythons(ctx: Ctx, os_name: str) -> list[tuple[str, str, str]]:
+    """(path, version, "conda") for the Python each conda environment's conda-meta lists."""
+    join = ctx.paths.join
+    out: list[tuple[str, str, str]] = []
     for prefix in conda_prefixes(ctx):
         for meta in ctx.listdir(join(prefix, "conda-meta")):
             m = re.fullmatch(r"python-(\d+\.\d+\.\d+)-[^-]+\.json", meta)
             if m:
                 short = m.group(1).rsplit(".", 1)[0]
                 exe = join(prefix, "bin", f"python{short}") if os_name != "windows" else join(prefix, "python.exe")
-                add(exe, m.group(1), "conda")
-    if os_name == "windows":
-        res = ctx.run(["py", "-0p"])
-        if res.ok:
-            for e in parse_py_launcher(res.stdout):
-                bits = {"32": 32, "64": 64, "arm64": 64}.get(str(e.get("bits")))
-                add(e["path"] or f"py -{e['version']}", e["version"], "py -0p", bits)
-    if ask:
-        code = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
-        from concurrent.futures import ThreadPoolExecutor  # only when there is something to ask
+                out.append((exe, m.group(1), "conda"))
+    return out
 
-        with ThreadPoolExecutor(max_workers=min(4, len(ask))) as pool:
-            for path, res in zip(ask, pool.map(lambda p: ctx.run([str(ctx.path(p)), "-c", code]), ask)):
-                v = parse_version_output(res.stdout) if res.ok else None
-                add(path, v, "PATH")
-    interpreters = sorted(found.values(), key=lambda e: (e["source"], e["path"]))
-    return {"current": current, "bits": 64 if sys.maxsize > 2**32 else 32, "executable": sys.executable,
-            "implementation": _IMPLEMENTATIONS.get(sys.implementation.name, sys.implementation.name),
-            "interpreters": interpreters}
 
+def _ask_versions(ctx: Ctx, ask: list[str]) -> list[tuple[str, str | None]]:
+    """Run each unversioned interpreter (concurrently, at most 4 at once) for its version; None when it fails."""
+    if not ask:
+        return []
+    code = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
+    from concurrent.futures import ThreadPoolExecutor  # only when there is something to ask
+
+    with ThreadPoolExecutor(max_workers=min(4, len(ask))) as pool:
+        return [(path, parse_version_output(res.stdout) if res.ok else None)
+                for path, res in zip(ask, pool.map(lambda p: ctx.run([str(ctx.path(p)), "-c", code]), ask))]
 
 def conda_roots(ctx: Ctx) -> list[str]:
     """Conda installations (machine paths): from CONDA_EXE / MAMBA_EXE / MAMBA_ROOT_PREFIX and the usual
