@@ -69,7 +69,9 @@ def _frozen_delattr(self: object, name: str) -> None:
     raise FrozenInstanceError(msg)
 
 
-def _build(cls: type[_T], frozen: bool) -> type[_T]:
+def _fields_of(cls: type) -> tuple[list[str], dict[str, Any], dict[str, Callable[[], Any]], list[str], list[str]]:
+    """Read ``cls``'s own annotated fields: (names, defaults, factories, compared, shown). A ``field(...)``
+    class attribute is replaced by its default (or removed when it has none)."""
     for base in cls.__mro__[1:]:
         if "__record_fields__" in base.__dict__:
             msg = f"{cls.__name__}: a record cannot inherit another record's fields ({base.__name__})"
@@ -104,9 +106,15 @@ def _build(cls: type[_T], frozen: bool) -> type[_T]:
             compared.append(name)
         if spec.repr:
             shown.append(name)
+    return names, defaults, factories, compared, shown
+
+
+def _make_init(
+    title: str, names: list[str], defaults: dict[str, Any], factories: dict[str, Callable[[], Any]],
+    post_init: Callable[[Any], None] | None,
+) -> Callable[..., None]:
+    """The ``__init__`` of a record class called ``title`` with fields ``names``."""
     count = len(names)
-    title = cls.__name__
-    post_init = getattr(cls, "__post_init__", None)
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         if len(args) > count:
@@ -133,6 +141,12 @@ def _build(cls: type[_T], frozen: bool) -> type[_T]:
         if post_init is not None:
             post_init(self)
 
+    return __init__
+
+
+def _make_value_methods(compared: list[str], shown: list[str]) -> dict[str, Any]:
+    """``__repr__``, ``__eq__`` and ``__hash__`` over the fields ``shown`` (repr) and ``compared`` (eq, hash)."""
+
     def __repr__(self: Any) -> str:
         inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in shown)
         return f"{type(self).__qualname__}({inner})"
@@ -145,9 +159,19 @@ def _build(cls: type[_T], frozen: bool) -> type[_T]:
     def __hash__(self: Any) -> int:
         return hash(tuple(getattr(self, name) for name in compared))
 
-    methods: dict[str, Any] = {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__}
+    return {"__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__}
+
+
+def _build(cls: type[_T], frozen: bool) -> type[_T]:
+    """Make ``cls`` a record class in place (the work of :func:`record`)."""
+    names, defaults, factories, compared, shown = _fields_of(cls)
+    value_methods = _make_value_methods(compared, shown)
+    methods: dict[str, Any] = {
+        "__init__": _make_init(cls.__name__, names, defaults, factories, getattr(cls, "__post_init__", None)),
+        "__repr__": value_methods["__repr__"], "__eq__": value_methods["__eq__"],
+    }
     if frozen:
-        methods.update(__hash__=__hash__, __setattr__=_frozen_setattr, __delattr__=_frozen_delattr)
+        methods.update(__hash__=value_methods["__hash__"], __setattr__=_frozen_setattr, __delattr__=_frozen_delattr)
     elif "__hash__" not in cls.__dict__:
         methods["__hash__"] = None  # mutable and compared by value: unhashable, as dataclasses do
     for attr, fn in methods.items():

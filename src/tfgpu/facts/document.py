@@ -256,6 +256,94 @@ def _driver_cuda(driver: str, facts: Mapping[str, Any]) -> str | None:
     return None if cuda is None else f"{cuda.major}.{cuda.minor}"
 
 
+def _override_driver(
+    out: dict[str, Any], key: str, value: str, overrides: Mapping[str, str], from_conda: bool,
+) -> None:
+    """Apply a `driver` or `cuda_driver` override to ``out`` (in place)."""
+    if key == "driver":
+        if not _VERSION.match(value):
+            raise _bad(key, value, "a driver version like 550.54.15")
+        drv = out.setdefault("driver", {})
+        drv.update({"version": value, "source": "override", "error": None, "mismatch": False, "libcuda": None})
+        if "cuda_driver" not in overrides:  # the CUDA the probed driver reported is not this driver's:
+            drv["cuda"] = _driver_cuda(value, out)  # the overridden driver's own, from NVIDIA's table
+            drv["cuda_source"] = "derived from the driver version (tfgpu's CUDA table)"
+            drv.pop("kernel_module", None)
+            drv.pop("user_library", None)
+    elif key == "cuda_driver":
+        drv = out.setdefault("driver", {})
+        if value == "" and from_conda:
+            drv.update({"cuda": None, "source": "override", "error": "CONDA_OVERRIDE_CUDA='' (no CUDA driver)"})
+        elif _MAJOR_MINOR.match(value) or re.fullmatch(r"[0-9]{1,9}", value):
+            drv["cuda"] = value if "." in value else f"{value}.0"
+            drv.setdefault("source", "override")
+            drv["error"] = None
+        else:
+            raise _bad(key, value, "a CUDA version like 12.4")
+
+
+def _override_gpus(out: dict[str, Any], key: str, value: str) -> None:
+    """Apply a `gpu_cc`, `gpu_name` or `gpu_memory_mib` override to ``out`` (in place)."""
+    if key == "gpu_cc":
+        ccs = [c.strip() for c in value.split(",") if c.strip()]
+        if not ccs or not all(_MAJOR_MINOR.match(c) for c in ccs):
+            raise _bad(key, value, 'compute capabilities like "8.6" or "8.6,7.5"')
+        gpus = out.get("gpus") or []
+        new = []
+        for i, cc in enumerate(ccs):
+            g = dict(gpus[i]) if i < len(gpus) else {"index": i, "name": None, "memory_mib": None, "uuid": None}
+            g.update({"compute_capability": cc, "source": "override", "visible": True})
+            new.append(g)
+        out["gpus"] = new
+    elif key == "gpu_name":
+        for g in out.setdefault("gpus", []) or [{"index": 0}]:
+            g["name"] = value
+        if not out["gpus"]:
+            out["gpus"] = [{"index": 0, "name": value, "compute_capability": None, "memory_mib": None,
+                            "uuid": None, "source": "override", "visible": True}]
+    elif key == "gpu_memory_mib":
+        if not re.fullmatch(r"[0-9]{1,9}", value):
+            raise _bad(key, value, "a whole number of MiB")
+        if not out.get("gpus"):
+            out["gpus"] = [{"index": 0, "name": None, "compute_capability": None, "uuid": None,
+                            "source": "override", "visible": True}]
+        for g in out["gpus"]:
+            g["memory_mib"] = int(value)
+
+
+def _override_system(out: dict[str, Any], key: str, value: str) -> None:
+    """Apply an `os`, `glibc`, `pythons`, `no_avx`, `cuda_toolkit` or `cudnn` override to ``out`` (in place)."""
+    if key == "os":
+        if value not in ("linux", "windows", "macos", "wsl2"):
+            raise _bad(key, value, "one of linux, windows, macos, wsl2")
+        plat = out.setdefault("platform", {})
+        plat["os"] = "linux" if value == "wsl2" else value
+        plat["wsl"] = 2 if value == "wsl2" else None
+    elif key == "glibc":
+        if not _MAJOR_MINOR.match(value):
+            raise _bad(key, value, "a glibc version like 2.35")
+        out.setdefault("platform", {})["glibc"] = value
+    elif key == "pythons":
+        versions = [v.strip() for v in value.split(",") if v.strip()]
+        if not versions or not all(re.fullmatch(r"[0-9]{1,3}\.[0-9]{1,3}(\.[0-9]{1,4})?", v) for v in versions):
+            raise _bad(key, value, 'Python versions like "3.8,3.11"')
+        out.setdefault("python", {})["interpreters"] = [
+            {"version": v, "path": None, "source": "override"} for v in versions]
+    elif key == "no_avx":
+        if value.lower() in ("1", "true", "yes", "on"):
+            out["cpu"] = {**out.get("cpu", {}), "avx": False, "avx2": False, "source": "override"}
+        elif value.lower() not in ("0", "false", "no", "off"):
+            raise _bad(key, value, "1 or 0")
+    elif key == "cuda_toolkit":
+        if not _MAJOR_MINOR.match(value):
+            raise _bad(key, value, "a CUDA version like 11.8")
+        out["cuda_toolkits"] = [{"version": value, "path": None, "source": "override", "libcudart": []}]
+    elif key == "cudnn":
+        if not _VERSION.match(value):
+            raise _bad(key, value, "a cuDNN version like 8.9.7")
+        out["cudnn"] = [{"version": value, "path": None, "source": "override"}]
+
+
 def apply_overrides(facts: Mapping[str, Any], overrides: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
     """Apply single-fact overrides on a copy of ``facts``. Returns (facts, active) where ``active`` lists
     "key=value (source)" and is also stored as facts["overrides"]. Bad values raise UsageError (exit 2)."""
@@ -266,80 +354,12 @@ def apply_overrides(facts: Mapping[str, Any], overrides: Mapping[str, str]) -> t
         if key == "_conda":
             continue
         value = value.strip()
-        if key == "driver":
-            if not _VERSION.match(value):
-                raise _bad(key, value, "a driver version like 550.54.15")
-            drv = out.setdefault("driver", {})
-            drv.update({"version": value, "source": "override", "error": None, "mismatch": False, "libcuda": None})
-            if "cuda_driver" not in overrides:  # the CUDA the probed driver reported is not this driver's:
-                drv["cuda"] = _driver_cuda(value, out)  # the overridden driver's own, from NVIDIA's table
-                drv["cuda_source"] = "derived from the driver version (tfgpu's CUDA table)"
-                drv.pop("kernel_module", None)
-                drv.pop("user_library", None)
-        elif key == "cuda_driver":
-            drv = out.setdefault("driver", {})
-            if value == "" and from_conda:
-                drv.update({"cuda": None, "source": "override", "error": "CONDA_OVERRIDE_CUDA='' (no CUDA driver)"})
-            elif _MAJOR_MINOR.match(value) or re.fullmatch(r"[0-9]{1,9}", value):
-                drv["cuda"] = value if "." in value else f"{value}.0"
-                drv.setdefault("source", "override")
-                drv["error"] = None
-            else:
-                raise _bad(key, value, "a CUDA version like 12.4")
-        elif key == "gpu_cc":
-            ccs = [c.strip() for c in value.split(",") if c.strip()]
-            if not ccs or not all(_MAJOR_MINOR.match(c) for c in ccs):
-                raise _bad(key, value, 'compute capabilities like "8.6" or "8.6,7.5"')
-            gpus = out.get("gpus") or []
-            new = []
-            for i, cc in enumerate(ccs):
-                g = dict(gpus[i]) if i < len(gpus) else {"index": i, "name": None, "memory_mib": None, "uuid": None}
-                g.update({"compute_capability": cc, "source": "override", "visible": True})
-                new.append(g)
-            out["gpus"] = new
-        elif key == "gpu_name":
-            for g in out.setdefault("gpus", []) or [{"index": 0}]:
-                g["name"] = value
-            if not out["gpus"]:
-                out["gpus"] = [{"index": 0, "name": value, "compute_capability": None, "memory_mib": None,
-                                "uuid": None, "source": "override", "visible": True}]
-        elif key == "gpu_memory_mib":
-            if not re.fullmatch(r"[0-9]{1,9}", value):
-                raise _bad(key, value, "a whole number of MiB")
-            if not out.get("gpus"):
-                out["gpus"] = [{"index": 0, "name": None, "compute_capability": None, "uuid": None,
-                                "source": "override", "visible": True}]
-            for g in out["gpus"]:
-                g["memory_mib"] = int(value)
-        elif key == "os":
-            if value not in ("linux", "windows", "macos", "wsl2"):
-                raise _bad(key, value, "one of linux, windows, macos, wsl2")
-            plat = out.setdefault("platform", {})
-            plat["os"] = "linux" if value == "wsl2" else value
-            plat["wsl"] = 2 if value == "wsl2" else None
-        elif key == "glibc":
-            if not _MAJOR_MINOR.match(value):
-                raise _bad(key, value, "a glibc version like 2.35")
-            out.setdefault("platform", {})["glibc"] = value
-        elif key == "pythons":
-            versions = [v.strip() for v in value.split(",") if v.strip()]
-            if not versions or not all(re.fullmatch(r"[0-9]{1,3}\.[0-9]{1,3}(\.[0-9]{1,4})?", v) for v in versions):
-                raise _bad(key, value, 'Python versions like "3.8,3.11"')
-            out.setdefault("python", {})["interpreters"] = [
-                {"version": v, "path": None, "source": "override"} for v in versions]
-        elif key == "no_avx":
-            if value.lower() in ("1", "true", "yes", "on"):
-                out["cpu"] = {**out.get("cpu", {}), "avx": False, "avx2": False, "source": "override"}
-            elif value.lower() not in ("0", "false", "no", "off"):
-                raise _bad(key, value, "1 or 0")
-        elif key == "cuda_toolkit":
-            if not _MAJOR_MINOR.match(value):
-                raise _bad(key, value, "a CUDA version like 11.8")
-            out["cuda_toolkits"] = [{"version": value, "path": None, "source": "override", "libcudart": []}]
-        elif key == "cudnn":
-            if not _VERSION.match(value):
-                raise _bad(key, value, "a cuDNN version like 8.9.7")
-            out["cudnn"] = [{"version": value, "path": None, "source": "override"}]
+        if key in ("driver", "cuda_driver"):
+            _override_driver(out, key, value, overrides, from_conda)
+        elif key in ("gpu_cc", "gpu_name", "gpu_memory_mib"):
+            _override_gpus(out, key, value)
+        elif key in ("os", "glibc", "pythons", "no_avx", "cuda_toolkit", "cudnn"):
+            _override_system(out, key, value)
         else:
             msg = f"unknown override {key!r}"
             raise UsageError(msg)

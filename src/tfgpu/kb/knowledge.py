@@ -18,26 +18,26 @@ from tfgpu.core.pci import normalize_pci_device_id
 from tfgpu.core.record import field, record, replace
 from tfgpu.kb.gpunames import normalize_gpu_name
 from tfgpu.kb.parse import (
-    _ACTIVATION_SPLIT,
-    ARCH_BUILDS,
-    _bad,
-    _opt_version,
+    _parse_archs,
     _parse_builds,
     _parse_conda_names,
+    _parse_conda_packages,
     _parse_container_table,
     _parse_gpu_devices,
     _parse_image_faults,
     _parse_installs,
     _parse_macos_tags,
+    _parse_minor_compats,
     _parse_notes,
     _parse_pins,
     _parse_python_limits,
+    _parse_recipes,
     _parse_releases,
     _parse_rules,
+    _parse_toolkits,
     _parse_verified,
     _parse_wheels,
     _rows,
-    _shares,
     _source_tables,
     _spec,
     load_toml,
@@ -481,6 +481,7 @@ def _nearest(wanted: Version, candidates: Iterable[Version]) -> list[str]:
 
 
 def _parse_kb() -> KnowledgeBase:
+    """Every compat/*.toml table, parsed and checked, as one KnowledgeBase."""
     meta = load_toml("meta")
     tf = load_toml("tensorflow")
     rel = load_toml("releases")
@@ -497,73 +498,15 @@ def _parse_kb() -> KnowledgeBase:
     except DataError:
         archs_data = {"archs": [], "sources": {}}
 
-    toolkits = []
-    for row in _rows("cuda", cuda, "toolkits"):
-        try:
-            toolkits.append(Toolkit(
-                cuda=version(row["cuda"]), linux_min_driver=_opt_version("cuda", row, "linux_min_driver"),
-                windows_min_driver=_opt_version("cuda", row, "windows_min_driver"),
-                cc_min=str(row.get("cc_min", "")), cc_max=str(row.get("cc_max", "")), source=row["source"], raw=row,
-            ))
-        except (KeyError, InvalidVersion) as exc:
-            raise _bad("cuda", row, f"bad toolkit row: {exc}") from None  # noqa: EM101
-    minor = [
-        MinorCompat(
-            major=int(row["major"]), linux_min_driver=_opt_version("cuda", row, "linux_min_driver"),
-            windows_min_driver=_opt_version("cuda", row, "windows_min_driver"),
-            not_covered=str(row.get("not_covered", "")), source=row["source"], raw=row,
-        )
-        for row in _rows("cuda", cuda, "minor_version_compat")
-    ]
-    archs = []
-    for row in _rows("tf_archs", archs_data, "archs", required=False):
-        archs.append(ArchTargets(
-            tf=_spec("tf_archs", row), os=str(row.get("os", "linux")), sass=_split(row.get("sass", "")),
-            ptx=max(_split(row.get("ptx", "")), key=Version, default=None),
-            source=row["source"],
-            confidence=str(row.get("confidence", "sourced")), note=str(row.get("note", "")),
-            ptx_fails=_split(row.get("ptx_fails", "")), source2=str(row.get("source2", "")),
-            build=str(row.get("build", "pip")), cuda=_spec("tf_archs", row, "cuda") if "cuda" in row else None,
-            # every PTX target: `ptx_all` (rows read from the wheels), or `ptx` listing several
-            sass_partial=_shares("tf_archs", row, "sass_partial"),
-            ptx_all=_split(row.get("ptx_all", "")) or _split(row.get("ptx", "")),
-            ptx_partial=_shares("tf_archs", row, "ptx_partial"), kernels=int(row.get("kernels", 0)),
-            wheel=str(row.get("wheel", "")), sha256=str(row.get("sha256", "")),
-            wheel_newest=str(row.get("wheel_newest", "")), sha256_newest=str(row.get("sha256_newest", "")),
-        ))
-        if archs[-1].build not in ARCH_BUILDS:
-            file, msg = "tf_archs", f"build {archs[-1].build!r} is not one of {ARCH_BUILDS}"
-            raise _bad(file, row, msg)
-    recs = []
-    for row in _rows("recipes", recipes, "recipes"):
-        recs.append(Recipe(
-            id=row["id"], backend=row["backend"], os=frozenset(_split(row.get("os", ""))), tf=_spec("recipes", row),
-            channels=_split(row.get("channels", "")), packages=str(row.get("packages", "")),
-            pins=str(row.get("pins", "")), python=str(row.get("python", "")),
-            provides_cuda=bool(row.get("provides_cuda", False)),
-            activation=tuple(a.strip() for a in _ACTIVATION_SPLIT.split(str(row.get("activation", ""))) if a.strip()),
-            activation_file=str(row.get("activation_file", "")), note=str(row.get("note", "")),
-            source=row["source"], gpu=bool(row.get("gpu", True)),
-            confidence=str(row.get("confidence", "sourced")), raw=row,
-        ))
-    packages = []
-    for row in _rows("conda", conda, "packages"):
-        try:
-            packages.append(CondaPackage(
-                channel=row["channel"], name=row["name"], version=version(row["version"]), os=row["os"],
-                python=_split(row.get("python", "")), cudatoolkit=str(row.get("cudatoolkit", "")),
-                cudnn=str(row.get("cudnn", "")), cuda=str(row.get("cuda", "")), build=str(row.get("build", "")),
-                source=row["source"], confidence=str(row.get("confidence", "sourced")), raw=row,
-            ))
-        except (KeyError, InvalidVersion) as exc:
-            raise _bad("conda", row, f"bad conda package row: {exc}") from None  # noqa: EM101
+    toolkits, minor = _parse_toolkits(cuda), _parse_minor_compats(cuda)
+    archs, recs, packages = _parse_archs(archs_data), _parse_recipes(recipes), _parse_conda_packages(conda)
     releases = _parse_releases("releases", rel)
     images, series, rules = _parse_container_table()
     containers, (names, url, vps) = load_toml("containers"), _parse_conda_names(conda)
     return KnowledgeBase(
         data_version=str(meta["data_version"]), date=str(meta.get("date", "")),
-        builds=_parse_builds("tensorflow", tf), releases=releases, archs=tuple(archs),
-        toolkits=tuple(toolkits), minor_compats=tuple(minor), recipes=tuple(recs), conda=tuple(packages),
+        builds=_parse_builds("tensorflow", tf), releases=releases, archs=archs,
+        toolkits=toolkits, minor_compats=minor, recipes=recs, conda=packages,
         arch_names=tuple((str(r["cc"]), str(r["arch"])) for r in _rows("gpus", gpus, "archs")),
         models=tuple(
             GpuModel(name=str(r["name"]), cc=str(r["cc"]), aliases=_split(r.get("aliases", "")), source=r["source"])

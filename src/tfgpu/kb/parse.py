@@ -21,17 +21,22 @@ from tfgpu.kb.records import (
     VERIFIED_KEYS,
     VERIFIED_PACKAGES,
     VERIFY_RESULTS,
+    ArchTargets,
     Build,
+    CondaPackage,
     ContainerImage,
     ContainerSeries,
     GpuDevice,
     ImageFault,
     InstallAs,
+    MinorCompat,
     Note,
     Pin,
     PythonLimit,
+    Recipe,
     Release,
     Rule,
+    Toolkit,
     Verified,
     WheelFacts,
 )
@@ -552,3 +557,87 @@ def _parse_conda_names(data: dict[str, Any]) -> tuple[tuple[str, ...], str, tupl
                 raise _bad("conda", row, f"virtual package {spec.strip()!r} is not __name=version=build")  # noqa: EM101
             vps.append((str(row["platform"]), parts[0], parts[1], parts[2]))
     return tuple(str(n) for n in tos["names"]), str(tos.get("url", "")), tuple(vps)
+
+
+def _parse_toolkits(cuda: dict[str, Any]) -> tuple[Toolkit, ...]:
+    """compat/cuda.toml `toolkits`: each CUDA release's minimum drivers and compute capabilities."""
+    toolkits = []
+    for row in _rows("cuda", cuda, "toolkits"):
+        try:
+            toolkits.append(Toolkit(
+                cuda=version(row["cuda"]), linux_min_driver=_opt_version("cuda", row, "linux_min_driver"),
+                windows_min_driver=_opt_version("cuda", row, "windows_min_driver"),
+                cc_min=str(row.get("cc_min", "")), cc_max=str(row.get("cc_max", "")), source=row["source"], raw=row,
+            ))
+        except (KeyError, InvalidVersion) as exc:
+            raise _bad("cuda", row, f"bad toolkit row: {exc}") from None  # noqa: EM101
+    return tuple(toolkits)
+
+
+def _parse_minor_compats(cuda: dict[str, Any]) -> tuple[MinorCompat, ...]:
+    """compat/cuda.toml `minor_version_compat`: each CUDA major's minor-version compatibility floor."""
+    return tuple(
+        MinorCompat(
+            major=int(row["major"]), linux_min_driver=_opt_version("cuda", row, "linux_min_driver"),
+            windows_min_driver=_opt_version("cuda", row, "windows_min_driver"),
+            not_covered=str(row.get("not_covered", "")), source=row["source"], raw=row,
+        )
+        for row in _rows("cuda", cuda, "minor_version_compat")
+    )
+
+
+def _parse_archs(archs_data: dict[str, Any]) -> tuple[ArchTargets, ...]:
+    """compat/tf_archs.toml `archs`: the GPU architectures each TensorFlow build ships code for."""
+    archs = []
+    for row in _rows("tf_archs", archs_data, "archs", required=False):
+        archs.append(ArchTargets(
+            tf=_spec("tf_archs", row), os=str(row.get("os", "linux")), sass=_split(row.get("sass", "")),
+            ptx=max(_split(row.get("ptx", "")), key=Version, default=None),
+            source=row["source"],
+            confidence=str(row.get("confidence", "sourced")), note=str(row.get("note", "")),
+            ptx_fails=_split(row.get("ptx_fails", "")), source2=str(row.get("source2", "")),
+            build=str(row.get("build", "pip")), cuda=_spec("tf_archs", row, "cuda") if "cuda" in row else None,
+            # every PTX target: `ptx_all` (rows read from the wheels), or `ptx` listing several
+            sass_partial=_shares("tf_archs", row, "sass_partial"),
+            ptx_all=_split(row.get("ptx_all", "")) or _split(row.get("ptx", "")),
+            ptx_partial=_shares("tf_archs", row, "ptx_partial"), kernels=int(row.get("kernels", 0)),
+            wheel=str(row.get("wheel", "")), sha256=str(row.get("sha256", "")),
+            wheel_newest=str(row.get("wheel_newest", "")), sha256_newest=str(row.get("sha256_newest", "")),
+        ))
+        if archs[-1].build not in ARCH_BUILDS:
+            file, msg = "tf_archs", f"build {archs[-1].build!r} is not one of {ARCH_BUILDS}"
+            raise _bad(file, row, msg)
+    return tuple(archs)
+
+
+def _parse_recipes(recipes: dict[str, Any]) -> tuple[Recipe, ...]:
+    """compat/recipes.toml `recipes`: how each backend installs a TensorFlow release."""
+    recs = []
+    for row in _rows("recipes", recipes, "recipes"):
+        recs.append(Recipe(
+            id=row["id"], backend=row["backend"], os=frozenset(_split(row.get("os", ""))), tf=_spec("recipes", row),
+            channels=_split(row.get("channels", "")), packages=str(row.get("packages", "")),
+            pins=str(row.get("pins", "")), python=str(row.get("python", "")),
+            provides_cuda=bool(row.get("provides_cuda", False)),
+            activation=tuple(a.strip() for a in _ACTIVATION_SPLIT.split(str(row.get("activation", ""))) if a.strip()),
+            activation_file=str(row.get("activation_file", "")), note=str(row.get("note", "")),
+            source=row["source"], gpu=bool(row.get("gpu", True)),
+            confidence=str(row.get("confidence", "sourced")), raw=row,
+        ))
+    return tuple(recs)
+
+
+def _parse_conda_packages(conda: dict[str, Any]) -> tuple[CondaPackage, ...]:
+    """compat/conda.toml `packages`: the conda TensorFlow builds and what each depends on."""
+    packages = []
+    for row in _rows("conda", conda, "packages"):
+        try:
+            packages.append(CondaPackage(
+                channel=row["channel"], name=row["name"], version=version(row["version"]), os=row["os"],
+                python=_split(row.get("python", "")), cudatoolkit=str(row.get("cudatoolkit", "")),
+                cudnn=str(row.get("cudnn", "")), cuda=str(row.get("cuda", "")), build=str(row.get("build", "")),
+                source=row["source"], confidence=str(row.get("confidence", "sourced")), raw=row,
+            ))
+        except (KeyError, InvalidVersion) as exc:
+            raise _bad("conda", row, f"bad conda package row: {exc}") from None  # noqa: EM101
+    return tuple(packages)

@@ -88,6 +88,52 @@ def _pip_part_steps(lock: Lock, platform: str, value: str, py_in_env: str, prefi
     ]
 
 
+def _conda_lock_install_steps(
+    lock: Lock, platform: str, conda_pkgs: Sequence[LockedPackage], pip_pkgs: Sequence[LockedPackage],
+    py_in_env: str, prefix: str, os_name: str, *, engine_python: str | None, index_url: str | None,
+    find_links: Sequence[str], offline: bool,
+) -> tuple[list[Step], list[str], list[str]]:
+    """The steps that install a conda lock's packages for ``platform``: the locked conda packages (embedded
+    engine), the locked pip packages, the recipe's pip part. Returns (steps, pip requirements, notes)."""
+    notes: list[str] = []
+    argv = [engine_python or sys.executable, "-m", "tfgpu.backends.rattler", "install-lock", "--prefix", prefix,
+            "--lock", lock.path, "--platform", platform]
+    if offline:
+        argv.append("--offline")
+    steps = [Step(tuple(argv), f"install exactly the {len(conda_pkgs)} conda packages {posixpath.basename(lock.path)} "
+                               f"locks for {platform} (URLs and hashes; no solving) with tfgpu's embedded engine")]
+    pip_reqs: list[str] = []
+    if pip_pkgs:
+        from tfgpu.backends.lockfiles import locked_pip_requirement
+
+        hashed = [locked_pip_requirement(p, lock.path) for p in pip_pkgs]
+        steps.append(Step((py_in_env, "-m", "pip", "install", "--disable-pip-version-check", "--no-deps",
+                           "--require-hashes", *hashed),
+                          f"install the {len(pip_pkgs)} locked pip packages from their URLs, without resolving "
+                          "(--no-deps); pip checks each download against the sha256 in the URL"))
+        pip_reqs += hashed
+        if offline:
+            notes.append("--offline: the locked pip packages are fetched from their URLs; pip's cache may serve them")
+    pip_part = lock.meta(f"tfgpu_pip_{platform}")
+    if pip_part:
+        steps.extend(_pip_part_steps(lock, platform, pip_part, py_in_env, prefix, os_name, index_url=index_url,
+                                     find_links=find_links, offline=offline))
+        pip_reqs += ["--require-hashes", "--no-deps", "-r", _pip_part_file(prefix, os_name)]
+    return steps, pip_reqs, notes
+
+
+def _conda_lock_release_notes(tfs: str, v: Version | None, recipe_id: str, *, recipe_known: bool) -> list[str]:
+    """What a conda lock's plan says about its TensorFlow release and recipe when the knowledge base lacks them."""
+    notes: list[str] = []
+    if not tfs:
+        notes.append("the lock names no TensorFlow package; the environment is recorded without a version")
+    elif v is None:
+        notes.append(f"TensorFlow {tfs} is not in tfgpu's knowledge base: no verdict pre-check or recipe activation")
+    if recipe_id and not recipe_known and v is not None:
+        notes.append(f"the lock names recipe {recipe_id}, which the knowledge base does not know for TensorFlow {tfs}")
+    return notes
+
+
 def plan_from_lock(kb: KnowledgeBase, facts: Facts, lock: Lock, req: BuildRequest, *,
                    tools: Mapping[str, str | None] | None = None, home: str = "~/.local/share/tfgpu",
                    engine_python: str | None = None) -> Plan:
@@ -124,35 +170,14 @@ def plan_from_lock(kb: KnowledgeBase, facts: Facts, lock: Lock, req: BuildReques
         name = name or _lock_env_name(tfs, lock.path)
         prefix = _join(os_name, home, "envs", name)
     py_in_env = env_python(prefix, os_name, conda=True)
-    notes: list[str] = []
     sources: list[str] = [lock.path]
     recipe_id = lock.meta(f"tfgpu_recipe_{platform}")
     recipe = None
     if recipe_id and v is not None:
         recipe = next((r for r in kb.recipes_for(v, os_name) if r.id == recipe_id), None)
-    argv = [engine_python or sys.executable, "-m", "tfgpu.backends.rattler", "install-lock", "--prefix", prefix,
-            "--lock", lock.path, "--platform", platform]
-    if offline:
-        argv.append("--offline")
-    steps = [Step(tuple(argv), f"install exactly the {len(conda_pkgs)} conda packages {posixpath.basename(lock.path)} "
-                               f"locks for {platform} (URLs and hashes; no solving) with tfgpu's embedded engine")]
-    pip_reqs: list[str] = []
-    if pip_pkgs:
-        from tfgpu.backends.lockfiles import locked_pip_requirement
-
-        hashed = [locked_pip_requirement(p, lock.path) for p in pip_pkgs]
-        steps.append(Step((py_in_env, "-m", "pip", "install", "--disable-pip-version-check", "--no-deps",
-                           "--require-hashes", *hashed),
-                          f"install the {len(pip_pkgs)} locked pip packages from their URLs, without resolving "
-                          "(--no-deps); pip checks each download against the sha256 in the URL"))
-        pip_reqs += hashed
-        if offline:
-            notes.append("--offline: the locked pip packages are fetched from their URLs; pip's cache may serve them")
-    pip_part = lock.meta(f"tfgpu_pip_{platform}")
-    if pip_part:
-        steps.extend(_pip_part_steps(lock, platform, pip_part, py_in_env, prefix, os_name, index_url=index_url,
-                                     find_links=find_links, offline=offline))
-        pip_reqs += ["--require-hashes", "--no-deps", "-r", _pip_part_file(prefix, os_name)]
+    steps, pip_reqs, notes = _conda_lock_install_steps(
+        lock, platform, conda_pkgs, pip_pkgs, py_in_env, prefix, os_name, engine_python=engine_python,
+        index_url=index_url, find_links=find_links, offline=offline)
     act_lines, act_notes = activation_lines(recipe, facts, conda_like=True, os_name=os_name)
     notes.extend(act_notes)
     steps.extend(conda_activation_steps(act_lines, prefix, os_name))
@@ -164,12 +189,7 @@ def plan_from_lock(kb: KnowledgeBase, facts: Facts, lock: Lock, req: BuildReques
     if tos:
         notes.append(tos)
         sources.append(ANACONDA_TOS_SOURCE)
-    if not tfs:
-        notes.append("the lock names no TensorFlow package; the environment is recorded without a version")
-    elif v is None:
-        notes.append(f"TensorFlow {tfs} is not in tfgpu's knowledge base: no verdict pre-check or recipe activation")
-    if recipe_id and recipe is None and v is not None:
-        notes.append(f"the lock names recipe {recipe_id}, which the knowledge base does not know for TensorFlow {tfs}")
+    notes.extend(_conda_lock_release_notes(tfs, v, recipe_id, recipe_known=recipe is not None))
     return Plan(
         tf=tfs or "unknown", backend="rattler", tool="rattler",
         backend_reason=f"--from-lock {lock.path}: exactly the locked packages for {platform}, no solving",

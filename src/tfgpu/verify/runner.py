@@ -239,16 +239,9 @@ def _libraries_view(build_info: Mapping[str, Any], libraries: Mapping[str, Any] 
     return libs
 
 
-def build_report(
-    python: str,
-    result: Result,
-    *,
-    facts: Mapping[str, Any] | None = None,
-) -> SmokeReport:
-    """Turn the finished child process into a report: parse, explain the log, compare libraries."""
-    doc, other_stdout, why = parse_output(result.stdout)
-    stderr_lines = result.stderr.splitlines()
-    notes: list[str] = []
+def _run_error(result: Result, doc: dict[str, Any] | None, why: str | None) -> tuple[str | None, list[str]]:
+    """Why the smoke test failed as a run (no child, a timeout, no result document, a signal), or None; and the
+    lines a shell would have shown for it (for the log's explanations)."""
     extra: list[str] = []
     error: str | None = None
     if result.error and result.returncode is None and not result.timed_out:
@@ -269,6 +262,20 @@ def build_report(
                 extra.append("Illegal instruction (core dumped)")
         elif result.returncode not in (0, None):
             error = f"{why} (exit code {result.returncode})"
+    return error, extra
+
+
+def build_report(
+    python: str,
+    result: Result,
+    *,
+    facts: Mapping[str, Any] | None = None,
+) -> SmokeReport:
+    """Turn the finished child process into a report: parse, explain the log, compare libraries."""
+    doc, other_stdout, why = parse_output(result.stdout)
+    stderr_lines = result.stderr.splitlines()
+    notes: list[str] = []
+    error, extra = _run_error(result, doc, why)
     if result.truncated:
         notes.append("the output was longer than tfgpu keeps; only its beginning was read")
     doc = doc or {}
