@@ -122,3 +122,22 @@ def test_no_module_is_over_700_lines():
     long = {str(p.relative_to(SRC)): n for p in SRC.rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > 700}
     assert not long, long
+
+
+def _long_functions(text: str, limit: int = 80) -> list[tuple[str, int]]:
+    """(name, lines) of each function in ``text`` longer than ``limit`` lines, from its ``def`` to its last line."""
+    return [(n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(ast.parse(text))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno is not None
+            and n.end_lineno - n.lineno + 1 > limit]
+
+
+def test_the_function_length_check_sees_a_long_function():
+    body = "".join(f"    x{i} = {i}\n" for i in range(85))
+    assert _long_functions(f"def short():\n    pass\n\n\ndef long():\n{body}") == [("long", 86)]
+
+
+def test_no_function_is_over_80_lines():
+    """A function is one step a reader can follow: none is longer than 80 lines (issue 25)."""
+    long = {f"{p.relative_to(SRC)}:{name}": n for p in SRC.rglob("*.py")
+            for name, n in _long_functions(p.read_text(encoding="utf-8"))}
+    assert not long, long
