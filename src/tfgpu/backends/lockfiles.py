@@ -181,53 +181,12 @@ def content_hash(*, channels: Sequence[str], specs: Sequence[str], platform: str
 
 # --------------------------------------------------------------------------- writing
 
-_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_.+\-/:@]*[A-Za-z0-9_./]|[A-Za-z]")
-_NUMBERISH = re.compile(r"[-+]?[0-9_.:eE+\-]+|0[xXoObB][0-9a-fA-F_]+")
-_YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "none", "~", "nan", "inf"}
+def _yaml_text(doc: Mapping[str, Any]) -> str:
+    """``doc`` as block YAML in conda-lock's layout (PyYAML's safe dumper: keys in order, a list's items at its
+    key's indentation, a string quoted only where YAML would read it as another type, no line folding)."""
+    import yaml
 
-
-def _scalar(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    text = str(value)
-    if _PLAIN.fullmatch(text) and not _NUMBERISH.fullmatch(text) and text.lower() not in _YAML_WORDS:
-        return text
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _emit(value: Any, indent: int, out: list[str]) -> None:
-    pad = "  " * indent
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            key = _scalar(k)
-            if isinstance(v, Mapping):
-                if not v:
-                    out.append(f"{pad}{key}: {{}}")
-                else:
-                    out.append(f"{pad}{key}:")
-                    _emit(v, indent + 1, out)
-            elif isinstance(v, list):
-                if not v:
-                    out.append(f"{pad}{key}: []")
-                else:
-                    out.append(f"{pad}{key}:")
-                    _emit(v, indent, out)  # conda-lock style: list items at the key's indentation
-            else:
-                out.append(f"{pad}{key}: {_scalar(v)}")
-    elif isinstance(value, list):
-        for item in value:
-            if isinstance(item, Mapping) and item:
-                sub: list[str] = []
-                _emit(item, indent + 1, sub)
-                first = sub[0][len("  " * (indent + 1)):]
-                out.append(f"{pad}- {first}")
-                out.extend(sub[1:])
-            else:
-                out.append(f"{pad}- {_scalar(item)}")
-    else:  # pragma: no cover - the document shape never puts a scalar here
-        out.append(f"{pad}{_scalar(value)}")
+    return str(yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True, width=1 << 30))
 
 
 def lock_document(lock: Lock) -> dict[str, Any]:
@@ -252,9 +211,7 @@ def lock_document(lock: Lock) -> dict[str, Any]:
 
 
 def dumps(lock: Lock, name: str = "conda-lock.yml") -> str:
-    out: list[str] = []
-    _emit(lock_document(lock), 0, out)
-    return HEADER.format(name=name) + "\n".join(out) + "\n"
+    return HEADER.format(name=name) + _yaml_text(lock_document(lock))
 
 
 def write_lockfile(lock: Lock, path: Path, *, force: bool = False) -> Path:

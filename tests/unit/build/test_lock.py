@@ -280,8 +280,11 @@ def test_pip_lock_requirements_carry_the_create_pins() -> None:
 @pytest.mark.real_subprocess
 def test_pip_lock_with_uv_has_hashes_for_every_requirement(cli: Cli, tmp_path: Path) -> None:
     out = tmp_path / "requirements.lock.txt"
-    code, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.16.1", "--backend", "pip", "--python", "3.11", "-o", str(out))
+    # the facts' machine (driver 440.64) blocks 2.16.1: --force locks it anyway, as `lock` says (issue 29, item 3)
+    code, _, err = cli("lock", "--facts", LOCK_FACTS, "--tf", "2.16.1", "--backend", "pip", "--python", "3.11", "--force",
+                       "-o", str(out))
     assert code == 0, err
+    assert "locking it anyway (--force)" in err
     text = out.read_text()
     assert "tensorflow==2.16.1" in text
     pinned = [line for line in text.splitlines() if "==" in line and not line.startswith(("#", " "))]
