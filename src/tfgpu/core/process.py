@@ -23,7 +23,6 @@ from pathlib import Path
 
 from tfgpu.core.errors import Interrupted, ProgramNotFound, StepFailed, clip_words
 from tfgpu.core.record import field, record
-from tfgpu.core.termtext import mask_secrets
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the doctor's probe child runs this)
 if TYPE_CHECKING:
@@ -70,11 +69,21 @@ class Result:
         return f"{shown(self.argv)} succeeded"
 
 
+def _mask(line: str) -> str:
+    from tfgpu.core.termtext import mask_secrets
+
+    return mask_secrets(line)
+
+
 def shown(argv: Sequence[str]) -> str:
     """:func:`quote` for a terminal, a CI log or tfgpu's log files: each argument masked before it is quoted
     (tfgpu.core.termtext.mask_secrets: ``--index-url https://user:TOKEN@host/simple`` shows ``user:****@``, as
     pip and uv print it, whatever quotes or ``@`` the password holds). Generated scripts (``plan --format sh``)
     keep the real text: they must run."""
+    from tfgpu.core.termtext import (
+        mask_secrets,  # its patterns compile on first use: not on the doctor's path
+    )
+
     return quote([mask_secrets(a) for a in argv])
 
 
@@ -435,6 +444,8 @@ class StepLog:
     error: str | None = None  # why the log file could not be written (a full disk); the tail is still kept
 
     def write(self, line: str) -> None:
+        from tfgpu.core.termtext import mask_secrets
+
         line = mask_secrets(line)  # an installer's output too: a URL with a password, a Bearer header
         self.tail.append(line)
         try:
@@ -515,7 +526,7 @@ def _follow_step(proc: subprocess.Popen[bytes], argv: tuple[str, ...], *, log: S
                 line = _decode(raw).rstrip("\r\n")
                 if not whole and len(raw) >= MAX_STEP_LINE_BYTES:
                     rest, line = True, line + f" [line cut at {MAX_STEP_LINE_BYTES // 1024} KB]"
-                line = mask_secrets(line)
+                line = _mask(line)
                 lines.append(line)
                 log.write(line)
                 if on_line:

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any, TextIO, cast
 
 from tfgpu import __version__
-from tfgpu.core.termtext import mask_secrets
 from tfgpu.judge.diagnose import DoctorResult
 from tfgpu.judge.findings import BLOCKED, CAVEATS, ERROR, FAIL, PASS, READY, SKIP, WARN, chosen_blockers
 
@@ -84,6 +83,8 @@ def redactor(user: str | None = None, host: str | None = None, home: str | None 
     except (KeyError, OSError):  # no passwd entry (containers)
         user = ""
     import socket
+
+    from tfgpu.core.termtext import mask_secrets
 
     host = host if host is not None else socket.gethostname()
     home = home if home is not None else str(Path.home())
