@@ -200,16 +200,17 @@ def test_high3_conda_lock_pip_entry_with_a_directory_url_is_refused(tmp_path: Pa
 @needs_engine
 @pytest.mark.faults
 def test_high3_premise_real_pip_runs_the_build_backend_of_the_planned_directory(tmp_path: Path) -> None:
-    """High 3's premise with the real pip: the exact requirement tfgpu plans for such a lock (taken from
-    `create --from-lock --dry-run`) makes `pip install --dry-run --no-index` import the directory's own build
-    backend, i.e. run code from the lock, although it carries the lock's #sha256."""
+    """High 3's premise with the real pip: the requirement tfgpu planned for such a lock before the fix
+    (``NAME @ file:///dir#sha256=...``, what `create --from-lock --dry-run` printed) makes `pip install --dry-run
+    --no-index` import the directory's own build backend, i.e. run code from the lock, although it carries the
+    lock's #sha256. tfgpu now refuses the lock (the test above); this keeps the reason on record."""
     tree = _evil_source_tree(tmp_path / "evilsrc")
     res = _plan_from_lock(tmp_path, _with_pip_url(tmp_path, tree.as_uri()), "--platform", "linux-64")
     found = re.search(r"'(certifi @ file://[^']+)'", res.stdout)
-    if found is None:
-        pytest.skip("tfgpu no longer plans the directory URL (High 3 fixed): nothing for pip to build")
+    assert found is None, "tfgpu plans a directory URL again (High 3)"
+    requirement = f"certifi @ {tree.as_uri()}#sha256={'0' * 64}"  # the shape tfgpu planned before the fix
     subprocess.run([python_with_pip(tmp_path), "-m", "pip", "install", "--dry-run", "--quiet", "--no-deps", "--no-index",
-                    "--disable-pip-version-check", found.group(1)], capture_output=True, text=True, check=False, timeout=120,
+                    "--disable-pip-version-check", requirement], capture_output=True, text=True, check=False, timeout=120,
                    env={**os.environ, "PIP_CONFIG_FILE": os.devnull})
     assert (tree / "BACKEND_RAN").is_file()
 
