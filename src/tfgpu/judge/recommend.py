@@ -69,8 +69,16 @@ def create_command(tv: TargetVerdict, machine: Machine | None = None) -> str:
 
 def for_container_backend(rec: Recommendation, backend: str) -> Recommendation:
     """A recommendation of the container route under ``--backend docker|podman|apptainer|container``: its
-    command names the backend asked for (the route's recipes say only "container"); any other is as it is."""
-    return replace(rec, command=f"tfgpu create --tf {rec.tf} --backend {backend}") if rec.backend == "container" else rec
+    command names the backend asked for (the route's recipes say only "container"); any other is as it is. A route
+    judged runnable through another runtime than the one asked for (apptainer installed, docker asked) is named
+    ``--backend container``: that picks the runtime the route was judged with."""
+    if rec.backend != "container":
+        return rec
+    box = next((b for b in (rec.target.backends if rec.target is not None else ()) if b.backend == "container"), None)
+    runtime = getattr(box, "runtime", None)
+    if backend != "container" and runtime and runtime != backend and (runtime, backend) != ("singularity", "apptainer"):
+        backend = "container"
+    return replace(rec, command=f"tfgpu create --tf {rec.tf} --backend {backend}")
 
 
 def best_verdict(verdicts: Iterable[TargetVerdict]) -> TargetVerdict | None:

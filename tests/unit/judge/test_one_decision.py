@@ -386,8 +386,9 @@ def assert_one_container_decision(facts: dict[str, Any], tf: str, backend: str) 
     assert row.tf == plan.tf or (plan.recipe_id.startswith("nvcr.io/") and series_of(Version(row.tf)) == series_of(Version(plan.tf)))
     rec = result.recommendation
     if rec is not None and rec.backend == "container":
-        assert rec.command == f"tfgpu create --tf {rec.tf} --backend {backend}"
-        rec_plan = container_plan_or_none(facts, rec.tf, backend)
+        # the backend asked for, or `container` when the route runs only through another installed runtime
+        assert rec.command in (f"tfgpu create --tf {rec.tf} --backend {b}" for b in (backend, "container"))
+        rec_plan = container_plan_or_none(facts, rec.tf, rec.command.rsplit(" ", 1)[1])
         assert rec_plan is not None
         assert rec_plan.recipe_id == rec.recipe_id == rec.recipe
         assert rec_plan.verdict == rec.verdict
@@ -543,3 +544,13 @@ def test_an_h100_judges_one_release_of_each_series_its_gpu_is_too_new_for() -> N
     for s in ("2.11", "2.9", "2.0"):
         assert [v for v in judged if series_of(Version(v)) == s] == [str(KB.gpu_versions_in(s, "linux")[0])]
     assert series == _series_judged_in_full(facts)
+
+
+@pytest.mark.parametrize("backend", ["docker", "podman", "apptainer", "container"])
+def test_a_container_route_through_another_runtime_is_recommended_with_the_backend_that_builds_it(backend: str) -> None:
+    """Found by the thousand-machine property: an A100 on driver 418 (nothing native runs) with only apptainer
+    installed, `--backend docker`. The recommendation was the container route judged through apptainer, named
+    `--backend docker`, which `create` would block; it is named `--backend container` (or the runtime's own)."""
+    facts = with_container_facts(machine("linux", "418.39", ("NVIDIA A100-SXM4-40GB", "8.0", 40960), ["3.11"], None, None),
+                                 ["apptainer"], "cdi", False)
+    assert_one_container_decision(facts, "2.0", backend)
