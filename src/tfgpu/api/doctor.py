@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
+    from tfgpu.backends.config import Config
     from tfgpu.judge.diagnose import DoctorResult
     from tfgpu.kb.knowledge import KnowledgeBase
 
@@ -75,20 +76,30 @@ def doctor_report(
         from tfgpu.kb.knowledge import load_kb
         from tfgpu.render import report
         kb = load_kb()
+        config = _ready_to_judge()
     except (Exception, KeyboardInterrupt):  # a bad knowledge base, a bug, or Ctrl-C / a signal (tfgpu turns
         # SIGINT/SIGTERM/SIGHUP into KeyboardInterrupt): stop the probe child before the error goes up
         pending.cancel()  # type: ignore[attr-defined]
         raise
     facts, active = pending()
-    from tfgpu.backends.config import load_config
-
-    config = load_config()  # its [backends] prefer steers the recipe exactly as it does for plan and create
     result = doctor_result(facts, kb, tf=tf, backend=backend, prefer=config.prefer, prefer_source=config.source)
     doc = report.doctor_document(facts, result, data_version=kb.data_version, overrides=active)
     _environment_verdict(doc, facts, kb, import_tf=import_tf, timeout=timeout)
     doc["exit_code"] = int(result.exit_code(require_gpu=require_gpu, strict=strict))
     doc["knowledge"] = knowledge_of(kb, facts, today)
     return doc, result
+
+
+def _ready_to_judge() -> Config:
+    """What judging needs that no fact changes, made ready while the probes run (in the console script's probe
+    child: here the parent would only wait): the configuration, whose [backends] prefer steers the recipe exactly
+    as it does for plan and create, and the modules that judging, the knowledge report and the JSON writer import."""
+    from tfgpu.backends.config import load_config
+    from tfgpu.kb import freshness  # noqa: F401 - imported now, used by knowledge_of
+    from tfgpu.plan import choose  # noqa: F401 - imported now, used by doctor_result
+    from tfgpu.render import output  # noqa: F401 - imported now, used by the doctor's JSON
+
+    return load_config()
 
 
 def _named_environment(facts_file: str | Path | None, *, python: str | None, prefix: str | None,

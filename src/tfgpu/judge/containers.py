@@ -217,11 +217,21 @@ def image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tupl
     return list(blockers), list(caveats)
 
 
+def _all_datacenter(m: Machine, kb: KnowledgeBase) -> bool:
+    """Whether every visible GPU is a data-center GPU (:func:`is_datacenter_gpu`), worked out once per machine."""
+    memo = machine_memo(m)
+    key = ("datacenter", id(kb))
+    if key not in memo:
+        names = {str(g.get("name") or "") for g in m.gpus or ()}
+        memo[key] = bool(names) and all(is_datacenter_gpu(n, kb) for n in names)
+    found: bool = memo[key]
+    return found
+
+
 def _image_findings(image: ContainerImage, m: Machine, kb: KnowledgeBase) -> tuple[list[Finding], list[Finding]]:
     blockers: list[Finding] = []
     caveats: list[Finding] = []
-    names = [str(g.get("name") or "") for g in m.gpus or ()]
-    datacenter = bool(names) and all(is_datacenter_gpu(n, kb) for n in names)
+    datacenter = _all_datacenter(m, kb)
     if m.driver is not None and image.driver is not None and not image.driver_ok(m.driver, datacenter=datacenter):
         compat = ", ".join(f"R{c.major} >= {c}" for c in image.compat_drivers)
         extra = (f" (on a data-center GPU also {compat}, through CUDA forward compatibility)" if compat else "")

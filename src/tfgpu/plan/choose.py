@@ -120,8 +120,15 @@ def kb_order(kb: KnowledgeBase, facts: Facts, v: Version, os_name: str,
     pips = sorted((r for r in recipes if r.backend == "pip"), key=lambda r: not r.provides_cuda)
     condas = sorted((r for r in recipes if r.backend in CONDA_FAMILY), key=lambda r: r.conda_preference())
     build = kb.build_for(v, os_name)
-    first = [r for r in pips if r.provides_cuda or not condas or build is None
-             or system_cuda_installed(Machine.from_facts(facts, kb), build.cuda, v, kb)]
+    cuda_here = None  # whether the system's CUDA is installed: asked once, and only when a recipe needs to know
+    first = []
+    for r in pips:
+        if not r.provides_cuda and condas and build is not None:
+            if cuda_here is None:
+                cuda_here = system_cuda_installed(Machine.from_facts(facts, kb), build.cuda, v, kb)
+            if not cuda_here:
+                continue
+        first.append(r)
     return first + condas + [r for r in pips if r not in first]
 
 

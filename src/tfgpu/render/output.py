@@ -268,14 +268,14 @@ def write_json(doc: object, *, ensure_ascii: bool = True) -> None:
     non-ASCII text is written as it is where stdout can encode it; a document that holds what it cannot
     (a lone surrogate from someone's report, any non-ASCII under an ASCII locale) is written with JSON's
     \\u escapes instead: the same document, never a UnicodeEncodeError."""
-    import json
+    from tfgpu.core.jsontext import dumps_indented
 
-    text = json.dumps(doc, indent=2, ensure_ascii=ensure_ascii)
+    text = dumps_indented(doc, ensure_ascii=ensure_ascii)
     if not ensure_ascii:
         try:
             text.encode(getattr(sys.stdout, "encoding", None) or "utf-8")
         except (UnicodeEncodeError, LookupError):
-            text = json.dumps(doc, indent=2)
+            text = dumps_indented(doc)
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
 

@@ -116,19 +116,30 @@ def detect_facts(
     to read (``{"prefix": P, "how": ..., "explicit": bool}``, tfgpu.facts.environment); without it the active
     one is read when probing this machine. Its section is added only when it holds a TensorFlow (or was named).
     """
+    env = dict(os.environ if env is None else env)
+    timeout = _timeout_from(env, timeout)
+    t0 = time.monotonic()
+    # On this machine NVML's process (isolate_nvml) forks before the probes import anything: importing pynvml is
+    # the longest step of a GPU machine's probing, and it then overlaps the imports below
+    native = os.fspath(root) in ("/", os.sep)
+    early = None
+    if native:
+        os_name = native_os()
+        use_nvml, nvml_skipped = _nvml_choice(True, os.path.exists, env, os_name)
+        if use_nvml:
+            early = _nvml_caller(timeout, isolate=isolate_nvml, env=env)
+
     from pathlib import Path
 
     from tfgpu.core.record import replace
     from tfgpu.facts.probe import cuda, system
     from tfgpu.facts.probe._ctx import Ctx, run_concurrently
 
-    env = dict(os.environ if env is None else env)
-    timeout = _timeout_from(env, timeout)
-    t0 = time.monotonic()
     ctx = Ctx(root=Path(root), env=env, timeout=timeout)
     os_name = system.detect_os(ctx)
     ctx = replace(ctx, os_name=os_name)  # machine paths follow the machine's rules from here on (Ctx.paths)
-    use_nvml, nvml_skipped = _nvml_choice(ctx, env, os_name)
+    if not native:
+        use_nvml, nvml_skipped = _nvml_choice(ctx.native, ctx.exists, env, os_name)
 
     site_dirs = cuda.site_packages_dirs(ctx)
     jobs: dict[str, Any] = {
@@ -142,7 +153,8 @@ def detect_facts(
     target = _target_environment(ctx, env, environment)
     if target is not None:
         jobs["environment"] = _environment_job(target, env)
-    jobs.update(_driver_jobs(ctx, env, os_name, timeout, use_nvml=use_nvml, isolate_nvml=isolate_nvml))
+    jobs.update(_driver_jobs(ctx, env, os_name, timeout, use_nvml=use_nvml, isolate_nvml=isolate_nvml,
+                             nvml_call=early))
     results, timings, errors = run_concurrently(jobs, timeout)
     return _document(ctx, env, os_name, root, timeout, t0, site_dirs, results, timings, errors,
                      smi_ran="nvidia_smi" in jobs, use_nvml=use_nvml, nvml_skipped=nvml_skipped)
@@ -207,13 +219,22 @@ def _document(
     return facts
 
 
-def _nvml_choice(ctx: Ctx, env: Mapping[str, str], os_name: str) -> tuple[bool, str | None]:
+def native_os() -> str:
+    """This machine's OS: linux | windows | macos, or sys.platform's name for another (tfgpu.facts.probe.system.detect_os
+    answers this for this machine; here it is known before the probes are imported)."""
+    import sys
+
+    return {"linux": "linux", "win32": "windows", "darwin": "macos"}.get(sys.platform, sys.platform)
+
+
+def _nvml_choice(native: bool, exists: Callable[[str], bool], env: Mapping[str, str],
+                 os_name: str) -> tuple[bool, str | None]:
     """Whether NVML is probed (``TFGPU_PROBE_NVML``, else only on this machine), and why not when this
-    Linux machine has no sign of an NVIDIA driver."""
+    Linux machine has no sign of an NVIDIA driver (``exists``: whether a machine path exists)."""
     nvml_mode = env.get("TFGPU_PROBE_NVML", "").strip().lower()
-    use_nvml = nvml_mode in ("1", "true", "yes", "on") or (nvml_mode == "" and ctx.native)
+    use_nvml = nvml_mode in ("1", "true", "yes", "on") or (nvml_mode == "" and native)
     use_nvml = use_nvml and os_name in ("linux", "windows")
-    if use_nvml and nvml_mode == "" and os_name == "linux" and not any(ctx.exists(p) for p in _NVML_SIGNS):
+    if use_nvml and nvml_mode == "" and os_name == "linux" and not any(exists(p) for p in _NVML_SIGNS):
         # No NVIDIA kernel module, device node or WSL driver: NVML cannot initialise, and importing
         # pynvml (+ ctypes) alone costs ~70 ms of the doctor's start-up. The other sources say why.
         return False, "not probed: no NVIDIA kernel module, device node or WSL driver on this machine"
@@ -246,7 +267,8 @@ def _environment_job(target: dict[str, Any], env: Mapping[str, str]) -> Callable
 
 
 def _driver_jobs(ctx: Ctx, env: Mapping[str, str], os_name: str, timeout: float, *, use_nvml: bool,
-                 isolate_nvml: bool) -> dict[str, Callable[[], Any]]:
+                 isolate_nvml: bool, nvml_call: Callable[[], dict[str, Any]] | None = None,
+                 ) -> dict[str, Callable[[], Any]]:
     """The driver's jobs this OS has: NVML (its process forked now, when isolated), nvidia-smi (only when NVML
     left something unanswered), and on Linux the kernel module, the PCI bus and the container runtimes."""
     import threading
@@ -254,10 +276,22 @@ def _driver_jobs(ctx: Ctx, env: Mapping[str, str], os_name: str, timeout: float,
     from tfgpu.facts.probe import driver
 
     jobs: dict[str, Callable[[], Any]] = {}
+    # NVML and nvidia-smi last: the jobs take turns (tfgpu.facts.probe._ctx.run_concurrently), and NVML's process
+    # has the others' time to answer before its job waits for it
+    if os_name == "linux":
+        jobs["kernel_module"] = lambda: driver.probe_kernel_module(ctx)
+        jobs["pci"] = lambda: driver.probe_pci(ctx)
+
+        def containers_job() -> dict[str, Any]:
+            from tfgpu.facts.probe.containers import probe_containers
+
+            return probe_containers(ctx, uid=os.geteuid() if ctx.native and hasattr(os, "geteuid") else None)
+
+        jobs["containers"] = containers_job
     nvml_box: dict[str, Any] = {}
     nvml_done = threading.Event()
     if use_nvml:
-        nvml_call = _nvml_caller(timeout, isolate=isolate_nvml, env=env)
+        nvml_call = nvml_call or _nvml_caller(timeout, isolate=isolate_nvml, env=env)
 
         def nvml_job() -> dict[str, Any]:
             try:
@@ -278,16 +312,6 @@ def _driver_jobs(ctx: Ctx, env: Mapping[str, str], os_name: str, timeout: float,
             return driver.probe_nvidia_smi(ctx, os_name)
 
         jobs["nvidia_smi"] = smi_job
-    if os_name == "linux":
-        jobs["kernel_module"] = lambda: driver.probe_kernel_module(ctx)
-        jobs["pci"] = lambda: driver.probe_pci(ctx)
-
-        def containers_job() -> dict[str, Any]:
-            from tfgpu.facts.probe.containers import probe_containers
-
-            return probe_containers(ctx, uid=os.geteuid() if ctx.native and hasattr(os, "geteuid") else None)
-
-        jobs["containers"] = containers_job
     return jobs
 
 

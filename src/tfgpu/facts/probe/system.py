@@ -34,7 +34,9 @@ def detect_os(ctx: Ctx) -> str:
     """linux | windows | macos | other. For a profile tree: a Windows/ folder means Windows, a
     System/Library folder macOS, anything else Linux."""
     if ctx.native:
-        return {"linux": "linux", "win32": "windows", "darwin": "macos"}.get(sys.platform, sys.platform)
+        from tfgpu.facts.probe import native_os
+
+        return native_os()
     if ctx.exists("/Windows/System32") or ctx.exists("/C/Windows/System32"):
         return "windows"
     if ctx.exists("/System/Library/CoreServices"):
