@@ -76,7 +76,7 @@ def doctor_report(
         from tfgpu.kb.knowledge import load_kb
         from tfgpu.render import report
         kb = load_kb()
-        config = _ready_to_judge()
+        config = _ready_to_judge(kb)
     except (Exception, KeyboardInterrupt):  # a bad knowledge base, a bug, or Ctrl-C / a signal (tfgpu turns
         # SIGINT/SIGTERM/SIGHUP into KeyboardInterrupt): stop the probe child before the error goes up
         pending.cancel()  # type: ignore[attr-defined]
@@ -90,15 +90,19 @@ def doctor_report(
     return doc, result
 
 
-def _ready_to_judge() -> Config:
+def _ready_to_judge(kb: KnowledgeBase) -> Config:
     """What judging needs that no fact changes, made ready while the probes run (in the console script's probe
     child: here the parent would only wait): the configuration, whose [backends] prefer steers the recipe exactly
-    as it does for plan and create, and the modules that judging, the knowledge report and the JSON writer import."""
+    as it does for plan and create, the knowledge base's patterns, and the modules that judging, the knowledge
+    report and the JSON writer import."""
     from tfgpu.backends.config import load_config
+    from tfgpu.core import jsontext  # noqa: F401 - imported now, used by the doctor's JSON
+    from tfgpu.judge.containers import prepare
     from tfgpu.kb import freshness  # noqa: F401 - imported now, used by knowledge_of
     from tfgpu.plan import choose  # noqa: F401 - imported now, used by doctor_result
     from tfgpu.render import output  # noqa: F401 - imported now, used by the doctor's JSON
 
+    prepare(kb)
     return load_config()
 
 

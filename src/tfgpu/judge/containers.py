@@ -64,6 +64,12 @@ def _datacenter_patterns(match: str, exclude: str) -> tuple[re.Pattern[str], re.
     return re.compile(match, re.IGNORECASE), re.compile(exclude, re.IGNORECASE)
 
 
+def prepare(kb: KnowledgeBase) -> None:
+    """What judging the container route needs from the knowledge base alone, made ready ahead of the facts
+    (tfgpu.api.doctor does it while the probes run): the data-center GPU patterns, compiled."""
+    _datacenter_patterns(*kb.datacenter_gpu)
+
+
 def is_datacenter_gpu(name: str, kb: KnowledgeBase) -> bool:
     """A data-center GPU, where CUDA forward compatibility lowers an image's driver floor (compat/containers.toml
     datacenter_gpu: NVIDIA's release notes, "if you are running on a data center GPU (for example, T4 ...)")."""
