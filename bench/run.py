@@ -48,8 +48,9 @@ BENCH = ROOT / "bench"
 SMI_TABLE = ROOT / "tests" / "data" / "probe" / "nvidia-smi" / "table-8gpu-h100-550.90.07.txt"
 FAKE_NVML_C = BENCH / "fake_nvml.c"
 TF_CHECK = "import tensorflow as tf; print(tf.config.list_physical_devices('GPU'))"
-#: The budgets of issue 9: (what, limit). Ratios are tfgpu's median over the other's median.
-BUDGET_ENV_DOCTOR = 0.3
+#: The budgets of issue 9: (what, limit). Ratios are tfgpu's median over the other's median. The doctor's ratio to
+#: env-doctor was 0.3 in issue 9; issue 32 lowered it to 0.25 on both machine shapes.
+BUDGET_ENV_DOCTOR = 0.25
 BUDGET_TF_SPEEDUP = 20.0
 BUDGET_RSS_MB = 60.0
 #: Issue 27: `tfgpu explain` reads every byte of a 1 GB log at >= 50 MB/s (the log's size over the median wall time).

@@ -1,7 +1,8 @@
 """Read the machine into one JSON-serialisable facts document (schema "tfgpu.facts/1"), fast and safely.
 
 Public entry point: :func:`detect_facts`. Nothing is probed at import time; nothing raises because
-something is absent; nothing needs root. Every probe runs concurrently and is bounded by ``timeout``.
+something is absent; nothing needs root. Every probe is bounded by ``timeout``; they take turns in one thread, and
+one that stalls gets company (tfgpu.facts.probe._ctx.run_concurrently), so a hung probe holds up only itself.
 """
 
 from __future__ import annotations

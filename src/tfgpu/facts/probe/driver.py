@@ -1,6 +1,6 @@
 """NVIDIA driver and GPUs from layered sources: NVML -> kernel module files -> nvidia-smi -> PCI devices.
 
-Each source is probed on its own (concurrently, see tfgpu.facts.probe.detect_facts); :func:`resolve_driver` is
+Each source is probed as a job of its own (see tfgpu.facts.probe.detect_facts); :func:`resolve_driver` is
 the pure step that merges them and says which source each value came from.
 """
 
