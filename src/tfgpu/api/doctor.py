@@ -93,10 +93,12 @@ def doctor_report(
 def _ready_to_judge(kb: KnowledgeBase) -> Config:
     """What judging needs that no fact changes, made ready while the probes run (in the console script's probe
     child: here the parent would only wait): the configuration, whose [backends] prefer steers the recipe exactly
-    as it does for plan and create, the knowledge base's patterns, and the modules that judging, the knowledge
-    report and the JSON writer import."""
+    as it does for plan and create, the knowledge base's patterns, and the modules that judging (the facts
+    document's too: gathering imports it only once the probes are done), the knowledge report and the JSON
+    writer import."""
     from tfgpu.backends.config import load_config
     from tfgpu.core import jsontext  # noqa: F401 - imported now, used by the doctor's JSON
+    from tfgpu.facts import document  # noqa: F401 - imported now (~2 ms: copy, weakref), used by doctor_result
     from tfgpu.judge.containers import prepare
     from tfgpu.kb import freshness  # noqa: F401 - imported now, used by knowledge_of
     from tfgpu.plan import choose  # noqa: F401 - imported now, used by doctor_result

@@ -25,6 +25,7 @@ from tfgpu.backends.steps import Step
 from tfgpu.core.errors import UsageError
 from tfgpu.core.record import field, record
 from tfgpu.core.tfnames import ALLOW_GROWTH
+from tfgpu.kb.versions import version
 
 if TYPE_CHECKING:
     from tfgpu.kb.knowledge import KnowledgeBase
@@ -178,7 +179,7 @@ class PipRunner:
             ok = ctx.python in ctx.interpreters and (ctx.python in ctx.wheel_pythons or not ctx.wheel_pythons)
             return ctx.python if ok else None
         cands = [p for p in ctx.wheel_pythons if p in ctx.interpreters]
-        return max(cands, key=Version) if cands else None
+        return max(cands, key=version) if cands else None  # memoized: the doctor asks once per target
 
     def can_build(self, recipe: Recipe, ctx: Context) -> UsageError | None:
         if self.python_for(ctx) is not None:

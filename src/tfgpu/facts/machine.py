@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import InvalidVersion, Version
 
 from tfgpu.core.record import record
-from tfgpu.kb.versions import version
+from tfgpu.kb.versions import series_of, version
 
 if TYPE_CHECKING:
     from tfgpu.facts.document import Facts
@@ -110,7 +110,7 @@ class Machine:
             for entry in [{"version": py.get("current"), "bits": py.get("bits")}, *(py.get("interpreters") or [])]:
                 vv = maybe_version((entry or {}).get("version")) if isinstance(entry, dict) else None
                 if vv is not None:
-                    (found_32 if entry.get("bits") == 32 else found).append(f"{vv.major}.{vv.minor}")
+                    (found_32 if entry.get("bits") == 32 else found).append(series_of(vv))  # X.Y
             pythons = tuple(dict.fromkeys(found))
             only_32 = tuple(p for p in dict.fromkeys(found_32) if p not in pythons)
         lspci = facts.get("lspci_nvidia")

@@ -36,7 +36,7 @@ from tfgpu.kb.knowledge import KnowledgeBase
 from tfgpu.kb.queries import container_images, ngc_images
 from tfgpu.kb.records import ContainerImage, ImageFault, Recipe
 from tfgpu.kb.specifiers import VersionSpec
-from tfgpu.kb.versions import version
+from tfgpu.kb.versions import series_of, version
 
 if TYPE_CHECKING:
     from tfgpu.facts.document import Facts
@@ -311,9 +311,14 @@ def fault_fix(image: ContainerImage, kb: KnowledgeBase) -> str:
 
 def newest_unaffected(kb: KnowledgeBase, fault: ImageFault) -> ContainerImage | None:
     """TensorFlow's own image of the newest Linux GPU release of ``fault.last_good``'s series (or below) that
-    no fault row covers."""
+    no fault row covers. A derived index of the knowledge base (it depends on the tables and ``last_good``
+    alone): every faulted image's fix names it, and the search reads every release."""
+    return kb.derived("newest_unaffected", fault.last_good, lambda: _newest_unaffected(kb, fault.last_good))
+
+
+def _newest_unaffected(kb: KnowledgeBase, last_good: str) -> ContainerImage | None:
     candidates = sorted({b.tf for b in kb.builds if b.os == "linux"}, reverse=True)
-    limit = version(fault.last_good) if fault.last_good else None
+    limit = version(last_good) if last_good else None
     for v in candidates:
         if limit is not None and (v.major, v.minor) > (limit.major, limit.minor):
             continue
@@ -327,8 +332,7 @@ def newest_unaffected(kb: KnowledgeBase, fault: ImageFault) -> ContainerImage | 
 
 
 def _xy(text: str) -> str:
-    v = version(text)
-    return f"{v.major}.{v.minor}"
+    return series_of(version(text))  # X.Y, memoized
 
 
 def images_for_gpu(kb: KnowledgeBase, m: Machine) -> list[ContainerImage]:
@@ -352,10 +356,38 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
                  or tensorflow_tag(kb, image_ref))
         images = named or [ContainerImage(ref=image_ref, family="custom", tf=v, cuda="", cudnn="", python="",
                                           driver=None, compat_drivers=(), cc_min="", published="", source="")]
-    memo = machine_memo(m)  # the runtime depends on the machine only, not on the release
+    runtime, r_block, r_cav = _runtime_findings(facts, m, wanted)
+    if not images:
+        blocker = Finding("container.image", f"no GPU image of TensorFlow {v} is known",
+                          fix="pass --image REF, or choose a release listed by tfgpu compat")
+        return BackendVerdict("container", "", False, (*r_block, blocker), r_cav,
+                              runtime=runtime.name if runtime else "")
+    judged = [(i, *image_findings(i, m, kb)) for i in images]
+    best = next(((i, b, c) for i, b, c in judged if not b), judged[0])
+    image, i_block, i_cav = best
+    if i_block and m.gpus:
+        runs = _image_that_runs(kb, m)
+        if runs is not None:  # a suggestion, not a blocker: the image that does run here (no ✗; the route stays blocked)
+            i_cav.append(runs)
+    blockers = (*r_block, *i_block)
+    return BackendVerdict("container", image.ref, not blockers, blockers, (*r_cav, *i_cav), image.cuda,
+                          image.cudnn, (image.python,) if image.python else (), runtime=runtime.name if runtime else "")
+
+
+def _runtime_findings(facts: Mapping[str, Any], m: Machine,
+                      wanted: str) -> tuple[Runtime | None, tuple[Finding, ...], tuple[Finding, ...]]:
+    """The runtime the container route uses here (:func:`pick_runtime`) and what it puts on the route: (runtime,
+    blockers, caveats). Worked out once per machine: the runtime depends on the machine only, not on the release."""
+    memo = machine_memo(m)
     if ("runtime", wanted) not in memo:
-        memo[("runtime", wanted)] = pick_runtime(facts, wanted)
-    runtime: Runtime | None = memo[("runtime", wanted)]
+        memo[("runtime", wanted)] = _judge_runtime_route(facts, wanted)
+    found: tuple[Runtime | None, tuple[Finding, ...], tuple[Finding, ...]] = memo[("runtime", wanted)]
+    return found
+
+
+def _judge_runtime_route(facts: Mapping[str, Any],
+                         wanted: str) -> tuple[Runtime | None, tuple[Finding, ...], tuple[Finding, ...]]:
+    runtime = pick_runtime(facts, wanted)
     r_block: list[Finding] = []
     r_cav: list[Finding] = []
     if "containers" not in facts:
@@ -374,24 +406,22 @@ def judge_container(facts: Mapping[str, Any], kb: KnowledgeBase, v: Version, m: 
             r_cav.append(Finding("container.cdi", f"Docker reaches the GPUs through CDI here (the daemon lists "
                                  f"{', '.join(a for a in runtime.gpu_args if a != '--device')}; no nvidia runtime is "
                                  "registered)", mitigated_by=f"tfgpu runs docker run {' '.join(runtime.gpu_args)}"))
-    if not images:
-        r_block.append(Finding("container.image", f"no GPU image of TensorFlow {v} is known",
-                               fix="pass --image REF, or choose a release listed by tfgpu compat"))
-        return BackendVerdict("container", "", False, tuple(r_block), tuple(r_cav),
-                              runtime=runtime.name if runtime else "")
-    judged = [(i, *image_findings(i, m, kb)) for i in images]
-    best = next(((i, b, c) for i, b, c in judged if not b), judged[0])
-    image, i_block, i_cav = best
-    i_cav = list(i_cav)
-    if i_block and m.gpus:
+    return runtime, tuple(r_block), tuple(r_cav)
+
+
+def _image_that_runs(kb: KnowledgeBase, m: Machine) -> Finding | None:
+    """The caveat of a blocked container route that names NVIDIA's image that does run on this GPU and driver (None:
+    none does). Worked out once per machine: it names the same image whatever the release."""
+    memo = machine_memo(m)
+    key = ("image_that_runs", id(kb))
+    if key not in memo:
         fits = images_for_gpu(kb, m)
-        if fits:  # a suggestion, not a blocker: the image that does run here (no ✗; the route stays blocked)
-            i_cav.append(Finding("container.alternative", f"NVIDIA's {fits[0].ref} (TensorFlow {fits[0].tf}, CUDA "
-                                 f"{fits[0].cuda}) runs on this GPU and driver",
-                                 fix=f"tfgpu plan --tf {fits[0].tf} --backend container --image {fits[0].ref}"))
-    blockers = r_block + i_block
-    return BackendVerdict("container", image.ref, not blockers, tuple(blockers), tuple(r_cav + i_cav), image.cuda,
-                          image.cudnn, (image.python,) if image.python else (), runtime=runtime.name if runtime else "")
+        memo[key] = (Finding("container.alternative", f"NVIDIA's {fits[0].ref} (TensorFlow {fits[0].tf}, CUDA "
+                             f"{fits[0].cuda}) runs on this GPU and driver",
+                             fix=f"tfgpu plan --tf {fits[0].tf} --backend container --image {fits[0].ref}")
+                     if fits else None)
+    found: Finding | None = memo[key]
+    return found
 
 
 #: TensorFlow's own release tags, as --image may name them: X.Y.Z-gpu and its variants (-gpu-jupyter).
@@ -425,7 +455,8 @@ def _container_alternative(kb: KnowledgeBase, m: Machine, v: Version) -> Finding
     fits = images_for_gpu(kb, m) if m.gpus else []
     if not fits:
         return None
-    best = next((i for i in fits if (i.tf.major, i.tf.minor) == (v.major, v.minor)), fits[0])
+    series = series_of(v)
+    best = next((i for i in fits if series_of(i.tf) == series), fits[0])
     return Finding("container.alternative", f"NVIDIA's container {best.ref} (TensorFlow {best.tf}, CUDA {best.cuda}) "
                    "carries code for this GPU", fix=f"tfgpu doctor --tf {best.tf} --backend container")
 

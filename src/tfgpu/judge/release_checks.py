@@ -345,23 +345,38 @@ def recipe_cuda(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str, default_
     return default_cuda, default_cudnn
 
 
-def recipes_judged(ctx: ReleaseContext, build: Build, *, full: bool = True) -> list[RecipeContext]:
+def recipes_judged(ctx: ReleaseContext, build: Build) -> list[RecipeContext]:
     """The GPU recipes judged for the release under ``ctx.backend`` (those whose packages exist), each with
-    what it brings here (``full=False``: its CUDA only, for the series shortcut; no wheels or Pythons)."""
+    what it brings here."""
     kb, m, v, os = ctx.kb, ctx.m, ctx.v, ctx.os
+    driver_cuda = m.driver_cuda_version(kb)
+    rel = kb.gpu_release(v, m.tf_os)
+    out = []
+    for recipe, name in _recipes_here(ctx):
+        cuda, cudnn = recipe_cuda(kb, recipe, v, os, build.cuda, build.cudnn, driver_cuda)
+        out.append(RecipeContext(recipe, name, cuda, cudnn, arch_build(recipe), build, rel, recipe_pythons(ctx, recipe)))
+    return out
+
+
+def recipe_cudas(ctx: ReleaseContext, build: Build) -> list[str]:
+    """The CUDA each recipe of :func:`recipes_judged` brings here, and nothing else (the series shortcut asks it of
+    every older patch release it skips)."""
+    kb, v, os = ctx.kb, ctx.v, ctx.os
+    driver_cuda = ctx.m.driver_cuda_version(kb)
+    return [recipe_cuda(kb, recipe, v, os, build.cuda, build.cudnn, driver_cuda)[0] for recipe, _name in _recipes_here(ctx)]
+
+
+def _recipes_here(ctx: ReleaseContext) -> list[tuple[Recipe, str]]:
+    """The GPU recipes of the release judged under ``ctx.backend`` whose packages exist, with their backend name."""
+    kb, v, os = ctx.kb, ctx.v, ctx.os
     recipes = [r for r in kb.recipes_for(v, os) if r.gpu]
     if os == "wsl2":  # Linux recipes work in WSL2 too; its own rows come first
         recipes += [r for r in kb.recipes_for(v, "linux") if r.gpu and r not in recipes]
-    driver_cuda = m.driver_cuda_version(kb)
-    rel = kb.gpu_release(v, m.tf_os) if full else None
     out = []
     for recipe in recipes:
         name = backend_name(recipe)
         if ctx.backend not in ("auto", name) and not (ctx.backend == "rattler" and name == "conda"):
             continue
-        if not recipe_available(kb, recipe, v, os):
-            continue
-        cuda, cudnn = recipe_cuda(kb, recipe, v, os, build.cuda, build.cudnn, driver_cuda)
-        out.append(RecipeContext(recipe, name, cuda, cudnn, arch_build(recipe), build, rel,
-                                 recipe_pythons(ctx, recipe) if full else ()))
+        if recipe_available(kb, recipe, v, os):
+            out.append((recipe, name))
     return out

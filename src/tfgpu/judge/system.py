@@ -301,7 +301,9 @@ def recipe_available(kb: KnowledgeBase, recipe: Recipe, v: Version, os: str) -> 
     """Conda metapackages exist only for the versions the channel has."""
     if recipe.backend != "conda":
         return True
-    want = recipe_conda_package(recipe)
+    # read once per recipe, keyed by what it is read from: every release judged asks it of each recipe
+    forge = "conda-forge" in recipe.channels
+    want = kb.derived("recipe_conda_package", f"{forge}|{recipe.packages}", lambda: recipe_conda_package(recipe))
     if want is None:
         return True
     rows = kb.conda_packages(name=want[0], v=v, os="windows" if os == "windows" else "linux")

@@ -35,6 +35,7 @@ from tfgpu.judge.release_checks import (
     ReleaseContext,
     machine_blockers,
     no_wheel_for_python,
+    recipe_cudas,
     recipe_findings,
     recipes_judged,
 )
@@ -85,11 +86,19 @@ def runnable_hint(text: str) -> str:
 
 
 def runnable_fixes(tv: TargetVerdict) -> TargetVerdict:
+    """``tv`` with every fix that says ``--backend conda`` saying :func:`runnable_hint`'s instead. What names no
+    conda backend is kept as it is (most findings): no copy of a verdict or backend that would not change."""
+    def needs(fs: tuple[Finding, ...]) -> bool:
+        return any("--backend conda" in f.fix for f in fs)
+
     def fixed(fs: tuple[Finding, ...]) -> tuple[Finding, ...]:
         return tuple(replace(f, fix=runnable_hint(f.fix)) if "--backend conda" in f.fix else f for f in fs)
 
-    return replace(tv, blockers=fixed(tv.blockers), caveats=fixed(tv.caveats),
-                   backends=tuple(replace(b, blockers=fixed(b.blockers), caveats=fixed(b.caveats)) for b in tv.backends))
+    backends = tuple(replace(b, blockers=fixed(b.blockers), caveats=fixed(b.caveats))
+                     if needs(b.blockers) or needs(b.caveats) else b for b in tv.backends)
+    if not (needs(tv.blockers) or needs(tv.caveats)) and all(b is c for b, c in zip(backends, tv.backends)):
+        return tv
+    return replace(tv, blockers=fixed(tv.blockers), caveats=fixed(tv.caveats), backends=backends)
 
 
 def _judge_release(facts: Facts, kb: KnowledgeBase, v: Version, *, backend: str = "auto",
@@ -176,8 +185,9 @@ def _blocked(ctx: ReleaseContext, blockers: list[Finding], caveats: list[Finding
             if key not in seen:
                 seen.add(key)
                 merged.append(Finding(f.check, f"[{b.backend}: {b.recipe}] {f.summary}", f.fix))
-    return TargetVerdict(str(ctx.v), BLOCKED, verdicts[0].backend, verdicts[0].recipe, tuple(merged),
-                         tuple(caveats), tuple(verdicts), str(ctx.v))
+    tf = str(ctx.v)
+    return TargetVerdict(tf, BLOCKED, verdicts[0].backend, verdicts[0].recipe, tuple(merged), tuple(caveats),
+                         tuple(verdicts), tf)
 
 
 def _workable(ctx: ReleaseContext, caveats: list[Finding], verdicts: list[BackendVerdict]) -> TargetVerdict:
@@ -198,8 +208,9 @@ def _workable(ctx: ReleaseContext, caveats: list[Finding], verdicts: list[Backen
                 mitigated_by=f"tfgpu uses the {best.backend} backend",
             ))
     unmitigated = [c for c in all_cav if not c.mitigated_by]
-    return TargetVerdict(str(ctx.v), CAVEATS if unmitigated else READY, best.backend, best.recipe, (),
-                         tuple(all_cav), tuple(verdicts), str(ctx.v))
+    tf = str(ctx.v)
+    return TargetVerdict(tf, CAVEATS if unmitigated else READY, best.backend, best.recipe, (), tuple(all_cav),
+                         tuple(verdicts), tf)
 
 
 def _blocked_by_cuda(kb: KnowledgeBase, m: Machine, v: Version, backend: str) -> bool:
@@ -216,7 +227,7 @@ def _blocked_by_cuda(kb: KnowledgeBase, m: Machine, v: Version, backend: str) ->
     if build is None:
         return True  # "no GPU build": blocked
     ctx = ReleaseContext({}, kb, v, m, backend)
-    return all(cuda_rules_out(m, kb, v, rc.cuda) for rc in recipes_judged(ctx, build, full=False))
+    return all(cuda_rules_out(m, kb, v, cuda) for cuda in recipe_cudas(ctx, build))
 
 
 def rank_backends(backends: Iterable[BackendVerdict]) -> list[BackendVerdict]:
@@ -265,6 +276,9 @@ def warm_up(kb: KnowledgeBase, os: str = "linux") -> None:
 
 
 def _index_for_verdicts(kb: KnowledgeBase) -> None:
+    from tfgpu.judge.gpu_rules import index_gpu_generations
+
+    index_gpu_generations(kb)
     for os in ("linux", "wsl2", "windows"):
         warm_up(kb, os)
         # every release, not only each series' newest: an older patch release is judged when the newest is

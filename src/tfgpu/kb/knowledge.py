@@ -294,9 +294,11 @@ class KnowledgeBase:
             if matches:
                 return max(matches)
         else:
-            for r in known:
-                if r.version == wanted:
-                    return r.version
+            # the known release equal to ``wanted`` (2.15 == 2.15.0), by a look-up: the chooser resolves every
+            # target of the doctor's table, and a scan of the releases compared ~25 versions each time
+            found = self.derived("gpu_release_versions", os, lambda: _first_of_each(r.version for r in known))
+            if wanted in found:
+                return found[wanted]
         if len(parts) == 2:
             close = _nearest(wanted, [version(s) for s in self.series(os)])
         else:
@@ -621,6 +623,14 @@ def _build_indexes(kb: KnowledgeBase) -> None:
             kb._memo[_INDEXED] = True
     except Exception:  # an optimisation: a verdict bug surfaces when real facts are judged
         kb.__dict__.pop("_memo", None)
+
+
+def _first_of_each(versions: Iterable[Version]) -> dict[Version, Version]:
+    """Each version -> the first of ``versions`` equal to it (for :meth:`KnowledgeBase.resolve_tf`)."""
+    out: dict[Version, Version] = {}
+    for v in versions:
+        out.setdefault(v, v)
+    return out
 
 
 # --------------------------------------------------------------------------- release notes (additive)

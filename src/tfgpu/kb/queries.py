@@ -121,7 +121,7 @@ def load_container_table() -> tuple[tuple[ContainerImage, ...], tuple[ContainerS
 def container_images(kb: KnowledgeBase, tf: Version | str) -> list[ContainerImage]:
     """Every GPU image that carries TensorFlow ``tf`` (its series for NGC images, whose patch level NVIDIA
     picks): TensorFlow's own image first (its CUDA is the release's tested build), then NGC's, newest first."""
-    v = version(str(tf))
+    v = tf if isinstance(tf, Version) else version(str(tf))
     return list(kb.derived("container_images", version_text(v), lambda: _container_images(kb, v)))
 
 
@@ -142,7 +142,8 @@ def _container_images(kb: KnowledgeBase, v: Version) -> list[ContainerImage]:
             jupyter_ref=f"{rule['repo']}:{str(rule.get('jupyter_tag', '')).replace('{tf}', str(v))}"
             if rule.get("jupyter_tag") else "",
         ))
-    same = [i for i in ngc if (i.tf.major, i.tf.minor) == (v.major, v.minor)]
+    series = series_of(v)
+    same = [i for i in ngc if series_of(i.tf) == series]
     out += sorted(same, key=lambda i: i.ref, reverse=True)
     return out
 

@@ -32,10 +32,11 @@ def _cache_file() -> Path | None:
     here = Path(__file__).resolve().parent.parent  # the tfgpu package
     parts = [__version__]
     # the modules whose classes are cached or whose code parses the tables, and those whose code fills the cached
-    # indexes (their indexers and kb.derived values: tfgpu.judge.verdict, tfgpu.judge.gpu_rules): a change to
-    # any of them is a new cache
+    # indexes (their indexers and kb.derived values: tfgpu.judge.verdict, tfgpu.judge.gpu_rules,
+    # tfgpu.judge.containers): a change to any of them is a new cache
     modules = ("core/record.py", "kb/cache.py", "kb/knowledge.py", "kb/parse.py", "kb/records.py", "kb/specifiers.py",
-               "judge/verdict.py", "judge/release_checks.py", "judge/system.py", "judge/gpu_rules.py")
+               "judge/verdict.py", "judge/release_checks.py", "judge/system.py", "judge/gpu_rules.py",
+               "judge/containers.py")
     for path in (Path(__file__), *(here / m for m in modules),
                  *(compat_dir() / f"{name}.toml" for name in (*KB_FILES, *SECTION_FILES))):
         try:

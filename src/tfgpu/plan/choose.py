@@ -24,10 +24,11 @@ from packaging.version import InvalidVersion, Version
 
 from tfgpu.core.errors import UsageError
 from tfgpu.core.record import replace
-from tfgpu.kb.versions import version
+from tfgpu.kb.versions import series_of, version
 
 if TYPE_CHECKING:
     from tfgpu.facts.document import Facts
+    from tfgpu.facts.machine import Machine
     from tfgpu.judge.diagnose import DoctorResult
     from tfgpu.judge.findings import TargetVerdict
     from tfgpu.judge.recommend import Recommendation
@@ -60,7 +61,9 @@ def interpreters(facts: Facts, tools: Mapping[str, str | None]) -> dict[str, str
     found: dict[str, str] = {}
     py = facts.get("python") or {}
     for it in py.get("interpreters") or []:
-        if isinstance(it, Mapping) and it.get("version") and it.get("bits") != 32:  # no TF wheel fits a 32-bit one
+        # (dict first: a JSON object is one, and the Mapping check alone goes through the ABC machinery, once per
+        # interpreter and target)
+        if isinstance(it, (dict, Mapping)) and it.get("version") and it.get("bits") != 32:  # no TF wheel fits a 32-bit one
             try:
                 xy = _xy(str(it["version"]))
             except InvalidVersion:  # a garbled version in a facts file is not fatal for planning
@@ -94,8 +97,9 @@ def tools_from_facts(facts: Facts) -> dict[str, str | None]:
 
 
 def _xy(text: str) -> str:
-    v = version(str(text))  # memoized; refuses a 5,000-digit number before converting it
-    return f"{v.major}.{v.minor}"
+    # both memoized (the doctor asks for every interpreter once per target); version() refuses a 5,000-digit
+    # number before converting it
+    return series_of(version(str(text)))
 
 
 # --------------------------------------------------------------------------- the order of recipes
@@ -110,10 +114,11 @@ def candidate_recipes(kb: KnowledgeBase, v: Version, os_name: str) -> list[Recip
 
 
 def kb_order(kb: KnowledgeBase, facts: Facts, v: Version, os_name: str,
-             recipes: Sequence[Recipe]) -> list[Recipe]:
+             recipes: Sequence[Recipe], *, machine: Machine | None = None) -> list[Recipe]:
     """The order without a verdict to go by: the pip recipe that brings its own CUDA (one that needs the
     system's CUDA only when that CUDA is installed, or when no conda recipe exists), then the conda
-    recipes (the official docs' conda+pip first, then conda-forge's builds, then Anaconda's)."""
+    recipes (the official docs' conda+pip first, then conda-forge's builds, then Anaconda's). ``machine``:
+    ``facts`` read as a Machine, when the caller has it (else they are read here, when a recipe needs them)."""
     from tfgpu.facts.machine import Machine
     from tfgpu.judge.system import system_cuda_installed
 
@@ -125,7 +130,7 @@ def kb_order(kb: KnowledgeBase, facts: Facts, v: Version, os_name: str,
     for r in pips:
         if not r.provides_cuda and condas and build is not None:
             if cuda_here is None:
-                cuda_here = system_cuda_installed(Machine.from_facts(facts, kb), build.cuda, v, kb)
+                cuda_here = system_cuda_installed(machine or Machine.from_facts(facts, kb), build.cuda, v, kb)
             if not cuda_here:
                 continue
         first.append(r)
@@ -133,7 +138,7 @@ def kb_order(kb: KnowledgeBase, facts: Facts, v: Version, os_name: str,
 
 
 def ranked_recipes(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None,
-                   v: Version, os_name: str) -> list[Recipe]:
+                   v: Version, os_name: str, *, machine: Machine | None = None) -> list[Recipe]:
     """The verdict's viable recipes in its order, then every other recipe in :func:`kb_order`. When the
     verdict says the release will work here, a conda recipe whose channel does not carry the release is
     left out, as the verdict leaves it out (the doctor names the release the plan builds)."""
@@ -149,7 +154,7 @@ def ranked_recipes(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | Non
     first: list[Recipe] = []
     if judged and verdict is not None:
         first = [by_id[b.recipe] for b in rank_backends(verdict.backends) if b.viable and b.recipe in by_id]
-    return first + [r for r in kb_order(kb, facts, v, os_name, recipes) if r not in first]
+    return first + [r for r in kb_order(kb, facts, v, os_name, recipes, machine=machine) if r not in first]
 
 
 # --------------------------------------------------------------------------- choose
@@ -197,11 +202,11 @@ def _reason(runner: Runner, tool: str, recipe: Recipe, ctx: Context, prefs: Pref
 
 
 def _choose_one(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, v: Version, os_name: str,
-                tools: Mapping[str, str | None], prefs: Preferences) -> Choice:
+                tools: Mapping[str, str | None], prefs: Preferences, machine: Machine | None) -> Choice:
     if prefs.backend not in BACKENDS:
         msg = f"unknown backend {prefs.backend!r}"
         raise UsageError(msg, hint=f"use one of: {', '.join(BACKENDS)}")
-    recipes = ranked_recipes(kb, facts, verdict, v, os_name)
+    recipes = ranked_recipes(kb, facts, verdict, v, os_name, machine=machine)
     if not recipes:
         where = {"windows": "native Windows", "wsl2": "WSL2", "macos": "macOS"}.get(os_name, os_name)
         msg = f"tfgpu knows no GPU install recipe for TensorFlow {v} on {where}"
@@ -314,10 +319,11 @@ def _recipe_context(kb: KnowledgeBase, ctx: Context, recipe: Recipe) -> Context:
 
 
 def choose(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, v: Version, os_name: str,
-           tools: Mapping[str, str | None], prefs: Preferences) -> tuple[Choice, str]:
+           tools: Mapping[str, str | None], prefs: Preferences, *, machine: Machine | None = None) -> tuple[Choice, str]:
     """The recipe and runner for TensorFlow ``v``, and a note when the config's preferred backend could not
     be used. ``verdict`` is the target's verdict judged with ``prefs.backend`` (None: the knowledge base's
-    order). Raises UsageError when nothing can build it.
+    order). Raises UsageError when nothing can build it. ``machine``: ``facts`` read as a Machine, when the
+    caller has it (the doctor chooses for every target of one machine; see :func:`kb_order`).
 
     A container backend (docker, podman, apptainer, container) chooses an image and the runtime of its row
     of :data:`RUNNERS` (tfgpu.judge.containers.choose_image, which `tfgpu plan|create` use too); a blocked route is
@@ -334,31 +340,32 @@ def choose(kb: KnowledgeBase, facts: Facts, verdict: TargetVerdict | None, v: Ve
             raise UsageError(msg, hint=f"use one of: {', '.join(BACKENDS)}")
         try:
             c = _choose_one(kb, facts, verdict, v, os_name, tools,
-                            Preferences(backend=prefs.prefer, python=prefs.python))
+                            Preferences(backend=prefs.prefer, python=prefs.python), machine)
         except UsageError as exc:
             note = (f"{prefs.prefer_source} prefers backend {prefs.prefer}, which cannot build this target "
                     f"({exc.message}); tfgpu chose automatically")
-            return _choose_one(kb, facts, verdict, v, os_name, tools, prefs), note
+            return _choose_one(kb, facts, verdict, v, os_name, tools, prefs, machine), note
         return replace(c, reason=f"{prefs.prefer_source} prefers {prefs.prefer}: {c.reason}"), ""
-    return _choose_one(kb, facts, verdict, v, os_name, tools, prefs), ""
+    return _choose_one(kb, facts, verdict, v, os_name, tools, prefs, machine), ""
 
 
 # --------------------------------------------------------------------------- the doctor's recipes
 
 
 def choose_for_target(kb: KnowledgeBase, facts: Facts, tv: TargetVerdict,
-                      tools: Mapping[str, str | None], prefs: Preferences) -> Choice | None:
+                      tools: Mapping[str, str | None], prefs: Preferences, *,
+                      machine: Machine | None = None) -> Choice | None:
     """What `tfgpu plan --tf RELEASE` chooses for a judged target (None: nothing can build it here)."""
-    return _choice_or_refusal(kb, facts, tv, tools, prefs)[0]
+    return _choice_or_refusal(kb, facts, tv, tools, prefs, machine)[0]
 
 
 def _choice_or_refusal(kb: KnowledgeBase, facts: Facts, tv: TargetVerdict, tools: Mapping[str, str | None],
-                       prefs: Preferences) -> tuple[Choice | None, NoRunner | None]:
+                       prefs: Preferences, machine: Machine | None = None) -> tuple[Choice | None, NoRunner | None]:
     """:func:`choose_for_target`, and when the target works here but nothing installed can build it, why."""
     os_name = target_os(facts)
     try:
         v = kb.resolve_tf(tv.tf, os=os_name)  # as the planner resolves it: a release this OS lacks is refused
-        return choose(kb, facts, tv, v, os_name, tools, prefs)[0], None
+        return choose(kb, facts, tv, v, os_name, tools, prefs, machine=machine)[0], None
     except NoRunner as exc:
         return None, exc
     except (UsageError, InvalidVersion):
@@ -372,14 +379,16 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Facts,
     `tfgpu plan` would build, and its blockers say why it would not run); the recommendation is
     :func:`chosen_recommendation`'s, as every "instead: ..." line prints it."""
     from tfgpu.core.record import replace
+    from tfgpu.facts.machine import Machine
 
     tools = tools_from_facts(facts) if tools is None else tools
     prefs = prefs or Preferences()
     if prefs.backend in CONTAINER_BACKENDS:
         return _with_container_choices(result, kb, facts, tools, prefs)
+    machine = Machine.from_facts(facts, kb)  # read once for every target, not once per target that needs it
     targets = []
     for tv in result.targets:
-        c = choose_for_target(kb, facts, tv, tools, prefs)
+        c = choose_for_target(kb, facts, tv, tools, prefs, machine=machine)
         if c is None:
             targets.append(tv)
             continue
@@ -388,15 +397,17 @@ def with_choices(result: DoctorResult, kb: KnowledgeBase, facts: Facts,
         targets.append(replace(tv, backend="pip" if c.recipe.backend == "pip" and not c.python_from_conda
                                else "conda", recipe=c.recipe.id, recipe_id=c.recipe.id))
     result.targets = targets
-    result.recommendation = chosen_recommendation(kb, facts, result.recommendation, tools, prefs)
+    result.recommendation = chosen_recommendation(kb, facts, result.recommendation, tools, prefs, machine=machine)
     return result
 
 
 def chosen_recommendation(kb: KnowledgeBase, facts: Facts, rec: Recommendation | None,
-                          tools: Mapping[str, str | None], prefs: Preferences) -> Recommendation | None:
+                          tools: Mapping[str, str | None], prefs: Preferences, *,
+                          machine: Machine | None = None) -> Recommendation | None:
     """A recommendation (tfgpu.judge.recommend.recommend_for) with the recipe and runner :func:`choose` picks for
     its release: its command is the one `tfgpu create` accepts here. The target itself is chosen with the user's
-    preferences; a release recommended instead of a blocked target as ``--backend auto`` chooses it."""
+    preferences; a release recommended instead of a blocked target as ``--backend auto`` chooses it. ``machine``: as
+    for :func:`choose`."""
     from tfgpu.core.record import replace
 
     if rec is None or rec.target is None or rec.backend == "cpu":
@@ -412,7 +423,7 @@ def chosen_recommendation(kb: KnowledgeBase, facts: Facts, rec: Recommendation |
         return rec if c is None else replace(rec, recipe=c.recipe.id, recipe_id=c.recipe.id)
     if rec.instead_of is not None:
         prefs = Preferences(backend="auto", prefer=prefs.prefer, prefer_source=prefs.prefer_source)
-    c, no_runner = _choice_or_refusal(kb, facts, tv, tools, prefs)
+    c, no_runner = _choice_or_refusal(kb, facts, tv, tools, prefs, machine)
     if (c is None and no_runner is not None and tv.verdict != "blocked" and prefs.backend == "auto"
             and _lists_interpreters(facts)):
         # it works here, but nothing installed builds it yet (plan would refuse): no recipe plan builds, the command

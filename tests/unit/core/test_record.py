@@ -134,6 +134,24 @@ def test_replace_and_fields() -> None:
         replace(p, w=1)  # type: ignore[call-arg]
 
 
+def test_replace_runs_a_post_init_and_keeps_cached_values_out() -> None:
+    seen: list[int] = []
+
+    @record
+    class Checked:
+        n: int
+
+        def __post_init__(self) -> None:
+            seen.append(self.n)
+
+    assert replace(Checked(1), n=2) == Checked(2)
+    assert seen == [1, 2, 2]  # the copy went through __init__
+    c = Cached(3)
+    assert c.square == 9
+    assert replace(c, n=4).square == 16  # a copy has the fields only, not what a cached property kept
+    assert replace(Point(1, raw={"k": 1})).raw == {"k": 1}
+
+
 def test_methods_and_properties_of_the_class_are_kept() -> None:
     assert Point(3, -4).norm1 == 7
     assert Point.__init__.__qualname__ == "Point.__init__"
