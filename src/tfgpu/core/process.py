@@ -19,13 +19,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
 
 from tfgpu.core.errors import Interrupted, ProgramNotFound, StepFailed, clip_words
 from tfgpu.core.record import field, record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the doctor's probe child runs this)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import IO, Any
 
 #: The spawner. Tests replace this (tests/conftest.py) so unit tests cannot touch the world.
@@ -96,8 +96,8 @@ def quote(argv: Sequence[str]) -> str:
 
 def which(program: str, env: Mapping[str, str] | None = None) -> str | None:
     """Resolve a program the way the child will (PATH from ``env`` when given)."""
-    if Path(program).is_absolute():
-        return program if Path(program).exists() else None
+    if _absolute(program):
+        return program if os.path.exists(program) else None  # noqa: PTH110 - a string, no pathlib in the probe child
     path = (env or os.environ).get("PATH")
     if sys.platform == "win32":  # pragma: no cover - PATHEXT and the current directory: shutil's rules
         import shutil
@@ -116,6 +116,13 @@ def which(program: str, env: Mapping[str, str] | None = None) -> str | None:
             if _executable(candidate):
                 return candidate
     return None
+
+
+def _absolute(program: str) -> bool:
+    """``Path(program).is_absolute()`` without pathlib: on Windows a path needs its drive too."""
+    if sys.platform == "win32":  # pragma: no cover - Windows
+        return os.path.isabs(program) and bool(os.path.splitdrive(program)[0])  # noqa: PTH117
+    return os.path.isabs(program)  # noqa: PTH117
 
 
 def trusted_dir(folder: str) -> bool:

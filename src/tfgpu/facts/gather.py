@@ -49,7 +49,8 @@ def start_facts(
 
     With ``fork`` (the console script), probing the machine runs in a forked child on Linux while
     this process loads the knowledge base (tfgpu.facts.probe._child); the result is the same. The child forks
-    before anything else is imported: the probes and the knowledge base each import what they need."""
+    before anything else is imported: the probes and the knowledge base each import what they need. The returned
+    function's ``ready`` attribute says, without waiting, whether calling it would wait for the probes no more."""
     if facts_file is not None:
         from tfgpu.facts.document import load_facts_file
 
@@ -90,6 +91,7 @@ def start_facts(
         return apply_overrides(probed(), merged)
 
     finish.cancel = getattr(probed, "cancel", lambda: None)  # type: ignore[attr-defined]
+    finish.ready = getattr(probed, "ready", lambda: True)  # type: ignore[attr-defined]
     return finish
 
 

@@ -150,5 +150,20 @@ def test_the_probes_do_not_import_the_knowledge_base(tmp_path):
     assert proc.returncode == 0, proc.stderr
     modules = set(proc.stdout.split())
     assert "tfgpu.facts.probe.cuda" in modules
-    assert not modules & {"tfgpu.kb.knowledge", "packaging.version", "typing"}, sorted(modules & {
-        "tfgpu.kb.knowledge", "packaging.version", "typing"})
+    # nor pathlib (with urllib.parse and ipaddress, ~4 ms of the probe child's start): machine paths are strings
+    unwanted = {"tfgpu.kb.knowledge", "packaging.version", "typing", "pathlib", "urllib.parse"}
+    assert not modules & unwanted, sorted(modules & unwanted)
+
+
+@pytest.mark.real_subprocess
+def test_the_nvml_process_imports_only_nvml_and_pynvml():
+    """On a GPU machine the doctor's NVML process shares two cores with the probe child and the parent: importing
+    nvidia-ml-py is its work, and the parsers (their regexes, json) or threading of its own would only add to it."""
+    probe = ("import sys\n"
+             "base = set(sys.modules)\n"
+             "import tfgpu.facts.probe.nvml\n"
+             "print(' '.join(sorted(set(sys.modules) - base)))")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    unwanted = {"tfgpu.facts.probe.parsers", "json", "threading", "re", "pynvml"}  # pynvml: only when asked
+    assert not set(proc.stdout.split()) & unwanted, sorted(set(proc.stdout.split()) & unwanted)

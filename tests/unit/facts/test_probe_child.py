@@ -107,6 +107,34 @@ def test_cancel_stops_the_child_without_waiting():
     assert collect() == {"from": "fallback", "pid": PARENT, "why": "cancelled"}
 
 
+def test_ready_says_without_waiting_whether_the_answer_is_in(tmp_path):
+    go = tmp_path / "go"
+
+    def work() -> dict[str, object]:
+        while not go.exists():
+            time.sleep(0.01)
+        return child_answer()
+
+    collect = _child.start(work, fallback, deadline=30)
+    started = time.monotonic()
+    assert collect.ready() is False  # type: ignore[attr-defined]
+    assert time.monotonic() - started < 1  # it did not wait
+    go.write_text("")
+    until = time.monotonic() + 20
+    while not collect.ready() and time.monotonic() < until:  # type: ignore[attr-defined]
+        time.sleep(0.01)
+    assert collect.ready()  # type: ignore[attr-defined]
+    assert collect()["from"] == "child"
+    assert collect.ready()  # type: ignore[attr-defined]  # collected: nothing left to wait for
+
+
+def test_the_in_process_answer_is_always_ready(monkeypatch):
+    monkeypatch.setattr(_child.os, "pipe", lambda: (_ for _ in ()).throw(OSError(24, "Too many open files")))
+    collect = _child.start(child_answer, fallback, deadline=30)
+    assert collect.ready() is True  # type: ignore[attr-defined]
+    assert collect()["from"] == "fallback"
+
+
 @pytest.mark.parametrize(("value", "platform", "expected"), [
     ("", "linux", True), ("1", "linux", True), ("0", "linux", False), ("off", "linux", False),
     ("", "win32", False), ("", "darwin", False),

@@ -97,3 +97,17 @@ def test_a_fifo_or_device_named_like_an_interpreter_is_not_read(tmp_path: Path) 
     assert ctx.head("/usr/bin/python3.10") is None
     found = {e["version"]: e["bits"] for e in probe_python(ctx, "linux")["interpreters"]}
     assert found["3.10"] is None
+
+
+def test_a_folder_on_path_twice_under_another_name_is_read_once(tmp_path: Path, monkeypatch) -> None:
+    # a merged-/usr system (Debian 12, Ubuntu 20.04+): /bin is a symlink to usr/bin, and PATH names both
+    (tmp_path / "usr" / "bin").mkdir(parents=True)
+    (tmp_path / "bin").symlink_to("usr/bin")
+    (tmp_path / "usr" / "bin" / "python3.11").write_bytes(Path(sys.executable).resolve().read_bytes()[:1024])
+    listed: list[str] = []
+    real_listdir = Ctx.listdir
+    monkeypatch.setattr(Ctx, "listdir", lambda self, p: listed.append(str(p)) or real_listdir(self, p))
+    ctx = Ctx(root=tmp_path, env={"PATH": "/usr/bin:/bin"}, timeout=2.0)
+    found = [(e["path"], e["version"]) for e in probe_python(ctx, "linux")["interpreters"]]
+    assert found == [("/usr/bin/python3.11", "3.11")]
+    assert [p for p in listed if p.endswith("bin")] == ["/usr/bin"]  # not /bin again

@@ -11,7 +11,7 @@ import os
 import time
 
 # Importing the package is cheap (the doctor's console script imports it before its probe child forks):
-# detect_facts imports the probes, threading and pathlib when it runs.
+# detect_facts imports the probes and threading when it runs (never pathlib: machine paths are strings).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -130,13 +130,11 @@ def detect_facts(
         if use_nvml:
             early = _nvml_caller(timeout, isolate=isolate_nvml, env=env)
 
-    from pathlib import Path
-
     from tfgpu.core.record import replace
     from tfgpu.facts.probe import cuda, system
     from tfgpu.facts.probe._ctx import Ctx, run_concurrently
 
-    ctx = Ctx(root=Path(root), env=env, timeout=timeout)
+    ctx = Ctx(root=os.fspath(root), env=env, timeout=timeout)
     os_name = system.detect_os(ctx)
     ctx = replace(ctx, os_name=os_name)  # machine paths follow the machine's rules from here on (Ctx.paths)
     if not native:

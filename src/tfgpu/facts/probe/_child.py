@@ -39,7 +39,8 @@ def start(work: Callable[[], Any], fallback: Callable[[str], Any], deadline: flo
     waits for its result. If the child does not deliver within ``deadline`` seconds of the start, or
     delivers nothing usable, that function returns ``fallback(why)`` (run in this process) instead, where
     ``why`` says what happened ("timed out after 2.5 s", "crashed: killed by signal 11", ...). Calling
-    the returned function's ``cancel`` attribute stops the child without waiting."""
+    the returned function's ``cancel`` attribute stops the child without waiting; its ``ready`` attribute says,
+    without waiting, whether the child has begun to deliver (collecting then waits for no probe)."""
     import time
 
     started = time.monotonic()
@@ -104,6 +105,7 @@ def start(work: Callable[[], Any], fallback: Callable[[str], Any], deadline: flo
             return fallback("sent no usable result")
 
     collect.cancel = cancel  # type: ignore[attr-defined]
+    collect.ready = lambda: done or _readable(read_fd)  # type: ignore[attr-defined]
     return collect
 
 
@@ -137,7 +139,17 @@ def _now(fallback: Callable[[], Any]) -> Callable[[], Any]:
         return fallback()
 
     collect.cancel = lambda: None  # type: ignore[attr-defined]
+    collect.ready = lambda: True  # type: ignore[attr-defined]
     return collect
+
+
+def _readable(fd: int) -> bool:
+    """Whether the child has begun to send its result, or is gone (collecting would not wait for the probes)."""
+    import select
+
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    return bool(poller.poll(0))
 
 
 def _read_until(fd: int, deadline: float) -> bytes | None:

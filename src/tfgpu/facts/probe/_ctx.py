@@ -1,7 +1,7 @@
 """The probe context: where the machine's files are (``root``), its environment, and the time budget."""
 
 # Machine paths are strings re-based under ctx.root (they may be Windows paths); os.path keeps them text.
-# ruff: noqa: PTH117, PTH206, PTH208
+# ruff: noqa: PTH110, PTH113, PTH117, PTH118, PTH123, PTH206, PTH208
 from __future__ import annotations
 
 import os
@@ -9,13 +9,13 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path, PurePosixPath
 
 from tfgpu.core import process as run
 from tfgpu.core.record import field, record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the doctor's probe child runs this)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 #: A probe file read never keeps more than this (a /proc file or header is small; a device is not).
@@ -25,9 +25,11 @@ MAX_READ = 1024 * 1024
 @record
 class Ctx:
     """Everything a probe may look at. ``root`` re-bases every absolute path a probe reads, so a test
-    can point the probes at a ``tmp_path`` machine profile; ``env`` replaces ``os.environ``."""
+    can point the probes at a ``tmp_path`` machine profile; ``env`` replaces ``os.environ``. Paths stay strings
+    (``root`` may be given as a Path): the probe child never imports pathlib, whose import (with urllib.parse) was
+    ~4 ms of its start, nor makes a Path object per file it looks at."""
 
-    root: Path
+    root: str | Path
     env: Mapping[str, str]
     timeout: float
     start: float = field(default_factory=time.monotonic)
@@ -38,7 +40,7 @@ class Ctx:
     @property
     def native(self) -> bool:
         """True when probing the machine tfgpu runs on (root is /), so in-process facts apply."""
-        return str(self.root) == self.root.anchor
+        return os.path.splitdrive(os.fspath(self.root))[1] in ("/", os.sep)
 
     @property
     def paths(self) -> Any:
@@ -59,24 +61,23 @@ class Ctx:
             return os.pathsep
         return ";" if self.os_name == "windows" else ":"
 
-    def path(self, p: str | os.PathLike[str]) -> Path:
+    def path(self, p: str | os.PathLike[str]) -> str:
         """A machine path (``/proc/version``) -> the file to read (``<root>/proc/version``)."""
         text = os.fspath(p)
         if self.native:
-            return Path(text)
-        root = str(self.root)
+            return text
+        root = os.fspath(self.root)
         if text == root or text.startswith(root + os.sep):
-            return Path(text)  # already inside the profile tree (a PATH entry, a tmp path)
-        rel = PurePosixPath(text.replace("\\", "/").replace(":", "", 1) if ":" in text[:3] else text)
-        parts = [x for x in rel.parts if x not in ("/", "")]
-        return self.root.joinpath(*parts)
+            return text  # already inside the profile tree (a PATH entry, a tmp path)
+        rel = text.replace("\\", "/").replace(":", "", 1) if ":" in text[:3] else text
+        return os.path.join(root, *[x for x in rel.split("/") if x not in ("", ".")])
 
     def unroot(self, p: str | os.PathLike[str]) -> str:
         """A file inside the profile tree -> the machine path it stands for (identity when native)."""
         text = os.fspath(p)
         if self.native:
             return text
-        root = str(self.root)
+        root = os.fspath(self.root)
         if text == root:
             return "/"
         if text.startswith(root + os.sep):
@@ -89,7 +90,7 @@ class Ctx:
     def read(self, p: str | os.PathLike[str], limit: int = MAX_READ) -> str | None:
         """Text of a machine file, or None when absent/unreadable. Never raises."""
         try:
-            with self.path(p).open("rb") as fh:
+            with open(self.path(p), "rb") as fh:
                 return fh.read(limit).decode("utf-8", "replace")
         except (OSError, ValueError):
             return None
@@ -112,7 +113,7 @@ class Ctx:
 
     def exists(self, p: str | os.PathLike[str]) -> bool:
         try:
-            return self.path(p).exists()
+            return os.path.exists(self.path(p))
         except (OSError, ValueError):
             return False
 
@@ -158,8 +159,8 @@ class Ctx:
                 continue  # the current directory: never trusted
             for ext in exts:
                 found = self.path(paths.join(folder, program + ext))
-                if found.is_file() and (windows or os.access(found, os.X_OK)):
-                    return str(found)
+                if os.path.isfile(found) and (windows or os.access(found, os.X_OK)):
+                    return found
         return None
 
     def home(self) -> str | None:

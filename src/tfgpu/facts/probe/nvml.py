@@ -1,19 +1,17 @@
-"""NVML through nvidia-ml-py (`pynvml`), imported lazily, run in a daemon thread with a deadline.
+"""NVML through nvidia-ml-py (`pynvml`), imported lazily, asked in a process or a thread with a deadline.
 
-Why a thread and not a child process (conda runs its libcuda probe in a child process): a child Python
-costs 50-150 ms of start-up on every `tfgpu doctor`, and NVML's failure modes we meet in practice
+The doctor's console script asks it in a forked process of its own (tfgpu.facts.probe, ``isolate_nvml``), which
+imports only this module and pynvml: nothing else here is imported at module level. Elsewhere (the library,
+`tfgpu.doctor()` in a notebook) it runs in a daemon thread. Why a thread and not a fresh child Python (conda runs
+its libcuda probe in one): that costs 50-150 ms of start-up, and NVML's failure modes we meet in practice
 (library missing, driver not loaded, driver/library mismatch) are error codes, not crashes; a *hung*
 call (a GPU fallen off the bus makes nvmlInit block for a long time) is bounded by the deadline and the
 daemon thread is abandoned (it cannot block interpreter exit). A call that crashes the process outright
-is the one case this does not cover; `TFGPU_PROBE_NVML=0` turns NVML off for such a machine, and the
+is the one case a thread does not cover; `TFGPU_PROBE_NVML=0` turns NVML off for such a machine, and the
 other sources (/proc, nvidia-smi, lspci) still answer.
 """
 
 from __future__ import annotations
-
-import threading
-
-from tfgpu.facts.probe.parsers import cuda_int_to_version
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the doctor's probe child runs this)
 if TYPE_CHECKING:
@@ -28,6 +26,13 @@ _KINDS = {
     "NVMLError_InsufficientPower": "insufficient_power",
     "NVMLError_GpuIsLost": "gpu_lost",
 }
+
+
+def cuda_int_to_version(n: int) -> str | None:
+    """NVML/driver API integer (12040) -> "12.4"."""
+    if n <= 0:
+        return None
+    return f"{n // 1000}.{(n % 1000) // 10}"
 
 
 def _text(value: Any) -> str:
@@ -129,6 +134,8 @@ def _query_gpu(pynvml: Any, i: int) -> dict[str, Any]:
 
 def probe_nvml(timeout: float) -> dict[str, Any]:
     """:func:`query_nvml` in a daemon thread; after ``timeout`` seconds give up and say so."""
+    import threading
+
     box: list[dict[str, Any]] = []
 
     def work() -> None:

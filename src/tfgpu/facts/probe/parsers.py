@@ -292,13 +292,6 @@ def parse_cudart_header(text: str) -> str | None:
     return f"{n // 1000}.{(n % 1000) // 10}"
 
 
-def cuda_int_to_version(n: int) -> str | None:
-    """NVML/driver API integer (12040) -> "12.4"."""
-    if n <= 0:
-        return None
-    return f"{n // 1000}.{(n % 1000) // 10}"
-
-
 # --- cuDNN ------------------------------------------------------------------------------------------------
 
 

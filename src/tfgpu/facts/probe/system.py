@@ -1,13 +1,12 @@
 """Platform, CPU flags, Python interpreters, conda/mamba/micromamba, installed distributions."""
 
 # Machine paths are strings re-based under ctx.root, in the machine's own path rules (ctx.paths: ntpath for Windows).
-# ruff: noqa: PTH110, PTH119
+# ruff: noqa: PTH110, PTH118, PTH119, PTH123
 from __future__ import annotations
 
 import os
 import re
 import sys
-from pathlib import Path
 
 from tfgpu.core.tfnames import TF_BUILDS, TF_COMPANIONS
 from tfgpu.facts.probe._ctx import Ctx
@@ -185,11 +184,16 @@ def _pythons_on_path(ctx: Ctx) -> tuple[list[tuple[str, str | None]], list[str]]
     join = ctx.paths.join
     named: list[tuple[str, str | None]] = []
     ask: list[str] = []
+    listed: set[str] = set()
     for d in [x for x in (ctx.env.get("PATH") or "").split(ctx.pathsep) if x]:
-        if not ctx.paths.isabs(d) or not trusted_dir(str(ctx.path(d))):
+        if not ctx.paths.isabs(d) or not trusted_dir(ctx.path(d)):
             continue  # `.`, relative entries and folders anyone can write: never interpreters to run
         if d.rstrip("/\\").endswith("shims"):
             continue  # pyenv/asdf shims are slow wrappers; the versions they wrap are listed below
+        real = os.path.realpath(ctx.path(d))
+        if real in listed:
+            continue  # /bin after /usr/bin on a merged-/usr system: the same folder (and interpreters) again
+        listed.add(real)
         for name in ctx.listdir(d):
             if not name.startswith("python"):
                 continue  # most of a bin directory; a regex per name cost ~5 ms
@@ -377,7 +381,7 @@ def probe_distributions(ctx: Ctx, site_dirs: list[str]) -> dict[str, Any]:
             version = meta_version or version
             if name:
                 norm = re.sub(r"[-_.]+", "-", name).lower()
-            entry = {"distribution": norm, "version": version, "path": ctx.unroot(str(path))}
+            entry = {"distribution": norm, "version": version, "path": ctx.unroot(path)}
             if norm in TF_DISTRIBUTIONS:
                 tf.setdefault(norm, entry)
             elif norm.startswith("nvidia-"):
@@ -386,12 +390,12 @@ def probe_distributions(ctx: Ctx, site_dirs: list[str]) -> dict[str, Any]:
             "pip_nvidia": sorted(nv.values(), key=lambda e: str(e["distribution"]))}
 
 
-def _metadata_headers(folder: Path) -> tuple[str | None, str | None]:
+def _metadata_headers(folder: str) -> tuple[str | None, str | None]:
     """Name and Version from a dist-info METADATA / egg-info PKG-INFO (RFC 822 headers at the top)."""
     name = ver = None
     for fname in ("METADATA", "PKG-INFO"):
         try:
-            with (folder / fname).open(encoding="utf-8", errors="replace") as fh:
+            with open(os.path.join(folder, fname), encoding="utf-8", errors="replace") as fh:
                 for _, line in zip(range(50), fh):
                     if not line.strip():
                         break  # end of the headers
