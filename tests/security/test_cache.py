@@ -101,6 +101,50 @@ def test_records_are_cached_by_position_and_keep_what_else_they_hold(cache_dir: 
         _kbcache.encode(_Boom(), classes)
 
 
+def test_deferred_fields_are_text_until_read_and_hold_only_what_encode_wrote() -> None:
+    """tfgpu.kb.cache.defer_fields: a deferred field is its own encoded form as text, with records of its own (a
+    reference never crosses into or out of it); it is decoded with the same allow-list when first read, and a
+    planted state name or a deferred value elsewhere is refused like anything else encode did not write."""
+    from tfgpu.core.record import record
+
+    @record
+    class Holder:
+        name: str
+        rows: tuple[Any, ...] = ()
+        more: tuple[Any, ...] = ()
+
+    _kbcache.defer_fields(Holder, ("rows",))
+    assert Holder.rows == ()  # the class still answers with the default
+    kb = knowledge.load_kb()
+    classes = {**knowledge._cache_classes(), "Holder": Holder}
+    shared = kb.toolkits[0]
+    holder = Holder("x", rows=(shared, shared), more=(shared,))
+    encoded = json.loads(json.dumps(_kbcache.encode(holder, classes)))
+    assert encoded[3][0] == "z"
+    assert isinstance(encoded[3][1], str)
+    assert json.loads(encoded[3][1])[2][0] == "@"  # the second row refers to the first, inside the text
+    again = _kbcache.decode(encoded, classes, versions.version, specifiers.VersionSpec)
+    assert "rows" not in again.__dict__  # not decoded yet
+    assert again.more == (shared,)
+    assert again.rows == (shared, shared)
+    assert again.rows[0] is again.rows[1]
+    assert again == holder
+    assert _kbcache.encode(again, classes) == encoded  # written back the same
+    for planted in ([*encoded, "__deferred__", ["l"]],  # a state name that is the pending texts' own
+                    [*encoded[:3], ["z", 1], *encoded[4:]],  # deferred text that is not text
+                    [*encoded[:4], ["z", encoded[3][1]]]):  # a deferred value where none is deferred
+        with pytest.raises(ValueError, match="not cache data"):
+            _kbcache.decode(planted, classes, versions.version, specifiers.VersionSpec)
+    outside = [*encoded[:3], ["z", json.dumps(["t", ["r", "Popen", "rm"]])], *encoded[4:]]
+    lazy = _kbcache.decode(outside, classes, versions.version, specifiers.VersionSpec)
+    with pytest.raises(ValueError, match="rows"):
+        _ = lazy.rows  # refused when read, as the whole file would have been
+    lazy = _kbcache.decode(outside, classes, versions.version, specifiers.VersionSpec, fallback=lambda name: ("ok",))
+    assert lazy.rows == ("ok",)
+    with pytest.raises(TypeError):
+        _kbcache.defer_fields(Holder, ("nothing",))
+
+
 def _refused(path: Path) -> str:
     with pytest.raises(_kbcache.CacheRefused) as info:
         _kbcache.read(path)

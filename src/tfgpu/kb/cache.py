@@ -23,10 +23,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection
 
-__all__ = ["CacheRefused", "cache_files", "decode", "encode", "mark_used", "read", "remove_stale", "write"]
+__all__ = ["CacheRefused", "DeferredField", "cache_files", "decode", "defer_fields", "encode", "mark_used", "read",
+           "remove_stale", "write"]
 
-#: Tags of the encoded form: every JSON list starts with one of them (decode spells them out, for speed).
-_TUPLE, _LIST, _FSET, _DICT, _VERSION, _SPEC, _RECORD, _REF = "t", "l", "f", "d", "v", "s", "r", "@"
+#: Tags of the encoded form: every JSON list starts with one of them (decode spells them out, for speed). A
+#: deferred field's value (_DEFER) is its own encoded form as JSON text, decoded when the field is first read.
+_TUPLE, _LIST, _FSET, _DICT, _VERSION, _SPEC, _RECORD, _REF, _DEFER = "t", "l", "f", "d", "v", "s", "r", "@", "z"
 
 #: Bigger than any knowledge base (~0.3 MB encoded): a larger file is not ours.
 MAX_BYTES = 16 * 1024 * 1024
@@ -69,12 +71,18 @@ def encode(obj: Any, classes: dict[str, type]) -> Any:
             seen[id(o)] = len(seen)
             keep.append(o)
             # the record's fields by position (the class's field order: the cache key covers the module that
-            # defines it), then anything else in its __dict__ (a cached index) as name, value pairs
+            # defines it), then anything else in its __dict__ (a cached index) as name, value pairs; a deferred
+            # field (defer_fields) is encoded on its own, as text: its records are its own, never shared
             state = vars(o)
             names = getattr(t, "__record_fields__", ())
-            flat = [_RECORD, name, *(enc(state[k]) for k in names)]
+            deferred = getattr(t, "__record_deferred__", ())
+            flat = [_RECORD, name]
+            for k in names:
+                value = getattr(o, k)
+                flat.append([_DEFER, json.dumps(encode(value, classes), separators=(",", ":"))] if k in deferred
+                            else enc(value))
             for k, v in state.items():
-                if k not in names:
+                if k not in names and k != _PENDING:
                     flat += [k, enc(v)]
             return flat
         msg = f"cannot cache a {t.__module__}.{name}"
@@ -83,16 +91,22 @@ def encode(obj: Any, classes: dict[str, type]) -> Any:
     return enc(obj)
 
 
-def decode(data: Any, classes: dict[str, type], version: Callable[[str], Any], spec: Callable[[str], Any]) -> Any:
+def decode(data: Any, classes: dict[str, type], version: Callable[[str], Any], spec: Callable[[str], Any], *,
+           fallback: Callable[[str], Any] | None = None) -> Any:
     """The inverse of ``encode``, for ``data`` as :func:`read` returns it (JSON without objects: a list is
     the only container it can hold); raises ValueError on anything it did not write. (Written for speed:
     it runs on every `tfgpu doctor`; equal versions and equal ranges are parsed once, and parsing them
-    was half of the decoding; a value that is not a list is itself, without a call.)"""
+    was half of the decoding; a value that is not a list is itself, without a call.) A deferred field is left
+    as text until it is first read (:class:`DeferredField`); ``fallback(name)`` gives the field's value when that
+    text turns out not to be what encode wrote (else the ValueError goes up then)."""
     records: list[Any] = []
     versions: dict[str, Any] = {}
     specs: dict[str, Any] = {}
-    fields_of: dict[type, tuple[str, ...]] = {}
+    fields_of: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
     new = object.__new__
+
+    def later(text: str) -> Any:
+        return decode(_parse(text), classes, version, spec)
 
     def dec(o: Any) -> Any:
         if type(o) is not list:
@@ -114,17 +128,27 @@ def decode(data: Any, classes: dict[str, type], version: Callable[[str], Any], s
             rec: Any = new(cls)
             records.append(rec)
             state = rec.__dict__
-            names = fields_of.get(cls)
-            if names is None:
-                names = fields_of[cls] = getattr(cls, "__record_fields__", ())
+            known = fields_of.get(cls)
+            if known is None:
+                known = fields_of[cls] = (getattr(cls, "__record_fields__", ()),
+                                          cls.__dict__.get("__record_deferred__", ()))
+            names, deferred = known
             end = 2 + len(names)
             if len(o) < end or (len(o) - end) % 2:
                 raise ValueError("not cache data")  # noqa: EM101
             for key, value in zip(names, o[2:end]):
+                if deferred and key in deferred and type(value) is list and value[0] == "z":
+                    if len(value) != 2 or type(value[1]) is not str:
+                        raise ValueError("not cache data")  # noqa: EM101
+                    pending = state.get(_PENDING)
+                    if pending is None:
+                        pending = state[_PENDING] = _Pending(later, fallback)
+                    pending.texts[key] = value[1]
+                    continue
                 state[key] = dec(value) if type(value) is list else value
             for i in range(end, len(o) - 1, 2):
                 key, value = o[i], o[i + 1]
-                if type(key) is not str:
+                if type(key) is not str or key == _PENDING:
                     raise ValueError("not cache data")  # noqa: EM101
                 state[key] = dec(value) if type(value) is list else value
             return rec
@@ -147,6 +171,79 @@ def decode(data: Any, classes: dict[str, type], version: Callable[[str], Any], s
         return dec(data)
     except (IndexError, KeyError, TypeError, RecursionError, AttributeError) as exc:
         raise ValueError(type(exc).__name__) from None
+
+
+#: Where a record decoded from a cache keeps its deferred fields' texts (in its __dict__) until they are read.
+_PENDING = "__deferred__"
+
+
+class _Pending:
+    """A decoded record's deferred fields, as text, and how to decode one."""
+
+    __slots__ = ("fallback", "load", "texts")
+
+    def __init__(self, load: Callable[[str], Any], fallback: Callable[[str], Any] | None) -> None:
+        self.texts: dict[str, str] = {}
+        self.load = load
+        self.fallback = fallback
+
+    def take(self, name: str) -> Any:
+        text = self.texts.pop(name)
+        try:
+            return self.load(text)
+        except (ValueError, IndexError, KeyError, TypeError, RecursionError, AttributeError):
+            if self.fallback is None:
+                raise ValueError(name) from None
+            return self.fallback(name)
+
+
+class DeferredField:
+    """A record field that a cache file keeps as text, decoded the first time it is read (then it is an attribute
+    like any other: this is not consulted again). On a record not read from a cache every field is set, and this is
+    never consulted at all."""
+
+    __slots__ = ("default", "name")
+
+    def __init__(self, name: str, default: Any) -> None:
+        self.name = name
+        self.default = default
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:  # the class's attribute: the field's default, as before
+            if self.default is _NO_DEFAULT:
+                raise AttributeError(self.name)
+            return self.default
+        state = obj.__dict__
+        pending = state.get(_PENDING)
+        if pending is None or self.name not in pending.texts:
+            msg = f"{type(obj).__name__} has no field {self.name!r} set"
+            raise AttributeError(msg)
+        value = pending.take(self.name)
+        state[self.name] = value
+        if not pending.texts:
+            del state[_PENDING]
+        return value
+
+
+_NO_DEFAULT: Any = object()
+
+
+def defer_fields(cls: type, names: tuple[str, ...]) -> None:
+    """Have a cache keep the fields ``names`` of the record class ``cls`` as text until each is first read: a
+    reader that needs few of a big record's fields (the doctor and the knowledge base) decodes only those."""
+    for name in names:
+        if name not in getattr(cls, "__record_fields__", ()):
+            msg = f"{cls.__name__} has no field {name!r}"
+            raise TypeError(msg)
+        setattr(cls, name, DeferredField(name, cls.__dict__.get(name, _NO_DEFAULT)))
+    cls.__record_deferred__ = tuple(names)  # type: ignore[attr-defined]
+
+
+def _parse(text: str) -> Any:
+    try:
+        return json.loads(text, object_pairs_hook=_no_objects)
+    except RecursionError:
+        raise ValueError("not cache data") from None  # noqa: EM101
 
 
 def _check_dir(path: Path) -> None:

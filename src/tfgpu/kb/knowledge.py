@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 from tfgpu.core.errors import DataError, UsageError
 from tfgpu.core.pci import normalize_pci_device_id
 from tfgpu.core.record import field, record, replace
+from tfgpu.kb.cache import defer_fields
 from tfgpu.kb.gpunames import normalize_gpu_name
 from tfgpu.kb.parse import (
     _parse_archs,
@@ -471,8 +472,17 @@ class KnowledgeBase:
         return result
 
     def sources(self, file: str) -> dict[str, dict[str, Any]]:
-        """The `[sources]` table of compat/``file``.toml (kept in the knowledge base and its cache)."""
-        return dict(self.source_tables.get(file, {}))
+        """The `[sources]` table of compat/``file``.toml (kept in the knowledge base and its cache; the tables that
+        judging cites are kept with its indexes too, so that a cached knowledge base need not decode them all)."""
+        return dict(self.derived("sources", file, lambda: self.source_tables.get(file, {})))
+
+
+#: The fields a cached knowledge base keeps as text until they are first read (tfgpu.kb.cache.defer_fields): none
+#: of them is read by `tfgpu doctor` on Linux (its look-ups of the recipes, builds and GPU code come from the cached
+#: indexes), and they are about a third of the cache file. `plan`, `compat` and `lock` read them as before.
+DEFERRED = ("models", "verified", "macos_tags", "source_tables", "notes", "pins", "installs", "rules",
+            "cpu_requirements", "platform_builds", "virtual_packages")
+defer_fields(KnowledgeBase, DEFERRED)
 
 
 def _nearest(wanted: Version, candidates: Iterable[Version]) -> list[str]:
@@ -564,7 +574,7 @@ def load_kb() -> KnowledgeBase:
     cache = _cache_file()
     usable = cache is not None
     if cache is not None:
-        kb, usable = _read_cache(cache, _cache_classes())
+        kb, usable = _read_cache(cache, _cache_classes(), fallback=lambda name: getattr(_parse_kb(), name))
         if isinstance(kb, KnowledgeBase):
             if usable and _INDEXERS and _INDEXED not in kb._memo:  # cached by a process without the verdicts
                 _build_indexes(kb)

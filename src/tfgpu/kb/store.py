@@ -69,12 +69,14 @@ MAX_CACHES = 16
 MARK_EVERY = 3600.0
 
 
-def _read_cache(cache: Path, classes: dict[str, type]) -> tuple[Any, bool]:
-    """What the cache file holds (None when nothing usable) and whether it may be (re)written."""
+def _read_cache(cache: Path, classes: dict[str, type], *,
+                fallback: Callable[[str], Any] | None = None) -> tuple[Any, bool]:
+    """What the cache file holds (None when nothing usable) and whether it may be (re)written. ``fallback(name)``
+    answers for a deferred field whose text is found unusable when it is first read (tfgpu.kb.cache.decode)."""
     from tfgpu.kb import cache as _kbcache
 
     try:
-        data = _kbcache.decode(_kbcache.read(cache), classes, version, VersionSpec)
+        data = _kbcache.decode(_kbcache.read(cache), classes, version, VersionSpec, fallback=fallback)
     except FileNotFoundError:
         pass
     except ValueError:  # valid JSON, not what tfgpu wrote

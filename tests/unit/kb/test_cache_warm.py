@@ -110,6 +110,53 @@ def test_the_doctor_reads_the_gpu_devices_only_for_a_gpu_without_a_compute_capab
     assert knowledge.load_gpu_devices() == knowledge._parse_kb().devices
 
 
+def test_the_doctor_decodes_none_of_the_deferred_tables(cache_dir: Path) -> None:
+    """A third of the cached tables (GPU models, verified rows, pins, notes, every file's sources, ...) stay text in
+    the cache file until first read (tfgpu.kb.cache.defer_fields): the doctor decodes none of them on Linux, with
+    or without GPUs; the verdicts and the document are the same as with every table decoded."""
+    import json
+
+    from tfgpu.api.doctor import doctor_result, knowledge_of
+    from tfgpu.render import report
+
+    parsed = knowledge._parse_kb()
+    knowledge.load_kb()
+    docs = {}
+    for case in ("r740-4x-tesla-m60", "mx150-laptop-ubuntu1804"):
+        _clear()
+        cached = knowledge.load_kb()
+        facts = json.loads((TESTS / "data" / "facts" / f"{case}.json").read_text())
+        doc = report.doctor_document(facts, doctor_result(facts, cached), data_version=cached.data_version, overrides=[])
+        doc["knowledge"] = knowledge_of(cached, facts)
+        assert set(cached.__dict__["__deferred__"].texts) == set(knowledge.DEFERRED), case  # none decoded
+        for name in knowledge.DEFERRED:
+            assert getattr(cached, name) == getattr(parsed, name), name  # each decoded on first use
+        assert "__deferred__" not in cached.__dict__
+        docs[case] = doc
+        doc_parsed = report.doctor_document(facts, doctor_result(facts, parsed), data_version=parsed.data_version,
+                                            overrides=[])
+        doc_parsed["knowledge"] = knowledge_of(parsed, facts)
+        assert json.dumps(doc, sort_keys=True) == json.dumps(doc_parsed, sort_keys=True), case
+
+
+def test_a_deferred_table_that_cannot_be_decoded_is_parsed_again(cache_dir: Path) -> None:
+    """Only text that tfgpu.kb.cache.encode wrote is decoded (the same allow-list of classes); anything else in a
+    deferred table's place makes that table come from compat/ again, when it is first read."""
+    import json
+
+    knowledge.load_kb()
+    cache = next(p for p in cache_dir.glob("kb-*.json") if p.name.count(".") == 1)
+    data = json.loads(cache.read_text())
+    names = knowledge.KnowledgeBase.__record_fields__  # type: ignore[attr-defined]
+    at = 2 + names.index("pins")
+    assert data[at][0] == "z"
+    data[at] = ["z", json.dumps(["l", ["r", "Popen", "rm -rf /"]])]  # a class outside the allow-list
+    cache.write_text(json.dumps(data))
+    _clear()
+    cached = knowledge.load_kb()
+    assert cached.pins == knowledge._parse_kb().pins
+
+
 def _age(path: Path, days: float) -> None:
     """Make ``path`` look last used ``days`` ago (a cache's mtime is its last use)."""
     when = time.time() - days * 86400
