@@ -7,7 +7,6 @@ top of probing or a file, and the document records which are active (``facts["ov
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from collections.abc import Mapping
@@ -347,7 +346,12 @@ def _override_system(out: dict[str, Any], key: str, value: str) -> None:
 def apply_overrides(facts: Mapping[str, Any], overrides: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
     """Apply single-fact overrides on a copy of ``facts``. Returns (facts, active) where ``active`` lists
     "key=value (source)" and is also stored as facts["overrides"]. Bad values raise UsageError (exit 2)."""
-    out = copy.deepcopy(dict(facts))
+    if any(key != "_conda" for key in overrides):
+        import copy
+
+        out = copy.deepcopy(dict(facts))
+    else:  # nothing below the top level changes: no deep copy (nor copy's import) on every `tfgpu doctor`
+        out = dict(facts)
     active: list[str] = list(out.get("overrides") or [])
     from_conda = overrides.get("_conda") == "1"
     for key, value in overrides.items():

@@ -114,6 +114,20 @@ def test_overrides_apply_and_are_recorded() -> None:
     assert validate_facts(facts) == []
 
 
+def test_without_overrides_the_facts_are_the_same_and_the_input_keeps_its_keys() -> None:
+    import copy
+
+    before = copy.deepcopy(WINDOWS_GTX1080)
+    facts, active = apply_overrides(WINDOWS_GTX1080, {})
+    assert active == list(WINDOWS_GTX1080.get("overrides") or [])
+    assert facts["overrides"] == active
+    assert {k: v for k, v in facts.items() if k != "overrides"} == {k: v for k, v in before.items() if k != "overrides"}
+    assert before == WINDOWS_GTX1080  # no key added to the input either
+    facts, _ = apply_overrides(WINDOWS_GTX1080, {"driver": "550.54.15"})
+    assert facts["driver"]["version"] == "550.54.15"
+    assert before == WINDOWS_GTX1080  # an override changes a copy, never the input's sections
+
+
 def test_conda_override_cuda_like_conda() -> None:
     facts, active = apply_overrides({"schema": "tfgpu.facts/1"}, overrides_from_env({"CONDA_OVERRIDE_CUDA": "12.4"}))
     assert facts["driver"]["cuda"] == "12.4"
