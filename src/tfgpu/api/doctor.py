@@ -129,11 +129,15 @@ def _judge_while_probing(
     before = lastrun.previous(where)
     early = None
     if before is not None and not pending.ready():  # type: ignore[attr-defined]
+        from tfgpu.core.errors import TfgpuError
+
         try:
             early = judge(before)
-        except Exception:  # facts an older tfgpu kept that this one cannot judge: judge afresh
+        except (TfgpuError, LookupError, TypeError, ValueError, AttributeError):
+            # facts another version of tfgpu kept, in a shape this one does not read, or an error of the options
+            # themselves: either way only the head start is lost, and this run's facts are judged below
             early = None
-        except BaseException:  # Ctrl-C or a signal: stop the probe child before it goes up
+        except KeyboardInterrupt:  # Ctrl-C, or a signal tfgpu turned into it: stop the probe child, as doctor_report
             pending.cancel()  # type: ignore[attr-defined]
             raise
     facts, active = pending()

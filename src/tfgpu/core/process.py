@@ -399,8 +399,8 @@ def capture(
     dog = _start_watchdog(proc.pid) if guard else None
     try:
         return _collect(proc, argv, timeout, start)
-    except BaseException:  # Ctrl-C or a signal while it runs: it must not outlive us
-        _kill_tree(proc)
+    except BaseException:  # whatever ends the wait early (Ctrl-C, a signal, a bug): the program must not outlive
+        _kill_tree(proc)  # it, so its group is killed; the exception goes on unchanged
         raise
     finally:
         _LIVE.discard(proc)

@@ -208,20 +208,12 @@ def replace(obj: _T, /, **changes: Any) -> _T:
     ``__init__`` sets them, without calling it (the doctor copies ~250 records a run, and the call was half the
     cost); a class with a ``__post_init__`` is made through ``__init__``, which runs it."""
     cls = type(obj)
-    if not cls.__dict__.get("__record_plain__", False):  # the class's own: a subclass may have its own __init__
-        values = [changes.pop(name) if name in changes else getattr(obj, name) for name in fields(obj)]
-        _refuse_unknown(cls, changes)
-        return cls(*values)
-    new: _T = object.__new__(cls)
-    state = new.__dict__
-    for name in fields(obj):
-        state[name] = changes.pop(name) if name in changes else getattr(obj, name)
-    _refuse_unknown(cls, changes)
-    return new
-
-
-def _refuse_unknown(cls: type, changes: dict[str, Any]) -> None:
-    """The TypeError of :func:`replace` for the ``changes`` that name no field of ``cls`` (none: nothing)."""
+    values = {name: changes.pop(name) if name in changes else getattr(obj, name) for name in fields(obj)}
     if changes:
         msg = f"{cls.__name__} has no field {sorted(changes)[0]!r}"
         raise TypeError(msg)
+    if not cls.__dict__.get("__record_plain__", False):  # the class's own: a subclass may have its own __init__
+        return cls(**values)
+    new: _T = object.__new__(cls)
+    new.__dict__.update(values)
+    return new

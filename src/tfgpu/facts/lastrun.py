@@ -14,8 +14,6 @@ Python environment: a pipx install and a project venv on one machine do not take
 
 from __future__ import annotations
 
-import os
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -31,18 +29,12 @@ def facts_file(env: Mapping[str, str] | None = None) -> Path | None:
     import sys
     import zlib
 
-    env = os.environ if env is None else env
-    if env.get("TFGPU_NO_CACHE", "") not in ("", "0"):
+    from tfgpu.kb.cache import cache_dir
+
+    folder = cache_dir(env)
+    if folder is None:
         return None
-    name = f"facts-{zlib.crc32(sys.prefix.encode('utf-8', 'surrogateescape')):08x}.json"
-    base = env.get("TFGPU_CACHE_DIR")
-    if base:
-        from pathlib import Path
-
-        return Path(base) / name
-    from tfgpu.core.sysio import user_dir
-
-    return user_dir("cache") / name
+    return folder / f"facts-{zlib.crc32(sys.prefix.encode('utf-8', 'surrogateescape')):08x}.json"
 
 
 def previous(path: Path | None) -> dict[str, Any] | None:

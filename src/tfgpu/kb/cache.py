@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection
+    from collections.abc import Callable, Collection, Mapping
 
-__all__ = ["CacheRefused", "DeferredField", "cache_files", "decode", "defer_fields", "encode", "mark_used", "read",
+__all__ = ["CacheRefused", "DeferredField", "cache_dir", "cache_files", "decode", "defer_fields", "encode", "mark_used", "read",
            "remove_stale", "write"]
 
 #: Tags of the encoded form: every JSON list starts with one of them (decode spells them out, for speed). A
@@ -244,6 +244,20 @@ def _parse(text: str) -> Any:
         return json.loads(text, object_pairs_hook=_no_objects)
     except RecursionError:
         raise ValueError("not cache data") from None  # noqa: EM101
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
+    """Where tfgpu keeps its caches (the knowledge base's, the doctor's last facts): ``TFGPU_CACHE_DIR``, else the
+    user cache directory; None when ``TFGPU_NO_CACHE`` turns caching off."""
+    env = os.environ if env is None else env
+    if env.get("TFGPU_NO_CACHE", "") not in ("", "0"):
+        return None
+    base = env.get("TFGPU_CACHE_DIR")
+    if base:
+        return Path(base)
+    from tfgpu.core.sysio import user_dir  # platformdirs' answer, without its import on the doctor's path
+
+    return user_dir("cache")
 
 
 def _check_dir(path: Path) -> None:

@@ -24,10 +24,12 @@ def _cache_file() -> Path | None:
     and of those that fill its indexes: stat calls, where hashing the contents meant reading them all and
     importing hashlib (~5 ms). TFGPU_CACHE_DIR overrides the directory;
     TFGPU_NO_CACHE=1 disables the cache."""
-    import os
     import zlib
 
-    if os.environ.get("TFGPU_NO_CACHE", "") not in ("", "0"):
+    from tfgpu.kb.cache import cache_dir
+
+    folder = cache_dir()
+    if folder is None:
         return None
     here = Path(__file__).resolve().parent.parent  # the tfgpu package
     parts = [__version__]
@@ -49,12 +51,7 @@ def _cache_file() -> Path | None:
         parts.append(f"{path}:{st.st_size}:{st.st_mtime_ns}")
     key = "|".join(parts).encode()
     digest = f"{zlib.crc32(key):08x}{zlib.crc32(key[::-1]):08x}"
-    base = os.environ.get("TFGPU_CACHE_DIR")
-    if not base:
-        from tfgpu.core.sysio import user_dir  # platformdirs' answer, without its import on the doctor's path
-
-        return user_dir("cache") / f"kb-{digest}.json"
-    return Path(base) / f"kb-{digest}.json"
+    return folder / f"kb-{digest}.json"
 
 
 #: Installs that share a cache directory (a pipx install and a project venv, one home on NFS for several

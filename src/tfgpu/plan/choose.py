@@ -61,9 +61,7 @@ def interpreters(facts: Facts, tools: Mapping[str, str | None]) -> dict[str, str
     found: dict[str, str] = {}
     py = facts.get("python") or {}
     for it in py.get("interpreters") or []:
-        # (dict first: a JSON object is one, and the Mapping check alone goes through the ABC machinery, once per
-        # interpreter and target)
-        if isinstance(it, (dict, Mapping)) and it.get("version") and it.get("bits") != 32:  # no TF wheel fits a 32-bit one
+        if isinstance(it, Mapping) and it.get("version") and it.get("bits") != 32:  # no TF wheel fits a 32-bit one
             try:
                 xy = _xy(str(it["version"]))
             except InvalidVersion:  # a garbled version in a facts file is not fatal for planning

@@ -69,8 +69,8 @@ def start(work: Callable[[], Any], fallback: Callable[[str], Any], deadline: flo
             while view:
                 view = view[os.write(write_fd, view):]
             code = 0
-        except BaseException:  # Ctrl-C or a crash: the parent falls back
-            pass
+        except BaseException:  # everything, SystemExit and Ctrl-C too: a forked child must never unwind into the
+            pass  # parent's code; it exits 70 below, and the parent probes in-process instead
         finally:
             os._exit(code)
     os.close(write_fd)
