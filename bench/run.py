@@ -154,6 +154,17 @@ def fake_gpu_machine(cache: Path, env: dict[str, str]) -> tuple[dict[str, str], 
 # ---------------------------------------------------------------- sections
 
 
+def forget(env: dict[str, str]) -> Callable[[], None]:
+    """Before each run: remove what the doctor kept of its last run (tfgpu.facts.lastrun's facts-*.json)."""
+    folder = Path(env["TFGPU_CACHE_DIR"])
+
+    def remove() -> None:
+        for path in folder.glob("facts-*.json"):
+            path.unlink()
+
+    return remove
+
+
 def doctor_section(rep: Report, *, title: str, env: dict[str, str], args: argparse.Namespace, tfgpu: list[str],
                    envdoc: str | None, envdoc_skip: str | None, homes: tuple[Path, Path] | None,
                    tf_python: str | None, tf_skip: str | None, extra: list[Contestant],
@@ -388,7 +399,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         rep.add("\n\n".join(tail) or "")
 
         def extras(e: dict[str, str], with_compat: bool) -> list[Contestant]:
-            out = []
+            # the doctor with nothing of its last run to reuse (as on its first run, or after a change): it loads the
+            # knowledge base and judges (the row above reuses the last run's answer, as a repeated run does)
+            out = [Contestant("forgotten", "tfgpu doctor --json, its last run forgotten",
+                              [[*tfgpu, "doctor", "--json"]], e, ok_codes=(0, 1), before=forget(e))]
             if with_compat:
                 out.append(Contestant("compat", "tfgpu compat --tf 2.2", [[*tfgpu, "compat", "--tf", "2.2"]], e,
                                       ok_codes=(0, 1)))

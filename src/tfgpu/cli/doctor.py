@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tfgpu.api.doctor import doctor_report
+from tfgpu.api.doctor import doctor_document
 from tfgpu.cli.options import SHARED, OptionSpec, fast_options
 from tfgpu.core.record import replace
 
@@ -109,10 +109,16 @@ def run_doctor(
     verbose: bool = False,
 ) -> int:
     """`tfgpu doctor`: the report (tfgpu.api.doctor.doctor_report, as `tfgpu.doctor()` makes it), rendered."""
-    doc, _ = doctor_report(tf=tf, facts_file=facts_file, backend=backend, require_gpu=require_gpu, strict=strict,
-                           overrides=overrides, timeout=timeout, fork_probes=fork_probes, python=python, prefix=prefix,
-                           name=name, import_tf=import_tf)
+    plain_json = json_out and not (ci or redact_out)
+    doc = doctor_document(tf=tf, facts_file=facts_file, backend=backend, require_gpu=require_gpu, strict=strict,
+                          overrides=overrides, timeout=timeout, fork_probes=fork_probes, python=python, prefix=prefix,
+                          name=name, import_tf=import_tf, prepare=_json_writer if plain_json else _report_writer)
     code = int(doc["exit_code"])
+    if plain_json:
+        from tfgpu.render import output
+
+        output.write_json(doc)
+        return code
     from tfgpu.render import report
 
     if redact_out:
@@ -137,3 +143,15 @@ def run_doctor(
     else:
         report.render_human(doc, sys.stdout, verbose=verbose)
     return code
+
+
+def _json_writer() -> None:
+    """What writing the JSON document imports (the JSON text writer), imported while the probes run."""
+    from tfgpu.core import jsontext  # noqa: F401
+    from tfgpu.render import output  # noqa: F401
+
+
+def _report_writer() -> None:
+    """What the report, the CI log and redaction import, imported while the probes run."""
+    _json_writer()
+    from tfgpu.render import report  # noqa: F401

@@ -8,6 +8,15 @@ import os
 from pathlib import Path
 
 
+def local_today() -> tuple[int, int, int]:
+    """Today's (year, month, day) in local time, as ``datetime.date.today()`` says (importing datetime was ~1.5 ms
+    of every `tfgpu doctor`)."""
+    import time
+
+    now = time.localtime()
+    return now.tm_year, now.tm_mon, now.tm_mday
+
+
 def replace_file(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     """Put ``data`` at ``path`` atomically: a new file beside it under an unpredictable name, created with
     O_EXCL | O_NOFOLLOW (a link or file planted there is never written through), renamed over ``path``.

@@ -1,32 +1,52 @@
-"""The facts of the doctor's last run on this machine, kept so that the next run can judge them while it probes.
+"""The doctor's last run on this machine: its facts, and its answer with what that answer was made from, kept so
+that the next run can answer without judging again.
 
-Why: the console script's `tfgpu doctor` loads the knowledge base while its probe child reads the machine, then
-waits for the child with nothing to do, then judges the facts (~8 ms with 8 GPUs, ~5 ms without a GPU) before it
-can answer. It now judges the facts of its last run in that wait (tfgpu.api.doctor) and answers with that
-judgement when this run's facts are the same in every value but the probes' timings. Judging is a pure function of
-the facts, the knowledge base and the options, and it runs in this process on this run's knowledge base and
-options, so the answer is exactly the one judging this run's facts gives; when anything differs (a new driver, an
-environment variable, an installed package) the facts are judged again and remembered for the next run.
+Why: the console script's `tfgpu doctor` used to load the knowledge base (~12 ms) while its probe child read the
+machine, wait for the child with nothing to do, then judge the facts (~8 ms with 8 GPUs) before it could answer.
+Judging is a pure function of the facts, the knowledge base, the configuration and the options, so:
 
-The file holds data only (tfgpu.kb.cache's tagged JSON, read only when it is safe to trust, never pickle), one per
-Python environment: a pipx install and a project venv on one machine do not take turns replacing each other's.
-``TFGPU_NO_CACHE=1`` turns it off with the knowledge base's cache; ``TFGPU_CACHE_DIR`` moves it."""
+- **the answer** (tfgpu.api.doctor.doctor_document): when this run asks the same (options, the day, the tfgpu and
+  environment variables), every file the last answer was made from is unchanged (tfgpu's modules and the other
+  code it imported, the knowledge in use, the fetched knowledge's store, the configuration file: their size and
+  modification time, as the knowledge base's own cache is keyed) and the probes find the same facts in every value
+  but their timings, the last answer is this run's answer, with this run's facts in it. The machine is still read
+  every time; only the judging is skipped, and the knowledge base is not even loaded.
+- **the facts**: otherwise the last run's facts are judged while the probes run, and that verdict is used when
+  this run's facts are the same (a changed option or configuration, a new day); anything else is judged again.
 
+Either way, what changed is remembered for the next run. The file holds data only (plain JSON, as the probes'
+facts and the document are; read only when it is safe to trust, as tfgpu.kb.cache reads, never pickle), one per
+Python environment: a pipx install and a project venv
+on one machine do not take turns replacing each other's. ``TFGPU_NO_CACHE=1`` turns it off with the knowledge
+base's cache; ``TFGPU_CACHE_DIR`` moves it."""
+
+# ruff: noqa: PTH100, PTH116, PTH120 - a hundred files are checked on every run: os calls on text, no Path objects
 from __future__ import annotations
+
+import os
+import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
     from pathlib import Path
     from typing import Any
 
 #: The facts' only values that differ between two runs on an unchanged machine: how long each probe took.
 VOLATILE = ("timings",)
+#: What the file holds: {"schema", "facts", "answer"} (the answer: None, or {"key", "inputs", "doc"}).
+SCHEMA = "tfgpu.lastrun/1"
+FACTS_SCHEMA = "tfgpu.facts/1"
+#: The document's values that are this run's own, not the judging's: put back into a remembered answer.
+OWN = ("facts", "overrides")
+#: Environment variables that steer judging or say where its inputs are (tfgpu's own, the configuration's and the
+#: data's directories); every other one that matters reaches the answer through the facts.
+_ENV_PREFIXES = ("TFGPU_", "XDG_")
+_ENV_NAMES = ("HOME", "APPDATA", "LOCALAPPDATA", "USERPROFILE")
 
 
 def facts_file(env: Mapping[str, str] | None = None) -> Path | None:
-    """Where this Python environment's doctor keeps the facts of its last run (None: caching is off)."""
-    import sys
+    """Where this Python environment's doctor keeps its last run (None: caching is off)."""
     import zlib
 
     from tfgpu.kb.cache import cache_dir
@@ -38,18 +58,26 @@ def facts_file(env: Mapping[str, str] | None = None) -> Path | None:
 
 
 def previous(path: Path | None) -> dict[str, Any] | None:
-    """The facts the last run remembered at ``path``; None when there are none, or they cannot be trusted or read
-    (a file of another user, a symlink, a directory others can write, anything but what :func:`remember` wrote).
-    Never raises, never prints: without them the doctor judges after probing, as it always did."""
+    """The last run :func:`remember` kept at ``path``: {"facts": ..., "answer": ... or None}; None when there is
+    none, or it cannot be trusted or read (a file of another user, a symlink, a directory others can write, anything
+    but what :func:`remember` wrote). Never raises, never prints: without it the doctor judges after probing."""
     if path is None:
         return None
     from tfgpu.kb import cache
 
     try:
-        facts = cache.decode(cache.read(path), {}, _refuse, _refuse)
+        record = cache.read(path, objects=True)
     except (OSError, ValueError, cache.CacheRefused):
         return None
-    return facts if isinstance(facts, dict) and facts.get("schema") == "tfgpu.facts/1" else None
+    if not (isinstance(record, dict) and record.get("schema") == SCHEMA):
+        return None
+    facts = record.get("facts")
+    if not (isinstance(facts, dict) and facts.get("schema") == FACTS_SCHEMA):
+        return None
+    answer = record.get("answer")
+    if not _well_formed(answer):
+        answer = None
+    return {"facts": facts, "answer": answer}
 
 
 def same(previous: Mapping[str, Any] | None, facts: Mapping[str, Any]) -> bool:
@@ -59,23 +87,107 @@ def same(previous: Mapping[str, Any] | None, facts: Mapping[str, Any]) -> bool:
     return _stable(previous) == _stable(facts)
 
 
-def remember(path: Path | None, facts: Mapping[str, Any]) -> None:
-    """Keep ``facts`` at ``path`` for the next run (written atomically; a read-only or full home is fine: the next
-    run judges after probing)."""
+def remember(path: Path | None, facts: Mapping[str, Any], answer: Mapping[str, Any] | None = None) -> None:
+    """Keep ``facts`` and ``answer`` (:func:`answer`) at ``path`` for the next run (written atomically; a read-only
+    or full home is fine: the next run judges after probing)."""
     if path is None:
         return
     from tfgpu.kb import cache
 
+    record = {"schema": SCHEMA, "facts": dict(facts), "answer": dict(answer) if answer is not None else None}
     try:
-        cache.write(path, cache.encode(dict(facts), {}))
+        cache.write(path, record)
     except (OSError, TypeError, ValueError, RecursionError, cache.CacheRefused):
         pass
 
 
+def answer_key(options: Mapping[str, Any], today: object, env: Mapping[str, str] | None = None) -> str:
+    """What a run asks, as text to compare: the doctor's options, the day its knowledge's age is counted on, the
+    tfgpu and Python in use, where its modules come from (``sys.path``: another checkout or install of tfgpu in
+    the same environment judges with its own code) and the environment variables that steer judging."""
+    import json
+
+    from tfgpu import __version__
+
+    env = os.environ if env is None else env
+    asked = {
+        "options": dict(options), "today": str(today), "tfgpu": __version__, "python": sys.version,
+        "executable": sys.executable, "path": list(sys.path),
+        "env": {k: v for k, v in env.items() if k.startswith(_ENV_PREFIXES) or k in _ENV_NAMES},
+    }
+    return json.dumps(asked, sort_keys=True, default=repr)
+
+
+def answer(key: str, doc: Mapping[str, Any], signed: Iterable[list[Any]]) -> dict[str, Any] | None:
+    """The answer to keep: ``doc`` (the doctor's document, its own values left out: :data:`OWN`) for ``key``
+    (:func:`answer_key`), made from the files ``signed`` (:func:`signatures`, taken before they were read) and the
+    modules imported so far outside the standard library (the code that judged: tfgpu and what it uses). None when
+    a module's file cannot be found (imported from a zip archive: a change to it could not be seen)."""
+    files = {path: [path, size, mtime] for path, size, mtime in signed}
+    code = signatures(sorted(imported_files() - set(files)))
+    if any(size == -1 for _, size, _ in code):
+        return None
+    return {"key": key, "inputs": [*files.values(), *code],
+            "doc": {k: (None if k in OWN else v) for k, v in doc.items()}}
+
+
+def answer_for(record: Mapping[str, Any] | None, key: str) -> dict[str, Any] | None:
+    """The remembered document when it answers ``key`` and none of its inputs changed (a new dict, its own values
+    still to fill in: :data:`OWN`); else None."""
+    found = record.get("answer") if record is not None else None
+    if not found or found["key"] != key or not unchanged(found["inputs"]):
+        return None
+    return dict(found["doc"])
+
+
+def signatures(paths: Iterable[str]) -> list[list[Any]]:
+    """[path, size, modification time in ns] of each path ([path, -1, -1] when there is none)."""
+    out = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            out.append([path, -1, -1])
+        else:
+            out.append([path, st.st_size, st.st_mtime_ns])
+    return out
+
+
+def unchanged(signed: Iterable[list[Any]]) -> bool:
+    """Whether every file is as :func:`signatures` found it."""
+    for path, size, mtime in signed:
+        try:
+            st = os.stat(path)
+        except OSError:
+            if size != -1:
+                return False
+            continue
+        if st.st_size != size or st.st_mtime_ns != mtime:
+            return False
+    return True
+
+
+def imported_files() -> set[str]:
+    """The files of the modules imported so far, but the standard library's (it changes with ``sys.version``)."""
+    stdlib = os.path.dirname(os.__file__) + os.sep
+    out = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and (not path.startswith(stdlib) or "-packages" in path):
+            out.add(os.path.abspath(path))
+    return out
+
+
+def _well_formed(answer: Any) -> bool:
+    if not isinstance(answer, dict) or not isinstance(answer.get("key"), str) \
+            or not isinstance(answer.get("doc"), dict) or not isinstance(answer.get("inputs"), list):
+        return False
+    doc = answer["doc"]
+    if not all(k in doc for k in OWN) or type(doc.get("exit_code")) is not int:
+        return False
+    return all(isinstance(s, list) and len(s) == 3 and isinstance(s[0], str) and type(s[1]) is int
+               and type(s[2]) is int for s in answer["inputs"])
+
+
 def _stable(facts: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in facts.items() if key not in VOLATILE}
-
-
-def _refuse(text: str) -> Any:
-    """The facts hold no versions nor ranges: a file that does is not one :func:`remember` wrote."""
-    raise ValueError(text)

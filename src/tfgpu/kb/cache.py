@@ -275,9 +275,10 @@ def _check_dir(path: Path) -> None:
         raise CacheRefused(msg)
 
 
-def read(path: Path) -> Any:
+def read(path: Path, *, objects: bool = False) -> Any:
     """The data in the cache file ``path``; FileNotFoundError when there is none, CacheRefused when it
-    is there but must not (or cannot) be used."""
+    is there but must not (or cannot) be used. ``objects``: plain JSON, objects too (a file whose data is
+    all JSON can hold, written by :func:`write` as it is, not :func:`encode`d)."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
@@ -310,7 +311,7 @@ def read(path: Path) -> Any:
         if fd >= 0:
             os.close(fd)
     try:
-        return json.loads(raw, object_pairs_hook=_no_objects)
+        return json.loads(raw) if objects else json.loads(raw, object_pairs_hook=_no_objects)
     except (ValueError, RecursionError):
         msg = f"ignored the corrupt cache {path}; rebuilt it"
         raise CacheRefused(msg) from None

@@ -11,6 +11,8 @@ if TYPE_CHECKING:
 
 from packaging.version import InvalidVersion, Version
 
+from tfgpu.core.sysio import local_today  # noqa: F401 - the clock the knowledge's age is counted by
+
 #: Knowledge older than this is worth updating: TensorFlow, CUDA, cuDNN and the driver branches move monthly.
 STALE_DAYS = 90
 #: The distributions whose installed version says which TensorFlow this environment has.
@@ -29,14 +31,6 @@ def age_days(date: str, today: _dt.date | tuple[int, int, int]) -> int | None:
     except (TypeError, ValueError, AttributeError):
         return None
     return now - then
-
-
-def local_today() -> tuple[int, int, int]:
-    """Today's (year, month, day) in local time, as ``datetime.date.today()`` says."""
-    import time
-
-    now = time.localtime()
-    return now.tm_year, now.tm_mon, now.tm_mday
 
 
 def day_number(year: int, month: int, day: int) -> int:
