@@ -183,20 +183,25 @@ def _remember(where: Path, last: dict[str, Any] | None, facts: dict[str, Any], k
 
 def _signed_inputs() -> list[list[Any]] | None:
     """The signatures (tfgpu.facts.lastrun.signatures) of the files besides the code that a verdict is made from:
-    the knowledge in use (its directory and every file in it), the store of fetched knowledge (a newer version there
-    replaces it) and the configuration file; None when they cannot be named (e.g. a TFGPU_HOME that is not a
-    directory: then no answer is kept)."""
+    the knowledge in use (its directory and every file in it), the store of fetched knowledge (its directory, and the
+    record each version gets last, when it is complete: tfgpu.kb.bundles) and the configuration file; None when they
+    cannot be named (e.g. a TFGPU_HOME that is not a directory: then no answer is kept)."""
     from tfgpu.backends.config import config_path
     from tfgpu.core.errors import TfgpuError
     from tfgpu.facts.lastrun import signatures
-    from tfgpu.kb.bundles import store_dir
+    from tfgpu.kb.bundles import RECORD, store_dir
     from tfgpu.kb.parse import compat_dir
 
     try:
-        data = compat_dir()
+        data, store = compat_dir(), store_dir()
         with os.scandir(data) as entries:
             files = [str(data), *(entry.path for entry in entries)]
-        return signatures([*files, str(store_dir()), str(config_path())])
+        try:
+            with os.scandir(store) as entries:
+                files += [str(store / entry.name / RECORD) for entry in entries]
+        except FileNotFoundError:  # nothing fetched yet: the store's own signature says when that changes
+            pass
+        return signatures([*files, str(store), str(config_path())])
     except (OSError, TfgpuError):
         return None
 

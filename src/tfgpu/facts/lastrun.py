@@ -7,8 +7,9 @@ Judging is a pure function of the facts, the knowledge base, the configuration a
 
 - **the answer** (tfgpu.api.doctor.doctor_document): when this run asks the same (options, the day, the tfgpu and
   environment variables), every file the last answer was made from is unchanged (tfgpu's modules and the other
-  code it imported, the knowledge in use, the fetched knowledge's store, the configuration file: their size and
-  modification time, as the knowledge base's own cache is keyed) and the probes find the same facts in every value
+  code it imported, the knowledge in use, the fetched knowledge's store, the configuration file: their size, their
+  modification time and the time their status last changed, which a rewrite, a rename or a chmod moves and no
+  program sets back) and the probes find the same facts in every value
   but their timings, the last answer is this run's answer, with this run's facts in it. The machine is still read
   every time; only the judging is skipped, and the knowledge base is not even loaded.
 - **the facts**: otherwise the last run's facts are judged while the probes run, and that verdict is used when
@@ -123,9 +124,9 @@ def answer(key: str, doc: Mapping[str, Any], signed: Iterable[list[Any]]) -> dic
     (:func:`answer_key`), made from the files ``signed`` (:func:`signatures`, taken before they were read) and the
     modules imported so far outside the standard library (the code that judged: tfgpu and what it uses). None when
     a module's file cannot be found (imported from a zip archive: a change to it could not be seen)."""
-    files = {path: [path, size, mtime] for path, size, mtime in signed}
+    files = {signature[0]: list(signature) for signature in signed}
     code = signatures(sorted(imported_files() - set(files)))
-    if any(size == -1 for _, size, _ in code):
+    if any(signature[1] == -1 for signature in code):
         return None
     return {"key": key, "inputs": [*files.values(), *code],
             "doc": {k: (None if k in OWN else v) for k, v in doc.items()}}
@@ -141,28 +142,31 @@ def answer_for(record: Mapping[str, Any] | None, key: str) -> dict[str, Any] | N
 
 
 def signatures(paths: Iterable[str]) -> list[list[Any]]:
-    """[path, size, modification time in ns] of each path ([path, -1, -1] when there is none)."""
+    """[path, size, modification time, status change time (ns)] of each path ([path, -1, -1, -1] when there is
+    none). The status change time (ctime on POSIX) moves with every write, rename, chmod or chown, and no program can
+    set it back as it can the modification time; on Windows, where it is the creation time, the modification time
+    and the size tell."""
     out = []
     for path in paths:
         try:
             st = os.stat(path)
         except OSError:
-            out.append([path, -1, -1])
+            out.append([path, -1, -1, -1])
         else:
-            out.append([path, st.st_size, st.st_mtime_ns])
+            out.append([path, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
     return out
 
 
 def unchanged(signed: Iterable[list[Any]]) -> bool:
     """Whether every file is as :func:`signatures` found it."""
-    for path, size, mtime in signed:
+    for path, size, mtime, ctime in signed:
         try:
             st = os.stat(path)
         except OSError:
             if size != -1:
                 return False
             continue
-        if st.st_size != size or st.st_mtime_ns != mtime:
+        if st.st_size != size or st.st_mtime_ns != mtime or st.st_ctime_ns != ctime:
             return False
     return True
 
@@ -185,8 +189,8 @@ def _well_formed(answer: Any) -> bool:
     doc = answer["doc"]
     if not all(k in doc for k in OWN) or type(doc.get("exit_code")) is not int:
         return False
-    return all(isinstance(s, list) and len(s) == 3 and isinstance(s[0], str) and type(s[1]) is int
-               and type(s[2]) is int for s in answer["inputs"])
+    return all(isinstance(s, list) and len(s) == 4 and isinstance(s[0], str) and all(type(n) is int for n in s[1:])
+               for s in answer["inputs"])
 
 
 def _stable(facts: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -64,14 +65,15 @@ def test_what_is_not_a_remembered_run_is_none_and_never_an_error(tmp_path: Path)
 def test_an_answer_that_is_not_one_is_dropped_and_the_facts_kept(tmp_path: Path) -> None:
     where = tmp_path / "facts-x.json"
     doc = {"facts": None, "overrides": None, "exit_code": 0}
-    for answer in ({"key": 1, "inputs": [], "doc": doc}, {"key": "k", "inputs": [["a", 1]], "doc": doc},
-                   {"key": "k", "inputs": [["a", "1", 2]], "doc": doc}, {"key": "k", "inputs": {}, "doc": doc},
+    for answer in ({"key": 1, "inputs": [], "doc": doc}, {"key": "k", "inputs": [["a", 1, 2]], "doc": doc},
+                   {"key": "k", "inputs": [["a", "1", 2, 3]], "doc": doc}, {"key": "k", "inputs": {}, "doc": doc},
+                   {"key": "k", "inputs": [["a", 1, 2, 3.0]], "doc": doc},
                    {"key": "k", "inputs": [], "doc": {"facts": None, "exit_code": 0}},
                    {"key": "k", "inputs": [], "doc": {**doc, "exit_code": "0"}}, {"key": "k", "inputs": []}):
         where.write_text(_record(**answer))
         assert lastrun.previous(where) == {"facts": FACTS, "answer": None}, answer
-    where.write_text(_record(key="k", inputs=[["a", -1, -1]], doc=doc))
-    assert lastrun.previous(where)["answer"] == {"key": "k", "inputs": [["a", -1, -1]], "doc": doc}
+    where.write_text(_record(key="k", inputs=[["a", -1, -1, -1]], doc=doc))
+    assert lastrun.previous(where)["answer"] == {"key": "k", "inputs": [["a", -1, -1, -1]], "doc": doc}
 
 
 @pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="needs root to make another user's file")
@@ -162,11 +164,11 @@ def test_an_answer_holds_while_every_file_it_was_made_from_is_unchanged(tmp_path
     gone.write_text("")
     doc = {"schema": "tfgpu.doctor/1", "facts": FACTS, "overrides": ["driver"], "exit_code": 0}
     answer = lastrun.answer("k", doc, lastrun.signatures([str(data), str(gone), str(later)]))
+    assert answer is not None
     assert answer["doc"] == {"schema": "tfgpu.doctor/1", "facts": None, "overrides": None, "exit_code": 0}
     assert doc["facts"] is FACTS  # the document itself is left alone
-    assert answer is not None
-    signed = {path: (size, mtime) for path, size, mtime in answer["inputs"]}
-    assert signed[str(later)] == (-1, -1)
+    signed = {path: rest for path, *rest in answer["inputs"]}
+    assert signed[str(later)] == [-1, -1, -1]
     assert str(Path(lastrun.__file__).resolve()) in signed  # the code that judged
     assert not any(p.startswith(os.path.dirname(os.__file__) + os.sep) and "-packages" not in p for p in signed)
     record = {"facts": FACTS, "answer": answer}
@@ -175,23 +177,53 @@ def test_an_answer_holds_while_every_file_it_was_made_from_is_unchanged(tmp_path
     assert lastrun.answer_for(None, "k") is None
     assert lastrun.answer_for({"facts": FACTS, "answer": None}, "k") is None
 
+    def sign_again() -> None:
+        answer["inputs"] = lastrun.signatures([str(data), str(gone), str(later)])
+
+    def tick() -> None:  # file times advance with the kernel's clock tick (a few ms): let one pass
+        time.sleep(0.03)
+
     st = data.stat()
-    data.write_text("a = 2\n")  # same size: the modification time tells
-    os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
-    assert lastrun.answer_for(record, "k") is None
+    tick()
+    data.write_text("a = 2\n")  # the same size, and the modification time set back: the status change time tells
     os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert lastrun.answer_for(record, "k") is not None  # (the size and the time: as the knowledge base's cache)
+    assert lastrun.answer_for(record, "k") is None
+    sign_again()
+    assert lastrun.answer_for(record, "k") is not None
+    tick()
+    data.chmod(0o640 if data.stat().st_mode & 0o777 != 0o640 else 0o600)  # a new mode (fetched knowledge in a
+    # directory others can write is not used)
+    assert lastrun.answer_for(record, "k") is None
+    sign_again()
     data.write_text("a = 22\n")
-    os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert lastrun.answer_for(record, "k") is None
-    data.write_text("a = 1\n")
-    os.utime(data, ns=(st.st_atime_ns, st.st_mtime_ns))
+    sign_again()
     gone.unlink()
     assert lastrun.answer_for(record, "k") is None
-    gone.write_text("")
-    os.utime(gone, ns=(signed[str(gone)][1], signed[str(gone)][1]))
-    assert lastrun.answer_for(record, "k") is not None
+    sign_again()
+    assert lastrun.answer_for(record, "k") is not None  # recorded absent, still absent
     later.write_text("")  # a file that was not there, is now
+    assert lastrun.answer_for(record, "k") is None
+
+
+def test_fetched_knowledge_that_becomes_complete_is_a_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`tfgpu kb update` moves a version into the store, then writes its record last (tfgpu.kb.bundles.commit): a run
+    between the two judged with the bundled data, and the record's arrival must show as a change."""
+    from tfgpu.api.doctor import _signed_inputs
+    from tfgpu.kb.bundles import RECORD
+
+    monkeypatch.setenv("TFGPU_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TFGPU_CONFIG", str(tmp_path / "config.toml"))
+    before = _signed_inputs()
+    assert before is not None
+    record = {"facts": FACTS, "answer": {"key": "k", "inputs": before, "doc": {}}}
+    assert lastrun.answer_for(record, "k") == {}
+    version = tmp_path / "home" / "kb" / "2099.01.01"
+    version.mkdir(parents=True)  # the store appears: a change
+    assert lastrun.answer_for(record, "k") is None
+    record["answer"]["inputs"] = _signed_inputs()
+    assert lastrun.answer_for(record, "k") == {}
+    (version / RECORD).write_text("{}")  # complete now, in a directory that was already there
     assert lastrun.answer_for(record, "k") is None
 
 
