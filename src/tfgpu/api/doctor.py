@@ -119,7 +119,7 @@ def _doctor(
         from tfgpu.kb.knowledge import load_kb
         from tfgpu.render import report
         kb = load_kb()
-        config = _ready_to_judge(kb)
+        config = _ready_to_judge(kb, prepare)
     except (Exception, KeyboardInterrupt):  # a bad knowledge base, a bug, or Ctrl-C / a signal (tfgpu turns
         # SIGINT/SIGTERM/SIGHUP into KeyboardInterrupt): stop the probe child before the error goes up
         pending.cancel()  # type: ignore[attr-defined]
@@ -206,21 +206,21 @@ def _signed_inputs() -> list[list[Any]] | None:
         return None
 
 
-def _ready_to_judge(kb: KnowledgeBase) -> Config:
+def _ready_to_judge(kb: KnowledgeBase, prepare: Callable[[], None] | None) -> Config:
     """What judging needs that no fact changes, made ready while the probes run (in the console script's probe
     child: here the parent would only wait): the configuration, whose [backends] prefer steers the recipe exactly
-    as it does for plan and create, the knowledge base's patterns, and the modules that judging (the facts
-    document's too: gathering imports it only once the probes are done), the knowledge report and the JSON
-    writer import."""
+    as it does for plan and create, the knowledge base's patterns, the modules that judging (the facts
+    document's too: gathering imports it only once the probes are done) and the knowledge report import, and
+    ``prepare``: the renderer's imports (the console script's)."""
     from tfgpu.backends.config import load_config
-    from tfgpu.core import jsontext  # noqa: F401 - imported now, used by the doctor's JSON
     from tfgpu.facts import document  # noqa: F401 - imported now (~2 ms: copy, weakref), used by doctor_result
-    from tfgpu.judge.containers import prepare
+    from tfgpu.judge.containers import prepare as prepare_patterns
     from tfgpu.kb import freshness  # noqa: F401 - imported now, used by knowledge_of
     from tfgpu.plan import choose  # noqa: F401 - imported now, used by doctor_result
-    from tfgpu.render import output  # noqa: F401 - imported now, used by the doctor's JSON
 
-    prepare(kb)
+    prepare_patterns(kb)
+    if prepare is not None:
+        prepare()
     return load_config()
 
 

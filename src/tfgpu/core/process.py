@@ -397,12 +397,14 @@ def capture(
         return Result(argv, None, error=f"{argv[0]}: cannot run: {exc.strerror or exc}")
     _LIVE.add(proc)
     dog = _start_watchdog(proc.pid) if guard else None
+    collected = False
     try:
-        return _collect(proc, argv, timeout, start)
-    except BaseException:  # whatever ends the wait early (Ctrl-C, a signal, a bug): the program must not outlive
-        _kill_tree(proc)  # it, so its group is killed; the exception goes on unchanged
-        raise
+        result = _collect(proc, argv, timeout, start)
+        collected = True
+        return result
     finally:
+        if not collected:  # the wait ended early (Ctrl-C, a signal, a bug): the program must not outlive it
+            _kill_tree(proc)
         _LIVE.discard(proc)
         _stop_watchdog(dog)
 

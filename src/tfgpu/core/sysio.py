@@ -24,13 +24,15 @@ def replace_file(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     tmp = path.with_name(f".{path.name}.{os.urandom(8).hex()}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(tmp, flags, mode)
+    written = False
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         tmp.replace(path)
-    except BaseException:  # a full disk or Ctrl-C mid-write: remove the half-written file, then re-raise
-        tmp.unlink(missing_ok=True)
-        raise
+        written = True
+    finally:
+        if not written:  # a full disk or Ctrl-C mid-write: the half-written file goes
+            tmp.unlink(missing_ok=True)
 
 
 def write_new_file(path: str, text: str, *, force: bool, hint: str = "give another -o PATH") -> None:

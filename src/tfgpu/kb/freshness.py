@@ -11,8 +11,6 @@ if TYPE_CHECKING:
 
 from packaging.version import InvalidVersion, Version
 
-from tfgpu.core.sysio import local_today  # noqa: F401 - the clock the knowledge's age is counted by
-
 #: Knowledge older than this is worth updating: TensorFlow, CUDA, cuDNN and the driver branches move monthly.
 STALE_DAYS = 90
 #: The distributions whose installed version says which TensorFlow this environment has.

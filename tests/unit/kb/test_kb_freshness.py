@@ -122,5 +122,7 @@ def test_age_days_reads_only_real_dates_as_fromisoformat_reads_yyyy_mm_dd(text: 
 
 def test_today_is_local_today() -> None:
     before = dt.date.today()
-    got = freshness.local_today()
+    from tfgpu.core.sysio import local_today
+
+    got = local_today()
     assert got in ((before.year, before.month, before.day), tuple(dt.date.today().timetuple()[:3]))

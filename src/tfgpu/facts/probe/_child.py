@@ -69,10 +69,8 @@ def start(work: Callable[[], Any], fallback: Callable[[str], Any], deadline: flo
             while view:
                 view = view[os.write(write_fd, view):]
             code = 0
-        except BaseException:  # everything, SystemExit and Ctrl-C too: a forked child must never unwind into the
-            pass  # parent's code; it exits 70 below, and the parent probes in-process instead
-        finally:
-            os._exit(code)
+        finally:  # whatever happened (an error, SystemExit, Ctrl-C), a forked child never unwinds into the parent's
+            os._exit(code)  # code: it exits here, 70 unless it delivered, and the parent then probes in-process
     os.close(write_fd)
     done = False
 
